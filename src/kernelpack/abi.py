@@ -1,0 +1,424 @@
+"""The typed parameter ABI of a kernel: the single source of truth for the C generator and the Python runtime.
+
+A kernel's ABI is an ordered tuple of :class:`Param`, each with a name and a type of one of four kinds:
+
+* :class:`Scalar`  - i8..i64, u8..u64, f16, bf16, f32, f64, bool, passed by value at its exact width;
+* :class:`Pointer` - a device pointer to an element dtype (or untyped), with an address space;
+* :class:`Struct`  - a by-value C struct of named fields (a tensor descriptor ``{data, shape*, stride*}``);
+* :class:`Opaque`  - bytes of a given size and alignment (a 128-byte ``CUtensorMap``).
+
+Each kind knows its size, alignment and C spelling, and serializes to JSON and back losslessly.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Union
+
+from .errors import AbiError
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class DType(str, Enum):
+    """Element and scalar types, named as in the JSON form."""
+
+    i8 = "i8"
+    i16 = "i16"
+    i32 = "i32"
+    i64 = "i64"
+    u8 = "u8"
+    u16 = "u16"
+    u32 = "u32"
+    u64 = "u64"
+    f16 = "f16"
+    bf16 = "bf16"
+    f32 = "f32"
+    f64 = "f64"
+    bool = "bool"
+
+    @property
+    def size(self) -> int:
+        return _DTYPE_INFO[self][0]
+
+    @property
+    def c_type(self) -> str:
+        return _DTYPE_INFO[self][1]
+
+    @property
+    def struct_format(self) -> str:
+        """The :mod:`struct` code used to pack a Python value of this dtype (f16/bf16 as raw bits)."""
+        return _DTYPE_INFO[self][2]
+
+    @property
+    def is_float(self) -> bool:
+        return self in (DType.f16, DType.bf16, DType.f32, DType.f64)
+
+    @property
+    def is_signed(self) -> bool:
+        return self.value.startswith("i")
+
+    @property
+    def is_integer(self) -> bool:
+        return self.value[0] in "iu"
+
+    @classmethod
+    def parse(cls, text: str | DType) -> DType:
+        try:
+            return cls(text)
+        except ValueError:
+            valid = ", ".join(d.value for d in cls)
+            raise AbiError(f"unknown dtype {text!r} (expected one of {valid})") from None
+
+
+# size in bytes, C spelling (kp_f16/kp_bf16 are 2-byte structs in the generated header), struct code
+_DTYPE_INFO: dict[DType, tuple[int, str, str]] = {
+    DType.i8: (1, "int8_t", "b"),
+    DType.i16: (2, "int16_t", "h"),
+    DType.i32: (4, "int32_t", "i"),
+    DType.i64: (8, "int64_t", "q"),
+    DType.u8: (1, "uint8_t", "B"),
+    DType.u16: (2, "uint16_t", "H"),
+    DType.u32: (4, "uint32_t", "I"),
+    DType.u64: (8, "uint64_t", "Q"),
+    DType.f16: (2, "kp_f16", "e"),
+    DType.bf16: (2, "kp_bf16", "H"),
+    DType.f32: (4, "float", "f"),
+    DType.f64: (8, "double", "d"),
+    DType.bool: (1, "bool", "?"),
+}
+
+
+def align_up(value: int, align: int) -> int:
+    return (value + align - 1) // align * align
+
+
+def _check_ident(name: str, what: str) -> None:
+    if not isinstance(name, str) or not _IDENT.match(name):
+        raise AbiError(f"{what} name {name!r} is not a C identifier")
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A by-value scalar of an exact width."""
+
+    dtype: DType
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", DType.parse(self.dtype))
+
+    @property
+    def size(self) -> int:
+        return self.dtype.size
+
+    @property
+    def align(self) -> int:
+        return self.dtype.size
+
+    @property
+    def c_type(self) -> str:
+        return self.dtype.c_type
+
+
+ADDRESS_SPACES = ("global", "generic", "shared", "const")
+
+
+@dataclass(frozen=True)
+class Pointer:
+    """A 64-bit device pointer. ``pointee`` None means untyped (``void*``)."""
+
+    pointee: DType | None = None
+    const: bool = False
+    space: str = "global"
+
+    def __post_init__(self) -> None:
+        if self.pointee is not None:
+            object.__setattr__(self, "pointee", DType.parse(self.pointee))
+        if self.space not in ADDRESS_SPACES:
+            raise AbiError(f"unknown address space {self.space!r} (expected one of {', '.join(ADDRESS_SPACES)})")
+
+    size = 8
+    align = 8
+
+    @property
+    def c_type(self) -> str:
+        base = self.pointee.c_type if self.pointee is not None else "void"
+        return f"{'const ' if self.const else ''}{base}*"
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """Bytes of a fixed size and alignment whose content the ABI does not model (e.g. ``CUtensorMap``)."""
+
+    size: int
+    align: int = 1
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.size, int) or self.size <= 0:
+            raise AbiError(f"opaque size must be a positive int (got {self.size!r})")
+        if not isinstance(self.align, int) or self.align <= 0 or self.align & (self.align - 1):
+            raise AbiError(f"opaque alignment must be a power of two (got {self.align!r})")
+        if self.size % self.align:
+            raise AbiError(f"opaque size {self.size} is not a multiple of its alignment {self.align}")
+        if self.name:
+            _check_ident(self.name, "opaque type")
+
+    @property
+    def c_type(self) -> str:
+        return f"kp_{self.name}" if self.name else f"kp_opaque{self.size}_a{self.align}"
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """What a tensor-descriptor struct describes: dtype, rank and which modes are static.
+
+    ``shape[i]``/``stride[i]`` is an int for a mode fixed at compile time, None for one passed at run
+    time (as struct field ``shape{i}``/``stride{i}``). Strides are in elements.
+    """
+
+    dtype: DType
+    shape: tuple[int | None, ...]
+    stride: tuple[int | None, ...]
+    shape_dtype: DType = DType.i32
+    stride_dtype: DType = DType.i64
+    align: int = 1  # guaranteed alignment of the data pointer in bytes (a dispatch constraint)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", DType.parse(self.dtype))
+        object.__setattr__(self, "shape_dtype", DType.parse(self.shape_dtype))
+        object.__setattr__(self, "stride_dtype", DType.parse(self.stride_dtype))
+        object.__setattr__(self, "shape", tuple(self.shape))
+        object.__setattr__(self, "stride", tuple(self.stride))
+        if len(self.shape) != len(self.stride):
+            raise AbiError(f"tensor shape has rank {len(self.shape)} but stride has rank {len(self.stride)}")
+        for dt in (self.shape_dtype, self.stride_dtype):
+            if not dt.is_integer:
+                raise AbiError(f"tensor shape/stride dtype must be an integer type (got {dt.value})")
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def fields(self) -> tuple[Field, ...]:
+        out = [Field("data", Pointer(self.dtype))]
+        out += [Field(f"shape{i}", Scalar(self.shape_dtype)) for i, s in enumerate(self.shape) if s is None]
+        out += [Field(f"stride{i}", Scalar(self.stride_dtype)) for i, s in enumerate(self.stride) if s is None]
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: ParamType
+
+    def __post_init__(self) -> None:
+        _check_ident(self.name, "struct field")
+
+
+@dataclass(frozen=True)
+class Struct:
+    """A by-value C struct laid out by the C rules (each field at its natural alignment)."""
+
+    name: str
+    fields: tuple[Field, ...]
+    tensor: TensorSpec | None = None
+    min_align: int = 1
+
+    def __post_init__(self) -> None:
+        _check_ident(self.name, "struct")
+        object.__setattr__(self, "fields", tuple(self.fields))
+        if not self.fields:
+            raise AbiError(f"struct {self.name} has no fields")
+        names = [f.name for f in self.fields]
+        if len(set(names)) != len(names):
+            raise AbiError(f"struct {self.name} has duplicate field names: {names}")
+        if self.tensor is not None and self.tensor.fields() != self.fields:
+            raise AbiError(f"struct {self.name}: fields do not match its tensor spec")
+
+    @classmethod
+    def tensor_descriptor(cls, name: str, spec: TensorSpec) -> Struct:
+        return cls(name, spec.fields(), tensor=spec)
+
+    @property
+    def field_offsets(self) -> tuple[int, ...]:
+        offsets, cur = [], 0
+        for f in self.fields:
+            cur = align_up(cur, f.type.align)
+            offsets.append(cur)
+            cur += f.type.size
+        return tuple(offsets)
+
+    @property
+    def align(self) -> int:
+        return max([self.min_align] + [f.type.align for f in self.fields])
+
+    @property
+    def size(self) -> int:
+        last = self.field_offsets[-1] + self.fields[-1].type.size
+        return align_up(last, self.align)
+
+    @property
+    def c_type(self) -> str:
+        return self.name
+
+
+ParamType = Union[Scalar, Pointer, Struct, Opaque]
+
+PARAM_ROLES = ("arg", "global_scratch", "profile_scratch")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter.
+
+    ``divisibility``: a dispatch constraint; the integer value (or pointer address) is a multiple of it.
+    ``role``: ``arg`` for a caller-visible argument; the others are hidden params the launcher fills.
+    """
+
+    name: str
+    type: ParamType
+    divisibility: int = 1
+    role: str = "arg"
+
+    def __post_init__(self) -> None:
+        _check_ident(self.name, "parameter")
+        if not isinstance(self.type, (Scalar, Pointer, Struct, Opaque)):
+            raise AbiError(f"parameter {self.name}: {self.type!r} is not an ABI type")
+        if not isinstance(self.divisibility, int) or self.divisibility < 1:
+            raise AbiError(f"parameter {self.name}: divisibility must be an int >= 1 (got {self.divisibility!r})")
+        if self.role not in PARAM_ROLES:
+            raise AbiError(f"parameter {self.name}: unknown role {self.role!r} (expected one of {PARAM_ROLES})")
+
+
+@dataclass(frozen=True)
+class Abi:
+    """The ordered parameters of one kernel entry."""
+
+    params: tuple[Param, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", tuple(self.params))
+        names = [p.name for p in self.params]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise AbiError(f"duplicate parameter names: {', '.join(dupes)}")
+
+    def __len__(self) -> int:
+        return len(self.params)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.params)
+
+    def offsets(self, base: int = 0) -> tuple[int, ...]:
+        """Byte offsets of each param in the parameter buffer.
+
+        ``base`` is the absolute constant-bank address where the buffer starts (from the cubin);
+        alignment applies to the absolute address, so offsets can differ between archs.
+        """
+        out, cur = [], 0
+        for p in self.params:
+            cur = align_up(base + cur, p.type.align) - base
+            out.append(cur)
+            cur += p.type.size
+        return tuple(out)
+
+    def param_bytes(self, base: int = 0) -> int:
+        if not self.params:
+            return 0
+        return self.offsets(base)[-1] + self.params[-1].type.size
+
+    @property
+    def args(self) -> tuple[Param, ...]:
+        """The caller-visible params (hidden launcher-filled ones removed)."""
+        return tuple(p for p in self.params if p.role == "arg")
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [param_to_json(p) for p in self.params]
+
+    @classmethod
+    def from_json(cls, data: Iterable[Mapping[str, Any]]) -> Abi:
+        if not isinstance(data, list):
+            raise AbiError(f"ABI JSON must be a list of params (got {type(data).__name__})")
+        return cls(tuple(param_from_json(d) for d in data))
+
+    def describe(self) -> str:
+        return ", ".join(f"{p.type.c_type} {p.name}" for p in self.params)
+
+
+# ---------------------------------------------------------------- JSON
+
+
+def type_to_json(t: ParamType) -> dict[str, Any]:
+    if isinstance(t, Scalar):
+        return {"kind": "scalar", "dtype": t.dtype.value}
+    if isinstance(t, Pointer):
+        return {
+            "kind": "pointer",
+            "pointee": t.pointee.value if t.pointee is not None else None,
+            "const": t.const,
+            "space": t.space,
+        }
+    if isinstance(t, Opaque):
+        return {"kind": "opaque", "size": t.size, "align": t.align, "name": t.name}
+    out: dict[str, Any] = {
+        "kind": "struct",
+        "name": t.name,
+        "fields": [{"name": f.name, "type": type_to_json(f.type)} for f in t.fields],
+        "min_align": t.min_align,
+    }
+    if t.tensor is not None:
+        s = t.tensor
+        out["tensor"] = {
+            "dtype": s.dtype.value,
+            "shape": list(s.shape),
+            "stride": list(s.stride),
+            "shape_dtype": s.shape_dtype.value,
+            "stride_dtype": s.stride_dtype.value,
+            "align": s.align,
+        }
+    return out
+
+
+def type_from_json(d: Mapping[str, Any]) -> ParamType:
+    if not isinstance(d, Mapping):
+        raise AbiError(f"ABI type must be a JSON object (got {d!r})")
+    kind = d.get("kind")
+    try:
+        if kind == "scalar":
+            return Scalar(DType.parse(d["dtype"]))
+        if kind == "pointer":
+            pointee = d.get("pointee")
+            return Pointer(DType.parse(pointee) if pointee is not None else None, bool(d["const"]), d["space"])
+        if kind == "opaque":
+            return Opaque(int(d["size"]), int(d["align"]), str(d.get("name", "")))
+        if kind == "struct":
+            fields = tuple(Field(f["name"], type_from_json(f["type"])) for f in d["fields"])
+            tensor = None
+            if d.get("tensor") is not None:
+                s = d["tensor"]
+                tensor = TensorSpec(
+                    DType.parse(s["dtype"]),
+                    tuple(s["shape"]),
+                    tuple(s["stride"]),
+                    DType.parse(s["shape_dtype"]),
+                    DType.parse(s["stride_dtype"]),
+                    int(s.get("align", 1)),
+                )
+            return Struct(d["name"], fields, tensor, int(d.get("min_align", 1)))
+    except (KeyError, TypeError, ValueError) as e:
+        raise AbiError(f"malformed ABI type {dict(d)!r}: {e!r}") from None
+    raise AbiError(f"unknown ABI type kind {kind!r} (expected scalar, pointer, struct or opaque)")
+
+
+def param_to_json(p: Param) -> dict[str, Any]:
+    return {"name": p.name, "type": type_to_json(p.type), "divisibility": p.divisibility, "role": p.role}
+
+
+def param_from_json(d: Mapping[str, Any]) -> Param:
+    if not isinstance(d, Mapping) or "name" not in d or "type" not in d:
+        raise AbiError(f"ABI param must be an object with 'name' and 'type' (got {d!r})")
+    return Param(d["name"], type_from_json(d["type"]), int(d.get("divisibility", 1)), str(d.get("role", "arg")))

@@ -1,0 +1,43 @@
+"""One exception hierarchy for everything kernelpack raises on purpose."""
+
+from __future__ import annotations
+
+
+class KernelpackError(Exception):
+    """Base of every error kernelpack raises deliberately.
+
+    ``log`` carries a tool's output (compiler log) where there is one; it is appended to the message.
+    """
+
+    def __init__(self, message: str, *, log: str | None = None) -> None:
+        self.message = message
+        self.log = log
+        super().__init__(message if not log else f"{message}\n--- log ---\n{log.rstrip()}")
+
+
+class CompileError(KernelpackError):
+    """A frontend could not compile a kernel (the compiler's log is attached)."""
+
+
+class CubinError(KernelpackError):
+    """A cubin is malformed, truncated, relocatable or not a CUDA ELF."""
+
+
+class AbiMismatch(KernelpackError):
+    """A kernel's typed ABI disagrees with the parameter table in its cubin."""
+
+
+class AbiError(KernelpackError):
+    """An ABI description is invalid in itself (bad dtype, bad size, bad JSON)."""
+
+
+class BundleError(KernelpackError):
+    """A bundle file is truncated, tampered with, or of an unsupported format version."""
+
+
+class CacheError(KernelpackError):
+    """The compile cache could not be used (unwritable directory and the like)."""
+
+
+class LaunchError(KernelpackError):
+    """A launch was refused before reaching the driver, or the driver refused it."""
