@@ -1,0 +1,184 @@
+"""KernelArtifact: the immutable result of compiling one kernel specialization for one or more archs.
+
+An artifact holds bytes and facts, never runtime state (no modules, streams or devices). Its typed ABI is
+verified against the parameter table of every cubin it carries when it is constructed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from .abi import Abi
+from .arch import Arch
+from .cubin import Cubin, CubinKernel, read_cubin
+from .errors import AbiMismatch, KernelpackError
+
+BINARY_KINDS = ("cubin", "ptx")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_VARIANT = re.compile(r"^[A-Za-z0-9_]*$")
+
+Dim3 = tuple[int, int, int]
+
+
+def _dim3(value: Any, what: str) -> Dim3 | None:
+    if value is None:
+        return None
+    dims = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d >= 1 for d in dims):
+        raise KernelpackError(f"{what} must be 1 to 3 ints >= 1 (got {value!r})")
+    return (dims + (1, 1))[:3]  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Binary:
+    """Device code for one arch: a SASS cubin, or PTX for the driver to JIT."""
+
+    arch: Arch
+    data: bytes
+    kind: str = "cubin"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "arch", Arch.parse(self.arch))
+        if self.kind not in BINARY_KINDS:
+            raise KernelpackError(f"binary kind must be one of {BINARY_KINDS} (got {self.kind!r})")
+        if not isinstance(self.data, bytes) or not self.data:
+            raise KernelpackError(f"{self.kind} for {self.arch} is empty or not bytes")
+
+    @cached_property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+    @cached_property
+    def cubin(self) -> Cubin:
+        """The parsed cubin (CubinError for malformed data); only for kind 'cubin'."""
+        if self.kind != "cubin":
+            raise KernelpackError(f"{self.arch} binary is {self.kind}, not a cubin")
+        return read_cubin(self.data)
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What a launch must use. None means the caller chooses.
+
+    ``block``: fixed block dims (a frontend's choice, e.g. Triton's 32 x num_warps; a cubin's REQNTID is
+    read from the cubin itself). ``dynamic_smem``: bytes of dynamic shared memory the kernel needs.
+    ``cluster``: cluster dims the launch must request (a cubin's explicit cluster is read from the cubin).
+    """
+
+    block: Dim3 | None = None
+    dynamic_smem: int | None = None
+    cluster: Dim3 | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "block", _dim3(self.block, "LaunchSpec.block"))
+        object.__setattr__(self, "cluster", _dim3(self.cluster, "LaunchSpec.cluster"))
+        if self.dynamic_smem is not None and (not isinstance(self.dynamic_smem, int) or self.dynamic_smem < 0):
+            raise KernelpackError(f"LaunchSpec.dynamic_smem must be an int >= 0 (got {self.dynamic_smem!r})")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "block": list(self.block) if self.block else None,
+            "dynamic_smem": self.dynamic_smem,
+            "cluster": list(self.cluster) if self.cluster else None,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> LaunchSpec:
+        return cls(d.get("block"), d.get("dynamic_smem"), d.get("cluster"))
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where an artifact came from: frontend and its version, the compiler, options, the source hash."""
+
+    frontend: str
+    frontend_version: str
+    compiler: str = ""
+    options: tuple[str, ...] = ()
+    source_sha256: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "options", tuple(self.options))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "frontend": self.frontend,
+            "frontend_version": self.frontend_version,
+            "compiler": self.compiler,
+            "options": list(self.options),
+            "source_sha256": self.source_sha256,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Provenance:
+        return cls(d["frontend"], d["frontend_version"], d.get("compiler", ""), tuple(d.get("options", ())),
+                   d.get("source_sha256", ""))
+
+
+@dataclass(frozen=True)
+class KernelArtifact:
+    """One kernel specialization, compiled for one or more archs.
+
+    ``name`` is the family (what users call); artifacts sharing a name are specializations told apart by
+    ``variant`` and chosen by dispatch on their ABI constraints. ``entry`` is the symbol in the binaries.
+    """
+
+    name: str
+    entry: str
+    abi: Abi
+    binaries: tuple[Binary, ...]
+    launch: LaunchSpec = field(default_factory=LaunchSpec)
+    provenance: Provenance = field(default_factory=lambda: Provenance("unknown", ""))
+    variant: str = ""
+
+    def __post_init__(self) -> None:
+        if not _IDENT.match(self.name):
+            raise KernelpackError(f"kernel name {self.name!r} is not a C identifier")
+        if not _VARIANT.match(self.variant):
+            raise KernelpackError(f"kernel {self.name}: variant {self.variant!r} may hold only letters, digits, _")
+        object.__setattr__(self, "binaries", tuple(self.binaries))
+        if not self.binaries:
+            raise KernelpackError(f"kernel {self.name}: no binaries")
+        seen = [(b.arch, b.kind) for b in self.binaries]
+        if len(set(seen)) != len(seen):
+            raise KernelpackError(f"kernel {self.name}: two binaries for the same arch: {[str(a) for a, _ in seen]}")
+        for b in self.binaries:
+            if b.kind == "cubin":
+                self._verify(b)
+
+    @property
+    def label(self) -> str:
+        """``name`` or ``name[variant]``, for messages."""
+        return f"{self.name}[{self.variant}]" if self.variant else self.name
+
+    @property
+    def archs(self) -> tuple[Arch, ...]:
+        return tuple(b.arch for b in self.binaries)
+
+    def binary(self, arch: Arch | str, kind: str = "cubin") -> Binary:
+        a = Arch.parse(arch)
+        for b in self.binaries:
+            if b.arch == a and b.kind == kind:
+                return b
+        raise KernelpackError(f"kernel {self.label}: no {kind} for {a} (carries {', '.join(map(str, self.archs))})")
+
+    def cubin_kernel(self, arch: Arch | str) -> CubinKernel:
+        """Launch facts (registers, smem, REQNTID, cluster) for this entry in the cubin of ``arch``."""
+        return self.binary(arch).cubin.kernel(self.entry)
+
+    def _verify(self, binary: Binary) -> None:
+        from .verify import verify_abi
+
+        try:
+            ck = binary.cubin.kernel(self.entry)
+        except KernelpackError as e:
+            raise AbiMismatch(f"kernel {self.label} ({binary.arch}): {e.message}") from None
+        verify_abi(self.label, self.abi, ck, binary.arch)
+        fixed = self.launch.block
+        if fixed is not None and ck.reqntid is not None and fixed != ck.reqntid:
+            raise AbiMismatch(f"kernel {self.label} ({binary.arch}): launch block {fixed} contradicts the cubin's "
+                              f"required block {ck.reqntid}")

@@ -1,0 +1,227 @@
+"""The ``.kpack`` bundle: many artifacts plus a JSON manifest in one deterministic, hash-checked file.
+
+Layout (little-endian)::
+
+    header   64 bytes: magic b"\\x7fKPACK\\r\\n", u32 format version, u32 flags (0),
+             u64 manifest offset, u64 manifest size, 32 bytes SHA-256 of the manifest
+    blobs    each binary once (deduplicated by SHA-256), each starting at a 64-byte boundary
+    manifest canonical JSON (sorted keys, no whitespace): format, generator, blobs [{offset,size,sha256}],
+             artifacts [{name, variant, entry, abi, launch, provenance, binaries [{arch, kind, blob}]}]
+
+The manifest ends the file, so truncation is always detected. Loading parses JSON and bytes only (no pickle,
+no code). Identical artifacts give identical bytes: no timestamps, artifacts sorted by (name, variant).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .abi import Abi
+from .artifact import Binary, KernelArtifact, LaunchSpec, Provenance
+from .errors import BundleError, KernelpackError
+
+MAGIC = b"\x7fKPACK\r\n"
+FORMAT_VERSION = 1
+_HEADER = struct.Struct("<8sIIQQ32s")
+HEADER_SIZE = _HEADER.size  # 64
+BLOB_ALIGN = 64
+
+
+def _canonical_json(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """An ordered, immutable collection of kernel artifacts."""
+
+    artifacts: tuple[KernelArtifact, ...]
+
+    def __post_init__(self) -> None:
+        arts = tuple(sorted(self.artifacts, key=lambda a: (a.name, a.variant)))
+        keys = [(a.name, a.variant) for a in arts]
+        dupes = sorted({f"{n}[{v}]" if v else n for n, v in keys if keys.count((n, v)) > 1})
+        if dupes:
+            raise BundleError(f"two artifacts with the same name and variant: {', '.join(dupes)}")
+        object.__setattr__(self, "artifacts", arts)
+
+    @classmethod
+    def of(cls, *items: KernelArtifact | Bundle | Iterable[KernelArtifact]) -> Bundle:
+        """Merge artifacts, bundles and lists of artifacts into one bundle."""
+        out: list[KernelArtifact] = []
+        for item in items:
+            if isinstance(item, KernelArtifact):
+                out.append(item)
+            elif isinstance(item, Bundle):
+                out.extend(item.artifacts)
+            else:
+                out.extend(item)
+        return cls(tuple(out))
+
+    def __iter__(self) -> Iterator[KernelArtifact]:
+        return iter(self.artifacts)
+
+    def __len__(self) -> int:
+        return len(self.artifacts)
+
+    def families(self) -> dict[str, tuple[KernelArtifact, ...]]:
+        """Artifacts grouped by kernel name, in name order."""
+        fams: dict[str, list[KernelArtifact]] = {}
+        for a in self.artifacts:
+            fams.setdefault(a.name, []).append(a)
+        return {k: tuple(v) for k, v in fams.items()}
+
+    # ------------------------------------------------------------ writing
+
+    def to_bytes(self) -> bytes:
+        from . import __version__
+
+        blobs: list[bytes] = []
+        index: dict[str, int] = {}
+        blob_meta: list[dict[str, Any]] = []
+        arts: list[dict[str, Any]] = []
+        offset = HEADER_SIZE
+        for a in self.artifacts:
+            bins = []
+            for b in a.binaries:
+                if b.sha256 not in index:
+                    offset = -(-offset // BLOB_ALIGN) * BLOB_ALIGN
+                    index[b.sha256] = len(blobs)
+                    blobs.append(b.data)
+                    blob_meta.append({"offset": offset, "size": len(b.data), "sha256": b.sha256})
+                    offset += len(b.data)
+                bins.append({"arch": str(b.arch), "kind": b.kind, "blob": index[b.sha256]})
+            arts.append({
+                "name": a.name,
+                "variant": a.variant,
+                "entry": a.entry,
+                "abi": a.abi.to_json(),
+                "launch": a.launch.to_json(),
+                "provenance": a.provenance.to_json(),
+                "binaries": bins,
+            })
+        manifest = _canonical_json({
+            "format": FORMAT_VERSION,
+            "generator": f"kernelpack {__version__}",
+            "blobs": blob_meta,
+            "artifacts": arts,
+        })
+        out = bytearray(_HEADER.pack(MAGIC, FORMAT_VERSION, 0, 0, 0, b"\0" * 32))
+        for meta, data in zip(blob_meta, blobs):
+            out += b"\0" * (meta["offset"] - len(out))
+            out += data
+        manifest_offset = len(out)
+        out += manifest
+        out[:HEADER_SIZE] = _HEADER.pack(MAGIC, FORMAT_VERSION, 0, manifest_offset, len(manifest),
+                                         hashlib.sha256(manifest).digest())
+        return bytes(out)
+
+    def write(self, path: str | os.PathLike[str]) -> Path:
+        """Write atomically (temp file + rename) and return the path."""
+        path = Path(path)
+        data = self.to_bytes()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    # ------------------------------------------------------------ reading
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> Bundle:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as e:
+            raise BundleError(f"cannot read bundle {path}: {e.strerror}") from None
+        return cls.from_bytes(data, source=str(path))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, source: str = "<bytes>") -> Bundle:
+        manifest = read_manifest(data, source=source)
+        blobs = _blobs(manifest, data, source)
+        try:
+            return cls(tuple(_artifact(a, blobs) for a in manifest["artifacts"]))
+        except BundleError:
+            raise
+        except KernelpackError as e:
+            raise BundleError(f"{source}: {e.message}") from None
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            raise BundleError(f"{source}: malformed manifest entry: {e!r}") from None
+
+
+def read_manifest(data: bytes, *, source: str = "<bytes>") -> dict[str, Any]:
+    """Check the header, size and manifest hash of a bundle and return the parsed manifest."""
+    if len(data) < HEADER_SIZE:
+        raise BundleError(f"{source}: {len(data)} bytes is too short for a kernelpack bundle (header is {HEADER_SIZE})")
+    magic, version, _flags, moff, msize, mhash = _HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise BundleError(f"{source}: not a kernelpack bundle (bad magic {magic!r})")
+    if version != FORMAT_VERSION:
+        newer = "newer than" if version > FORMAT_VERSION else "older than"
+        raise BundleError(f"{source}: bundle format version {version} is {newer} the supported version "
+                          f"{FORMAT_VERSION}; rebuild the bundle with this kernelpack or upgrade kernelpack")
+    if moff < HEADER_SIZE or moff + msize != len(data):
+        raise BundleError(f"{source}: truncated or padded: the header says {moff + msize} bytes, the file has "
+                          f"{len(data)}")
+    body = data[moff:moff + msize]
+    if hashlib.sha256(body).digest() != mhash:
+        raise BundleError(f"{source}: manifest SHA-256 mismatch (the file was altered)")
+    try:
+        manifest = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BundleError(f"{source}: manifest is not valid JSON: {e}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
+        raise BundleError(f"{source}: manifest format field is {manifest.get('format')!r}, expected {FORMAT_VERSION}"
+                          if isinstance(manifest, dict) else f"{source}: manifest is not a JSON object")
+    for key in ("blobs", "artifacts"):
+        if not isinstance(manifest.get(key), list):
+            raise BundleError(f"{source}: manifest has no '{key}' list")
+    return manifest
+
+
+def _blobs(manifest: dict[str, Any], data: bytes, source: str) -> list[bytes]:
+    out = []
+    for i, b in enumerate(manifest["blobs"]):
+        try:
+            off, size, digest = int(b["offset"]), int(b["size"]), str(b["sha256"])
+        except (KeyError, TypeError, ValueError):
+            raise BundleError(f"{source}: blob {i} entry is malformed: {b!r}") from None
+        if off < HEADER_SIZE or size <= 0 or off + size > len(data):
+            raise BundleError(f"{source}: blob {i} (offset {off}, size {size}) lies outside the file")
+        blob = data[off:off + size]
+        if hashlib.sha256(blob).hexdigest() != digest:
+            raise BundleError(f"{source}: blob {i} SHA-256 mismatch (the binary was altered)")
+        out.append(blob)
+    return out
+
+
+def _artifact(a: dict[str, Any], blobs: list[bytes]) -> KernelArtifact:
+    bins = []
+    for b in a["binaries"]:
+        idx = int(b["blob"])
+        if not 0 <= idx < len(blobs):
+            raise BundleError(f"kernel {a.get('name')}: binary refers to blob {idx}, the bundle has {len(blobs)}")
+        bins.append(Binary(b["arch"], blobs[idx], b["kind"]))
+    return KernelArtifact(
+        name=a["name"],
+        entry=a["entry"],
+        abi=Abi.from_json(a["abi"]),
+        binaries=tuple(bins),
+        launch=LaunchSpec.from_json(a["launch"]),
+        provenance=Provenance.from_json(a["provenance"]),
+        variant=a.get("variant", ""),
+    )
