@@ -1,0 +1,253 @@
+"""CUDA C++ frontend: source + kernel names (or template name expressions) -> verified KernelArtifacts.
+
+    bundle = kernelpack.cuda.compile("kernels.cu", ["axpy", "scale<float>", "scale<__half>"],
+                                     arch=["sm_80", "sm_90a"])
+
+Parameter types come from the mangled symbol for C++ kernels, and for ``extern "C"`` kernels from a probe
+kernel ``__kp_probe<i, decltype(kernel)>`` whose mangled name spells the kernel's function type, so macros,
+typedefs and templates are resolved by the compiler itself. Parameter names come from the declaration.
+Every ABI is verified against the cubin of every arch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import __version__
+from .abi import Abi, Param
+from .arch import Arch, parse_archs
+from .artifact import Binary, KernelArtifact, LaunchSpec, Provenance
+from .bundle import Bundle
+from .cache import CompileCache, cache_key
+from .cubin import Cubin, CubinKernel, read_cubin
+from .cudacc import CompileOutput, CudaOptions, backend_version, choose_backend, compile_cubin
+from .cxxtypes import abi_type_from_cxx, declared_param_names, opaque_for, parse_decl, split_params
+from .demangle import Demangled, FunctionType, demangle, is_mangled, spell
+from .errors import AbiError, CompileError, KernelpackError
+
+PROBE = "template <int I, class T> __global__ void __kp_probe() {}\n"
+
+ArchSpec = str | Arch | Sequence[str | Arch]
+
+
+@dataclass(frozen=True)
+class _Request:
+    name: str  # artifact (family) name
+    expr: str  # name expression given to the compiler
+    variant: str
+
+
+def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compile
+    source: str | os.PathLike[str],
+    kernels: str | Sequence[str] | Mapping[str, str],
+    *,
+    arch: ArchSpec,
+    options: Sequence[str] = (),
+    defines: Mapping[str, str | int | None] | None = None,
+    include_dirs: Sequence[str | os.PathLike[str]] = (),
+    maxrregcount: int | None = None,
+    lineinfo: bool = False,
+    signatures: Mapping[str, str | Abi] | None = None,
+    launch: LaunchSpec | Mapping[str, LaunchSpec] | None = None,
+    compiler: str | None = None,
+    cache: CompileCache | None = None,
+) -> Bundle:
+    """Compile CUDA C++ kernels for every arch in ``arch`` and return them as a bundle.
+
+    ``kernels``: kernel names, C++ name expressions (``"gemm<float, 128>"``), or ``{name: expression}``.
+    Template instantiations of one kernel become variants of one family (``scale`` with variants
+    ``float`` and ``__half``). ``signatures``: per kernel name, an :class:`Abi` or a C parameter list
+    (``"float a, const float* x, float* y, int n"``) overriding the derived one. ``options``: extra
+    compiler flags (``-O3``, ``--use_fast_math``...). ``compiler``: ``nvrtc`` or ``nvcc`` (default: the
+    ``KERNELPACK_CUDA_COMPILER`` knob, NVRTC when installed).
+    """
+    archs = parse_archs(arch)
+    text, filename, src_dir = _read_source(source)
+    requests = _requests(kernels)
+    opts = CudaOptions(
+        defines=tuple((k, None if v is None else str(v)) for k, v in sorted((defines or {}).items())),
+        include_dirs=tuple(str(d) for d in ([src_dir] if src_dir else []) + list(include_dirs)),
+        maxrregcount=maxrregcount,
+        lineinfo=lineinfo,
+        extra=tuple(options),
+    )
+    backend = compiler or choose_backend()
+    if backend not in ("nvrtc", "nvcc"):
+        raise CompileError(f"compiler must be 'nvrtc' or 'nvcc' (got {backend!r})")
+    version = backend_version(backend)
+    cache = cache if cache is not None else CompileCache.default()
+    exprs = [r.expr for r in requests]
+
+    outputs = {a: _compile_cached(text, filename, a, opts, exprs, backend, version, cache) for a in archs}
+    cubins = {a: read_cubin(o.cubin) for a, o in outputs.items()}
+    first = archs[0]
+    symbols = {r.expr: _symbol(r, outputs[first], cubins[first]) for r in requests}
+    for a in archs[1:]:
+        for r in requests:
+            other = _symbol(r, outputs[a], cubins[a])
+            if other != symbols[r.expr]:
+                raise CompileError(f"kernel {r.name}: {r.expr!r} is {symbols[r.expr]} on {first} but {other} on {a}")
+    unmangled = [r for r in requests if not is_mangled(symbols[r.expr]) and r.name not in (signatures or {})]
+    probed = _probe(text, filename, first, opts, unmangled, backend, version, cache) if unmangled else {}
+
+    provenance = Provenance("cuda", version, version, tuple(opts.common_flags()) + opts.extra,
+                            hashlib.sha256(text.encode()).hexdigest())
+    artifacts = []
+    for r in requests:
+        symbol = symbols[r.expr]
+        ck = cubins[first].kernel(symbol)
+        user_sig = (signatures or {}).get(r.name)
+        abi = _abi(r, symbol, ck, text, user_sig, probed.get(r.expr))
+        spec = launch.get(r.name, LaunchSpec()) if isinstance(launch, Mapping) else (launch or LaunchSpec())
+        binaries = tuple(Binary(a, outputs[a].cubin) for a in archs)
+        artifacts.append(KernelArtifact(r.name, symbol, abi, binaries, spec, provenance, r.variant))
+    return Bundle(tuple(artifacts))
+
+
+def _read_source(source: str | os.PathLike[str]) -> tuple[str, str, str | None]:
+    is_path = isinstance(source, os.PathLike) or ("\n" not in source and source.endswith((".cu", ".cuh", ".h")))
+    if not is_path:
+        return str(source), "kernel.cu", None
+    path = Path(source)
+    try:
+        return path.read_text(), path.name, str(path.resolve().parent)
+    except OSError as e:
+        raise CompileError(f"cannot read CUDA source {path}: {e.strerror}") from None
+
+
+_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _requests(kernels: str | Sequence[str] | Mapping[str, str]) -> list[_Request]:
+    if isinstance(kernels, str):
+        kernels = [kernels]
+    pairs = list(kernels.items()) if isinstance(kernels, Mapping) else [(None, k) for k in kernels]
+    if not pairs:
+        raise CompileError("no kernels named: pass kernel names or name expressions")
+    out = []
+    for name, expr in pairs:
+        expr = expr.strip()
+        base = expr.split("<", 1)[0].strip().split("::")[-1]
+        targs = expr[len(expr.split("<", 1)[0]):]
+        variant = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", targs)).strip("_")
+        family = name if name is not None else base
+        if not _IDENT_RE.match(family):
+            raise CompileError(f"kernel name {family!r} (from {expr!r}) is not a C identifier; pass {{name: expr}}")
+        out.append(_Request(family, expr, variant))
+    labels = [(r.name, r.variant) for r in out]
+    if len(set(labels)) != len(labels):
+        raise CompileError(f"two kernels would get the same name and variant: {labels}")
+    return out
+
+
+def _compile_cached(text: str, filename: str, arch: Arch, opts: CudaOptions, exprs: list[str], backend: str,
+                    version: str, cache: CompileCache) -> CompileOutput:
+    key = cache_key(frontend="cuda", kernelpack=__version__, compiler=version, source=text, arch=str(arch),
+                    flags=opts.common_flags() + list(opts.extra), exprs=exprs)
+    hit = cache.get(key)
+    if hit is not None:
+        return CompileOutput(hit.data, dict(hit.meta["lowered"]), hit.meta["log"], hit.meta["compiler"])
+    out = compile_cubin(text, arch, opts, exprs, backend, filename=filename)
+    cache.put(key, {"lowered": out.lowered, "log": out.log, "compiler": out.compiler}, out.cubin)
+    return out
+
+
+def _symbol(r: _Request, out: CompileOutput, cubin: Cubin) -> str:
+    """The cubin symbol of a name expression: NVRTC says it; for nvcc, match demangled names."""
+    lowered = out.lowered.get(r.expr, "")
+    names = [k.name for k in cubin.kernels]
+    if lowered:
+        if lowered not in names:
+            raise CompileError(f"kernel {r.name}: {r.expr!r} lowered to {lowered}, which is not a kernel entry "
+                               f"(is it __global__?); entries: {names}")
+        return lowered
+    if r.expr in names:
+        return r.expr
+    wanted = re.sub(r"\s+", "", r.expr)
+    matches, same_base = [], []
+    for n in names:
+        if not is_mangled(n):
+            continue
+        try:
+            d = demangle(n)
+        except KernelpackError:
+            continue
+        full = d.name + (f"<{','.join(spell(t) for t in d.template_args)}>" if d.template_args else "")
+        if re.sub(r"\s+", "", full) in (wanted, wanted.lstrip(":")) or re.sub(r"\s+", "", full).endswith("::" + wanted):
+            matches.append(n)
+        if d.name.split("::")[-1] == r.expr.split("<")[0].strip().split("::")[-1]:
+            same_base.append(n)
+    if len(matches) == 1:
+        return matches[0]
+    if not matches and len(same_base) == 1:
+        return same_base[0]
+    raise CompileError(f"kernel {r.name}: cannot find {r.expr!r} among the cubin's kernels {names} "
+                       f"(is it __global__ and spelled as the compiler spells it?)")
+
+
+def _probe(text: str, filename: str, arch: Arch, opts: CudaOptions, reqs: list[_Request], backend: str,
+           version: str, cache: CompileCache) -> dict[str, tuple[FunctionType, ...] | FunctionType]:
+    """Compile probe kernels whose mangled names spell the function types of extern "C" kernels."""
+    exprs = [f"__kp_probe<{i}, decltype({r.expr})>" for i, r in enumerate(reqs)]
+    out = _compile_cached(text + "\n" + PROBE, filename, arch, opts, exprs, backend, version, cache)
+    symbols = [k.name for k in read_cubin(out.cubin).kernels]
+    result: dict[str, FunctionType] = {}
+    for i, (r, e) in enumerate(zip(reqs, exprs)):
+        sym = out.lowered.get(e) or next((s for s in symbols if s.startswith(f"_Z10__kp_probeILi{i}E")), "")
+        try:
+            d = demangle(sym)
+            ftype = d.template_args[1]
+        except (KernelpackError, IndexError):
+            raise CompileError(f"kernel {r.name}: could not derive its parameter types (probe symbol {sym!r}); "
+                               f"pass signatures={{'{r.name}': 'type name, ...'}}") from None
+        if not isinstance(ftype, FunctionType):
+            raise CompileError(f"kernel {r.name}: probe gave {spell(ftype)}, not a function type")
+        result[r.expr] = ftype
+    return result  # type: ignore[return-value]
+
+
+def _abi(r: _Request, symbol: str, ck: CubinKernel, source: str, user: str | Abi | None,
+         probed: FunctionType | None) -> Abi:
+    if isinstance(user, Abi):
+        return user
+    if isinstance(user, str):
+        return _abi_from_text(r, user, ck)
+    if probed is not None:
+        cxx_params, fname = probed.params, r.expr
+    else:
+        d: Demangled = demangle(symbol)
+        cxx_params, fname = d.params, d.name
+    base = fname.split("<")[0].split("::")[-1]
+    names = declared_param_names(source, base)
+    if names is None or len(names) != len(cxx_params):
+        names = [f"p{i}" for i in range(len(cxx_params))]
+    params = []
+    for i, (t, n) in enumerate(zip(cxx_params, names)):
+        kp = ck.params[i] if i < len(ck.params) else None
+        try:
+            ptype = abi_type_from_cxx(t, size=kp.size if kp else None,
+                                      offset_abs=ck.param_base + kp.offset if kp else None)
+        except AbiError as e:
+            raise CompileError(f"kernel {r.name}: parameter {i} '{n}' ({spell(t)}): {e.message}; "
+                               f"pass signatures={{'{r.name}': ...}}") from None
+        params.append(Param(n, ptype))
+    return Abi(tuple(params))
+
+
+def _abi_from_text(r: _Request, text: str, ck: CubinKernel) -> Abi:
+    params = []
+    for i, decl in enumerate(split_params(text)):
+        name, ptype, _ = parse_decl(decl)
+        name = name or f"p{i}"
+        if ptype is None:
+            if i >= len(ck.params):
+                raise CompileError(f"kernel {r.name}: signature has more parameters than the cubin ({len(ck.params)})")
+            kp = ck.params[i]
+            ptype = opaque_for(decl.split()[0] if decl.split() else "struct", kp.size, ck.param_base + kp.offset)
+        params.append(Param(name, ptype))
+    return Abi(tuple(params))

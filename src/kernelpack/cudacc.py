@@ -1,0 +1,188 @@
+"""Run a CUDA C++ compiler (NVRTC in-process, or nvcc) for one arch and return the cubin.
+
+Both backends take the same option set and return the same result, including the mangled symbol that
+each requested name expression became, so the frontend does not care which one ran.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import config
+from .arch import Arch
+from .errors import CompileError
+
+
+@dataclass(frozen=True)
+class CudaOptions:
+    """Compiler options common to NVRTC and nvcc."""
+
+    defines: tuple[tuple[str, str | None], ...] = ()
+    include_dirs: tuple[str, ...] = ()
+    maxrregcount: int | None = None
+    lineinfo: bool = False
+    std: str = "c++17"
+    extra: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if self.maxrregcount is not None and (not isinstance(self.maxrregcount, int) or self.maxrregcount < 16):
+            raise CompileError(f"maxrregcount must be an int >= 16 (got {self.maxrregcount!r})")
+
+    def common_flags(self) -> list[str]:
+        flags = [f"-std={self.std}"]
+        for name, value in self.defines:
+            flags.append(f"-D{name}" if value is None else f"-D{name}={value}")
+        flags += [f"-I{d}" for d in self.include_dirs]
+        if self.maxrregcount is not None:
+            flags.append(f"--maxrregcount={self.maxrregcount}")
+        if self.lineinfo:
+            flags.append("-lineinfo")
+        return flags
+
+
+@dataclass(frozen=True)
+class CompileOutput:
+    cubin: bytes
+    lowered: dict[str, str]  # name expression -> symbol in the cubin ("" when the backend cannot tell)
+    log: str
+    compiler: str  # e.g. "nvrtc 13.5" or "nvcc 13.0"
+
+
+def cuda_include_dirs() -> list[str]:
+    """Directories holding cuda.h / cuda_fp16.h: the toolkit's, else the pip nvidia-* packages'."""
+    out = []
+    home = config.knobs().cuda_home
+    if home is not None and (home / "include" / "cuda.h").is_file():
+        out.append(str(home / "include"))
+    try:
+        import nvidia  # type: ignore[import-not-found]
+
+        for base in nvidia.__path__:
+            for sub in ("cu13", "cu12", "cuda_runtime", "cuda_nvrtc"):
+                inc = Path(base) / sub / "include"
+                if (inc / "cuda.h").is_file() and str(inc) not in out:
+                    out.append(str(inc))
+    except ImportError:
+        pass
+    return out
+
+
+def nvrtc_available() -> bool:
+    try:
+        from cuda.bindings import nvrtc
+
+        err, *_ = nvrtc.nvrtcVersion()
+        return int(err) == 0
+    except Exception:  # noqa: BLE001 - missing package or missing libnvrtc both mean "no"
+        return False
+
+
+def find_nvcc() -> str | None:
+    k = config.knobs()
+    if k.nvcc:
+        return k.nvcc
+    if k.cuda_home is not None and (k.cuda_home / "bin" / "nvcc").is_file():
+        return str(k.cuda_home / "bin" / "nvcc")
+    return shutil.which("nvcc")
+
+
+def choose_backend() -> str:
+    want = config.knobs().cuda_compiler
+    if want in ("auto", "nvrtc") and nvrtc_available():
+        return "nvrtc"
+    if want == "nvrtc":
+        raise CompileError("KERNELPACK_CUDA_COMPILER=nvrtc but NVRTC is not importable: "
+                           "pip install 'kernelpack[nvrtc]' (cuda-bindings + nvidia-cuda-nvrtc)")
+    if find_nvcc() is None:
+        raise CompileError("no CUDA C++ compiler: install NVRTC with pip install 'kernelpack[nvrtc]', "
+                           "or put nvcc on PATH / set KERNELPACK_NVCC or CUDA_HOME")
+    return "nvcc"
+
+
+def backend_version(backend: str) -> str:
+    if backend == "nvrtc":
+        from cuda.bindings import nvrtc
+
+        _, major, minor = nvrtc.nvrtcVersion()
+        return f"nvrtc {major}.{minor}"
+    nvcc = find_nvcc() or "nvcc"
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        raise CompileError(f"cannot run {nvcc}: {e}") from None
+    m = re.search(r"release (\d+\.\d+)", out)
+    return f"nvcc {m.group(1) if m else 'unknown'}"
+
+
+def compile_cubin(source: str, arch: Arch, options: CudaOptions, name_expressions: Sequence[str],
+                  backend: str, *, filename: str = "kernel.cu") -> CompileOutput:
+    if backend == "nvrtc":
+        return _nvrtc(source, arch, options, name_expressions, filename)
+    return _nvcc(source, arch, options, name_expressions, filename)
+
+
+def _nvrtc(source: str, arch: Arch, options: CudaOptions, exprs: Sequence[str], filename: str) -> CompileOutput:
+    from cuda.bindings import nvrtc
+
+    def check(result: tuple, what: str) -> tuple:  # type: ignore[type-arg]
+        if int(result[0]) != 0:
+            raise CompileError(f"NVRTC {what} failed: {result[0]!r}")
+        return result[1:]
+
+    (prog,) = check(nvrtc.nvrtcCreateProgram(source.encode(), filename.encode(), 0, [], []), "create")
+    try:
+        for e in exprs:
+            check(nvrtc.nvrtcAddNameExpression(prog, e.encode()), f"add name expression {e!r}")
+        # NVRTC optimizes device code by default and rejects host -O levels.
+        extra = [f for f in options.extra if f not in ("-O1", "-O2", "-O3")]
+        flags = [f"--gpu-architecture={arch}", *options.common_flags(), *extra]
+        flags += [f"-I{d}" for d in cuda_include_dirs()]
+        (status,) = nvrtc.nvrtcCompileProgram(prog, len(flags), [f.encode() for f in flags])
+        (size,) = check(nvrtc.nvrtcGetProgramLogSize(prog), "log size")
+        buf = b" " * size
+        check(nvrtc.nvrtcGetProgramLog(prog, buf), "log")
+        log = buf.rstrip(b"\0").decode(errors="replace")
+        version = backend_version("nvrtc")
+        if int(status) != 0:
+            raise CompileError(f"{version} failed to compile {filename} for {arch} (flags: {' '.join(flags)})",
+                               log=log)
+        (csize,) = check(nvrtc.nvrtcGetCUBINSize(prog), "cubin size")
+        cubin = b" " * csize
+        check(nvrtc.nvrtcGetCUBIN(prog, cubin), "get cubin")
+        lowered = {}
+        for e in exprs:
+            (name,) = check(nvrtc.nvrtcGetLoweredName(prog, e.encode()), f"lowered name of {e!r}")
+            lowered[e] = name.decode() if isinstance(name, bytes) else str(name)
+        return CompileOutput(bytes(cubin), lowered, log, version)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def _nvcc(source: str, arch: Arch, options: CudaOptions, exprs: Sequence[str], filename: str) -> CompileOutput:
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise CompileError("nvcc not found: put it on PATH or set KERNELPACK_NVCC / CUDA_HOME")
+    # Taking each name expression's address in host code instantiates templates for the device pass.
+    refs = "void* __kp_name_refs[] = {" + ", ".join(f"(void*)&{e}" for e in exprs) + "};" if exprs else ""
+    with tempfile.TemporaryDirectory(prefix="kernelpack-nvcc-") as tmp:
+        src = Path(tmp) / Path(filename).with_suffix(".cu").name
+        src.write_text(source + "\n" + refs + "\n")
+        out = Path(tmp) / "out.cubin"
+        cmd = [nvcc, "-cubin", f"-arch={arch}", "-O3", *options.common_flags(), *options.extra, "-o", str(out),
+               str(src)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(os.environ))
+        except (OSError, subprocess.SubprocessError) as e:
+            raise CompileError(f"cannot run {nvcc}: {e}") from None
+        log = (proc.stdout + proc.stderr).strip()
+        version = backend_version("nvcc")
+        if proc.returncode != 0 or not out.is_file():
+            raise CompileError(f"{version} failed to compile {filename} for {arch}: {' '.join(cmd)}", log=log)
+        return CompileOutput(out.read_bytes(), dict.fromkeys(exprs, ""), log, version)

@@ -1,0 +1,51 @@
+"""``kernelpack demo``: compile the example kernels for several archs, bundle them, inspect the bundle.
+
+Runs on a machine with no GPU: compiling needs only NVRTC (``pip install 'kernelpack[nvrtc]'``) or nvcc.
+"""
+
+from __future__ import annotations
+
+import time
+from importlib import resources
+from pathlib import Path
+
+from rich.console import Console
+
+DEFAULT_ARCHS = ("sm_80", "sm_90a")
+EXAMPLE_KERNELS = {
+    "vector_ops.cu": ["axpy", "scale<float>", "scale<__half>", "scale<double>", "row_sum", "affine"],
+}
+
+
+def example_source(name: str) -> str:
+    return resources.files("kernelpack").joinpath("examples", name).read_text()
+
+
+def compile_examples(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS):  # type: ignore[no-untyped-def]
+    """All example kernels as one bundle."""
+    from . import cuda
+    from .bundle import Bundle
+
+    return Bundle.of(*(cuda.compile(example_source(f), names, arch=list(archs), options=["-O3"])
+                       for f, names in EXAMPLE_KERNELS.items()))
+
+
+def run_demo(out: str | Path, archs: list[str] | None = None) -> int:
+    from .describe import describe, render
+
+    console = Console()
+    out = Path(out)
+    archs = archs or list(DEFAULT_ARCHS)
+    t0 = time.perf_counter()
+    bundle = compile_examples(archs)
+    path = bundle.write(out / "demo.kpack")
+    console.print(f"[green]compiled[/] {len(bundle)} kernel specializations for {', '.join(archs)} "
+                  f"in {time.perf_counter() - t0:.2f} s -> {path} ({path.stat().st_size} bytes)")
+    render(describe(bundle))
+    try:
+        from .clib import build_library
+    except ImportError:
+        return 0
+    result = build_library("kpdemo", [path], out / "lib")
+    console.print(f"[green]built[/] C/C++ library: {result}")
+    return 0

@@ -1,0 +1,191 @@
+"""``kernelpack inspect``: what a cubin, bundle or built library holds, as rich tables or JSON."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .bundle import MAGIC, Bundle
+from .cubin import Cubin, CubinKernel, is_cubin, read_cubin
+from .demangle import demangle, is_mangled, spell
+from .errors import KernelpackError
+
+
+def find_cuda_tool(name: str) -> str | None:
+    """A CUDA binary tool (cuobjdump, nvdisasm): PATH, the toolkit, then the pip nvidia-* packages."""
+    found = shutil.which(name)
+    if found:
+        return found
+    from . import config
+
+    home = config.knobs().cuda_home
+    if home is not None and (home / "bin" / name).is_file():
+        return str(home / "bin" / name)
+    try:
+        import nvidia  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    for base in nvidia.__path__:
+        for sub in ("cu13", "cu12", "cuda_cuobjdump", "cuda_nvdisasm"):
+            cand = Path(base) / sub / "bin" / name
+            if cand.is_file():
+                return str(cand)
+    return None
+
+
+def load_any(path: str | os.PathLike[str]) -> Cubin | Bundle:
+    """Read a cubin, a .kpack bundle, or a library built by kernelpack (its embedded bundle)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise KernelpackError(f"cannot read {path}: {e.strerror}") from None
+    if data.startswith(MAGIC):
+        return Bundle.from_bytes(data, source=str(path))
+    if is_cubin(data):
+        return read_cubin(data)
+    try:
+        from .clib.embedded import read_embedded_bundle
+    except ImportError:
+        read_embedded_bundle = None  # type: ignore[assignment]
+    if read_embedded_bundle is not None:
+        return read_embedded_bundle(path)
+    raise KernelpackError(f"{path}: not a cubin, a kernelpack bundle or a kernelpack library")
+
+
+def _resources(ck: CubinKernel) -> dict[str, Any]:
+    return {
+        "registers": ck.registers,
+        "max_registers": ck.max_registers,
+        "stack_bytes": ck.stack_bytes,
+        "static_smem": ck.static_smem,
+        "smem_reserved": ck.smem_reserved,
+        "reqntid": list(ck.reqntid) if ck.reqntid else None,
+        "max_threads": list(ck.max_threads) if ck.max_threads else None,
+        "cluster_dims": list(ck.cluster_dims) if ck.cluster_dims else None,
+        "explicit_cluster": ck.explicit_cluster,
+        "param_bytes": ck.param_bytes,
+    }
+
+
+def _cxx_param_types(name: str) -> list[str] | None:
+    if not is_mangled(name):
+        return None
+    try:
+        return [spell(t) for t in demangle(name).params]
+    except KernelpackError:
+        return None
+
+
+def describe(obj: Cubin | Bundle) -> dict[str, Any]:
+    """A JSON-ready description (the ``--json`` output)."""
+    if isinstance(obj, Cubin):
+        kernels = []
+        for k in obj.kernels:
+            types = _cxx_param_types(k.name)
+            params = [{"ordinal": p.ordinal, "offset": p.offset, "size": p.size,
+                       "c_type": types[i] if types and i < len(types) else None} for i, p in enumerate(k.params)]
+            kernels.append({"name": k.name, "params": params, **_resources(k)})
+        return {"kind": "cubin", "arch": str(obj.arch), "toolkit": obj.toolkit_version, "kernels": kernels}
+    arts = []
+    for a in obj.artifacts:
+        per_arch = []
+        for b in a.binaries:
+            entry: dict[str, Any] = {"arch": str(b.arch), "kind": b.kind, "bytes": len(b.data), "sha256": b.sha256}
+            if b.kind == "cubin":
+                ck = b.cubin.kernel(a.entry)
+                entry.update(_resources(ck), offsets=list(a.abi.offsets(ck.param_base)))
+            per_arch.append(entry)
+        arts.append({
+            "name": a.name, "variant": a.variant, "entry": a.entry,
+            "params": [{"name": p.name, "c_type": p.type.c_type, "size": p.type.size, "align": p.type.align,
+                        "divisibility": p.divisibility, "role": p.role} for p in a.abi.params],
+            "launch": a.launch.to_json(), "provenance": a.provenance.to_json(), "binaries": per_arch,
+        })
+    return {"kind": "bundle", "artifacts": arts}
+
+
+def _dims(d: list[int] | None) -> str:
+    return "x".join(map(str, d)) if d else "-"
+
+
+def render(desc: dict[str, Any]) -> None:
+    """Print the description as rich tables."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    res_cols = ("arch", "regs", "stack", "static smem", "block", "cluster", "param bytes")
+
+    def res_row(arch: str, r: dict[str, Any]) -> list[str]:
+        cluster = _dims(r["cluster_dims"]) + (" (explicit)" if r["explicit_cluster"] else "")
+        block = _dims(r["reqntid"]) if r["reqntid"] else (f"<= {_dims(r['max_threads'])}" if r["max_threads"] else "any")
+        smem = f"{r['static_smem']} (+{r['smem_reserved']} sys)" if r["smem_reserved"] else str(r["static_smem"])
+        regs = f"{r['registers']}" + (f" (cap {r['max_registers']})" if r["max_registers"] else "")
+        return [arch, regs, str(r["stack_bytes"]), smem, block, cluster, str(r["param_bytes"])]
+
+    if desc["kind"] == "cubin":
+        console.print(f"[bold]cubin[/] {desc['arch']} (toolkit {desc['toolkit'] or 'unknown'}), "
+                      f"{len(desc['kernels'])} kernel(s)")
+        for k in desc["kernels"]:
+            t = Table(title=k["name"], title_justify="left")
+            for c in ("#", "C type", "offset", "size"):
+                t.add_column(c)
+            for p in k["params"]:
+                t.add_row(str(p["ordinal"]), p["c_type"] or "?", str(p["offset"]), str(p["size"]))
+            console.print(t)
+            r = Table(*res_cols)
+            r.add_row(*res_row(desc["arch"], k))
+            console.print(r)
+        return
+    console.print(f"[bold]bundle[/], {len(desc['artifacts'])} kernel specialization(s)")
+    for a in desc["artifacts"]:
+        label = f"{a['name']}[{a['variant']}]" if a["variant"] else a["name"]
+        prov = a["provenance"]
+        console.print(f"\n[bold cyan]{label}[/]  entry {a['entry']}  ({prov['frontend']} {prov['frontend_version']})")
+        cubins = [b for b in a["binaries"] if b["kind"] == "cubin"]
+        t = Table("#", "name", "C type", "size", *[f"offset {b['arch']}" for b in cubins])
+        for i, p in enumerate(a["params"]):
+            extra = f" /{p['divisibility']}" if p["divisibility"] > 1 else ""
+            hidden = "" if p["role"] == "arg" else f" ({p['role']})"
+            t.add_row(str(i), p["name"] + hidden, p["c_type"] + extra, str(p["size"]),
+                      *[str(b["offsets"][i]) for b in cubins])
+        console.print(t)
+        r = Table(*res_cols, "bytes")
+        for b in a["binaries"]:
+            if b["kind"] == "cubin":
+                r.add_row(*res_row(b["arch"], b), str(b["bytes"]))
+            else:
+                r.add_row(b["arch"] + " (ptx)", *["-"] * (len(res_cols) - 1), str(b["bytes"]))
+        console.print(r)
+
+
+def disassemble(obj: Cubin | Bundle, path: str | os.PathLike[str]) -> str:
+    """SASS of every cubin, via cuobjdump (or nvdisasm); a KernelpackError saying how to get it when absent."""
+    tool = find_cuda_tool("cuobjdump")
+    if tool is None:
+        raise KernelpackError("--sass needs cuobjdump: pip install 'kernelpack[tools]' "
+                              "(nvidia-cuda-cuobjdump) or install the CUDA toolkit")
+    blobs: list[tuple[str, bytes]]
+    if isinstance(obj, Cubin):
+        blobs = [(str(obj.arch), Path(path).read_bytes())]
+    else:
+        seen: dict[str, tuple[str, bytes]] = {}
+        for a in obj.artifacts:
+            for b in a.binaries:
+                if b.kind == "cubin":
+                    seen.setdefault(b.sha256, (f"{a.label} {b.arch}", b.data))
+        blobs = list(seen.values())
+    out = []
+    with tempfile.TemporaryDirectory(prefix="kernelpack-sass-") as tmp:
+        for i, (label, data) in enumerate(blobs):
+            f = Path(tmp) / f"{i}.cubin"
+            f.write_bytes(data)
+            proc = subprocess.run([tool, "-sass", str(f)], capture_output=True, text=True, timeout=300)
+            if proc.returncode != 0:
+                raise KernelpackError(f"{tool} failed on {label}", log=proc.stderr)
+            out.append(f"// ===== {label}\n{proc.stdout}")
+    return "\n".join(out)
