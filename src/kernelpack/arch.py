@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .errors import KernelpackError
 
-_ARCH_RE = re.compile(r"^(?:sm_|compute_)?(\d)(\d+)([af]?)$")
+_ARCH_RE = re.compile(r"^(?:sm_|compute_)?(\d+)(\d)([af]?)$")
 
 
 @dataclass(frozen=True, order=True)
