@@ -17,8 +17,8 @@ EXAMPLE_KERNELS = {
 }
 
 
-def example_source(name: str) -> str:
-    return resources.files("kernelpack").joinpath("examples", name).read_text()
+def example_path(name: str) -> Path:
+    return Path(str(resources.files("kernelpack").joinpath("examples", name)))
 
 
 def compile_examples(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS):  # type: ignore[no-untyped-def]
@@ -26,7 +26,7 @@ def compile_examples(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS):  # typ
     from . import cuda
     from .bundle import Bundle
 
-    return Bundle.of(*(cuda.compile(example_source(f), names, arch=list(archs), options=["-O3"])
+    return Bundle.of(*(cuda.compile(example_path(f), names, arch=list(archs), options=["-O3"])
                        for f, names in EXAMPLE_KERNELS.items()))
 
 

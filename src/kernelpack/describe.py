@@ -115,6 +115,7 @@ def _dims(d: list[int] | None) -> str:
 def render(desc: dict[str, Any]) -> None:
     """Print the description as rich tables."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
@@ -124,14 +125,15 @@ def render(desc: dict[str, Any]) -> None:
         cluster = _dims(r["cluster_dims"]) + (" (explicit)" if r["explicit_cluster"] else "")
         block = _dims(r["reqntid"]) if r["reqntid"] else (f"<= {_dims(r['max_threads'])}" if r["max_threads"] else "any")
         smem = f"{r['static_smem']} (+{r['smem_reserved']} sys)" if r["smem_reserved"] else str(r["static_smem"])
-        regs = f"{r['registers']}" + (f" (cap {r['max_registers']})" if r["max_registers"] else "")
+        capped = r["max_registers"] and r["max_registers"] < 255
+        regs = f"{r['registers']}" + (f" (cap {r['max_registers']})" if capped else "")
         return [arch, regs, str(r["stack_bytes"]), smem, block, cluster, str(r["param_bytes"])]
 
     if desc["kind"] == "cubin":
         console.print(f"[bold]cubin[/] {desc['arch']} (toolkit {desc['toolkit'] or 'unknown'}), "
                       f"{len(desc['kernels'])} kernel(s)")
         for k in desc["kernels"]:
-            t = Table(title=k["name"], title_justify="left")
+            t = Table(title=escape(k["name"]), title_justify="left")
             for c in ("#", "C type", "offset", "size"):
                 t.add_column(c)
             for p in k["params"]:
@@ -145,7 +147,8 @@ def render(desc: dict[str, Any]) -> None:
     for a in desc["artifacts"]:
         label = f"{a['name']}[{a['variant']}]" if a["variant"] else a["name"]
         prov = a["provenance"]
-        console.print(f"\n[bold cyan]{label}[/]  entry {a['entry']}  ({prov['frontend']} {prov['frontend_version']})")
+        console.print(f"\n[bold cyan]{escape(label)}[/]  entry {escape(a['entry'])}  "
+                      f"({prov['frontend']} {prov['frontend_version']})")
         cubins = [b for b in a["binaries"] if b["kind"] == "cubin"]
         t = Table("#", "name", "C type", "size", *[f"offset {b['arch']}" for b in cubins])
         for i, p in enumerate(a["params"]):

@@ -15,7 +15,7 @@ __global__ void scale(const T* __restrict__ x, T* __restrict__ out, float factor
 }
 
 // Fixed block shape (REQNTID): the cubin itself says the launch must use 256 threads.
-extern "C" __global__ void __launch_bounds__(256) __maxnreg__(64)
+extern "C" __global__ void __launch_bounds__(256)
 row_sum(const float* __restrict__ m, float* __restrict__ sums, unsigned rows, unsigned cols) {
     __shared__ float partial[256];
     unsigned row = blockIdx.x;
