@@ -242,12 +242,12 @@ def _abi(r: _Request, symbol: str, ck: CubinKernel, source: str, user: str | Abi
 def _abi_from_text(r: _Request, text: str, ck: CubinKernel) -> Abi:
     params = []
     for i, decl in enumerate(split_params(text)):
-        name, ptype, _ = parse_decl(decl)
+        name, ptype, base = parse_decl(decl)
         name = name or f"p{i}"
         if ptype is None:
             if i >= len(ck.params):
                 raise CompileError(f"kernel {r.name}: signature has more parameters than the cubin ({len(ck.params)})")
             kp = ck.params[i]
-            ptype = opaque_for(decl.split()[0] if decl.split() else "struct", kp.size, ck.param_base + kp.offset)
+            ptype = opaque_for(base or "struct", kp.size, ck.param_base + kp.offset)
         params.append(Param(name, ptype))
     return Abi(tuple(params))

@@ -20,6 +20,11 @@ from .arch import Arch
 from .errors import CompileError
 
 
+# Minimal C headers (stdint.h, stdlib.h) so that sources including <cuda.h> for CUtensorMap compile under NVRTC.
+NVRTC_SHIMS = str(Path(__file__).with_name("nvrtc_include"))
+_INCLUDES_CUDA_H = re.compile(r'^\s*#\s*include\s*[<"]cuda\.h[>"]', re.M)
+
+
 @dataclass(frozen=True)
 class CudaOptions:
     """Compiler options common to NVRTC and nvcc."""
@@ -143,7 +148,9 @@ def _nvrtc(source: str, arch: Arch, options: CudaOptions, exprs: Sequence[str], 
         # NVRTC optimizes device code by default and rejects host -O levels.
         extra = [f for f in options.extra if f not in ("-O1", "-O2", "-O3")]
         flags = [f"--gpu-architecture={arch}", *options.common_flags(), *extra]
-        flags += [f"-I{d}" for d in cuda_include_dirs()]
+        flags += [f"-I{d}" for d in (*cuda_include_dirs(), NVRTC_SHIMS)]
+        if _INCLUDES_CUDA_H.search(source):
+            flags.append("-default-device")  # cuda.h declares host functions NVRTC would reject
         (status,) = nvrtc.nvrtcCompileProgram(prog, len(flags), [f.encode() for f in flags])
         (size,) = check(nvrtc.nvrtcGetProgramLogSize(prog), "log size")
         buf = b" " * size

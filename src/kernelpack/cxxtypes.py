@@ -31,7 +31,6 @@ SCALAR_NAMES: dict[str, DType] = {
     "__bf16": DType.bf16, "__nv_bfloat16": DType.bf16, "nv_bfloat16": DType.bf16,
 }
 TENSOR_MAP_NAMES = ("CUtensorMap", "CUtensorMap_st")
-TENSOR_MAP = Opaque(128, 64, "CUtensorMap")
 
 
 def _dtype_of(name: str) -> DType | None:
@@ -46,7 +45,8 @@ def opaque_for(name: str, size: int, offset_abs: int | None = None) -> Opaque:
     arch then confirms the guess; a user-given signature overrides it.
     """
     if name.split("::")[-1] in TENSOR_MAP_NAMES:
-        return TENSOR_MAP
+        # alignas(64) in CUDA 12's cuda.h, alignas(128) in CUDA 13's: the cubin's placement tells which.
+        return Opaque(128, 128 if offset_abs is None or offset_abs % 128 == 0 else 64, "CUtensorMap")
     align = 16
     while align > 1 and (size % align or (offset_abs is not None and offset_abs % align)):
         align //= 2
@@ -105,10 +105,11 @@ def split_params(text: str) -> list[str]:
     return out
 
 
-def parse_decl(decl: str) -> tuple[str, ParamType | None, int]:
-    """Parse one parameter declaration into (name, type or None when not a scalar/pointer, pointer depth).
+def parse_decl(decl: str) -> tuple[str, ParamType | None, str]:
+    """Parse one parameter declaration into (name, type, base type name).
 
-    ``const float* __restrict__ x`` -> ("x", Pointer(f32, const=True), 1). Default values are dropped.
+    ``const float* __restrict__ x`` -> ("x", Pointer(f32, const=True), "float"). The type is None for a
+    struct by value (its size is the cubin's). Default values are dropped.
     """
     decl = decl.split("=")[0]
     decl = re.sub(r"__attribute__\s*\(\(.*?\)\)|alignas\s*\(.*?\)", " ", decl)
@@ -126,10 +127,8 @@ def parse_decl(decl: str) -> tuple[str, ParamType | None, int]:
     base = " ".join(type_words)
     dt = _dtype_of(base)
     if stars:
-        return name, Pointer(dt, const_pointee), stars
-    if base.split("::")[-1] in TENSOR_MAP_NAMES:
-        return name, TENSOR_MAP, 0
-    return name, (Scalar(dt) if dt is not None else None), 0
+        return name, Pointer(dt, const_pointee), base
+    return name, (Scalar(dt) if dt is not None else None), base
 
 
 def declared_param_names(source: str, function: str) -> list[str] | None:

@@ -1,0 +1,12 @@
+#pragma once
+/* kernelpack NVRTC shim: fixed-width integers for device code (NVRTC has no C library headers). */
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+typedef long long intptr_t;
+typedef unsigned long long uintptr_t;
