@@ -1,0 +1,107 @@
+"""The .kpack bundle: deterministic bytes, hash-checked loading, clear refusal of bad files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+
+import pytest
+
+from kernelpack.bundle import HEADER_SIZE, MAGIC, Bundle, read_manifest
+from kernelpack.cudacc import find_nvcc, nvrtc_available
+from kernelpack.demo import compile_examples
+from kernelpack.errors import BundleError
+
+pytestmark = pytest.mark.skipif(not nvrtc_available() and find_nvcc() is None, reason="no CUDA C++ compiler")
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    from kernelpack import config
+
+    with config.override(cache_dir=tmp_path_factory.mktemp("cache")):
+        return compile_examples(("sm_80", "sm_90a"))
+
+
+def test_two_builds_from_scratch_give_identical_bytes(tmp_path):
+    from kernelpack import config
+
+    outs = []
+    for i in range(2):
+        with config.override(cache_dir=None):
+            outs.append(compile_examples(("sm_80", "sm_90a")).write(tmp_path / f"b{i}.kpack").read_bytes())
+    assert outs[0] == outs[1]
+    assert hashlib.sha256(outs[0]).hexdigest() == hashlib.sha256(outs[1]).hexdigest()
+
+
+def test_round_trip_preserves_every_artifact(bundle, tmp_path):
+    back = Bundle.read(bundle.write(tmp_path / "x.kpack"))
+    assert back == bundle
+    assert back.to_bytes() == bundle.to_bytes()
+    assert set(back.families()) == {"affine", "axpy", "row_sum", "scale"}
+    assert len(back.families()["scale"]) == 3
+
+
+def test_identical_cubins_are_stored_once(bundle):
+    data = bundle.to_bytes()
+    manifest = read_manifest(data)
+    cubin_bytes = {b.sha256: len(b.data) for a in bundle for b in a.binaries}
+    assert len(manifest["blobs"]) == len(cubin_bytes) == 2  # one module per arch, shared by 6 kernels
+    assert len(data) < sum(cubin_bytes.values()) + 64 * 1024
+
+
+def test_a_flipped_byte_anywhere_is_refused(bundle):
+    data = bundle.to_bytes()
+    moff = struct.unpack_from("<Q", data, 16)[0]
+    blob_off = read_manifest(data)["blobs"][0]["offset"]
+    for pos in (20, blob_off + 100, moff + 10, len(data) - 2):
+        bad = bytearray(data)
+        bad[pos] ^= 0x01
+        with pytest.raises(BundleError):
+            Bundle.from_bytes(bytes(bad))
+    bad = bytearray(data)
+    bad[blob_off + 100] ^= 0x01
+    with pytest.raises(BundleError, match="blob 0 SHA-256 mismatch"):
+        Bundle.from_bytes(bytes(bad))
+
+
+def test_truncation_and_padding_are_refused(bundle):
+    data = bundle.to_bytes()
+    for cut in (0, 10, HEADER_SIZE, len(data) // 2, len(data) - 1):
+        with pytest.raises(BundleError):
+            Bundle.from_bytes(data[:cut])
+    with pytest.raises(BundleError, match="truncated or padded"):
+        Bundle.from_bytes(data + b"\0")
+
+
+def test_a_newer_format_version_is_refused_with_both_versions_named(bundle):
+    data = bytearray(bundle.to_bytes())
+    struct.pack_into("<I", data, 8, 7)
+    with pytest.raises(BundleError, match="format version 7 is newer than the supported version 1"):
+        Bundle.from_bytes(bytes(data))
+
+
+def test_not_a_bundle_is_refused(tmp_path):
+    with pytest.raises(BundleError, match="bad magic"):
+        Bundle.from_bytes(b"PK\x03\x04" + b"\0" * 100)
+    with pytest.raises(BundleError, match="cannot read bundle"):
+        Bundle.read(tmp_path / "missing.kpack")
+
+
+def test_a_manifest_lying_about_its_abi_is_refused_by_verification(bundle):
+    data = bundle.to_bytes()
+    moff, msize = struct.unpack_from("<QQ", data, 16)
+    manifest = json.loads(data[moff:moff + msize])
+    axpy = next(a for a in manifest["artifacts"] if a["name"] == "axpy")
+    axpy["abi"][0]["type"] = {"kind": "scalar", "dtype": "f64"}  # fp32 alpha claimed as double
+    body = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
+    forged = data[:moff] + body
+    header = struct.pack("<8sIIQQ32s", MAGIC, 1, 0, moff, len(body), hashlib.sha256(body).digest())
+    with pytest.raises(BundleError, match=r"axpy \(sm_80\): parameter 0 'alpha'"):
+        Bundle.from_bytes(header + forged[HEADER_SIZE:])
+
+
+def test_duplicate_name_and_variant_is_refused(bundle):
+    with pytest.raises(BundleError, match="same name and variant: axpy"):
+        Bundle.of(bundle, bundle.artifacts[1])
