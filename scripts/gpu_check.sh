@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# On the GPU machine (no network, no DSLs): install kernelpack into a venv over the system packages, run the
-# GPU tests against the artifacts carried in .gpu/, then the benchmarks. Logs go to $OUT when set.
+# On the GPU machine (no network, no DSLs): use kernelpack from src/ with the machine's python3 (torch, triton,
+# cuda-bindings, pytest live in its own venv), run the GPU tests against the artifacts carried in .gpu/,
+# then the benchmarks named in $GPU_BENCH. Logs go to $OUT when set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 KERNELPACK_GPU_ARTIFACTS=$PWD/.gpu KERNELPACK_CACHE_DIR=off
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader | tee "$OUT/machine.txt"
-python3 -m venv --system-site-packages /tmp/kpv >/dev/null
-/tmp/kpv/bin/pip install -q --no-build-isolation --no-deps -e . 2>&1 | tail -3
-PY=/tmp/kpv/bin/python
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+PY=python3
 $PY -m pytest -m gpu -q -p no:cacheprovider ${GPU_TESTS:-tests} 2>&1 | tee "$OUT/gpu_tests.log"
 status=${PIPESTATUS[0]}
 for b in ${GPU_BENCH:-}; do
