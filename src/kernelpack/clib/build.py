@@ -1,0 +1,206 @@
+"""Build a deployable library: libNAME.so, libNAME.a, NAME.h, NAME.hpp, a CMake package and a pkg-config file.
+
+Install-tree layout under the output directory::
+
+    include/NAME.h  include/NAME.hpp
+    lib/libNAME.so  lib/libNAME.a
+    lib/cmake/NAME/NAMEConfig.cmake  lib/cmake/NAME/NAMEConfigVersion.cmake
+    lib/pkgconfig/NAME.pc
+
+Only the system C compiler and ``ar`` are used (no nvcc, no CUDA headers). The tree is relocatable: the CMake and
+pkg-config files locate everything relative to themselves.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..artifact import KernelArtifact
+from ..bundle import Bundle
+from ..errors import KernelpackError
+from .generate import Sources, generate
+
+Item = KernelArtifact | Bundle | str | os.PathLike
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """Paths of a built library (all under ``prefix``)."""
+
+    name: str
+    prefix: Path
+    shared: Path
+    static: Path
+    header: Path
+    cpp_header: Path
+    cmake_config: Path
+    pkgconfig: Path
+    sources: Path | None  # directory with NAME.c and NAME.kpack when kept
+
+    @property
+    def include_dir(self) -> Path:
+        return self.prefix / "include"
+
+    @property
+    def lib_dir(self) -> Path:
+        return self.prefix / "lib"
+
+
+def _load(item: Item) -> Bundle:
+    if isinstance(item, (KernelArtifact, Bundle)):
+        return Bundle.of(item)
+    path = Path(item)
+    if path.suffix in (".so", ".a") or ".so." in path.name:
+        from .embedded import read_embedded_bundle
+
+        return read_embedded_bundle(path)
+    return Bundle.read(path)
+
+
+def _run(cmd: Sequence[str], what: str, cwd: Path) -> None:
+    try:
+        proc = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise KernelpackError(f"{what}: {cmd[0]!r} not found; install a C compiler or pass cc=/ar=") from None
+    if proc.returncode != 0:
+        raise KernelpackError(f"{what} failed (exit {proc.returncode}): {shlex.join(cmd)}",
+                              log=proc.stdout + proc.stderr)
+
+
+class Library:
+    """A C/C++ library of kernels: ``Library("mylib", artifact, bundle, "more.kpack").build("out")``.
+
+    ``cc``/``ar`` default to ``$CC``/``$AR``, else ``cc``/``ar``. ``version`` goes into the CMake and pkg-config
+    files. ``cflags`` are appended to the compile command.
+    """
+
+    def __init__(self, name: str, *items: Item, cc: str | None = None, ar: str | None = None,
+                 cflags: Iterable[str] = (), version: str = "1.0.0") -> None:
+        self.name = name
+        self.bundle = Bundle.of(*(_load(i) for i in items))
+        self.cc = cc or os.environ.get("CC") or "cc"
+        self.ar = ar or os.environ.get("AR") or "ar"
+        self.cflags = tuple(cflags)
+        self.version = version
+
+    def generate(self) -> Sources:
+        return generate(self.name, self.bundle)
+
+    def write_sources(self, directory: str | os.PathLike[str]) -> Path:
+        """Write NAME.c, NAME.kpack, NAME.h and NAME.hpp into ``directory`` (for inspection or custom builds:
+        compile NAME.c with ``-Wa,-I<directory>`` so ``.incbin`` finds NAME.kpack)."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        src = self.generate()
+        (d / f"{self.name}.c").write_text(src.tu)
+        (d / f"{self.name}.h").write_text(src.header)
+        (d / f"{self.name}.hpp").write_text(src.cpp_header)
+        (d / f"{self.name}.kpack").write_bytes(src.bundle)
+        return d
+
+    def compile_command(self, src_dir: Path, obj: Path) -> list[str]:
+        return [self.cc, "-std=c99", "-O2", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra", f"-I{src_dir}",
+                f"-Wa,-I{src_dir}", *self.cflags, "-c", str(src_dir / f"{self.name}.c"), "-o", str(obj)]
+
+    def build(self, out_dir: str | os.PathLike[str], *, keep_sources: bool = False) -> BuildResult:
+        """Generate, compile and install into ``out_dir``; returns the paths written."""
+        out = Path(out_dir)
+        name = self.name
+        with tempfile.TemporaryDirectory(prefix=f"kp-{name}-") as tmp:
+            t = Path(tmp)
+            self.write_sources(t)
+            obj = t / f"{name}.o"
+            _run(self.compile_command(t, obj), f"compiling library {name}", t)
+            _run([self.cc, "-shared", "-o", str(t / f"lib{name}.so"), str(obj), f"-Wl,-soname,lib{name}.so",
+                  "-Wl,--no-undefined", "-Wl,-z,noexecstack", "-ldl"], f"linking lib{name}.so", t)
+            _run([self.ar, "rcsD", str(t / f"lib{name}.a"), str(obj)], f"archiving lib{name}.a", t)
+            for sub in ("include", "lib/cmake/" + name, "lib/pkgconfig"):
+                (out / sub).mkdir(parents=True, exist_ok=True)
+            for f, dest in [(f"{name}.h", "include"), (f"{name}.hpp", "include"), (f"lib{name}.so", "lib"),
+                            (f"lib{name}.a", "lib")]:
+                _replace(t / f, out / dest / f)
+            sources = None
+            if keep_sources:
+                sources = out / "share" / name / "src"
+                sources.mkdir(parents=True, exist_ok=True)
+                for f in (f"{name}.c", f"{name}.kpack"):
+                    _replace(t / f, sources / f)
+        cmake_dir = out / "lib" / "cmake" / name
+        (cmake_dir / f"{name}Config.cmake").write_text(cmake_config(name, len(self.bundle)))
+        (cmake_dir / f"{name}ConfigVersion.cmake").write_text(cmake_version(self.version))
+        (out / "lib" / "pkgconfig" / f"{name}.pc").write_text(pkgconfig(name, self.version, len(self.bundle)))
+        return BuildResult(name, out, out / "lib" / f"lib{name}.so", out / "lib" / f"lib{name}.a",
+                           out / "include" / f"{name}.h", out / "include" / f"{name}.hpp",
+                           cmake_dir / f"{name}Config.cmake", out / "lib" / "pkgconfig" / f"{name}.pc", sources)
+
+
+def _replace(src: Path, dest: Path) -> None:
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dest)
+
+
+def build_library(name: str, inputs: Iterable[Item], out_dir: str | os.PathLike[str], **opts: object) -> BuildResult:
+    """Build library ``name`` from artifacts, bundles or .kpack paths into ``out_dir`` (the CLI's ``build``)."""
+    keep = bool(opts.pop("keep_sources", False))
+    return Library(name, *inputs, **opts).build(out_dir, keep_sources=keep)  # type: ignore[arg-type]
+
+
+def cmake_config(name: str, kernels: int) -> str:
+    return f"""# Generated by kernelpack: CMake package for library {name} ({kernels} kernel specializations).
+# Imported targets: {name}::{name} (shared library) and {name}::{name}_static (static archive; links libdl).
+get_filename_component(_kp_{name}_prefix "${{CMAKE_CURRENT_LIST_DIR}}/../../.." ABSOLUTE)
+if(NOT TARGET {name}::{name})
+  add_library({name}::{name} SHARED IMPORTED)
+  set_target_properties({name}::{name} PROPERTIES
+    IMPORTED_LOCATION "${{_kp_{name}_prefix}}/lib/lib{name}.so"
+    IMPORTED_SONAME "lib{name}.so"
+    INTERFACE_INCLUDE_DIRECTORIES "${{_kp_{name}_prefix}}/include")
+endif()
+if(NOT TARGET {name}::{name}_static)
+  add_library({name}::{name}_static STATIC IMPORTED)
+  set_target_properties({name}::{name}_static PROPERTIES
+    IMPORTED_LOCATION "${{_kp_{name}_prefix}}/lib/lib{name}.a"
+    INTERFACE_INCLUDE_DIRECTORIES "${{_kp_{name}_prefix}}/include"
+    INTERFACE_LINK_LIBRARIES "${{CMAKE_DL_LIBS}}")
+endif()
+set({name}_INCLUDE_DIRS "${{_kp_{name}_prefix}}/include")
+set({name}_LIBRARIES {name}::{name})
+unset(_kp_{name}_prefix)
+"""
+
+
+def cmake_version(version: str) -> str:
+    return f"""# Generated by kernelpack: compatible when the major version matches and the version is not older.
+set(PACKAGE_VERSION "{version}")
+if(PACKAGE_FIND_VERSION_MAJOR STREQUAL "" OR (PACKAGE_FIND_VERSION_MAJOR EQUAL "{version.split('.')[0]}"
+   AND NOT PACKAGE_VERSION VERSION_LESS PACKAGE_FIND_VERSION))
+  set(PACKAGE_VERSION_COMPATIBLE TRUE)
+  if(PACKAGE_FIND_VERSION STREQUAL PACKAGE_VERSION)
+    set(PACKAGE_VERSION_EXACT TRUE)
+  endif()
+else()
+  set(PACKAGE_VERSION_COMPATIBLE FALSE)
+endif()
+"""
+
+
+def pkgconfig(name: str, version: str, kernels: int) -> str:
+    return f"""prefix=${{pcfiledir}}/../..
+includedir=${{prefix}}/include
+libdir=${{prefix}}/lib
+
+Name: {name}
+Description: kernelpack GPU kernel library {name} ({kernels} kernel specializations; needs only the NVIDIA driver)
+Version: {version}
+Cflags: -I${{includedir}}
+Libs: -L${{libdir}} -l{name}
+Libs.private: -ldl
+"""

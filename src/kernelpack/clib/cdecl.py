@@ -1,0 +1,164 @@
+"""C spellings of the ABI model for one generated library: type names, struct definitions, enum names.
+
+The ABI model (:mod:`kernelpack.abi`) is the single source of truth: sizes and offsets here come from it and the
+generated translation unit static-asserts that the C compiler agrees.
+"""
+
+from __future__ import annotations
+
+from ..abi import DType, Opaque, Pointer, Scalar, Struct, TensorSpec
+from ..errors import KernelpackError
+
+# kp_dtype enum values: stable, append-only (shared by every kernelpack library's header).
+DTYPE_ENUM: dict[DType, tuple[str, int]] = {
+    d: (f"KP_{d.value.upper()}", i + 1)
+    for i, d in enumerate([DType.i8, DType.i16, DType.i32, DType.i64, DType.u8, DType.u16, DType.u32, DType.u64,
+                           DType.f16, DType.bf16, DType.f32, DType.f64, DType.bool])
+}
+
+INT_RANGE: dict[DType, tuple[int, int]] = {
+    DType.i8: (-(2**7), 2**7 - 1), DType.i16: (-(2**15), 2**15 - 1), DType.i32: (-(2**31), 2**31 - 1),
+    DType.i64: (-(2**63), 2**63 - 1), DType.u8: (0, 2**8 - 1), DType.u16: (0, 2**16 - 1),
+    DType.u32: (0, 2**32 - 1), DType.u64: (0, 2**63 - 1),  # kp_tensor holds int64_t
+}
+
+STATUS = [
+    ("KP_SUCCESS", 0, "The call succeeded."),
+    ("KP_ERROR_NO_DRIVER", 1, "libcuda.so.1 could not be loaded (no NVIDIA driver installed)."),
+    ("KP_ERROR_DRIVER_TOO_OLD", 2, "The driver predates CUDA 12.0 or lacks an entry point this library needs."),
+    ("KP_ERROR_NO_DEVICE", 3, "The driver found no CUDA device."),
+    ("KP_ERROR_CUDA", 4, "A driver call failed; the message names the call and the CUDA error."),
+    ("KP_ERROR_NO_BINARY_FOR_ARCH", 5, "The kernel carries no binary that runs on the device's architecture."),
+    ("KP_ERROR_NO_MATCHING_SPECIALIZATION", 6, "No specialization of a kernel family accepts these arguments."),
+    ("KP_ERROR_INVALID_ARGUMENT", 7, "An argument breaks the kernel's requirements (NULL, alignment, divisibility)."),
+    ("KP_ERROR_INVALID_LAUNCH", 8, "The launch shape breaks the kernel's requirements (block, cluster, smem)."),
+    ("KP_ERROR_OUT_OF_MEMORY", 9, "Host memory ran out."),
+]
+
+
+def dtype_enum(d: DType | None) -> str:
+    return "KP_DTYPE_ANY" if d is None else DTYPE_ENUM[d][0]
+
+
+def common_header() -> str:
+    """Types shared by every kernelpack library; guarded, so several libraries' headers can be included together."""
+    status = "\n".join(f"    {n} = {v}, /**< {doc} */" for n, v, doc in STATUS)
+    dtypes = "\n".join(f"    {n} = {v}," for n, v in DTYPE_ENUM.values())
+    return f"""#ifndef KP_COMMON_TYPES_V1
+#define KP_COMMON_TYPES_V1
+/** Result of every kernelpack call. Values never change between kernelpack versions; new ones are appended. */
+typedef enum kp_status {{
+{status}
+}} kp_status;
+
+/** Element types, for family entries whose pointer arguments vary in type between specializations. */
+typedef enum kp_dtype {{
+    KP_DTYPE_ANY = 0, /**< untyped (void*) */
+{dtypes}
+}} kp_dtype;
+
+/** IEEE half precision, as raw bits (layout-compatible with __half). */
+typedef struct kp_f16 {{ uint16_t bits; }} kp_f16;
+/** bfloat16, as raw bits (layout-compatible with __nv_bfloat16). */
+typedef struct kp_bf16 {{ uint16_t bits; }} kp_bf16;
+
+/** Highest tensor rank a kp_tensor describes. */
+#define KP_MAX_RANK 8
+
+/** A tensor argument of a family entry; dispatch checks it against each specialization's static shape. */
+typedef struct kp_tensor {{
+    void* data;                   /**< device pointer to element [0, ..., 0] */
+    kp_dtype dtype;               /**< element type */
+    int32_t rank;                 /**< number of modes, at most KP_MAX_RANK */
+    int64_t shape[KP_MAX_RANK];   /**< extent of each mode */
+    int64_t stride[KP_MAX_RANK];  /**< stride of each mode, in elements */
+}} kp_tensor;
+
+/** How to launch a kernel. Zero-initialize it and set what you need. */
+typedef struct kp_launch {{
+    uint32_t grid[3];      /**< blocks per grid; y and z of 0 mean 1 */
+    uint32_t block[3];     /**< threads per block; {{0,0,0}} = the kernel's fixed block (REQNTID or launch spec) */
+    uint32_t dynamic_smem; /**< dynamic shared memory bytes; 0 = what the kernel declares; > 48 KiB is opted into */
+    uint32_t cluster[3];   /**< thread block cluster; {{0,0,0}} = the kernel's own cluster, or none */
+    void* stream;          /**< CUstream or cudaStream_t; NULL = the legacy default stream */
+}} kp_launch;
+#endif /* KP_COMMON_TYPES_V1 */
+"""
+
+
+class TypeNames:
+    """C names for the structs and opaque types of one library, prefixed with the library name.
+
+    Two different definitions under one ABI name get distinct C names (``name``, ``name_2``, ...); identical ones
+    share a definition.
+    """
+
+    def __init__(self, lib: str) -> None:
+        self.lib = lib
+        self._names: dict[Struct | Opaque, str] = {}
+        self._order: list[Struct | Opaque] = []
+
+    def add(self, t: Scalar | Pointer | Struct | Opaque) -> None:
+        if isinstance(t, Struct):
+            for f in t.fields:
+                self.add(f.type)
+        if isinstance(t, (Struct, Opaque)) and t not in self._names:
+            base = f"{self.lib}_{t.name if isinstance(t, Struct) else t.c_type.removeprefix('kp_')}"
+            taken = set(self._names.values())
+            name, k = base, 2
+            while name in taken:
+                name, k = f"{base}_{k}", k + 1
+            self._names[t] = name
+            self._order.append(t)
+
+    def c_type(self, t: Scalar | Pointer | Struct | Opaque) -> str:
+        if isinstance(t, (Struct, Opaque)):
+            return self._names[t]
+        return t.c_type
+
+    def definitions(self) -> str:
+        out = []
+        for t in self._order:
+            name = self._names[t]
+            if isinstance(t, Opaque):
+                out.append(f"/** Opaque {t.size}-byte parameter{f' ({t.name})' if t.name else ''}, {t.align}-byte "
+                           f"aligned. */\ntypedef struct {name} {{\n    unsigned char bytes[{t.size}];\n}} "
+                           f"__attribute__((aligned({t.align}))) {name};")
+                continue
+            doc = _tensor_doc(t.tensor) if t.tensor is not None else f"By-value parameter struct {t.name}."
+            fields = "\n".join(f"    {self.c_type(f.type)} {f.name};" for f in t.fields)
+            attr = f" __attribute__((aligned({t.min_align})))" if t.min_align > 1 else ""
+            out.append(f"/** {doc} */\ntypedef struct {name} {{\n{fields}\n}}{attr} {name};")
+        return "\n\n".join(out)
+
+    def layout_asserts(self) -> str:
+        """Static asserts that the C compiler lays out every struct as the ABI model says."""
+        out = []
+        for t in self._order:
+            name = self._names[t]
+            out.append(f"KP_STATIC_ASSERT(sizeof({name}) == {t.size} && __alignof__({name}) == {t.align}, "
+                       f"layout_{name});")
+            if isinstance(t, Struct):
+                for f, off in zip(t.fields, t.field_offsets, strict=True):
+                    out.append(f"KP_STATIC_ASSERT(offsetof({name}, {f.name}) == {off}, off_{name}_{f.name});")
+        return "\n".join(out)
+
+
+def _tensor_doc(s: TensorSpec) -> str:
+    def dims(v: tuple[int | None, ...]) -> str:
+        return "[" + ", ".join("?" if d is None else str(d) for d in v) + "]"
+
+    return (f"Tensor descriptor: {s.dtype.value} data, shape {dims(s.shape)} ({s.shape_dtype.value}), stride "
+            f"{dims(s.stride)} ({s.stride_dtype.value}, in elements); ? = passed at run time.")
+
+
+def param_decl(names: TypeNames, t: Scalar | Pointer | Struct | Opaque, name: str) -> str:
+    """How a typed wrapper takes a parameter: opaque blobs by const pointer, everything else by value."""
+    if isinstance(t, Opaque):
+        return f"const {names.c_type(t)}* {name}"
+    return f"{names.c_type(t)} {name}"
+
+
+def check_ident(name: str, what: str) -> None:
+    if not name.isidentifier() or not name.isascii():
+        raise KernelpackError(f"{what} {name!r} is not a C identifier")

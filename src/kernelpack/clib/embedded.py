@@ -1,0 +1,100 @@
+"""Find the kernelpack bundle(s) embedded in a built library: an ELF shared object, executable, object file, or a
+static archive of them. The generator places each bundle, 64-byte aligned, in section ``.kpack``; a program that
+statically links several kernelpack libraries holds several bundles there, one after another.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..bundle import HEADER_SIZE, MAGIC, Bundle, read_manifest
+from ..errors import BundleError
+from .generate import SECTION
+
+_AR_MAGIC = b"!<arch>\n"
+
+
+def _elf_section(data: bytes, name: str, source: str) -> bytes | None:
+    if data[:4] != b"\x7fELF" or len(data) < 64:
+        return None
+    if data[4] != 2 or data[5] != 1:
+        raise BundleError(f"{source}: only 64-bit little-endian ELF files are supported")
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    if shoff == 0 or shoff + shnum * shentsize > len(data) or shstrndx >= shnum:
+        raise BundleError(f"{source}: truncated ELF section table")
+
+    def header(i: int) -> tuple[int, int, int, int]:
+        nm, typ, _flags, _addr, off, size = struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize)
+        return nm, typ, off, size
+
+    _, _, str_off, str_size = header(shstrndx)
+    for i in range(shnum):
+        nm, typ, off, size = header(i)
+        end = data.find(b"\0", str_off + nm, str_off + str_size)
+        if data[str_off + nm:end].decode(errors="replace") == name:
+            if typ == 8 or off + size > len(data):  # NOBITS or truncated
+                raise BundleError(f"{source}: section {name} has no contents in the file")
+            return data[off:off + size]
+    return None
+
+
+def _ar_members(data: bytes, source: str) -> Iterator[tuple[str, bytes]]:
+    pos, names = len(_AR_MAGIC), b""
+    while pos + 60 <= len(data):
+        head = data[pos:pos + 60]
+        name, size = head[:16].decode(errors="replace").strip(), int(head[48:58].decode().strip() or 0)
+        body = data[pos + 60:pos + 60 + size]
+        if name == "//":
+            names = body
+        elif name.startswith("/") and name[1:].isdigit():
+            start = int(name[1:])
+            name = names[start:names.find(b"\n", start)].decode(errors="replace").rstrip("/")
+        if name not in ("/", "//", "/SYM64/"):
+            yield name.rstrip("/"), body
+        pos += 60 + size + (size & 1)
+    if pos != len(data):
+        raise BundleError(f"{source}: truncated ar archive")
+
+
+def _bundles_in(section: bytes, source: str) -> Iterator[bytes]:
+    pos = 0
+    while pos + HEADER_SIZE <= len(section):
+        if section[pos:pos + len(MAGIC)] != MAGIC:
+            pos += 64
+            continue
+        moff, msize = struct.unpack_from("<QQ", section, pos + 16)
+        end = pos + moff + msize
+        yield section[pos:end]
+        pos = -(-end // 64) * 64
+
+
+def read_embedded_bundles(path: str | os.PathLike[str]) -> list[Bundle]:
+    """Every bundle embedded in a library, object or program, in section order (archive members in order)."""
+    source = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise BundleError(f"cannot read {source}: {e.strerror}") from None
+    objects = list(_ar_members(data, source)) if data.startswith(_AR_MAGIC) else [(Path(path).name, data)]
+    out = []
+    for member, blob in objects:
+        where = f"{source}({member})" if data.startswith(_AR_MAGIC) else source
+        section = _elf_section(blob, SECTION, where)
+        if section is None:
+            continue
+        for raw in _bundles_in(section, where):
+            read_manifest(raw, source=where)
+            out.append(Bundle.from_bytes(raw, source=where))
+    if not out:
+        raise BundleError(f"{source}: no kernelpack bundle inside (no {SECTION} section; not built by kernelpack?)")
+    return out
+
+
+def read_embedded_bundle(path: str | os.PathLike[str]) -> Bundle:
+    """The bundle embedded in a kernelpack library (``libNAME.so`` / ``libNAME.a``); several are merged."""
+    bundles = read_embedded_bundles(path)
+    return bundles[0] if len(bundles) == 1 else Bundle.of(*bundles)

@@ -1,0 +1,217 @@
+"""Kernel families: the signature of the one dispatching entry per kernel name, and each specialization's
+constraints (dtype, pointer alignment, int divisibility, static tensor shape) as C expressions, ordered from the
+most specific specialization to the least.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..abi import DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
+from ..artifact import KernelArtifact
+from ..errors import KernelpackError
+from .cdecl import INT_RANGE, TypeNames, dtype_enum, param_decl
+
+KP_DYN = "KP_DYN"
+
+
+@dataclass(frozen=True)
+class FamilyArg:
+    """One caller-visible argument of a family entry."""
+
+    name: str
+    kind: str  # "ptr" (dtype may vary), "tensor" (a kp_tensor*), "value" (same type in every specialization)
+    type: Scalar | Pointer | Struct | Opaque  # the first specialization's type
+    varying: bool = False  # ptr whose pointee differs between specializations: passed as void* + kp_dtype
+    const: bool = False
+
+    def decl(self, names: TypeNames) -> str:
+        if self.kind == "tensor":
+            return f"const kp_tensor* {self.name}"
+        if self.kind == "ptr" and self.varying:
+            return f"{'const ' if self.const else ''}void* {self.name}, kp_dtype {self.name}_dtype"
+        return param_decl(names, self.type, self.name)
+
+    def call_args(self) -> list[str]:
+        return [self.name, f"{self.name}_dtype"] if self.kind == "ptr" and self.varying else [self.name]
+
+
+@dataclass(frozen=True)
+class Constraint:
+    expr: str  # C expression over the family entry's arguments
+    text: str  # for messages
+    weight: float  # how much it narrows (0 = a plain dtype test)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One specialization as the generator sees it."""
+
+    index: int  # position in the library's spec table
+    artifact: KernelArtifact
+    constraints: tuple[Constraint, ...]
+
+    @property
+    def specificity(self) -> tuple[int, float]:
+        narrowing = [c for c in self.constraints if c.weight > 0]
+        return (len(narrowing), sum(c.weight for c in narrowing))
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    args: tuple[FamilyArg, ...]
+    specs: tuple[Spec, ...]  # most specific first
+
+    def groups(self) -> list[list[Spec]]:
+        """Specializations of equal specificity, most specific group first (arch quality breaks ties at run time)."""
+        out: list[list[Spec]] = []
+        for s in self.specs:
+            if out and out[-1][0].specificity == s.specificity:
+                out[-1].append(s)
+            else:
+                out.append([s])
+        return out
+
+
+def _family_args(name: str, arts: tuple[KernelArtifact, ...]) -> tuple[FamilyArg, ...]:
+    first = arts[0]
+    sig0 = [p.name for p in first.abi.args]
+    for a in arts[1:]:
+        if [p.name for p in a.abi.args] != sig0:
+            raise KernelpackError(f"kernel family {name}: specializations {first.label} ({', '.join(sig0)}) and "
+                                  f"{a.label} ({', '.join(p.name for p in a.abi.args)}) take different arguments; "
+                                  f"give them different names")
+    out = []
+    for i, p0 in enumerate(first.abi.args):
+        types = [a.abi.args[i].type for a in arts]
+        if all(isinstance(t, Pointer) for t in types):
+            pointees = {t.pointee for t in types}  # type: ignore[union-attr]
+            out.append(FamilyArg(p0.name, "ptr", p0.type, len(pointees) > 1, all(t.const for t in types)))  # type: ignore[union-attr]
+        elif all(isinstance(t, Struct) and t.tensor is not None for t in types):
+            out.append(FamilyArg(p0.name, "tensor", p0.type))
+        elif all(t == types[0] for t in types):
+            out.append(FamilyArg(p0.name, "value", p0.type))
+        else:
+            kinds = ", ".join(f"{a.label}: {t.c_type}" for a, t in zip(arts, types, strict=True))
+            raise KernelpackError(f"kernel family {name}: argument {i} '{p0.name}' has different types across "
+                                  f"specializations ({kinds}); only pointer element types and tensor descriptors "
+                                  f"may vary within a family")
+    return tuple(out)
+
+
+def _log2(n: int) -> float:
+    return math.log2(n) if n > 1 else 0.0
+
+
+def _tensor_constraint(arg: str, spec: TensorSpec, index: int, pidx: int) -> tuple[Constraint, list[str]]:
+    """kp_tensor_fits(...) for one tensor param, plus the static arrays it refers to."""
+    tag = f"kp_s{index}_p{pidx}"
+    shape = ", ".join(KP_DYN if d is None else str(d) for d in spec.shape) or "0"
+    stride = ", ".join(KP_DYN if d is None else str(d) for d in spec.stride) or "0"
+    decls = [f"static const int64_t {tag}_shape[] = {{{shape}}};",
+             f"static const int64_t {tag}_stride[] = {{{stride}}};"]
+    smin, smax = INT_RANGE[spec.shape_dtype]
+    tmin, tmax = INT_RANGE[spec.stride_dtype]
+
+    def lit(v: int) -> str:
+        return "INT64_MIN" if v == -(2**63) else f"INT64_C({v})"
+
+    expr = (f"kp_tensor_fits({arg}, {dtype_enum(spec.dtype)}, {spec.rank}, {tag}_shape, {tag}_stride, {spec.align}u, "
+            f"{lit(smin)}, {lit(smax)}, {lit(tmin)}, {lit(tmax)})")
+
+    def dims(v: tuple[int | None, ...]) -> str:
+        return "[" + ", ".join("?" if d is None else str(d) for d in v) + "]"
+
+    text = (f"{arg}: {spec.dtype.value} rank {spec.rank} shape {dims(spec.shape)} stride {dims(spec.stride)}"
+            + (f" {spec.align}-byte aligned" if spec.align > 1 else ""))
+    static = sum(d is not None for d in spec.shape + spec.stride)
+    return Constraint(expr, text, static + _log2(spec.align)), decls
+
+
+def spec_constraints(art: KernelArtifact, args: tuple[FamilyArg, ...], index: int) -> tuple[tuple[Constraint, ...],
+                                                                                             list[str]]:
+    out: list[Constraint] = []
+    decls: list[str] = []
+    for pidx, (fa, p) in enumerate(zip(args, art.abi.args, strict=True)):
+        t = p.type
+        if fa.kind == "tensor":
+            assert isinstance(t, Struct) and t.tensor is not None
+            c, d = _tensor_constraint(p.name, t.tensor, index, pidx)
+            out.append(c)
+            decls += d
+            continue
+        if fa.kind == "ptr" and fa.varying and isinstance(t, Pointer) and t.pointee is not None:
+            out.append(Constraint(f"{p.name}_dtype == {dtype_enum(t.pointee)}", f"{p.name}: {t.pointee.value}", 0))
+        out += _divisibility(art, p)
+    return tuple(out), decls
+
+
+def _divisibility(art: KernelArtifact, p: Param) -> list[Constraint]:
+    d, t = p.divisibility, p.type
+    if d == 1:
+        return []
+    if isinstance(t, Pointer):
+        return [Constraint(f"(uintptr_t){p.name} % {d}u == 0", f"{p.name} {d}-byte aligned", _log2(d))]
+    if isinstance(t, Scalar) and t.dtype.is_integer:
+        return [Constraint(f"{p.name} % {d} == 0", f"{p.name} % {d} == 0", _log2(d))]
+    if isinstance(t, Struct) and t.tensor is not None:
+        return [Constraint(f"(uintptr_t){p.name}->data % {d}u == 0", f"{p.name}.data {d}-byte aligned", _log2(d))]
+    raise KernelpackError(f"kernel {art.label}: parameter {p.name} ({t.c_type}) has divisibility {d}, which only "
+                          f"applies to pointers, integers and tensors")
+
+
+def build_families(arts_by_name: dict[str, tuple[KernelArtifact, ...]], index_of: dict[int, int]) -> tuple[
+        list[Family], list[str]]:
+    """Families in name order, and the static arrays their constraints refer to. ``index_of[id(art)]`` is the spec
+    table index of an artifact."""
+    families, decls = [], []
+    for name, arts in arts_by_name.items():
+        args = _family_args(name, arts)
+        specs = []
+        for a in arts:
+            cons, d = spec_constraints(a, args, index_of[id(a)])
+            decls += d
+            specs.append(Spec(index_of[id(a)], a, cons))
+        specs.sort(key=lambda s: (-s.specificity[0], -s.specificity[1], s.index))
+        families.append(Family(name, args, tuple(specs)))
+    return families, decls
+
+
+def typed_constraint_checks(art: KernelArtifact) -> list[tuple[str, str, str]]:
+    """(C condition that must hold, message format, format argument) for a typed wrapper: what it can check
+    without a kp_tensor."""
+    out = []
+    for i, p in enumerate(art.abi.args):
+        t, d = p.type, p.divisibility
+        if isinstance(t, Struct) and t.tensor is not None and max(t.tensor.align, d) > 1:
+            a = max(t.tensor.align, d)
+            out.append((f"(uintptr_t){p.name}.data % {a}u == 0",
+                        f"parameter {i} '{p.name}': data must be {a}-byte aligned, got %p", f"(void*){p.name}.data"))
+        elif d > 1 and isinstance(t, Pointer):
+            out.append((f"(uintptr_t){p.name} % {d}u == 0",
+                        f"parameter {i} '{p.name}': must be {d}-byte aligned, got %p", f"(const void*){p.name}"))
+        elif d > 1 and isinstance(t, Scalar) and t.dtype.is_integer:
+            out.append((f"{p.name} % {d} == 0", f"parameter {i} '{p.name}': must be a multiple of {d}, got %lld",
+                        f"(long long){p.name}"))
+    return out
+
+
+def describe_arg(fa: FamilyArg) -> str:
+    """C statement appending a description of a family argument to kp_sb ``sb``."""
+    n, t = fa.name, fa.type
+    if fa.kind == "tensor":
+        return f'kp_describe_tensor(&kp_sb_, "{n}", {n});'
+    if fa.kind == "ptr":
+        dt = f"(int){n}_dtype" if fa.varying else ("-1" if t.pointee is None else dtype_enum(t.pointee))  # type: ignore[union-attr]
+        return f'kp_describe_ptr(&kp_sb_, "{n}", (const void*){n}, {dt});'
+    if isinstance(t, Scalar):
+        if t.dtype.is_integer:
+            return f'kp_describe_int(&kp_sb_, "{n}", (long long){n});'
+        if t.dtype in (DType.f32, DType.f64):
+            return f'kp_sb_add(&kp_sb_, "{n} = %g", (double){n});'
+        if t.dtype == DType.bool:
+            return f'kp_sb_add(&kp_sb_, "{n} = %d", (int){n});'
+        return f'kp_sb_add(&kp_sb_, "{n} = 0x%04x ({t.dtype.value})", (unsigned){n}.bits);'
+    return f'kp_sb_add(&kp_sb_, "{n}: {"opaque" if isinstance(t, Opaque) else "struct"}");'
