@@ -17,6 +17,15 @@ from .errors import (
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]  # lazy: the C library generator imports the cubin reader
+    if name == "Library":
+        from .clib import Library
+
+        return Library
+    raise AttributeError(f"module 'kernelpack' has no attribute {name!r}")
+
+
 __all__ = [
     "Abi",
     "AbiError",
@@ -29,6 +38,7 @@ __all__ = [
     "DType",
     "Field",
     "KernelpackError",
+    "Library",
     "LaunchError",
     "Opaque",
     "Param",
