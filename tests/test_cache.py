@@ -51,7 +51,7 @@ def test_cache_dir_knob_and_off_switch(tmp_path, monkeypatch):
 
 def _writer(root: str, key: str, n: int) -> None:
     cache = CompileCache(__import__("pathlib").Path(root))
-    for i in range(n):
+    for _ in range(n):
         cache.put(key, {"i": 0}, b"same-content" * 1000)
         assert cache.get(key) is not None
 

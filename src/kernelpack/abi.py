@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Union
+from typing import Any
 
 from .errors import AbiError
 
@@ -266,7 +266,7 @@ class Struct:
         return self.name
 
 
-ParamType = Union[Scalar, Pointer, Struct, Opaque]
+ParamType = Scalar | Pointer | Struct | Opaque
 
 PARAM_ROLES = ("arg", "global_scratch", "profile_scratch")
 

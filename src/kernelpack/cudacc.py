@@ -19,7 +19,6 @@ from . import config
 from .arch import Arch
 from .errors import CompileError
 
-
 # Minimal C headers (stdint.h, stdlib.h) so that sources including <cuda.h> for CUtensorMap compile under NVRTC.
 NVRTC_SHIMS = str(Path(__file__).with_name("nvrtc_include"))
 _INCLUDES_CUDA_H = re.compile(r'^\s*#\s*include\s*[<"]cuda\.h[>"]', re.M)

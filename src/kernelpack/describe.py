@@ -123,7 +123,8 @@ def render(desc: dict[str, Any]) -> None:
 
     def res_row(arch: str, r: dict[str, Any]) -> list[str]:
         cluster = _dims(r["cluster_dims"]) + (" (explicit)" if r["explicit_cluster"] else "")
-        block = _dims(r["reqntid"]) if r["reqntid"] else (f"<= {_dims(r['max_threads'])}" if r["max_threads"] else "any")
+        limit = f"<= {_dims(r['max_threads'])}" if r["max_threads"] else "any"
+        block = _dims(r["reqntid"]) if r["reqntid"] else limit
         smem = f"{r['static_smem']} (+{r['smem_reserved']} sys)" if r["smem_reserved"] else str(r["static_smem"])
         capped = r["max_registers"] and r["max_registers"] < 255
         regs = f"{r['registers']}" + (f" (cap {r['max_registers']})" if capped else "")
