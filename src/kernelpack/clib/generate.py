@@ -44,6 +44,10 @@ def _dims(v: tuple[int, int, int] | None) -> str:
     return "{" + ", ".join(map(str, v or (0, 0, 0))) + "}"
 
 
+def _archs(a: KernelArtifact) -> str:
+    return ", ".join(f"{b.arch}{' PTX' if b.kind == 'ptx' else ''}" for b in a.binaries)
+
+
 def wrapper_name(lib: str, art: KernelArtifact) -> str:
     return f"{lib}_{art.name}_{art.variant or 'default'}"
 
@@ -103,7 +107,7 @@ class _Gen:
                 suffix = f"'{b.arch.suffix}'" if b.arch.suffix else "0"
                 bins.append(f"{{{mb['blob']}u, {b.arch.major}, {b.arch.minor}, {suffix}, {int(b.kind == 'ptx')}, "
                             f"{_dims(reqntid)}, {_dims(cluster)}, {max_threads}u, {static_smem}u}}")
-            archs = ", ".join(f"{b.arch}{' (PTX)' if b.kind == 'ptx' else ''}" for b in a.binaries)
+            archs = _archs(a)
             ls = a.launch
             specs.append(f"{{{_cstr(a.label)}, {_cstr(a.entry)}, {_cstr(archs)}, {first}u, {len(a.binaries)}u, "
                          f"{_dims(ls.block)}, {ls.dynamic_smem or 0}u, {_dims(ls.cluster)}}} /* {i} */")
@@ -179,7 +183,7 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
         fargs = ", ".join(x for fa in f.args for x in fa.call_args())
         carried = "; ".join(
             f"{s.artifact.label} ({', '.join([c.text for c in s.constraints] or ['any arguments'])}; "
-            f"{', '.join(str(b.arch) for b in s.artifact.binaries)})" for s in f.specs)
+            f"{_archs(s.artifact)})" for s in f.specs)
         describe = '\n    kp_sb_add(&kp_sb_, ", ");\n    '.join(describe_arg(fa) for fa in f.args) or ";"
         proto = f"static kp_status kp_nomatch_{f.name}(const kp_ctx* kp_c, int kp_cm{', ' if fparams else ''}{fparams})"
         head = f"{fn}: no specialization %s the arguments ("
@@ -294,7 +298,7 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
         for f in self.families:
             specs = "\n".join(
                 f" *  - {s.artifact.label}: {', '.join(c.text for c in s.constraints) or 'any arguments'} "
-                f"({', '.join(str(b.arch) for b in s.artifact.binaries)}); typed: {wrapper_name(lib, s.artifact)}"
+                f"({_archs(s.artifact)}); typed: {wrapper_name(lib, s.artifact)}"
                 for s in f.specs)
             decls.append(f"/** Launch kernel family `{f.name}`: picks the most specific specialization whose "
                          f"constraints the arguments\n * meet and that carries a binary for the current device "
@@ -358,7 +362,7 @@ extern "C" {{
         return ", ".join(out) or "none"
 
     def _facts(self, a: KernelArtifact) -> str:
-        facts = [", ".join(str(b.arch) + (" PTX" if b.kind == "ptx" else "") for b in a.binaries)]
+        facts = [_archs(a)]
         if a.launch.block:
             facts.append(f"block {a.launch.block}")
         for b in a.binaries:

@@ -81,8 +81,8 @@ static const char* kp_cuda_name(kp_CUresult r) {
 }
 
 static kp_status kp_cuda_fail(kp_CUresult r, const char* fn, const char* label, const char* call) {
-    kp_status s = kp_fail(KP_ERROR_CUDA, "%s: kernel %s: %s failed with %s (%d)", fn, label, call, kp_cuda_name(r),
-                          (int)r);
+    kp_status s = kp_fail(KP_ERROR_CUDA, "%s: %s%s%s%s failed with %s (%d)", fn, label ? "kernel " : "",
+                          label ? label : "", label ? ": " : "", call, kp_cuda_name(r), (int)r);
     kp_tls_cuerr = (int)r;
     return s;
 }
@@ -198,7 +198,7 @@ static kp_status kp_device_create(const char* fn, kp_CUdevice dev, kp_device** o
     if (r == KP_CUDA_SUCCESS) r = kp_cu.DeviceGetAttribute(&d->smem_optin, KP_CU_DEVICE_ATTRIBUTE_MAX_SMEM_OPTIN, dev);
     if (r != KP_CUDA_SUCCESS) {
         free(d);
-        return kp_cuda_fail(r, fn, "(none)", "cuDeviceGetAttribute");
+        return kp_cuda_fail(r, fn, NULL, "cuDeviceGetAttribute");
     }
     for (uint32_t s = 0; s < KP_NSPEC; s++) {
         int32_t best = -1, best_q = 0;
@@ -249,7 +249,7 @@ static kp_status kp_bind_context(const char* fn, void* stream, kp_CUdevice* dev)
     }
     if (r == KP_CUDA_SUCCESS) call = "cuCtxSetCurrent", r = kp_cu.CtxSetCurrent(ctx);
     if (r == KP_CUDA_SUCCESS) call = "cuCtxGetDevice", r = kp_cu.CtxGetDevice(dev);
-    if (r != KP_CUDA_SUCCESS) return kp_cuda_fail(r, fn, "(none)", call);
+    if (r != KP_CUDA_SUCCESS) return kp_cuda_fail(r, fn, NULL, call);
     return KP_SUCCESS;
 }
 
@@ -261,7 +261,7 @@ static kp_status kp_enter(const char* fn, const kp_launch* l, kp_ctx* c) {
     if (KP_UNLIKELY(s != KP_SUCCESS)) return s;
     kp_CUresult r = kp_cu.CtxGetDevice(&c->dev);
     if (KP_UNLIKELY(r != KP_CUDA_SUCCESS)) {
-        if (r != KP_CUDA_ERROR_INVALID_CONTEXT) return kp_cuda_fail(r, fn, "(none)", "cuCtxGetDevice");
+        if (r != KP_CUDA_ERROR_INVALID_CONTEXT) return kp_cuda_fail(r, fn, NULL, "cuCtxGetDevice");
         s = kp_bind_context(fn, l->stream, &c->dev);
         if (s != KP_SUCCESS) return s;
     }
@@ -322,7 +322,7 @@ static kp_status kp_preload(int ordinal) {
     if (s != KP_SUCCESS) return s;
     int count = 0;
     kp_CUresult r = kp_cu.DeviceGetCount(&count);
-    if (r != KP_CUDA_SUCCESS) return kp_cuda_fail(r, fn, "(none)", "cuDeviceGetCount");
+    if (r != KP_CUDA_SUCCESS) return kp_cuda_fail(r, fn, NULL, "cuDeviceGetCount");
     if (ordinal < -1 || ordinal >= count)
         return kp_fail(KP_ERROR_INVALID_ARGUMENT, "%s: device %d does not exist (%d device(s); -1 = all)", fn,
                        ordinal, count);
@@ -330,7 +330,7 @@ static kp_status kp_preload(int ordinal) {
         kp_CUdevice dev;
         kp_device* d;
         r = kp_cu.DeviceGet(&dev, o);
-        if (r != KP_CUDA_SUCCESS) return kp_cuda_fail(r, fn, "(none)", "cuDeviceGet");
+        if (r != KP_CUDA_SUCCESS) return kp_cuda_fail(r, fn, NULL, "cuDeviceGet");
         if ((s = kp_device_get(fn, dev, &d)) != KP_SUCCESS) return s;
         for (uint32_t spec = 0; spec < KP_NSPEC; spec++) {
             kp_CUkernel k;

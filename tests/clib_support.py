@@ -1,0 +1,181 @@
+"""Shared pieces of the C library generator tests: test cubins (compiled once per session), hand-written ABIs,
+the fake libcuda.so.1, and helpers to build and run C/C++ programs against generated libraries."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from kernelpack.abi import Abi, DType, Param, Pointer, Scalar, Struct, TensorSpec
+from kernelpack.artifact import Binary, KernelArtifact, LaunchSpec
+
+HERE = Path(__file__).parent
+KERNELS_CU = HERE / "clib_kernels.cu"
+FAKE_SRC = HERE / "fakecuda" / "fakecuda.c"
+ARCHS = ("80", "90a", "100a")
+NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+PTXAS = shutil.which("ptxas") or str(Path(NVCC).parent / "ptxas")
+CC = os.environ.get("CC", "cc")
+CXX = os.environ.get("CXX", "c++")
+
+
+@dataclass(frozen=True)
+class TestKernels:
+    cubins: dict[str, bytes]  # "80" -> cubin with every test kernel
+    ptx80: bytes  # compute_80 PTX of the same file
+
+
+def compile_kernels(out: Path) -> TestKernels:
+    if not Path(NVCC).exists():
+        pytest.skip("nvcc not available to compile test cubins")
+    cubins = {}
+    for a in ARCHS:
+        ptx = out / f"k{a}.ptx"
+        subprocess.run([NVCC, "-ptx", f"-arch=compute_{a}", str(KERNELS_CU), "-o", str(ptx)], check=True)
+        text = ptx.read_text()
+        # fixed_block gets a required block size (nvcc has no attribute for it; the PTX directive is .reqntid)
+        text = text.replace(".param .u64 fixed_block_param_0\n)\n", ".param .u64 fixed_block_param_0\n)\n"
+                            ".reqntid 128, 1, 1\n")
+        ptx.write_text(text)
+        cubin = out / f"k{a}.cubin"
+        subprocess.run([PTXAS, f"-arch=sm_{a}", str(ptx), "-o", str(cubin)], check=True)
+        cubins[a] = cubin.read_bytes()
+    return TestKernels(cubins, (out / "k80.ptx").read_bytes())
+
+
+def bins(k: TestKernels, *archs: str, ptx: bool = False) -> list[Binary]:
+    out = [Binary(f"sm_{a}", k.cubins[a]) for a in archs]
+    if ptx:
+        out.append(Binary("sm_80", k.ptx80, "ptx"))
+    return out
+
+
+def add_abi(d: DType, div: int = 1) -> Abi:
+    return Abi((Param("x", Pointer(d, const=True), div), Param("y", Pointer(d, const=True), div),
+                Param("out", Pointer(d), div), Param("n", Scalar(DType.i32), 4 if div > 1 else 1)))
+
+
+PACK_DTYPES = ["i8", "i16", "i32", "i64", "f32", "f64", "bool", "f16", "u8", "u64"]
+TSUM_SPEC = TensorSpec(DType.f32, (None, None), (None, 1))
+
+
+def demo_artifacts(k: TestKernels) -> list[KernelArtifact]:
+    f32 = DType.f32
+    one_ptr = Abi((Param("out", Pointer(f32)),))
+    return [
+        KernelArtifact("add", "add_f32", add_abi(f32), bins(k, "80", "90a", ptx=True), variant="f32"),
+        KernelArtifact("add", "add_f32_vec4", add_abi(f32, 16), bins(k, "80", "90a"), variant="f32_vec4"),
+        KernelArtifact("add", "add_f64", add_abi(DType.f64), bins(k, "80", "90a"), variant="f64"),
+        KernelArtifact("pack", "pack", Abi(tuple(Param(n, Scalar(d)) for n, d in zip("abcdefghij", PACK_DTYPES,
+                                                                                      strict=True))
+                                           + (Param("out", Pointer(f32)),)), bins(k, *ARCHS)),
+        KernelArtifact("tsum", "tsum", Abi((Param("t", Struct.tensor_descriptor("Tensor2f", TSUM_SPEC)),
+                                            Param("out", Pointer(f32)))), bins(k, "80", "90a")),
+        KernelArtifact("big_smem", "big_smem", Abi((Param("x", Pointer(f32, True)), Param("out", Pointer(f32)),
+                                                    Param("n", Scalar("i32")))), bins(k, "80", "90a")),
+        KernelArtifact("cluster2", "cluster2", one_ptr, bins(k, "90a")),
+        KernelArtifact("fixed_block", "fixed_block", one_ptr, bins(k, "80", "90a")),
+        KernelArtifact("spec_cluster", "cluster2", one_ptr, bins(k, "80"), launch=LaunchSpec(cluster=(4, 1, 1))),
+        KernelArtifact("hidden", "hidden", Abi((Param("out", Pointer(f32)), Param("n", Scalar("i32")),
+                                                Param("gs", Pointer(), role="global_scratch"),
+                                                Param("ps", Pointer(), role="profile_scratch"))), bins(k, "80", "90a")),
+        KernelArtifact("noargs", "noargs", Abi(()), bins(k, "80", "90a"), launch=LaunchSpec(block=(32, 1, 1))),
+    ]
+
+
+def build_fake(out: Path) -> Path:
+    d = out / "fakecuda"
+    d.mkdir(parents=True, exist_ok=True)
+    subprocess.run([CC, "-std=c99", "-O1", "-g", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror",
+                    "-Wl,-soname,libcuda.so.1", "-o", str(d / "libcuda.so.1"), str(FAKE_SRC), "-lpthread"],
+                   check=True)
+    return d
+
+
+def fnv1a(data: bytes) -> str:
+    h = 1469598103934665603
+    for b in data:
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+    log: list[str]
+
+    def calls(self, name: str) -> list[str]:
+        return [line for line in self.log if line.split(" ", 1)[0] == name]
+
+    def field(self, line: str, key: str) -> str:
+        for part in line.split(" "):
+            if part.startswith(key + "="):
+                return part[len(key) + 1:]
+        raise KeyError(key)
+
+
+def run(exe: Path | list[str], tmp: Path, fake_dir: Path | None, *args: str, **env: str) -> Run:
+    log = tmp / f"fake-{os.getpid()}-{len(list(tmp.glob('fake-*.log')))}.log"
+    full = {k: v for k, v in os.environ.items() if not k.startswith("FAKECUDA_")}
+    full.update({"LD_LIBRARY_PATH": str(fake_dir) if fake_dir else str(tmp / "empty"), "FAKECUDA_LOG": str(log)})
+    (tmp / "empty").mkdir(exist_ok=True)
+    full.update(env)
+    cmd = [str(exe)] if isinstance(exe, Path) else exe
+    proc = subprocess.run(cmd + list(args), capture_output=True, text=True, env=full, timeout=120)
+    lines = log.read_text().splitlines() if log.exists() else []
+    return Run(proc.returncode, proc.stdout, proc.stderr, lines)
+
+
+def compile_program(src: Path, exe: Path, include: Path, libs: list[str], *, cxx: bool = False,
+                    flags: tuple[str, ...] = ()) -> Path:
+    cmd = ([CXX, "-std=c++17"] if cxx else [CC, "-std=c99"]) + ["-Wall", "-Wextra", "-Werror", "-g", *flags,
+                                                               f"-I{include}", str(src), "-o", str(exe), *libs]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:
+        raise AssertionError(f"compile failed: {' '.join(cmd)}\n{proc.stderr}")
+    return exe
+
+
+@dataclass(frozen=True)
+class Env:
+    root: Path
+    kernels: TestKernels
+    fake: Path
+    demo: object  # BuildResult of the demo library
+    harness: Path
+    artifacts: list[KernelArtifact]
+
+    def run(self, *args: str, exe: Path | None = None, **env: str) -> Run:
+        return run(exe or self.harness, self.root, self.fake, *args, **env)
+
+
+@pytest.fixture(scope="session")
+def clib_env(tmp_path_factory: pytest.TempPathFactory) -> Env:
+    from kernelpack.clib import Library
+
+    root = tmp_path_factory.mktemp("clib")
+    kernels = compile_kernels(root)
+    fake = build_fake(root)
+    arts = demo_artifacts(kernels)
+    demo = Library("demo", *arts, cflags=["-Werror"]).build(root / "demo", keep_sources=True)
+    harness = compile_program(HERE / "clib_harness.c", root / "harness", demo.include_dir,
+                              [f"-L{demo.lib_dir}", "-ldemo", f"-Wl,-rpath,{demo.lib_dir}", "-lpthread"])
+    return Env(root, kernels, fake, demo, harness, arts)
+
+
+def results(r: Run) -> dict[str, tuple[str, str]]:
+    """tag -> (status, message) from the harness's output."""
+    out = {}
+    for line in r.stdout.splitlines():
+        tag, _, rest = line.partition(" status=")
+        if rest:
+            status, _, msg = rest.partition(" msg=")
+            out[tag] = (status, msg)
+    return out
