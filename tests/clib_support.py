@@ -156,8 +156,17 @@ class Env:
         return run(exe or self.harness, self.root, self.fake, *args, **env)
 
 
-@pytest.fixture(scope="session")
-def clib_env(tmp_path_factory: pytest.TempPathFactory) -> Env:
+_ENV: list[Env] = []
+
+
+def session_env(tmp_path_factory: pytest.TempPathFactory) -> Env:
+    """Test cubins, the fake driver, the demo library and the harness: built once per session."""
+    if not _ENV:
+        _ENV.append(_make_env(tmp_path_factory))
+    return _ENV[0]
+
+
+def _make_env(tmp_path_factory: pytest.TempPathFactory) -> Env:
     from kernelpack.clib import Library
 
     root = tmp_path_factory.mktemp("clib")
