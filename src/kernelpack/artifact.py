@@ -16,6 +16,7 @@ from .abi import Abi
 from .arch import Arch
 from .cubin import Cubin, CubinKernel, read_cubin
 from .errors import AbiMismatch, KernelpackError
+from .tma import TensorDescSpec
 
 BINARY_KINDS = ("cubin", "ptx")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -67,28 +68,56 @@ class LaunchSpec:
     ``block``: fixed block dims (a frontend's choice, e.g. Triton's 32 x num_warps; a cubin's REQNTID is
     read from the cubin itself). ``dynamic_smem``: bytes of dynamic shared memory the kernel needs.
     ``cluster``: cluster dims the launch must request (a cubin's explicit cluster is read from the cubin).
+    ``global_scratch``/``profile_scratch``: bytes per CTA of the buffers passed in the params of those roles
+    (Triton's hidden trailing pointers): 0 means pass NULL, else allocate ``size x grid CTAs`` bytes aligned to
+    ``*_align`` for the launch. ``tensor_descs``: tensor-descriptor arguments the host encodes (see
+    :mod:`kernelpack.tma`). The JSON form carries these only when set, so older bundles read unchanged.
     """
 
     block: Dim3 | None = None
     dynamic_smem: int | None = None
     cluster: Dim3 | None = None
+    global_scratch: int = 0
+    global_scratch_align: int = 1
+    profile_scratch: int = 0
+    profile_scratch_align: int = 1
+    tensor_descs: tuple[TensorDescSpec, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "block", _dim3(self.block, "LaunchSpec.block"))
         object.__setattr__(self, "cluster", _dim3(self.cluster, "LaunchSpec.cluster"))
+        object.__setattr__(self, "tensor_descs", tuple(self.tensor_descs))
         if self.dynamic_smem is not None and (not isinstance(self.dynamic_smem, int) or self.dynamic_smem < 0):
             raise KernelpackError(f"LaunchSpec.dynamic_smem must be an int >= 0 (got {self.dynamic_smem!r})")
+        for f in ("global_scratch", "profile_scratch"):
+            size, align = getattr(self, f), getattr(self, f + "_align")
+            if not isinstance(size, int) or size < 0:
+                raise KernelpackError(f"LaunchSpec.{f} must be an int >= 0 (got {size!r})")
+            if not isinstance(align, int) or align < 1 or align & (align - 1):
+                raise KernelpackError(f"LaunchSpec.{f}_align must be a power of two (got {align!r})")
+        if not all(isinstance(t, TensorDescSpec) for t in self.tensor_descs):
+            raise KernelpackError("LaunchSpec.tensor_descs must hold TensorDescSpec values")
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "block": list(self.block) if self.block else None,
             "dynamic_smem": self.dynamic_smem,
             "cluster": list(self.cluster) if self.cluster else None,
         }
+        for f in ("global_scratch", "profile_scratch"):
+            if getattr(self, f):
+                out[f] = getattr(self, f)
+                out[f + "_align"] = getattr(self, f + "_align")
+        if self.tensor_descs:
+            out["tensor_descs"] = [t.to_json() for t in self.tensor_descs]
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> LaunchSpec:
-        return cls(d.get("block"), d.get("dynamic_smem"), d.get("cluster"))
+        return cls(d.get("block"), d.get("dynamic_smem"), d.get("cluster"), int(d.get("global_scratch", 0)),
+                   int(d.get("global_scratch_align", 1)), int(d.get("profile_scratch", 0)),
+                   int(d.get("profile_scratch_align", 1)),
+                   tuple(TensorDescSpec.from_json(t) for t in d.get("tensor_descs", ())))
 
 
 @dataclass(frozen=True)
@@ -149,6 +178,7 @@ class KernelArtifact:
         for b in self.binaries:
             if b.kind == "cubin":
                 self._verify(b)
+        self._check_launch_roles()
 
     @property
     def label(self) -> str:
@@ -182,3 +212,16 @@ class KernelArtifact:
         if fixed is not None and ck.reqntid is not None and fixed != ck.reqntid:
             raise AbiMismatch(f"kernel {self.label} ({binary.arch}): launch block {fixed} contradicts the cubin's "
                               f"required block {ck.reqntid}")
+
+    def _check_launch_roles(self) -> None:
+        """Scratch sizes need a param of that role; tensor descriptors need their params in the ABI."""
+        roles = {p.role for p in self.abi.params}
+        for role in ("global_scratch", "profile_scratch"):
+            if getattr(self.launch, role) and role not in roles:
+                raise AbiMismatch(f"kernel {self.label}: launch needs {getattr(self.launch, role)} bytes of {role} "
+                                  f"per CTA but no parameter has role {role!r}")
+        for t in self.launch.tensor_descs:
+            try:
+                t.check(self.abi, self.label)
+            except KernelpackError as e:
+                raise AbiMismatch(e.message) from None
