@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -61,6 +62,67 @@ class Binary:
         return read_cubin(self.data)
 
 
+GRID_OPS = ("add", "sub", "mul", "div", "ceil_div", "min", "max")
+GridExpr = int | tuple  # int | ("arg", param, field | None) | (op, GridExpr, GridExpr)
+
+
+def _grid_expr(e: Any) -> GridExpr:
+    """Validate one grid formula (JSON lists or tuples) and return it as nested tuples."""
+    if isinstance(e, bool) or not isinstance(e, (int, list, tuple)):
+        raise KernelpackError(f"grid expression must be an int or a list (got {e!r})")
+    if isinstance(e, int):
+        if e < 1:
+            raise KernelpackError(f"constant grid dimension must be >= 1 (got {e})")
+        return e
+    if len(e) == 3 and e[0] == "arg" and isinstance(e[1], str) and (e[2] is None or isinstance(e[2], str)):
+        return ("arg", e[1], e[2])
+    if len(e) == 3 and e[0] in GRID_OPS:
+        return (e[0], _grid_operand(e[1]), _grid_operand(e[2]))
+    raise KernelpackError(f"malformed grid expression {e!r}: expected an int, ['arg', param, field|null] or "
+                          f"[op, a, b] with op in {GRID_OPS}")
+
+
+def _grid_operand(e: Any) -> GridExpr:
+    return e if isinstance(e, int) and not isinstance(e, bool) else _grid_expr(e)
+
+
+def _grid_json(e: GridExpr) -> Any:
+    return e if isinstance(e, int) else [_grid_json(x) if isinstance(x, tuple) else x for x in e]
+
+
+def grid_params(e: GridExpr) -> list[tuple[str, str | None]]:
+    """The (param, field) pairs a grid formula reads."""
+    if isinstance(e, int):
+        return []
+    if e[0] == "arg":
+        return [(e[1], e[2])]
+    return grid_params(e[1]) + grid_params(e[2])
+
+
+def evaluate_grid(e: GridExpr, fields: Mapping[tuple[str, str | None], int]) -> int:
+    """The reference semantics every launcher must match: 64-bit signed integer math on the argument values
+    (``("arg", "c", "shape1")`` is field ``shape1`` of struct param ``c``; field None is a scalar param);
+    ``div`` truncates; ``ceil_div(a, b)`` is ``(a + b - 1) / b`` and 0 for b <= 0. A dimension <= 0 means there
+    is nothing to launch: the launcher returns success without launching."""
+    if isinstance(e, int):
+        return e
+    if e[0] == "arg":
+        return int(fields[(e[1], e[2])])
+    a, b = evaluate_grid(e[1], fields), evaluate_grid(e[2], fields)
+    op = e[0]
+    if op == "add":
+        return a + b
+    if op == "sub":
+        return a - b
+    if op == "mul":
+        return a * b
+    if op == "div":
+        return int(a / b) if b else 0
+    if op == "ceil_div":
+        return (a + b - 1) // b if b > 0 else 0
+    return min(a, b) if op == "min" else max(a, b)
+
+
 @dataclass(frozen=True)
 class LaunchSpec:
     """What a launch must use. None means the caller chooses.
@@ -71,7 +133,9 @@ class LaunchSpec:
     ``global_scratch``/``profile_scratch``: bytes per CTA of the buffers passed in the params of those roles
     (Triton's hidden trailing pointers): 0 means pass NULL, else allocate ``size x grid CTAs`` bytes aligned to
     ``*_align`` for the launch. ``tensor_descs``: tensor-descriptor arguments the host encodes (see
-    :mod:`kernelpack.tma`). The JSON form carries these only when set, so older bundles read unchanged.
+    :mod:`kernelpack.tma`). ``grid``: per dimension, a formula of the kernel's arguments the launcher computes
+    the grid from when the caller gives none (see :func:`evaluate_grid`). The JSON form carries these only when
+    set, so older bundles read unchanged.
     """
 
     block: Dim3 | None = None
@@ -82,8 +146,13 @@ class LaunchSpec:
     profile_scratch: int = 0
     profile_scratch_align: int = 1
     tensor_descs: tuple[TensorDescSpec, ...] = ()
+    grid: tuple[GridExpr, GridExpr, GridExpr] | None = None
 
     def __post_init__(self) -> None:
+        if self.grid is not None:
+            if not isinstance(self.grid, (tuple, list)) or len(self.grid) != 3:
+                raise KernelpackError(f"LaunchSpec.grid must be 3 grid expressions (got {self.grid!r})")
+            object.__setattr__(self, "grid", tuple(_grid_expr(e) for e in self.grid))
         object.__setattr__(self, "block", _dim3(self.block, "LaunchSpec.block"))
         object.__setattr__(self, "cluster", _dim3(self.cluster, "LaunchSpec.cluster"))
         object.__setattr__(self, "tensor_descs", tuple(self.tensor_descs))
@@ -110,6 +179,8 @@ class LaunchSpec:
                 out[f + "_align"] = getattr(self, f + "_align")
         if self.tensor_descs:
             out["tensor_descs"] = [t.to_json() for t in self.tensor_descs]
+        if self.grid is not None:
+            out["grid"] = [_grid_json(e) for e in self.grid]
         return out
 
     @classmethod
@@ -117,7 +188,7 @@ class LaunchSpec:
         return cls(d.get("block"), d.get("dynamic_smem"), d.get("cluster"), int(d.get("global_scratch", 0)),
                    int(d.get("global_scratch_align", 1)), int(d.get("profile_scratch", 0)),
                    int(d.get("profile_scratch_align", 1)),
-                   tuple(TensorDescSpec.from_json(t) for t in d.get("tensor_descs", ())))
+                   tuple(TensorDescSpec.from_json(t) for t in d.get("tensor_descs", ())), d.get("grid"))
 
 
 @dataclass(frozen=True)
@@ -175,6 +246,8 @@ class KernelArtifact:
         seen = [(b.arch, b.kind) for b in self.binaries]
         if len(set(seen)) != len(seen):
             raise KernelpackError(f"kernel {self.name}: two binaries for the same arch: {[str(a) for a, _ in seen]}")
+        if self.launch.grid is not None:
+            self._check_grid()
         for b in self.binaries:
             if b.kind == "cubin":
                 self._verify(b)
@@ -199,6 +272,18 @@ class KernelArtifact:
     def cubin_kernel(self, arch: Arch | str) -> CubinKernel:
         """Launch facts (registers, smem, REQNTID, cluster) for this entry in the cubin of ``arch``."""
         return self.binary(arch).cubin.kernel(self.entry)
+
+    def _check_grid(self) -> None:
+        params = {p.name: p.type for p in self.abi.params}
+        for e in self.launch.grid or ():
+            for name, fld in grid_params(e):
+                t = params.get(name)
+                fields = {f.name: f.type for f in getattr(t, "fields", ())}
+                dtype = getattr(t, "dtype", None) if fld is None else getattr(fields.get(fld), "dtype", None)
+                ok = t is not None and dtype is not None and dtype.is_integer
+                if not ok:
+                    raise KernelpackError(f"kernel {self.label}: grid formula reads {name}{'.' + fld if fld else ''}, "
+                                          f"which is not an integer argument or field of this kernel")
 
     def _verify(self, binary: Binary) -> None:
         from .verify import verify_abi
