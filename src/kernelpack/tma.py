@@ -131,10 +131,13 @@ class TensorDescSpec:
 
 def expected_params(lowering: str, rank: int) -> list[tuple[str, DType | None]]:
     """(kind, dtype) of each kernel param a descriptor of this lowering and rank fills."""
-    tail = [("int", DType.i32)] * rank + [("int", DType.i64)] * rank
+    i32: tuple[str, DType | None] = ("int", DType.i32)
+    i64: tuple[str, DType | None] = ("int", DType.i64)
+    flag: tuple[str, DType | None] = ("int", DType.bool)
+    tail = [i32] * rank + [i64] * rank
     if lowering == "tma":
-        return [("map", None)] + tail
-    return [("ptr", None)] + [("int", DType.i64)] * (2 * rank) + [("int", DType.bool)] * 2 + tail
+        return [("map", None), *tail]
+    return [("ptr", None), *[i64] * (2 * rank), flag, flag, *tail]
 
 
 @dataclass(frozen=True)
