@@ -1,0 +1,368 @@
+"""Triton frontend: a ``@triton.jit`` function + a typed signature -> verified KernelArtifacts, with no GPU.
+
+    bundle = kernelpack.triton.compile(add_kernel, {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32"},
+                                       constexprs={"BLOCK": 1024}, arch=["sm_80", "sm_90a"],
+                                       specializations=[{}, {"divisibility": "all", "variant": "aligned"}])
+
+Each specialization (constexpr values, divisibility hints, num_warps/num_stages) is compiled with
+``triton.compile(ASTSource(...), target=GPUTarget("cuda", sm, 32))`` for every arch and becomes one artifact
+(a variant of the family ``name``). Scalars keep their exact width (``fp32`` is a 4-byte float, never a
+double); Triton's two hidden trailing pointers become params of role ``global_scratch``/``profile_scratch``
+with their per-CTA sizes in the :class:`LaunchSpec`; tensor descriptors (``tensordesc<fp16[64, 32]>``)
+expand to the params Triton lowers them to, with the encoding facts in ``LaunchSpec.tensor_descs``
+(see :mod:`kernelpack.tma`). Where archs disagree on the ABI or launch facts (dynamic shared memory, TMA
+lowering, scratch), the specialization is split into one artifact per group of archs (variant suffix
+``sm80``...). Every ABI is verified against the cubin of every arch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import __version__
+from .abi import Abi, Param, Pointer, Scalar
+from .arch import Arch, parse_archs
+from .artifact import Binary, KernelArtifact, LaunchSpec, Provenance
+from .bundle import Bundle
+from .cache import CompileCache, cache_key
+from .cubin import read_cubin
+from .errors import CompileError, KernelpackError
+from .tma import TENSOR_MAP, TRITON_DTYPES, TensorDescSpec, expected_params
+
+ArchSpec = str | Arch | Sequence[str | Arch]
+_DESC = re.compile(r"^tensordesc<\s*(\w+)\s*\[([\d,\s]+)\]\s*>$")
+_SPEC_KEYS = ("constexprs", "divisibility", "num_warps", "num_stages", "num_ctas", "variant")
+
+
+@dataclass(frozen=True)
+class Specialization:
+    """One compiled specialization. ``None`` fields take the values given to :func:`compile`.
+
+    ``divisibility``: params Triton may assume divisible (``tt.divisibility``): a pointer's address, an
+    integer's value. A list of names (each divisible by 16, as Triton's JIT assumes), ``{name: power of two}``,
+    or ``"all"`` (every pointer and integer). They become dispatch constraints (``Param.divisibility``).
+    """
+
+    constexprs: Mapping[str, Any] = field(default_factory=dict)
+    divisibility: Mapping[str, int] | Sequence[str] | str = ()
+    num_warps: int | None = None
+    num_stages: int | None = None
+    num_ctas: int | None = None
+    variant: str | None = None
+
+
+@dataclass(frozen=True)
+class _Arg:
+    name: str
+    index: int  # position among all the function's params (Triton's attrs are keyed by it)
+    ty: str  # Triton type string; "constexpr" for compile-time params
+
+
+@dataclass(frozen=True)
+class _Output:
+    cubin: bytes
+    meta: dict[str, Any]
+
+
+def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compile
+    fn: Any,
+    signature: Mapping[str, str] | Sequence[str],
+    *,
+    arch: ArchSpec,
+    constexprs: Mapping[str, Any] | None = None,
+    num_warps: int = 4,
+    num_stages: int = 3,
+    num_ctas: int = 1,
+    specializations: Sequence[Specialization | Mapping[str, Any]] | None = None,
+    name: str | None = None,
+    options: Mapping[str, Any] | None = None,
+    cache: CompileCache | None = None,
+) -> Bundle:
+    """Compile a Triton kernel for every arch and specialization and return the artifacts as a bundle.
+
+    ``signature``: Triton type per parameter (``*fp16``, ``*kfp32`` for a const pointer, ``i32``, ``fp32``,
+    ``tensordesc<fp16[64, 32]>``, ``constexpr``), as ``{name: type}`` or in parameter order; params given in
+    ``constexprs`` may be left out. ``options``: extra Triton compile options (``maxnreg``, ``debug``...).
+    """
+    import triton  # type: ignore[import-untyped]
+
+    jit = _unwrap(fn)
+    kname = name or jit.__name__
+    base_consts = dict(constexprs or {})
+    specs = [_spec(s, kname) for s in specializations] if specializations else [Specialization()]
+    archs = parse_archs(arch if isinstance(arch, (str, Arch)) else list(arch))
+    cache = cache if cache is not None else CompileCache.default()
+    variants = _variant_names(kname, specs, base_consts, num_warps, num_stages)
+    source_sha = hashlib.sha256(jit.src.encode()).hexdigest()
+    artifacts: list[KernelArtifact] = []
+    for spec, variant in zip(specs, variants):
+        consts = {**base_consts, **spec.constexprs}
+        args = _parse_signature(kname, list(jit.arg_names), signature, consts)
+        divs = _divisibility(kname, args, spec.divisibility)
+        opts = {"num_warps": spec.num_warps or num_warps, "num_stages": spec.num_stages or num_stages,
+                "num_ctas": spec.num_ctas or num_ctas, "enable_fp_fusion": True, **(options or {})}
+        label = f"{kname}[{variant}]" if variant else kname
+        outs = {a: _compile_cached(jit, args, consts, divs, opts, a, label, cache) for a in archs}
+        groups: dict[tuple[Abi, LaunchSpec], list[Arch]] = {}
+        for a in archs:
+            key = _abi_and_launch(label, args, divs, outs[a], opts["num_warps"])
+            groups.setdefault(key, []).append(a)
+        if len({abi for abi, _ in groups}) > 1:
+            by = "; ".join(f"{', '.join(map(str, g))}: {abi.describe()}" for (abi, _), g in groups.items())
+            raise CompileError(f"kernel {label}: the kernel's parameters differ between archs (tensor descriptors "
+                               f"lower to a CUtensorMap only where TMA exists): {by}; compile those archs in "
+                               f"separate calls with different names")
+        provenance = Provenance("triton", triton.__version__, f"triton {triton.__version__}",
+                                _provenance_options(opts, consts, divs), source_sha)
+        for (abi, launch), garchs in groups.items():
+            v = variant
+            if len(groups) > 1:
+                v = "_".join(x for x in (variant, "_".join(str(g).replace("_", "") for g in garchs)) if x)
+            bins = tuple(Binary(a, outs[a].cubin) for a in garchs)
+            artifacts.append(KernelArtifact(kname, outs[garchs[0]].meta["name"], abi, bins, launch, provenance, v))
+    return Bundle(tuple(artifacts))
+
+
+def _unwrap(fn: Any) -> Any:
+    from triton.runtime.jit import JITFunction  # type: ignore[import-untyped]
+
+    inner = fn
+    while not isinstance(inner, JITFunction) and hasattr(inner, "fn"):  # Autotuner, Heuristics
+        inner = inner.fn
+    if not isinstance(inner, JITFunction):
+        raise CompileError(f"kernelpack.triton.compile needs a @triton.jit function (got {type(fn).__name__})")
+    return inner
+
+
+def _spec(s: Specialization | Mapping[str, Any], kname: str) -> Specialization:
+    if isinstance(s, Specialization):
+        return s
+    if not isinstance(s, Mapping):
+        raise CompileError(f"kernel {kname}: a specialization must be a Specialization or a dict (got {s!r})")
+    unknown = sorted(set(s) - set(_SPEC_KEYS))
+    if unknown:
+        raise CompileError(f"kernel {kname}: unknown specialization key(s) {unknown}; expected {list(_SPEC_KEYS)}")
+    return Specialization(**dict(s))
+
+
+def _parse_signature(kname: str, names: list[str], signature: Mapping[str, str] | Sequence[str],
+                     consts: Mapping[str, Any]) -> list[_Arg]:
+    if isinstance(signature, str) or not isinstance(signature, (Mapping, Sequence)):
+        raise CompileError(f"kernel {kname}: signature must be a dict {{param: type}} or a list of types in "
+                           f"parameter order (got {type(signature).__name__})")
+    if not isinstance(signature, Mapping):
+        if len(signature) != len(names):
+            raise CompileError(f"kernel {kname}: signature lists {len(signature)} types for {len(names)} "
+                               f"parameters {names}")
+        signature = dict(zip(names, signature))
+    unknown = [k for k in [*signature, *consts] if k not in names]
+    if unknown:
+        raise CompileError(f"kernel {kname}: parameter(s) {unknown} not in the kernel's parameters {names}")
+    out = []
+    for i, n in enumerate(names):
+        ty = signature.get(n)
+        ty = ty.strip() if isinstance(ty, str) else ty
+        if n in consts:
+            if ty not in (None, "constexpr"):
+                raise CompileError(f"kernel {kname}: parameter {i} '{n}' has type {ty!r} and a constexpr value")
+            ty = "constexpr"
+        elif ty is None or ty == "constexpr":
+            raise CompileError(f"kernel {kname}: parameter {i} '{n}' has no "
+                               f"{'value in constexprs' if ty else 'type in the signature'}")
+        elif not isinstance(ty, str) or not _known_type(ty):
+            raise CompileError(f"kernel {kname}: parameter {i} '{n}': unsupported Triton type {ty!r} (expected "
+                               f"*T, *kT, T or tensordesc<T[block]> with T in {', '.join(TRITON_DTYPES)})")
+        out.append(_Arg(n, i, ty))
+    return out
+
+
+def _known_type(ty: str) -> bool:
+    if ty.startswith("*"):
+        return ty.removeprefix("*k" if ty.startswith("*k") else "*") in TRITON_DTYPES
+    m = _DESC.match(ty)
+    if m:
+        return m.group(1) in TRITON_DTYPES
+    return ty == "nvTmaDesc" or TRITON_DTYPES.get(ty) is not None
+
+
+def _divisibility(kname: str, args: list[_Arg], hint: Mapping[str, int] | Sequence[str] | str) -> dict[str, int]:
+    ok = {a.name for a in args if _hintable(a.ty)}
+    if hint == "all":
+        return {a.name: 16 for a in args if a.name in ok}
+    if isinstance(hint, str):
+        raise CompileError(f"kernel {kname}: divisibility must be 'all', a list of names or a dict (got {hint!r})")
+    items = dict(hint) if isinstance(hint, Mapping) else {n: 16 for n in hint}
+    for n, d in items.items():
+        if n not in ok:
+            what = next((a.ty for a in args if a.name == n), None)
+            raise CompileError(f"kernel {kname}: parameter '{n}' ({what or 'not a parameter'}) cannot take a "
+                               f"divisibility hint; only pointers and integers can")
+        if not isinstance(d, int) or isinstance(d, bool) or d < 2 or d & (d - 1):
+            raise CompileError(f"kernel {kname}: parameter '{n}': divisibility must be a power of two >= 2 (got {d!r})")
+    return items
+
+
+def _hintable(ty: str) -> bool:
+    dt = TRITON_DTYPES.get(ty)
+    return ty.startswith("*") or (dt is not None and dt.is_integer)
+
+
+def _variant_names(kname: str, specs: list[Specialization], consts: Mapping[str, Any], warps: int,
+                   stages: int) -> list[str]:
+    if len(specs) == 1:
+        return [specs[0].variant or ""]
+    rows = [({**consts, **s.constexprs}, s.num_warps or warps, s.num_stages or stages,
+             "all" if s.divisibility == "all" else tuple(sorted(dict(s.divisibility) if isinstance(
+                 s.divisibility, Mapping) else {n: 16 for n in s.divisibility}.items()))) for s in specs]
+    varying = [k for k in rows[0][0] if len({repr(r[0].get(k)) for r in rows}) > 1]
+    names = []
+    for s, (cs, w, st, div) in zip(specs, rows):
+        if s.variant is not None:
+            names.append(s.variant)
+            continue
+        parts = [f"{k}{cs[k]}" for k in varying]
+        parts += [f"w{w}"] if len({r[1] for r in rows}) > 1 else []
+        parts += [f"s{st}"] if len({r[2] for r in rows}) > 1 else []
+        parts += ["div" if div else "nodiv"] if len({r[3] for r in rows}) > 1 else []
+        names.append(re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", "_".join(parts))).strip("_"))
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise CompileError(f"kernel {kname}: specializations would share the variant name(s) {dupes}; "
+                           f"give each one a 'variant'")
+    return names
+
+
+def _compile_cached(jit: Any, args: list[_Arg], consts: dict[str, Any], divs: dict[str, int],
+                    opts: dict[str, Any], arch: Arch, label: str, cache: CompileCache) -> _Output:
+    import triton  # type: ignore[import-untyped]
+    from triton.backends.compiler import GPUTarget  # type: ignore[import-untyped]
+    from triton.compiler import ASTSource  # type: ignore[import-untyped]
+
+    sig = {a.name: a.ty for a in args}
+    attrs = {(a.index,): [["tt.divisibility", divs[a.name]]] for a in args if a.name in divs}
+    src = ASTSource(jit, sig, consts, attrs)
+    key = cache_key(frontend="triton", kernelpack=__version__, triton=triton.__version__, ast=src.hash(),
+                    options=sorted((k, repr(v)) for k, v in opts.items()), arch=arch.sm)
+    hit = cache.get(key)
+    if hit is not None:
+        return _Output(hit.data, dict(hit.meta))
+    try:
+        compiled = triton.compile(src, target=GPUTarget("cuda", arch.sm, 32), options=dict(opts))
+    except Exception as e:  # Triton raises many types (CompilationError, RuntimeError from ptxas, ...)
+        first = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        raise CompileError(f"kernel {label} ({arch}): Triton failed: {type(e).__name__}: {first}",
+                           log=str(e)) from None
+    md = compiled.metadata
+    meta = {k: _jsonable(getattr(md, k, d)) for k, d in (
+        ("name", jit.__name__), ("num_warps", opts["num_warps"]), ("num_ctas", 1), ("shared", 0),
+        ("global_scratch_size", 0), ("global_scratch_align", 1), ("profile_scratch_size", 0),
+        ("profile_scratch_align", 1), ("tensordesc_meta", None), ("cluster_dims", None),
+        ("launch_cooperative_grid", False), ("launch_pdl", False))}
+    cubin = compiled.asm["cubin"]
+    cache.put(key, meta, cubin)
+    return _Output(cubin, meta)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, Mapping):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    return v
+
+
+def _abi_and_launch(label: str, args: list[_Arg], divs: dict[str, int], out: _Output,
+                    num_warps: int) -> tuple[Abi, LaunchSpec]:
+    meta = out.meta
+    for flag in ("launch_cooperative_grid", "launch_pdl"):
+        if meta.get(flag):
+            raise CompileError(f"kernel {label}: Triton option {flag} is not supported by kernelpack launches")
+    descs_meta = list(meta.get("tensordesc_meta") or [])
+    params: list[Param] = []
+    descs: list[TensorDescSpec] = []
+    for a in args:
+        if a.ty == "constexpr":
+            continue
+        m = _DESC.match(a.ty)
+        if m:
+            dtype, block = m.group(1), [int(b) for b in m.group(2).split(",")]
+            dmeta = descs_meta[len(descs)] if len(descs) < len(descs_meta) else None
+            lowering = "tma" if dmeta else "decomposed"
+            new = _desc_params(a.name, TRITON_DTYPES[dtype], lowering, len(block))
+            params += new
+            try:
+                descs.append(TensorDescSpec.from_triton(a.name, dtype, block, [p.name for p in new], dmeta))
+            except KernelpackError as e:
+                raise CompileError(f"kernel {label}: parameter {a.index} '{a.name}': {e.message}") from None
+        else:
+            params.append(Param(a.name, _param_type(a.ty), divs.get(a.name, 1)))
+    params += _hidden_params(label, params, out)
+    cluster = meta.get("cluster_dims")
+    num_ctas = int(meta.get("num_ctas") or 1)
+    launch = LaunchSpec(
+        block=(32 * int(meta.get("num_warps") or num_warps), 1, 1),
+        dynamic_smem=int(meta.get("shared") or 0),
+        cluster=(num_ctas, 1, 1) if num_ctas > 1 else (tuple(cluster) if cluster and _prod(cluster) > 1 else None),
+        global_scratch=int(meta.get("global_scratch_size") or 0),
+        global_scratch_align=int(meta.get("global_scratch_align") or 1),
+        profile_scratch=int(meta.get("profile_scratch_size") or 0),
+        profile_scratch_align=int(meta.get("profile_scratch_align") or 1),
+        tensor_descs=tuple(descs),
+    )
+    return Abi(tuple(params)), launch
+
+
+def _prod(dims: Sequence[int]) -> int:
+    out = 1
+    for d in dims:
+        out *= int(d)
+    return out
+
+
+def _param_type(ty: str) -> Pointer | Scalar | Any:
+    if ty == "nvTmaDesc":
+        return TENSOR_MAP
+    if ty.startswith("*"):
+        const = ty.startswith("*k")
+        return Pointer(TRITON_DTYPES[ty[2:] if const else ty[1:]], const=const)
+    dt = TRITON_DTYPES[ty]
+    assert dt is not None  # _known_type rejected scalars without a kernelpack dtype
+    return Scalar(dt)
+
+
+def _desc_params(name: str, dtype: Any, lowering: str, rank: int) -> list[Param]:
+    kinds = expected_params(lowering, rank)
+    if lowering == "tma":
+        names = [name] + [f"{name}_shape{i}" for i in range(rank)] + [f"{name}_stride{i}" for i in range(rank)]
+    else:
+        names = ([f"{name}_base"] + [f"{name}_shape{i}" for i in range(rank)]
+                 + [f"{name}_stride{i}" for i in range(rank)] + [f"{name}_padding_nan", f"{name}_round_tf32"]
+                 + [f"{name}_dshape{i}" for i in range(rank)] + [f"{name}_dstride{i}" for i in range(rank)])
+    out = []
+    for n, (kind, dt) in zip(names, kinds):
+        t = TENSOR_MAP if kind == "map" else Pointer(dtype) if kind == "ptr" else Scalar(dt)  # type: ignore[arg-type]
+        out.append(Param(n, t))
+    return out
+
+
+def _hidden_params(label: str, params: list[Param], out: _Output) -> list[Param]:
+    """Triton appends a global-scratch and (since 3.5) a profile-scratch pointer: count them in the cubin."""
+    ck = read_cubin(out.cubin).kernel(out.meta["name"])
+    extra = len(ck.params) - len(params)
+    roles = ["global_scratch", "profile_scratch"][:max(extra, 0)]
+    if extra not in (0, 1, 2) or any(p.size != 8 for p in ck.params[len(params):]):
+        raise CompileError(f"kernel {label}: the cubin has {len(ck.params)} params (sizes "
+                           f"{[p.size for p in ck.params]}) but the signature gives {len(params)} "
+                           f"({', '.join(p.name for p in params)}), which hidden scratch pointers cannot explain")
+    taken = {p.name for p in params}
+    return [Param(r if r not in taken else f"kp_{r}", Pointer(None), role=r) for r in roles]
+
+
+def _provenance_options(opts: Mapping[str, Any], consts: Mapping[str, Any], divs: Mapping[str, int]) -> tuple[str, ...]:
+    return (tuple(f"{k}={v!r}" for k, v in sorted(opts.items()))
+            + tuple(f"constexpr {k}={v!r}" for k, v in sorted(consts.items()))
+            + tuple(f"divisibility {k}={v}" for k, v in sorted(divs.items())))
