@@ -67,7 +67,7 @@ def test_cpp17_header_overloads_and_error_helper(clib_env, tmp_path):
     r = run(exe, clib_env.root, clib_env.fake)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == [
-        "error 8 demo_fixed_block_default: kernel fixed_block (sm_90a): launch.block {64,1,1} differs from the block "
+        "error 8 demo_fixed_block: kernel fixed_block (sm_90a): launch.block {64,1,1} differs from the block "
         "the kernel requires (REQNTID) {128,1,1}; pass {0,0,0} to use it", "ok"]
     kernels = [line.split("kernel=")[1].split(" ")[0] for line in r.log if line.startswith("cuLaunchKernel")]
     assert kernels == ["add_f32_vec4", "add_f64", "add_f32"]

@@ -44,6 +44,11 @@ def _dims(v: tuple[int, int, int] | None) -> str:
     return "{" + ", ".join(map(str, v or (0, 0, 0))) + "}"
 
 
+def _aliased(f: Family) -> bool:
+    """A family with one unconstrained specialization and no tensor argument: its entry aliases the wrapper."""
+    return len(f.specs) == 1 and not f.specs[0].constraints and all(fa.kind != "tensor" for fa in f.args)
+
+
 def _archs(a: KernelArtifact) -> str:
     return ", ".join(f"{b.arch}{' PTX' if b.kind == 'ptx' else ''}" for b in a.binaries)
 
@@ -91,6 +96,16 @@ class _Gen:
         blobs = ",\n    ".join(f"{{{b['offset']}u, {b['size']}u, 0}}" for b in self.manifest["blobs"])
         bins, specs = [], []
         ptx_blobs = set()
+        pool: dict[str, int] = {}
+        size = 0
+
+        def string(text: str) -> int:
+            nonlocal size
+            if text not in pool:
+                pool[text] = size
+                size += len(text.encode()) + 1
+            return pool[text]
+
         for i, (a, m) in enumerate(zip(self.arts, self.manifest["artifacts"], strict=True)):
             first = len(bins)
             for b, mb in zip(a.binaries, m["binaries"], strict=True):
@@ -109,7 +124,7 @@ class _Gen:
                             f"{_dims(reqntid)}, {_dims(cluster)}, {max_threads}u, {static_smem}u}}")
             archs = _archs(a)
             ls = a.launch
-            specs.append(f"{{{_cstr(a.label)}, {_cstr(a.entry)}, {_cstr(archs)}, {first}u, {len(a.binaries)}u, "
+            specs.append(f"{{{string(a.label)}u, {string(a.entry)}u, {string(archs)}u, {first}u, {len(a.binaries)}u, "
                          f"{_dims(ls.block)}, {ls.dynamic_smem or 0}u, {_dims(ls.cluster)}}} /* {i} */")
         if ptx_blobs:
             rows = [f"{{{b['offset']}u, {b['size']}u, {int(k in ptx_blobs)}}}"
@@ -118,6 +133,7 @@ class _Gen:
         sym = f"kp_bundle_{self.lib}"
         sep = ",\n    "
         bins_c, specs_c = sep.join(bins), sep.join(specs)
+        strtab = "\n    ".join(_cstr(t)[:-1] + '\\0"' for t in pool)
         return f"""/* The bundle ({len(self.data)} bytes), embedded once; binaries are referred to by offset. */
 __asm__(".pushsection {SECTION},\\"a\\",%progbits\\n"
         ".balign 64\\n"
@@ -128,6 +144,8 @@ extern const unsigned char {sym}[] __attribute__((visibility("hidden")));
 #define kp_bundle {sym}
 #define KP_BUNDLE_SIZE {len(self.data)}u
 
+static const char kp_strtab[] =
+    {strtab};
 static const kp_blob_info kp_blobs[KP_NBLOB] = {{
     {blobs}
 }};
@@ -165,6 +183,8 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
 
     def typed_wrapper(self, a: KernelArtifact, index: int) -> str:
         fn = wrapper_name(self.lib, a)
+        if any(_aliased(f) and f.specs[0].index == index for f in self.families):
+            fn = f"{self.lib}_{a.name}"  # also reached as the family entry: name that in messages
         checks = "".join(
             f"    if (KP_UNLIKELY(!({cond})))\n        return kp_fail(KP_ERROR_INVALID_ARGUMENT, "
             f"{_cstr(f'{fn}: kernel {a.label}: ' + msg)}, {arg});\n"
@@ -179,6 +199,10 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
 
     def family_entry(self, f: Family) -> str:
         fn = f"{self.lib}_{f.name}"
+        if _aliased(f):
+            # nothing to dispatch or check: the family entry is the typed wrapper under a second name
+            return (f"{self.lib.upper()}_API {self.family_signature(f)}\n"
+                    f"    __attribute__((alias(\"{wrapper_name(self.lib, f.specs[0].artifact)}\")));\n")
         fparams = ", ".join(fa.decl(self.names) for fa in f.args)
         fargs = ", ".join(x for fa in f.args for x in fa.call_args())
         carried = "; ".join(

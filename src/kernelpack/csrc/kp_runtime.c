@@ -297,11 +297,11 @@ static kp_status kp_kernel_get(const char* fn, uint32_t spec, uint32_t b, kp_CUk
         pthread_mutex_lock(&kp_lock);
         k = kp_kernels[b];
         if (k == NULL) {
-            if (kp_libraries[kp_bins[b].blob] == NULL) s = kp_load_library(fn, kp_specs[spec].label, kp_bins[b].blob);
+            if (kp_libraries[kp_bins[b].blob] == NULL) s = kp_load_library(fn, KP_STR(kp_specs[spec].label), kp_bins[b].blob);
             if (s == KP_SUCCESS) {
-                kp_CUresult r = kp_cu.LibraryGetKernel(&k, kp_libraries[kp_bins[b].blob], kp_specs[spec].entry);
+                kp_CUresult r = kp_cu.LibraryGetKernel(&k, kp_libraries[kp_bins[b].blob], KP_STR(kp_specs[spec].entry));
                 if (r == KP_CUDA_SUCCESS) KP_STORE(kp_kernels[b], k);
-                else s = kp_cuda_fail(r, fn, kp_specs[spec].label, "cuLibraryGetKernel");
+                else s = kp_cuda_fail(r, fn, KP_STR(kp_specs[spec].label), "cuLibraryGetKernel");
             }
         }
         pthread_mutex_unlock(&kp_lock);
@@ -313,7 +313,7 @@ static kp_status kp_kernel_get(const char* fn, uint32_t spec, uint32_t b, kp_CUk
 
 static kp_status kp_no_binary(const kp_ctx* c, uint32_t spec) {
     return kp_fail(KP_ERROR_NO_BINARY_FOR_ARCH, "%s: kernel %s has no binary for device %d (sm_%d%d): it carries %s",
-                   c->fn, kp_specs[spec].label, c->d->ordinal, c->d->major, c->d->minor, kp_specs[spec].archs);
+                   c->fn, KP_STR(kp_specs[spec].label), c->d->ordinal, c->d->major, c->d->minor, KP_STR(kp_specs[spec].archs));
 }
 
 static kp_status kp_preload(int ordinal) {
@@ -357,25 +357,25 @@ static kp_status kp_block(const kp_ctx* c, uint32_t spec, const kp_bin_info* bi,
     if (kp_dims_zero(l->block)) {
         if (fixed == NULL)
             return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.block is {0,0,0} and the kernel fixes no "
-                           "block shape; set launch.block", c->fn, sp->label);
+                           "block shape; set launch.block", c->fn, KP_STR(sp->label));
         block[0] = fixed[0], block[1] = fixed[1], block[2] = fixed[2];
         return KP_SUCCESS;
     }
     kp_dims_norm(l->block, block);
     if (bi->reqntid[0] && !kp_dims_eq(block, bi->reqntid))
         return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s (sm_%d%d%s): launch.block {%u,%u,%u} differs from the "
-                       "block the kernel requires (REQNTID) {%u,%u,%u}; pass {0,0,0} to use it", c->fn, sp->label,
+                       "block the kernel requires (REQNTID) {%u,%u,%u}; pass {0,0,0} to use it", c->fn, KP_STR(sp->label),
                        bi->major, bi->minor, bi->suffix == 'a' ? "a" : "", block[0], block[1], block[2],
                        bi->reqntid[0], bi->reqntid[1], bi->reqntid[2]);
     if (sp->block[0] && !kp_dims_eq(block, sp->block))
         return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.block {%u,%u,%u} differs from the kernel's "
-                       "fixed block {%u,%u,%u}; pass {0,0,0} to use it", c->fn, sp->label, block[0], block[1],
+                       "fixed block {%u,%u,%u}; pass {0,0,0} to use it", c->fn, KP_STR(sp->label), block[0], block[1],
                        block[2], sp->block[0], sp->block[1], sp->block[2]);
     uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
     if (bi->max_threads && threads > bi->max_threads)
         return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.block {%u,%u,%u} has %llu threads, the "
-                       "kernel allows at most %u (__launch_bounds__)", c->fn, sp->label, block[0], block[1], block[2],
-                       (unsigned long long)threads, bi->max_threads);
+                       "kernel allows at most %u (__launch_bounds__)", c->fn, KP_STR(sp->label), block[0], block[1], block[2],
+                       (unsigned long long)threads, (unsigned)bi->max_threads);
     return KP_SUCCESS;
 }
 
@@ -385,10 +385,11 @@ static kp_status kp_cluster(const kp_ctx* c, uint32_t spec, const kp_bin_info* b
     const kp_spec_info* sp = &kp_specs[spec];
     uint32_t want[3] = {0, 0, 0}, check[3];
     if (!kp_dims_zero(l->cluster)) kp_dims_norm(l->cluster, want);
-    const uint32_t* fixed = bi->cluster[0] ? bi->cluster : sp->cluster[0] ? sp->cluster : NULL;
+    uint32_t bin_cluster[3] = {bi->cluster[0], bi->cluster[1], bi->cluster[2]};
+    const uint32_t* fixed = bi->cluster[0] ? bin_cluster : sp->cluster[0] ? sp->cluster : NULL;
     if (fixed != NULL && want[0] && !kp_dims_eq(want, fixed))
         return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.cluster {%u,%u,%u} differs from the kernel's "
-                       "%s cluster {%u,%u,%u}; pass {0,0,0} to use it", c->fn, sp->label, want[0], want[1], want[2],
+                       "%s cluster {%u,%u,%u}; pass {0,0,0} to use it", c->fn, KP_STR(sp->label), want[0], want[1], want[2],
                        bi->cluster[0] ? "compile-time" : "fixed", fixed[0], fixed[1], fixed[2]);
     if (fixed != NULL) memcpy(want, fixed, sizeof want);
     memset(out, 0, 3 * sizeof(uint32_t));
@@ -396,7 +397,7 @@ static kp_status kp_cluster(const kp_ctx* c, uint32_t spec, const kp_bin_info* b
     kp_dims_norm(want, check);
     if (grid[0] % check[0] || grid[1] % check[1] || grid[2] % check[2])
         return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.grid {%u,%u,%u} is not a multiple of the "
-                       "cluster {%u,%u,%u}", c->fn, sp->label, grid[0], grid[1], grid[2], check[0], check[1],
+                       "cluster {%u,%u,%u}", c->fn, KP_STR(sp->label), grid[0], grid[1], grid[2], check[0], check[1],
                        check[2]);
     if (!bi->cluster[0]) memcpy(out, check, sizeof check); /* explicit clusters must not be requested again */
     return KP_SUCCESS;
@@ -405,7 +406,7 @@ static kp_status kp_cluster(const kp_ctx* c, uint32_t spec, const kp_bin_info* b
 /* Raise the dynamic shared memory limit of a kernel on a device above 48 KiB, once per new maximum. */
 static kp_status kp_smem(const kp_ctx* c, uint32_t spec, const kp_bin_info* bi, kp_CUkernel k, uint32_t smem) {
     if (smem <= KP_SMEM_DEFAULT_LIMIT || smem <= KP_LOAD(c->d->smem_raised[spec])) return KP_SUCCESS;
-    const char* label = kp_specs[spec].label;
+    const char* label = KP_STR(kp_specs[spec].label);
     if ((uint64_t)smem + bi->static_smem > (uint64_t)c->d->smem_optin)
         return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.dynamic_smem %u + static %u bytes exceed the "
                        "%d bytes of shared memory per block device %d allows", c->fn, label, smem, bi->static_smem,
@@ -430,13 +431,13 @@ static kp_status kp_run(const kp_ctx* c, uint32_t spec, const kp_launch* l, void
     if (KP_UNLIKELY(s != KP_SUCCESS)) return s;
     uint32_t grid[3], block[3] = {0, 0, 0}, cluster[3] = {0, 0, 0};
     if (KP_UNLIKELY(l->grid[0] == 0))
-        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.grid[0] is 0", c->fn, sp->label);
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.grid[0] is 0", c->fn, KP_STR(sp->label));
     kp_dims_norm(l->grid, grid);
     if (KP_UNLIKELY((s = kp_block(c, spec, bi, l, block)) != KP_SUCCESS)) return s;
     uint32_t smem = l->dynamic_smem ? l->dynamic_smem : sp->dyn_smem;
     if (KP_UNLIKELY(smem < sp->dyn_smem))
         return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.dynamic_smem %u is less than the %u bytes the "
-                       "kernel needs; pass 0 to use that", c->fn, sp->label, smem, sp->dyn_smem);
+                       "kernel needs; pass 0 to use that", c->fn, KP_STR(sp->label), smem, sp->dyn_smem);
     if (KP_UNLIKELY((s = kp_smem(c, spec, bi, k, smem)) != KP_SUCCESS)) return s;
     kp_CUresult r;
     const char* call;
@@ -464,7 +465,7 @@ static kp_status kp_run(const kp_ctx* c, uint32_t spec, const kp_launch* l, void
         call = "cuLaunchKernelEx";
         r = kp_cu.LaunchKernelEx(&cfg, (kp_CUfunction)k, args, NULL);
     }
-    if (KP_UNLIKELY(r != KP_CUDA_SUCCESS)) return kp_cuda_fail(r, c->fn, sp->label, call);
+    if (KP_UNLIKELY(r != KP_CUDA_SUCCESS)) return kp_cuda_fail(r, c->fn, KP_STR(sp->label), call);
     return KP_SUCCESS;
 }
 

@@ -66,22 +66,25 @@ typedef struct kp_bin_info {
     char suffix;         /* 'a', 'f' or 0 */
     uint8_t is_ptx;
     uint32_t reqntid[3]; /* the only block the driver accepts; 0 = none */
-    uint32_t cluster[3]; /* compile-time (explicit) cluster dims; 0 = none */
-    uint32_t max_threads; /* __launch_bounds__ threads per block; 0 = unknown */
+    uint16_t cluster[3]; /* compile-time (explicit) cluster dims; 0 = none */
+    uint16_t max_threads; /* __launch_bounds__ threads per block; 0 = unknown */
     uint32_t static_smem;
 } kp_bin_info;
 
-/* A blob of the embedded bundle: byte range of a cubin or PTX text. */
+/* A blob of the embedded bundle: byte range of a cubin or PTX text (bundles are < 4 GiB). */
 typedef struct kp_blob_info {
-    uint64_t offset, size;
-    uint8_t is_ptx;
+    uint32_t offset, size;
+    uint32_t is_ptx;
 } kp_blob_info;
+
+/* Strings live in one pool (kp_strtab) and are referred to by offset: no relocations per kernel. */
+#define KP_STR(off) (kp_strtab + (off))
 
 /* One specialization (one KernelArtifact). */
 typedef struct kp_spec_info {
-    const char* label;   /* kernel[variant], for messages */
-    const char* entry;   /* symbol in the binaries */
-    const char* archs;   /* "sm_80, sm_90a", for messages */
+    uint32_t label;      /* kernel[variant], for messages (offset in kp_strtab) */
+    uint32_t entry;      /* symbol in the binaries */
+    uint32_t archs;      /* "sm_80, sm_90a", for messages */
     uint32_t first_bin, nbin;
     uint32_t block[3];   /* LaunchSpec.block; 0 = none */
     uint32_t dyn_smem;   /* LaunchSpec.dynamic_smem */
