@@ -12,6 +12,7 @@ Each kind knows its size, alignment and C spelling, and serializes to JSON and b
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -54,15 +55,15 @@ class DType(str, Enum):
         return _DTYPE_INFO[self][2]
 
     @property
-    def is_float(self) -> bool:
+    def is_float(self) -> builtins.bool:  # `bool` here would name the member
         return self in (DType.f16, DType.bf16, DType.f32, DType.f64)
 
     @property
-    def is_signed(self) -> bool:
+    def is_signed(self) -> builtins.bool:  # `bool` here would name the member
         return self.value.startswith("i")
 
     @property
-    def is_integer(self) -> bool:
+    def is_integer(self) -> builtins.bool:  # `bool` here would name the member
         return self.value[0] in "iu"
 
     @classmethod

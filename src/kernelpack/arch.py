@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .errors import KernelpackError
@@ -46,7 +47,7 @@ class Arch:
         return major == self.major and minor >= self.minor
 
 
-def parse_archs(archs: str | Arch | list[str | Arch] | tuple[str | Arch, ...]) -> tuple[Arch, ...]:
+def parse_archs(archs: str | Arch | Sequence[str | Arch]) -> tuple[Arch, ...]:
     """Parse one arch or a list of them; order kept, duplicates removed; at least one required."""
     items = [archs] if isinstance(archs, (str, Arch)) else list(archs)
     out: list[Arch] = []

@@ -191,7 +191,7 @@ def _symbol(r: _Request, out: CompileOutput, cubin: Cubin) -> str:
 
 
 def _probe(text: str, filename: str, arch: Arch, opts: CudaOptions, reqs: list[_Request], backend: str,
-           version: str, cache: CompileCache) -> dict[str, tuple[FunctionType, ...] | FunctionType]:
+           version: str, cache: CompileCache) -> dict[str, FunctionType]:
     """Compile probe kernels whose mangled names spell the function types of extern "C" kernels."""
     exprs = [f"__kp_probe<{i}, decltype({r.expr})>" for i, r in enumerate(reqs)]
     out = _compile_cached(text + "\n" + PROBE, filename, arch, opts, exprs, backend, version, cache)
@@ -208,7 +208,7 @@ def _probe(text: str, filename: str, arch: Arch, opts: CudaOptions, reqs: list[_
         if not isinstance(ftype, FunctionType):
             raise CompileError(f"kernel {r.name}: probe gave {spell(ftype)}, not a function type")
         result[r.expr] = ftype
-    return result  # type: ignore[return-value]
+    return result
 
 
 def _abi(r: _Request, symbol: str, ck: CubinKernel, source: str, user: str | Abi | None,

@@ -88,7 +88,9 @@ _QUALIFIERS = {"__restrict__", "restrict", "__restrict", "volatile", "__grid_con
 
 def split_params(text: str) -> list[str]:
     """Split a parameter list on top-level commas (template args and parens kept together)."""
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch in "<([{":
             depth += 1
