@@ -76,6 +76,10 @@ class _Gen:
 
     def _check_names(self) -> None:
         for a in self.arts:
+            for role in ("global_scratch", "profile_scratch"):
+                if getattr(a.launch, role, 0):
+                    raise KernelpackError(f"kernel {a.label}: needs {getattr(a.launch, role)} bytes of {role} per "
+                                          f"CTA; generated C libraries pass NULL scratch and do not allocate it yet")
             for p in a.abi.params:
                 if p.name == "launch" or p.name.startswith("kp_"):
                     raise KernelpackError(f"kernel {a.label}: parameter name {p.name!r} is reserved in generated C "
