@@ -50,9 +50,11 @@ class TensorDescSpec:
     """How the host fills the kernel params of one tensor-descriptor argument.
 
     ``arg``: the kernel's parameter name; ``params``: the kernel params it fills, in order (their names are
-    ``arg``, ``arg_shape{i}``, ``arg_stride{i}``... as the frontend chose). ``block_shape``: the box, outermost
-    dimension first (as written in the kernel). ``elem_type``: ``CUtensorMapDataType`` (host enum);
-    ``swizzle``: ``CUtensorMapSwizzle``. Encoding fields are unused for the ``decomposed`` lowering.
+    ``arg``, ``arg_shape{i}``, ``arg_stride{i}``... as the frontend chose). ``block_shape``: the box to encode,
+    outermost dimension first: Triton's ``block_size``, which can be smaller than the block the kernel declares
+    (inner dims clamp to the swizzle span: ``fp16[64, 128]`` with 128-byte swizzle encodes a 64 x 64 box).
+    ``elem_type``: ``CUtensorMapDataType`` (host enum); ``swizzle``: ``CUtensorMapSwizzle``.
+    Encoding fields are unused for the ``decomposed`` lowering.
     """
 
     arg: str

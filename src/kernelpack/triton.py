@@ -35,7 +35,7 @@ from .tma import TENSOR_MAP, TRITON_DTYPES, TensorDescSpec, expected_params
 
 ArchSpec = str | Arch | Sequence[str | Arch]
 _DESC = re.compile(r"^tensordesc<\s*(\w+)\s*\[([\d,\s]+)\]\s*>$")
-_SPEC_KEYS = ("constexprs", "divisibility", "num_warps", "num_stages", "num_ctas", "variant")
+_SPEC_KEYS = ("signature", "constexprs", "divisibility", "num_warps", "num_stages", "num_ctas", "variant")
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,10 @@ class Specialization:
     ``divisibility``: params Triton may assume divisible (``tt.divisibility``): a pointer's address, an
     integer's value. A list of names (each divisible by 16, as Triton's JIT assumes), ``{name: power of two}``,
     or ``"all"`` (every pointer and integer). They become dispatch constraints (``Param.divisibility``).
+    ``signature``: types overriding those given to :func:`compile` (``{"x": "*fp16"}`` for an fp16 variant).
     """
 
+    signature: Mapping[str, str] = field(default_factory=dict)
     constexprs: Mapping[str, Any] = field(default_factory=dict)
     divisibility: Mapping[str, int] | Sequence[str] | str = ()
     num_warps: int | None = None
@@ -101,7 +103,7 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     artifacts: list[KernelArtifact] = []
     for spec, variant in zip(specs, variants):
         consts = {**base_consts, **spec.constexprs}
-        args = _parse_signature(kname, list(jit.arg_names), signature, consts)
+        args = _parse_signature(kname, list(jit.arg_names), _merge(kname, jit, signature, spec.signature), consts)
         divs = _divisibility(kname, args, spec.divisibility)
         opts = {"num_warps": spec.num_warps or num_warps, "num_stages": spec.num_stages or num_stages,
                 "num_ctas": spec.num_ctas or num_ctas, "enable_fp_fusion": True, **(options or {})}
@@ -180,6 +182,16 @@ def _parse_signature(kname: str, names: list[str], signature: Mapping[str, str] 
     return out
 
 
+def _merge(kname: str, jit: Any, base: Mapping[str, str] | Sequence[str], over: Mapping[str, str]) -> Any:
+    if not over:
+        return base
+    if not isinstance(base, Mapping):
+        if isinstance(base, str) or len(base) != len(jit.arg_names):
+            return base  # _parse_signature reports it
+        base = dict(zip(jit.arg_names, base))
+    return {**base, **over}
+
+
 def _known_type(ty: str) -> bool:
     if ty.startswith("*"):
         return ty.removeprefix("*k" if ty.startswith("*k") else "*") in TRITON_DTYPES
@@ -215,6 +227,9 @@ def _variant_names(kname: str, specs: list[Specialization], consts: Mapping[str,
                    stages: int) -> list[str]:
     if len(specs) == 1:
         return [specs[0].variant or ""]
+    sigs = [dict(s.signature) for s in specs]
+    sig_keys = sorted({k for d in sigs for k in d})
+    varying_sig = [k for k in sig_keys if len({d.get(k) for d in sigs}) > 1]
     rows = [({**consts, **s.constexprs}, s.num_warps or warps, s.num_stages or stages,
              "all" if s.divisibility == "all" else tuple(sorted(dict(s.divisibility) if isinstance(
                  s.divisibility, Mapping) else {n: 16 for n in s.divisibility}.items()))) for s in specs]
@@ -224,7 +239,9 @@ def _variant_names(kname: str, specs: list[Specialization], consts: Mapping[str,
         if s.variant is not None:
             names.append(s.variant)
             continue
-        parts = [f"{k}{cs[k]}" for k in varying]
+        types = {s.signature.get(k, "").lstrip("*").removeprefix("k") for k in varying_sig} - {""}
+        parts = sorted(types) if len(types) == 1 else [f"{k}_{s.signature.get(k, 'base')}" for k in varying_sig]
+        parts += [f"{k}{cs[k]}" for k in varying]
         parts += [f"w{w}"] if len({r[1] for r in rows}) > 1 else []
         parts += [f"s{st}"] if len({r[2] for r in rows}) > 1 else []
         parts += ["div" if div else "nodiv"] if len({r[3] for r in rows}) > 1 else []
