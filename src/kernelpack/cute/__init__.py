@@ -1,0 +1,14 @@
+"""CuTe DSL frontend: ``@cute.jit`` functions compiled ahead of time, without a GPU, with derived typed ABIs.
+
+* :func:`compile` -> :class:`~kernelpack.bundle.Bundle` of kernel-level artifacts (cubin + typed signature +
+  launch config, the grid recorded as a formula of the arguments when it is one);
+* :func:`export` -> :class:`~kernelpack.cute_host.HostProgram` (CuTe's host launcher object + derived entry
+  parameters), linked with kernelpack's driver shim by :func:`kernelpack.cute_host.build_host_library`.
+"""
+
+from __future__ import annotations
+
+from .compiler import compile, dsl_version, export, host_leaves
+from .derive import Leaf, to_abi
+
+__all__ = ["Leaf", "compile", "dsl_version", "export", "host_leaves", "to_abi"]

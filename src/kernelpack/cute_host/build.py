@@ -1,0 +1,102 @@
+"""Link CuTe host programs into a driver-only library: libNAME.so, libNAME.a and NAME.h.
+
+    objects (CuTe export_to_c, one per program and arch) + shim.c (driver API over dlopen) + NAME_entry.c
+      -- ld -r -->  one relocatable object  -- objcopy: only NAME_* stay global -->  .a and .so
+
+Localizing everything else means two such libraries, shared or static, never clash in one program (each carries
+its own ``_cudaLaunchKernelEx`` & co). Only the system C compiler and binutils are used.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from ..errors import KernelpackError
+from .entry import generate
+from .program import HostProgram
+
+
+@dataclass(frozen=True)
+class HostLibrary:
+    """Paths of a built host-program library."""
+
+    name: str
+    shared: Path
+    static: Path
+    header: Path
+    object: Path  # the combined relocatable object (what the C library generator links in)
+    exports: tuple[str, ...]
+
+
+def shim_source() -> str:
+    return resources.files("kernelpack.cute_host").joinpath("shim.c").read_text()
+
+
+def _run(cmd: Sequence[str], what: str, cwd: Path) -> None:
+    try:
+        proc = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise KernelpackError(f"{what}: {cmd[0]!r} not found (needs a C compiler and binutils)") from None
+    if proc.returncode != 0:
+        raise KernelpackError(f"{what} failed (exit {proc.returncode}): {shlex.join(cmd)}",
+                              log=proc.stdout + proc.stderr)
+
+
+def link_object(lib: str, programs: Sequence[HostProgram], workdir: Path, *, cc: str | None = None,
+                ld: str = "ld", objcopy: str = "objcopy") -> tuple[Path, tuple[str, ...], str]:
+    """Build ``workdir/lib<lib>_cute.o``: programs' objects + shim + entries, only ``<lib>_*`` global.
+
+    Returns the object, the exported symbols and the header text. This is the hook for the C library generator:
+    link the object into its own library and append the header.
+    """
+    cc = cc or os.environ.get("CC") or "cc"
+    header, source = generate(lib, programs)
+    (workdir / f"{lib}.h").write_text(header)
+    (workdir / f"{lib}_entry.c").write_text(source)
+    (workdir / "kp_cute_shim.c").write_text(shim_source())
+    flags = ["-std=gnu11", "-O2", "-fPIC", "-fvisibility=hidden", "-Wall", "-Werror", f"-I{workdir}"]
+    _run([cc, *flags, "-c", f"{lib}_entry.c", "-o", "entry.o"], f"compiling {lib}_entry.c", workdir)
+    _run([cc, *flags, "-c", "kp_cute_shim.c", "-o", "shim.o"], "compiling the kernelpack CuTe shim", workdir)
+    objs = []
+    for prog in programs:
+        for o in prog.objects:
+            path = workdir / f"{o.prefix}.o"
+            path.write_bytes(o.data)
+            objs.append(path.name)
+    combined = workdir / f"lib{lib}_cute.o"
+    _run([ld, "-r", "-o", combined.name, "entry.o", "shim.o", *objs], "ld -r (combining objects)", workdir)
+    exports = tuple(sorted([f"{lib}_{p.symbol}" for p in programs]
+                           + [f"{lib}_last_error", f"{lib}_last_cuda_error", f"{lib}_set_default_device"]))
+    keep = workdir / "exports.txt"
+    keep.write_text("\n".join(exports) + "\n")
+    _run([objcopy, f"--keep-global-symbols={keep.name}", combined.name], "objcopy (localizing symbols)", workdir)
+    return combined, exports, header
+
+
+def build_host_library(lib: str, programs: Sequence[HostProgram], out_dir: str | os.PathLike[str], *,
+                       cc: str | None = None, ar: str | None = None) -> HostLibrary:
+    """Build ``out_dir/lib/lib<lib>.so``, ``lib<lib>.a`` and ``out_dir/include/<lib>.h``."""
+    out = Path(out_dir)
+    (out / "lib").mkdir(parents=True, exist_ok=True)
+    (out / "include").mkdir(parents=True, exist_ok=True)
+    cc = cc or os.environ.get("CC") or "cc"
+    ar = ar or os.environ.get("AR") or "ar"
+    with tempfile.TemporaryDirectory(prefix=f"kp-cute-{lib}-") as tmp:
+        work = Path(tmp)
+        combined, exports, header = link_object(lib, programs, work, cc=cc)
+        _run([cc, "-shared", "-o", f"lib{lib}.so", combined.name, "-ldl", "-lpthread", "-Wl,-z,noexecstack",
+              "-Wl,-z,defs", "-Wl,--no-undefined"], f"linking lib{lib}.so", work)
+        _run([ar, "rcs", f"lib{lib}.a", combined.name], f"archiving lib{lib}.a", work)
+        for f in (f"lib{lib}.so", f"lib{lib}.a", combined.name):
+            shutil.copy2(work / f, out / "lib" / f)
+        (out / "include" / f"{lib}.h").write_text(header)
+    return HostLibrary(lib, out / "lib" / f"lib{lib}.so", out / "lib" / f"lib{lib}.a", out / "include" / f"{lib}.h",
+                       out / "lib" / combined.name, exports)
