@@ -94,9 +94,9 @@ static void test_add_f32(int n, int offset, const char* name) {
     dptr dx = upload(x, n * 4), dy = upload(y, n * 4), dout = sentinel((n + 4) * 4);
     kp_launch l = L((n + 255) / 256, 256);
     expect_ok(name, demo_add(&l, (void*)(uintptr_t)dx, KP_F32, (void*)(uintptr_t)dy, KP_F32,
-                             (void*)(uintptr_t)(dout + offset), KP_F32, n));
+                             (void*)(uintptr_t)(dout + 4 * offset), KP_F32, n));
     CHECK_CU(cuCtxSynchronize());
-    CHECK_CU(cuMemcpyDtoH(out, dout + offset, n * 4));
+    CHECK_CU(cuMemcpyDtoH(out, dout + 4 * offset, n * 4));
     int bad = 0;
     for (int i = 0; i < n; i++) bad += !(out[i] == x[i] + y[i]);
     report(name, bad == 0, "wrong or unwritten elements");
