@@ -27,6 +27,7 @@ from ..errors import CompileError, KernelpackError
 from .capture import Launch, capture_launches
 from .derive import Leaf, leaves, to_abi
 from .llvm import check_host_abi, host_arg_types, launch_smem_bytes
+from .types import tensor_checks
 
 ArchSpec = str | Arch | Sequence[str | Arch]
 
@@ -236,7 +237,8 @@ def export(
         data = t.compiled.dump_to_object(prefix)
         objects.append(HostObject(a, data, prefix))
         kernels += [k for k in _host_kernels(t, base, variant, _provenance(fn, options))]
-    return HostProgram(base, tuple(HostParam(p.name, p.type, p.stream) for p in params), tuple(objects),
+    hparams = tuple(HostParam(p.name, p.type, p.stream, tensor_checks(p.mlir_type)) for p in params)
+    return HostProgram(base, hparams, tuple(objects),
                        _provenance(fn, options), variant, _merge_arch_kernels(kernels), zero_extent)
 
 

@@ -122,6 +122,23 @@ def _width(what: str, layout: str, modes: tuple[Mode, ...]) -> DType:
     return DType.i64 if widths == {64} else DType.i32
 
 
+def tensor_checks(type_text: str) -> tuple[tuple[str, int], ...]:
+    """Run-time contracts a tensor's MLIR type states: ``(field, divisor)`` for the data pointer's assumed byte
+    alignment and each dynamic mode declared ``div=N``. CuTe compiles code that relies on them."""
+    m = _MEMREF.match(type_text.strip())
+    if not m:
+        return ()
+    elem, _space, align, layout = m.groups()
+    out: list[tuple[str, int]] = []
+    if align and int(align) > element_dtype(elem).size:
+        out.append(("data", int(align)))
+    shape_text, stride_text = split_layout(layout)
+    for kind, modes in (("shape", parse_modes(shape_text)), ("stride", parse_modes(stride_text))):
+        out += [(f"{kind}{i}", md.divisibility) for i, md in enumerate(modes)
+                if md.static is None and md.divisibility > 1]
+    return tuple(out)
+
+
 def tensor_struct_name(spec: TensorSpec) -> str:
     """A readable, deterministic C struct name for a tensor descriptor, shape then stride, modes joined by ``x``:
     ``tensor_f32_dxd_Dx1`` (d = dynamic i32, D = dynamic i64, digits = static)."""

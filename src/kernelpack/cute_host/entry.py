@@ -207,6 +207,13 @@ def _entry(lib: str, prog: HostProgram, names: TypeNames, first: int) -> str:
                           f"\"{lib}_{prog.symbol}: {pname}.{field} is 0 (zero extents are refused)\");")
         checks.append(f"    if ({pname}.{field} < 0)\n        return kp_fail(KP_ERROR_INVALID_ARGUMENT, 0, "
                       f"\"{lib}_{prog.symbol}: {pname}.{field} is negative\");")
+    for p in prog.params:
+        for field, div in p.checks:
+            value = f"(uintptr_t){p.name}.data" if field == "data" else f"{p.name}.{field}"
+            what = (f"{p.name}.data is not {div}-byte aligned" if field == "data"
+                    else f"{p.name}.{field} is not a multiple of {div}")
+            checks.append(f"    if ({value} % {div} != 0)\n        return kp_fail(KP_ERROR_INVALID_ARGUMENT, 0, "
+                          f"\"{lib}_{prog.symbol}: {what} (the kernel was compiled for it)\");")
     args = ", ".join([f"&{p.name}" for p in prog.params] + ["&kp_ret"])
     return f"""KP_EXPORT kp_status {lib}_{prog.symbol}({_params(names, prog)}) {{
 {chr(10).join(checks)}

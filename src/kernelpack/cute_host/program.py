@@ -28,6 +28,7 @@ class HostParam:
     name: str
     type: ParamType
     stream: bool = False
+    checks: tuple[tuple[str, int], ...] = ()  # (field, divisor): "data" = byte alignment, else the value itself
 
 
 @dataclass(frozen=True)
