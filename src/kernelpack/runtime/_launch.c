@@ -1,0 +1,909 @@
+/* kernelpack.runtime._launch: the fast launch path.
+ *
+ * One Family object per kernel family is the callable users hold. Per specialization it keeps a packing plan
+ * (built once from kernelpack.abi by runtime/plan.py); per device, the dispatch table (kernel handles, launch facts,
+ * limits) pushed by runtime/family.py after the device was loaded. A call reads the arguments (torch tensors
+ * through the optional torch bridge, ints, floats), picks the first specialization every argument fits, checks the
+ * launch configuration, packs the parameters into a stack buffer and calls cuLaunchKernel / cuLaunchKernelEx with
+ * the GIL released. It allocates nothing and calls no Python code on that path.
+ *
+ * Anything else -- another kind of argument, a device not loaded yet, any failed check -- goes to the Python
+ * path (KernelFamily.call), which launches the general case or raises the error with its full message. So this
+ * file never formats a user error; the one error it raises itself is a driver failure of the launch.
+ *
+ * Driver entry points are handed over by runtime/driver.py (resolved there with cuGetProcAddress_v2 from the
+ * dlopen-ed driver), so both paths always call one driver.
+ *
+ * Built with the limited API (abi3) for CPython >= 3.12, where vectorcall is part of it; as a version-specific
+ * extension for 3.10 and 3.11.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "_kp_bridge.h"
+
+#if PY_VERSION_HEX < 0x030C0000 || !defined(Py_LIMITED_API)
+#include <structmember.h>
+#endif
+#ifndef Py_T_PYSSIZET
+#define Py_T_PYSSIZET T_PYSSIZET
+#define Py_READONLY READONLY
+#endif
+
+#define KP_MAX_SLOTS 64
+#define KP_MAX_RANK 8
+#define KP_BUF 4096
+#define KP_MAX_DEVICES 64
+#define KP_DYN INT64_MIN
+#define KP_SMEM_DEFAULT 49152u
+#define KP_MAX_CLUSTER 8u
+#define KP_LIKELY(x) __builtin_expect(!!(x), 1)
+#define KP_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+enum { OP_NULL = 0, OP_PTR = 1, OP_SCALAR = 2, OP_TENSOR = 3, OP_BYTES = 4 };
+enum { DT_ANY = 0, DT_I8, DT_I16, DT_I32, DT_I64, DT_U8, DT_U16, DT_U32, DT_U64, DT_F16, DT_BF16, DT_F32, DT_F64,
+       DT_BOOL };
+
+/* ------------------------------------------------------------------ driver */
+
+typedef int CUresult;
+typedef struct {
+    unsigned int id;
+    char pad[4];
+    union {
+        char bytes[64];
+        struct {
+            unsigned int x, y, z;
+        } cluster;
+    } value;
+} kp_attr;
+typedef struct {
+    unsigned int grid[3], block[3], smem;
+    void* stream;
+    kp_attr* attrs;
+    unsigned int nattrs;
+} kp_config;
+_Static_assert(sizeof(kp_attr) == 72, "CUlaunchAttribute layout");
+_Static_assert(sizeof(kp_config) == 56 && offsetof(kp_config, stream) == 32, "CUlaunchConfig layout");
+
+static CUresult (*cu_ctx_get)(void**);
+static CUresult (*cu_ctx_set)(void*);
+static CUresult (*cu_launch)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**,
+                             void**);
+static CUresult (*cu_launch_ex)(const kp_config*, void*, void**, void**);
+static CUresult (*cu_error_name)(CUresult, const char**);
+
+static const kp_bridge* bridge;   /* torch tensors readable in C when set */
+static PyObject* stream_getter;   /* Python fallback for torch's current stream: f(device) -> int */
+static PyObject* s_grid, *s_block, *s_smem, *s_stream, *s_cluster, *s_cuda_stream, *s_repr;
+
+/* ------------------------------------------------------------------ plans and device tables */
+
+typedef struct {
+    uint8_t op;
+    int8_t dtype;
+    int8_t rank, shape_dt, stride_dt;
+    int16_t arg;
+    uint32_t offset, size, align, data_off;
+    int64_t divisor;
+    int64_t shape[KP_MAX_RANK], stride[KP_MAX_RANK];
+    int32_t shape_off[KP_MAX_RANK], stride_off[KP_MAX_RANK];
+} kp_slot;
+
+typedef struct {
+    int nslots, ok; /* ok: every slot can be packed here (else such a launch takes the Python path) */
+    kp_slot* slots;
+    PyObject* label;
+} kp_plan;
+
+typedef struct {
+    int spec;
+    void* kernel;
+    uint32_t fixed_block[3], reqntid[3], max_threads, cluster[3], spec_cluster[3], static_smem, dyn_smem, smem_raised;
+} kp_entry;
+
+typedef struct {
+    void* ctx;
+    uint32_t max_grid[3], max_block[3], max_threads, smem_optin;
+    int cluster_ok, n;
+    kp_entry* e;
+} kp_dev;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject* dict;
+    PyObject* weakrefs;
+    PyObject* slow;
+    int nargs, nspec;
+    kp_plan* plans;
+    kp_dev* devs[KP_MAX_DEVICES];
+} kp_family;
+
+static PyTypeObject* FamilyType;
+
+/* ------------------------------------------------------------------ argument classification */
+
+enum { A_OTHER = 0, A_TENSOR, A_INT, A_UINT, A_FLOAT };
+
+typedef struct {
+    int kind;
+    int64_t i;  /* A_INT */
+    uint64_t u; /* A_UINT: above INT64_MAX */
+    double f;
+    kp_view v;
+} kp_arg;
+
+static int int_range_ok(int dt, int64_t v) {
+    switch (dt) {
+    case DT_I8: return v >= INT8_MIN && v <= INT8_MAX;
+    case DT_I16: return v >= INT16_MIN && v <= INT16_MAX;
+    case DT_I32: return v >= INT32_MIN && v <= INT32_MAX;
+    case DT_I64: return 1;
+    case DT_U8: return v >= 0 && v <= UINT8_MAX;
+    case DT_U16: return v >= 0 && v <= UINT16_MAX;
+    case DT_U32: return v >= 0 && v <= (int64_t)UINT32_MAX;
+    case DT_U64: return v >= 0;
+    }
+    return 0;
+}
+
+static void store_int(unsigned char* p, int dt, uint64_t v) {
+    switch (dt) {
+    case DT_I8: case DT_U8: case DT_BOOL: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
+    case DT_I16: case DT_U16: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
+    case DT_I32: case DT_U32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
+    default: memcpy(p, &v, 8);
+    }
+}
+
+/* double -> IEEE half, rounding as CPython's PyFloat_Pack2; -1 on overflow of a finite value */
+static int to_half(double x, uint16_t* out) {
+    unsigned short sign, bits;
+    int e;
+    if (x == 0.0) {
+        sign = copysign(1.0, x) == -1.0, e = 0, bits = 0;
+    } else if (isinf(x)) {
+        sign = x < 0.0, e = 0x1f, bits = 0;
+    } else if (isnan(x)) {
+        sign = copysign(1.0, x) == -1.0, e = 0x1f, bits = 512;
+    } else {
+        sign = x < 0.0;
+        if (sign) x = -x;
+        double f = frexp(x, &e);
+        f *= 2.0, e--;
+        if (e >= 16) return -1;
+        if (e < -25) f = 0.0, e = 0;
+        else if (e < -14) f = ldexp(f, 14 + e), e = 0;
+        else e += 15, f -= 1.0;
+        f *= 1024.0;
+        bits = (unsigned short)f;
+        if ((f - bits > 0.5) || ((f - bits == 0.5) && (bits % 2 == 1))) {
+            if (++bits == 1024) {
+                bits = 0;
+                if (++e == 31) return -1;
+            }
+        }
+    }
+    *out = (uint16_t)(bits | (e << 10) | (sign << 15));
+    return 0;
+}
+
+/* Pack a float argument for scalar type dt; 0 when it does not fit (the Python path raises). */
+static int store_float(unsigned char* p, int dt, double x) {
+    if (dt == DT_F64) {
+        memcpy(p, &x, 8);
+        return 1;
+    }
+    if (dt == DT_F16) {
+        uint16_t h;
+        if (to_half(x, &h) < 0) return 0;
+        memcpy(p, &h, 2);
+        return 1;
+    }
+    float f = (float)x;
+    if (isinf(f) && !isinf(x)) return 0;
+    if (dt == DT_F32) {
+        memcpy(p, &f, 4);
+        return 1;
+    }
+    uint32_t b; /* bf16, as kernelpack.packing.bf16_bits */
+    memcpy(&b, &f, 4);
+    uint16_t h = (b & 0x7F800000u) == 0x7F800000u && (b & 0x7FFFFFu) ? (uint16_t)((b >> 16) | 0x40)
+                                                                      : (uint16_t)(((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16) & 0xFFFFu);
+    memcpy(p, &h, 2);
+    return 1;
+}
+
+/* Does argument a fit slot s? If so, pack it into buf. */
+static int fit_slot(const kp_slot* s, const kp_arg* a, PyObject* obj, unsigned char* buf) {
+    unsigned char* p = buf + s->offset;
+    switch (s->op) {
+    case OP_NULL:
+        memset(p, 0, s->size);
+        return 1;
+    case OP_PTR: {
+        uint64_t ptr;
+        if (a->kind == A_TENSOR) {
+            if (s->dtype != DT_ANY && a->v.dtype != s->dtype) return 0;
+            if (!a->v.contiguous) return 0;
+            ptr = a->v.data;
+        } else if (a->kind == A_INT && a->i >= 0) {
+            ptr = (uint64_t)a->i;
+        } else if (a->kind == A_UINT) {
+            ptr = a->u;
+        } else {
+            return 0;
+        }
+        if (s->align > 1 && ptr % s->align) return 0;
+        memcpy(p, &ptr, 8);
+        return 1;
+    }
+    case OP_SCALAR:
+        if (s->dtype >= DT_F16 && s->dtype <= DT_F64) {
+            double x;
+            if (a->kind == A_FLOAT) x = a->f;
+            else if (a->kind == A_INT) x = (double)a->i;
+            else return 0; /* huge ints: the Python path decides */
+            return store_float(p, s->dtype, x);
+        }
+        if (s->dtype == DT_BOOL) {
+            if (a->kind != A_INT || (a->i != 0 && a->i != 1)) return 0;
+            *p = (unsigned char)a->i;
+            return 1;
+        }
+        if (a->kind == A_INT) {
+            if (!int_range_ok(s->dtype, a->i) || (s->divisor > 1 && a->i % s->divisor)) return 0;
+            store_int(p, s->dtype, (uint64_t)a->i);
+            return 1;
+        }
+        if (a->kind == A_UINT && s->dtype == DT_U64) {
+            if (s->divisor > 1 && a->u % (uint64_t)s->divisor) return 0;
+            memcpy(p, &a->u, 8);
+            return 1;
+        }
+        return 0;
+    case OP_TENSOR: {
+        if (a->kind != A_TENSOR || a->v.dtype != s->dtype || a->v.ndim != s->rank) return 0;
+        if (s->align > 1 && a->v.data % s->align) return 0;
+        memcpy(p + s->data_off, &a->v.data, 8);
+        for (int i = 0; i < s->rank; i++) {
+            int64_t sh = a->v.shape[i], st = a->v.stride[i];
+            if (s->shape[i] != KP_DYN) {
+                if (sh != s->shape[i]) return 0;
+            } else {
+                if (!int_range_ok(s->shape_dt, sh)) return 0;
+                store_int(p + s->shape_off[i], s->shape_dt, (uint64_t)sh);
+            }
+            if (s->stride[i] != KP_DYN) {
+                if (st != s->stride[i]) return 0;
+            } else {
+                if (!int_range_ok(s->stride_dt, st)) return 0;
+                store_int(p + s->stride_off[i], s->stride_dt, (uint64_t)st);
+            }
+        }
+        return 1;
+    }
+    case OP_BYTES: {
+        if (!PyBytes_Check(obj)) return 0;
+        char* data;
+        Py_ssize_t n;
+        if (PyBytes_AsStringAndSize(obj, &data, &n) < 0) {
+            PyErr_Clear();
+            return 0;
+        }
+        if ((uint64_t)n != s->size) return 0;
+        memcpy(p, data, (size_t)n);
+        return 1;
+    }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ launch configuration */
+
+/* An int or a tuple of 1..3 ints, each in [1, 2**32); 0 when it is anything else. */
+static int read_dims(PyObject* o, uint32_t out[3]) {
+    out[0] = out[1] = out[2] = 1;
+    if (PyLong_CheckExact(o)) {
+        long long v = PyLong_AsLongLong(o);
+        if (v < 1 || v > UINT32_MAX) {
+            PyErr_Clear();
+            return 0;
+        }
+        out[0] = (uint32_t)v;
+        return 1;
+    }
+    if (!PyTuple_CheckExact(o)) return 0;
+    Py_ssize_t n = PyTuple_Size(o);
+    if (n < 1 || n > 3) return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject* item = PyTuple_GetItem(o, i);
+        if (item == NULL || !PyLong_CheckExact(item)) {
+            PyErr_Clear();
+            return 0;
+        }
+        long long v = PyLong_AsLongLong(item);
+        if (v < 1 || v > UINT32_MAX) {
+            PyErr_Clear();
+            return 0;
+        }
+        out[i] = (uint32_t)v;
+    }
+    return 1;
+}
+
+static int dims_eq(const uint32_t* a, const uint32_t* b) { return a[0] == b[0] && a[1] == b[1] && a[2] == b[2]; }
+
+/* The stream handle from stream=...; 0 when the Python path must resolve it. */
+static int read_stream(PyObject* o, uint64_t* out) {
+    if (PyLong_CheckExact(o)) {
+        unsigned long long v = PyLong_AsUnsignedLongLong(o);
+        if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        *out = v;
+        return 1;
+    }
+    PyObject* h = PyObject_GetAttr(o, s_cuda_stream);
+    if (h == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int ok = PyLong_CheckExact(h);
+    if (ok) {
+        *out = PyLong_AsUnsignedLongLong(h);
+        if (PyErr_Occurred()) PyErr_Clear(), ok = 0;
+    }
+    Py_DECREF(h);
+    return ok;
+}
+
+static int current_stream(int device, uint64_t* out) {
+    if (bridge != NULL && bridge->current_stream != NULL && bridge->current_stream(device, out) == 0) return 1;
+    if (stream_getter == NULL) return 0;
+    PyObject* dev = PyLong_FromLong(device);
+    if (dev == NULL) return PyErr_Clear(), 0;
+    PyObject* argv[1] = {dev};
+    PyObject* r = PyObject_Vectorcall(stream_getter, argv, 1, NULL);
+    Py_DECREF(dev);
+    if (r == NULL) return PyErr_Clear(), 0;
+    int ok = read_stream(r, out);
+    Py_DECREF(r);
+    return ok;
+}
+
+static PyObject* driver_error(kp_family* self, const kp_plan* plan, int device, CUresult r, const char* call) {
+    const char* name = NULL;
+    if (cu_error_name == NULL || cu_error_name(r, &name) != 0 || name == NULL) name = "CUDA_ERROR_UNKNOWN";
+    PyObject* mod = PyImport_ImportModule("kernelpack.runtime.errors");
+    if (mod == NULL) return NULL;
+    PyObject* cls = PyObject_GetAttrString(mod, "DriverError");
+    Py_DECREF(mod);
+    if (cls == NULL) return NULL;
+    PyObject* msg = PyUnicode_FromFormat("kernel %U on device %d: %s failed with %s (%d)", plan->label, device, call,
+                                         name, (int)r);
+    PyObject* args = msg ? PyTuple_Pack(1, msg) : NULL;
+    PyObject* kw = Py_BuildValue("{s:i,s:s}", "code", (int)r, "name", name);
+    PyObject* exc = args && kw ? PyObject_Call(cls, args, kw) : NULL;
+    if (exc != NULL) PyErr_SetObject(cls, exc);
+    Py_XDECREF(exc);
+    Py_XDECREF(kw);
+    Py_XDECREF(args);
+    Py_XDECREF(msg);
+    Py_DECREF(cls);
+    (void)self;
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ the call */
+
+static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+    kp_family* self = (kp_family*)op;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *grid = NULL, *block = NULL, *smem = NULL, *stream = NULL, *cluster = NULL;
+    kp_arg a[KP_MAX_SLOTS];
+    unsigned char buf[KP_BUF] __attribute__((aligned(16)));
+    void* ptrs[KP_MAX_SLOTS];
+
+    if (KP_UNLIKELY(nargs != self->nargs || bridge == NULL || cu_launch == NULL)) goto slow;
+    if (kwnames != NULL) {
+        Py_ssize_t nk = PyTuple_Size(kwnames);
+        for (Py_ssize_t i = 0; i < nk; i++) {
+            PyObject* k = PyTuple_GetItem(kwnames, i);
+            PyObject* v = args[nargs + i];
+            if (k == s_grid) grid = v;
+            else if (k == s_block) block = v;
+            else if (k == s_smem) smem = v;
+            else if (k == s_stream) stream = v;
+            else if (k == s_cluster) cluster = v;
+            else goto slow; /* a param by name, or a name not interned: the Python path */
+        }
+    }
+    int device = -1, saw_tensor = 0;
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        PyObject* o = args[i];
+        kp_arg* x = &a[i];
+        if (PyLong_CheckExact(o)) {
+            int of = 0;
+            long long v = PyLong_AsLongLongAndOverflow(o, &of);
+            if (of == 0) {
+                if (v == -1 && PyErr_Occurred()) goto slow_clear;
+                x->kind = A_INT, x->i = v;
+            } else if (of > 0) {
+                unsigned long long u = PyLong_AsUnsignedLongLong(o);
+                if (u == (unsigned long long)-1 && PyErr_Occurred()) goto slow_clear;
+                x->kind = A_UINT, x->u = u;
+            } else {
+                goto slow;
+            }
+        } else if (PyFloat_CheckExact(o)) {
+            x->kind = A_FLOAT, x->f = PyFloat_AsDouble(o);
+        } else {
+            int r = bridge->unpack(o, &x->v);
+            if (r != 1) {
+                if (r == 0 && PyBytes_CheckExact(o)) {
+                    x->kind = A_OTHER;
+                    continue;
+                }
+                goto slow;
+            }
+            if (x->v.device_type != 1) goto slow;
+            if (device < 0) device = x->v.device;
+            else if (device != x->v.device) goto slow;
+            x->kind = A_TENSOR, saw_tensor = 1;
+        }
+    }
+    if (device < 0 || device >= KP_MAX_DEVICES) goto slow;
+    const kp_dev* dev = self->devs[device];
+    if (dev == NULL) goto slow;
+
+    /* dispatch: the first specialization (in this device's order) every argument fits */
+    const kp_entry* e = NULL;
+    const kp_plan* plan = NULL;
+    for (int j = 0; j < dev->n && e == NULL; j++) {
+        const kp_plan* pl = &self->plans[dev->e[j].spec];
+        if (!pl->ok) goto slow;
+        int fits = 1;
+        for (int s = 0; s < pl->nslots && fits; s++) {
+            const kp_slot* sl = &pl->slots[s];
+            fits = fit_slot(sl, sl->arg >= 0 ? &a[sl->arg] : NULL, sl->arg >= 0 ? args[sl->arg] : NULL, buf);
+        }
+        if (fits) e = &dev->e[j], plan = pl;
+    }
+    if (e == NULL) goto slow;
+
+    /* launch configuration */
+    uint32_t g[3], b[3], c[3] = {0, 0, 0};
+    if (grid == NULL || !read_dims(grid, g)) goto slow;
+    for (int i = 0; i < 3; i++)
+        if (g[i] > dev->max_grid[i]) goto slow;
+    const uint32_t* fixed = e->fixed_block[0] ? e->fixed_block : e->reqntid[0] ? e->reqntid : NULL;
+    if (block == NULL || block == Py_None) {
+        if (fixed == NULL) goto slow;
+        memcpy(b, fixed, sizeof b);
+    } else {
+        if (!read_dims(block, b)) goto slow;
+        if (e->reqntid[0] && !dims_eq(b, e->reqntid)) goto slow;
+        if (e->fixed_block[0] && !dims_eq(b, e->fixed_block)) goto slow;
+        uint64_t threads = (uint64_t)b[0] * b[1] * b[2];
+        if (b[0] > dev->max_block[0] || b[1] > dev->max_block[1] || b[2] > dev->max_block[2]) goto slow;
+        if (threads > dev->max_threads || (e->max_threads && threads > e->max_threads)) goto slow;
+    }
+    uint32_t nsmem = e->dyn_smem;
+    if (smem != NULL && smem != Py_None) {
+        if (!PyLong_CheckExact(smem)) goto slow;
+        long long v = PyLong_AsLongLong(smem);
+        if (v < 0 || v > UINT32_MAX) goto slow_clear;
+        nsmem = (uint32_t)v;
+    }
+    if (nsmem < e->dyn_smem || (uint64_t)nsmem + e->static_smem > dev->smem_optin || nsmem > e->smem_raised) goto slow;
+    const uint32_t* cfixed = e->cluster[0] ? e->cluster : e->spec_cluster[0] ? e->spec_cluster : NULL;
+    if ((cluster != NULL && cluster != Py_None) || cfixed != NULL) {
+        uint32_t want[3] = {0, 0, 0};
+        if (cluster != NULL && cluster != Py_None) {
+            if (!read_dims(cluster, want)) goto slow;
+            if (cfixed != NULL && !dims_eq(want, cfixed)) goto slow;
+        } else {
+            memcpy(want, cfixed, sizeof want);
+        }
+        if (!dev->cluster_ok || (uint64_t)want[0] * want[1] * want[2] > KP_MAX_CLUSTER) goto slow;
+        if (g[0] % want[0] || g[1] % want[1] || g[2] % want[2]) goto slow;
+        if (!e->cluster[0]) memcpy(c, want, sizeof c); /* a compile-time cluster is never requested again */
+    }
+    uint64_t hstream = 0;
+    if (stream == NULL || stream == Py_None) {
+        if (saw_tensor && !current_stream(device, &hstream)) goto slow;
+    } else if (!read_stream(stream, &hstream)) {
+        goto slow;
+    }
+
+    for (int s = 0; s < plan->nslots; s++) ptrs[s] = buf + plan->slots[s].offset;
+    void* kernel = e->kernel;
+    void* ctx = dev->ctx;
+    void* saved = NULL;
+    CUresult r = cu_ctx_get(&saved);
+    const char* call = "cuCtxGetCurrent";
+    if (r == 0 && saved != ctx) call = "cuCtxSetCurrent", r = cu_ctx_set(ctx);
+    if (r == 0) {
+        Py_BEGIN_ALLOW_THREADS
+        if (c[0] == 0) {
+            call = "cuLaunchKernel";
+            r = cu_launch(kernel, g[0], g[1], g[2], b[0], b[1], b[2], nsmem, (void*)(uintptr_t)hstream, ptrs, NULL);
+        } else {
+            kp_attr attr;
+            kp_config cfg;
+            memset(&attr, 0, sizeof attr);
+            attr.id = 4; /* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION */
+            attr.value.cluster.x = c[0], attr.value.cluster.y = c[1], attr.value.cluster.z = c[2];
+            memcpy(cfg.grid, g, sizeof g), memcpy(cfg.block, b, sizeof b);
+            cfg.smem = nsmem, cfg.stream = (void*)(uintptr_t)hstream, cfg.attrs = &attr, cfg.nattrs = 1;
+            call = "cuLaunchKernelEx";
+            r = cu_launch_ex(&cfg, kernel, ptrs, NULL);
+        }
+        Py_END_ALLOW_THREADS
+        if (saved != NULL && saved != ctx) cu_ctx_set(saved);
+    }
+    if (KP_UNLIKELY(r != 0)) return driver_error(self, plan, device, r, call);
+    Py_RETURN_NONE;
+
+slow_clear:
+    PyErr_Clear();
+slow:
+    return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+}
+
+/* ------------------------------------------------------------------ building plans and tables from Python */
+
+static int get_i64s(PyObject* t, int64_t* out, int n, const char* what) {
+    if (!PyTuple_Check(t) || PyTuple_Size(t) != n) {
+        PyErr_Format(PyExc_ValueError, "plan: %s must be a tuple of %d ints", what, n);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        out[i] = PyLong_AsLongLong(PyTuple_GetItem(t, i));
+        if (out[i] == -1 && PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
+static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
+    long long op, arg, offset, size, dtype, align, divisor;
+    PyObject* tensor;
+    if (!PyArg_ParseTuple(t, "LLLLLLLO", &op, &arg, &offset, &size, &dtype, &align, &divisor, &tensor)) return -1;
+    memset(s, 0, sizeof *s);
+    s->op = (uint8_t)op, s->arg = (int16_t)arg, s->offset = (uint32_t)offset, s->size = (uint32_t)size;
+    s->dtype = (int8_t)dtype, s->align = (uint32_t)align, s->divisor = divisor;
+    if (offset + size > KP_BUF) *ok = 0;
+    if (s->op == OP_TENSOR) {
+        PyObject *shape, *stride, *shape_off, *stride_off;
+        long long data_off, shape_dt, stride_dt;
+        if (!PyArg_ParseTuple(tensor, "OOLOOLL", &shape, &stride, &data_off, &shape_off, &stride_off, &shape_dt,
+                              &stride_dt))
+            return -1;
+        Py_ssize_t rank = PyTuple_Size(shape);
+        if (rank < 0) return -1;
+        if (rank > KP_MAX_RANK) {
+            *ok = 0;
+            return 0;
+        }
+        int64_t tmp[KP_MAX_RANK];
+        s->rank = (int8_t)rank, s->data_off = (uint32_t)data_off;
+        s->shape_dt = (int8_t)shape_dt, s->stride_dt = (int8_t)stride_dt;
+        if (get_i64s(shape, s->shape, (int)rank, "shape") < 0 || get_i64s(stride, s->stride, (int)rank, "stride") < 0)
+            return -1;
+        if (get_i64s(shape_off, tmp, (int)rank, "shape offsets") < 0) return -1;
+        for (int i = 0; i < rank; i++) s->shape_off[i] = (int32_t)tmp[i];
+        if (get_i64s(stride_off, tmp, (int)rank, "stride offsets") < 0) return -1;
+        for (int i = 0; i < rank; i++) s->stride_off[i] = (int32_t)tmp[i];
+    }
+    return 0;
+}
+
+static void free_tables(kp_family* f) {
+    for (int d = 0; d < KP_MAX_DEVICES; d++) {
+        if (f->devs[d] != NULL) PyMem_Free(f->devs[d]->e), PyMem_Free(f->devs[d]);
+        f->devs[d] = NULL;
+    }
+    if (f->plans != NULL) {
+        for (int i = 0; i < f->nspec; i++) PyMem_Free(f->plans[i].slots), Py_XDECREF(f->plans[i].label);
+        PyMem_Free(f->plans);
+        f->plans = NULL;
+    }
+}
+
+/* make_family(slow, nargs, plans, labels): plans[i] = tuple of slot tuples (runtime/plan.py Plan.to_c) */
+static PyObject* make_family(PyObject* mod, PyObject* args) {
+    PyObject *slow, *plans, *labels;
+    int nargs;
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "OiOO", &slow, &nargs, &plans, &labels)) return NULL;
+    Py_ssize_t nspec = PyTuple_Size(plans);
+    if (nspec < 1 || !PyTuple_Check(labels) || PyTuple_Size(labels) != nspec) {
+        PyErr_SetString(PyExc_ValueError, "make_family: plans and labels must be non-empty tuples of one length");
+        return NULL;
+    }
+    allocfunc alloc = (allocfunc)PyType_GetSlot(FamilyType, Py_tp_alloc);
+    kp_family* f = (kp_family*)alloc(FamilyType, 0);
+    if (f == NULL) return NULL;
+    f->vectorcall = family_call;
+    f->nargs = nargs > KP_MAX_SLOTS ? -1 : nargs; /* more arguments than slots: always the Python path */
+    f->nspec = (int)nspec;
+    f->plans = (kp_plan*)PyMem_Calloc((size_t)nspec, sizeof(kp_plan));
+    if (f->plans == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < nspec; i++) {
+        PyObject* p = PyTuple_GetItem(plans, i);
+        Py_ssize_t n = PyTuple_Size(p);
+        if (n < 0) goto fail;
+        kp_plan* pl = &f->plans[i];
+        pl->label = PyTuple_GetItem(labels, i);
+        Py_INCREF(pl->label);
+        pl->ok = n <= KP_MAX_SLOTS;
+        pl->nslots = pl->ok ? (int)n : 0;
+        pl->slots = (kp_slot*)PyMem_Calloc((size_t)(n ? n : 1), sizeof(kp_slot));
+        if (pl->slots == NULL) goto fail;
+        for (Py_ssize_t s = 0; s < pl->nslots; s++)
+            if (parse_slot(PyTuple_GetItem(p, s), &pl->slots[s], &pl->ok) < 0) goto fail;
+    }
+    Py_INCREF(slow);
+    f->slow = slow;
+    return (PyObject*)f;
+fail:
+    if (!PyErr_Occurred()) PyErr_NoMemory();
+    Py_DECREF(f);
+    return NULL;
+}
+
+static int dim3_arg(PyObject* t, uint32_t out[3]) {
+    int64_t v[3];
+    if (get_i64s(t, v, 3, "dims") < 0) return -1;
+    for (int i = 0; i < 3; i++) out[i] = (uint32_t)v[i];
+    return 0;
+}
+
+/* family._set_device(ordinal, ctx, max_grid, max_block, max_threads, smem_optin, cluster_ok, rows) */
+static PyObject* family_set_device(PyObject* op, PyObject* args) {
+    kp_family* self = (kp_family*)op;
+    int ordinal, cluster_ok;
+    unsigned long long ctx;
+    long long max_threads, optin;
+    PyObject *max_grid, *max_block, *rows;
+    if (!PyArg_ParseTuple(args, "iKOOLLiO", &ordinal, &ctx, &max_grid, &max_block, &max_threads, &optin, &cluster_ok,
+                          &rows))
+        return NULL;
+    if (ordinal < 0 || ordinal >= KP_MAX_DEVICES) Py_RETURN_NONE; /* such devices always take the Python path */
+    Py_ssize_t n = PyTuple_Size(rows);
+    if (n < 0) return NULL;
+    kp_dev* d = (kp_dev*)PyMem_Calloc(1, sizeof(kp_dev));
+    if (d == NULL) return PyErr_NoMemory();
+    d->e = (kp_entry*)PyMem_Calloc((size_t)(n ? n : 1), sizeof(kp_entry));
+    if (d->e == NULL) {
+        PyMem_Free(d);
+        return PyErr_NoMemory();
+    }
+    d->ctx = (void*)(uintptr_t)ctx, d->max_threads = (uint32_t)max_threads, d->smem_optin = (uint32_t)optin;
+    d->cluster_ok = cluster_ok, d->n = (int)n;
+    if (dim3_arg(max_grid, d->max_grid) < 0 || dim3_arg(max_block, d->max_block) < 0) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        kp_entry* e = &d->e[i];
+        unsigned long long kernel;
+        long long mt, ss, ds, raised;
+        PyObject *fb, *rq, *cl, *scl;
+        if (!PyArg_ParseTuple(PyTuple_GetItem(rows, i), "iKOOLOOLLL", &e->spec, &kernel, &fb, &rq, &mt, &cl, &scl, &ss,
+                              &ds, &raised))
+            goto fail;
+        if (e->spec < 0 || e->spec >= self->nspec) {
+            PyErr_SetString(PyExc_ValueError, "_set_device: specialization index out of range");
+            goto fail;
+        }
+        e->kernel = (void*)(uintptr_t)kernel, e->max_threads = (uint32_t)mt, e->static_smem = (uint32_t)ss;
+        e->dyn_smem = (uint32_t)ds, e->smem_raised = (uint32_t)raised;
+        if (dim3_arg(fb, e->fixed_block) < 0 || dim3_arg(rq, e->reqntid) < 0 || dim3_arg(cl, e->cluster) < 0 ||
+            dim3_arg(scl, e->spec_cluster) < 0)
+            goto fail;
+    }
+    kp_dev* old = self->devs[ordinal];
+    self->devs[ordinal] = d; /* under the GIL; a launch in flight holds copies, never this table */
+    if (old != NULL) PyMem_Free(old->e), PyMem_Free(old);
+    Py_RETURN_NONE;
+fail:
+    PyMem_Free(d->e);
+    PyMem_Free(d);
+    return NULL;
+}
+
+static PyObject* family_fast_devices(PyObject* op, PyObject* unused) {
+    kp_family* self = (kp_family*)op;
+    (void)unused;
+    PyObject* out = PyList_New(0);
+    for (int d = 0; out != NULL && d < KP_MAX_DEVICES; d++) {
+        if (self->devs[d] == NULL) continue;
+        PyObject* v = PyLong_FromLong(d);
+        if (v == NULL || PyList_Append(out, v) < 0) Py_CLEAR(out);
+        Py_XDECREF(v);
+    }
+    return out;
+}
+
+/* ------------------------------------------------------------------ the type */
+
+static int family_traverse(PyObject* op, visitproc visit, void* arg) {
+    kp_family* f = (kp_family*)op;
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(f->dict);
+    Py_VISIT(f->slow);
+    return 0;
+}
+
+static int family_clear(PyObject* op) {
+    kp_family* f = (kp_family*)op;
+    Py_CLEAR(f->dict);
+    Py_CLEAR(f->slow);
+    return 0;
+}
+
+static void family_dealloc(PyObject* op) {
+    kp_family* f = (kp_family*)op;
+    PyTypeObject* tp = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    if (f->weakrefs != NULL) PyObject_ClearWeakRefs(op);
+    family_clear(op);
+    free_tables(f);
+    freefunc free_ = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    free_(op);
+    Py_DECREF(tp);
+}
+
+static PyObject* family_repr(PyObject* op) {
+    kp_family* f = (kp_family*)op;
+    PyObject* r = f->dict != NULL ? PyDict_GetItemWithError(f->dict, s_repr) : NULL;
+    if (r != NULL) return Py_NewRef(r);
+    if (PyErr_Occurred()) return NULL;
+    return PyUnicode_FromString("<kernelpack kernel>");
+}
+
+static PyObject* family_descr_get(PyObject* self, PyObject* obj, PyObject* type) {
+    (void)obj, (void)type;
+    return Py_NewRef(self); /* a kernel stored on a class stays a kernel (like staticmethod) */
+}
+
+static PyMemberDef family_members[] = {
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(kp_family, vectorcall), Py_READONLY, NULL},
+    {"__dictoffset__", Py_T_PYSSIZET, offsetof(kp_family, dict), Py_READONLY, NULL},
+    {"__weaklistoffset__", Py_T_PYSSIZET, offsetof(kp_family, weakrefs), Py_READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMethodDef family_methods[] = {
+    {"_set_device", family_set_device, METH_VARARGS, "Install the dispatch table of one device."},
+    {"_fast_devices", family_fast_devices, METH_NOARGS, "Devices with a dispatch table."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot family_slots[] = {
+    {Py_tp_call, (void*)PyVectorcall_Call},
+    {Py_tp_members, family_members},
+    {Py_tp_methods, family_methods},
+    {Py_tp_traverse, (void*)family_traverse},
+    {Py_tp_clear, (void*)family_clear},
+    {Py_tp_dealloc, (void*)family_dealloc},
+    {Py_tp_repr, (void*)family_repr},
+    {Py_tp_descr_get, (void*)family_descr_get},
+    {Py_tp_getattro, (void*)PyObject_GenericGetAttr},
+    {Py_tp_setattro, (void*)PyObject_GenericSetAttr},
+    {Py_tp_doc, (void*)"A kernelpack kernel family (see its __doc__ and help())."},
+    {0, NULL},
+};
+
+static PyType_Spec family_spec = {
+    "kernelpack.runtime._launch.Family",
+    sizeof(kp_family),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    family_slots,
+};
+
+/* ------------------------------------------------------------------ module functions */
+
+/* set_driver({name: address}) with the entry points of runtime/driver.py FAST_ENTRY_POINTS */
+static PyObject* set_driver(PyObject* mod, PyObject* addresses) {
+    static const char* names[] = {"cuCtxGetCurrent", "cuCtxSetCurrent", "cuLaunchKernel", "cuLaunchKernelEx",
+                                  "cuGetErrorName"};
+    void* fns[5];
+    (void)mod;
+    if (!PyDict_Check(addresses)) {
+        PyErr_SetString(PyExc_TypeError, "set_driver takes a dict of entry point addresses");
+        return NULL;
+    }
+    for (int i = 0; i < 5; i++) {
+        PyObject* v = PyDict_GetItemString(addresses, names[i]);
+        if (v == NULL) return PyErr_Format(PyExc_KeyError, "set_driver: no address for %s", names[i]);
+        fns[i] = PyLong_AsVoidPtr(v);
+        if (fns[i] == NULL) return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError, "%s is NULL", names[i]);
+    }
+    memcpy(&cu_ctx_get, &fns[0], sizeof fns[0]);
+    memcpy(&cu_ctx_set, &fns[1], sizeof fns[1]);
+    memcpy(&cu_launch, &fns[2], sizeof fns[2]);
+    memcpy(&cu_launch_ex, &fns[3], sizeof fns[3]);
+    memcpy(&cu_error_name, &fns[4], sizeof fns[4]);
+    Py_RETURN_NONE;
+}
+
+static PyObject* bridge_owner;
+
+/* set_bridge(capsule or None): torch tensors become readable on the fast path */
+static PyObject* set_bridge(PyObject* mod, PyObject* capsule) {
+    (void)mod;
+    if (capsule == Py_None) {
+        bridge = NULL;
+        Py_CLEAR(bridge_owner);
+        Py_RETURN_NONE;
+    }
+    const kp_bridge* b = (const kp_bridge*)PyCapsule_GetPointer(capsule, KP_BRIDGE_CAPSULE);
+    if (b == NULL) return NULL;
+    if (b->abi != KP_BRIDGE_ABI)
+        return PyErr_Format(PyExc_ImportError, "torch bridge ABI %d, expected %d", b->abi, KP_BRIDGE_ABI);
+    Py_INCREF(capsule);
+    PyObject* old = bridge_owner;
+    bridge_owner = capsule;
+    Py_XDECREF(old);
+    bridge = b;
+    Py_RETURN_NONE;
+}
+
+static PyObject* set_stream_getter(PyObject* mod, PyObject* fn) {
+    (void)mod;
+    PyObject* old = stream_getter;
+    stream_getter = fn == Py_None ? NULL : Py_NewRef(fn);
+    Py_XDECREF(old);
+    Py_RETURN_NONE;
+}
+
+static PyObject* state(PyObject* mod, PyObject* unused) {
+    (void)mod, (void)unused;
+    return Py_BuildValue("{s:O,s:O,s:O}", "driver", cu_launch ? Py_True : Py_False, "torch_bridge",
+                         bridge ? Py_True : Py_False, "torch_streams",
+                         bridge && bridge->current_stream ? Py_True : Py_False);
+}
+
+static PyMethodDef module_methods[] = {
+    {"make_family", make_family, METH_VARARGS, "make_family(slow, nargs, plans, labels) -> Family"},
+    {"set_driver", set_driver, METH_O, "Install the driver entry points (a dict name -> address)."},
+    {"set_bridge", set_bridge, METH_O, "Install the torch bridge capsule (or None)."},
+    {"set_stream_getter", set_stream_getter, METH_O, "Fallback f(device) -> torch's current stream handle."},
+    {"state", state, METH_NOARGS, "What the fast path can do now."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "kernelpack.runtime._launch", "kernelpack's fast launch path (see runtime/family.py).",
+    -1, module_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__launch(void) {
+    PyObject* m = PyModule_Create(&module_def);
+    if (m == NULL) return NULL;
+    FamilyType = (PyTypeObject*)PyType_FromSpec(&family_spec);
+    if (FamilyType == NULL) goto fail;
+    Py_INCREF((PyObject*)FamilyType);
+    if (PyModule_AddObject(m, "Family", (PyObject*)FamilyType) < 0) goto fail;
+    s_grid = PyUnicode_InternFromString("grid");
+    s_block = PyUnicode_InternFromString("block");
+    s_smem = PyUnicode_InternFromString("smem");
+    s_stream = PyUnicode_InternFromString("stream");
+    s_cluster = PyUnicode_InternFromString("cluster");
+    s_cuda_stream = PyUnicode_InternFromString("cuda_stream");
+    s_repr = PyUnicode_InternFromString("_kp_repr");
+    if (!s_grid || !s_block || !s_smem || !s_stream || !s_cluster || !s_cuda_stream || !s_repr) goto fail;
+    if (PyModule_AddIntConstant(m, "BUFFER_BYTES", KP_BUF) < 0 || PyModule_AddIntConstant(m, "MAX_SLOTS", KP_MAX_SLOTS) < 0)
+        goto fail;
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}

@@ -1,0 +1,251 @@
+"""Checks of one argument against one parameter slot, and of the launch configuration against a kernel and a
+device. Each check returns the value to pack or raises an error naming the kernel, the parameter (index and
+name), what was expected and what was given. Nothing here touches the driver.
+"""
+
+from __future__ import annotations
+
+import operator
+import struct
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..abi import DType, Struct
+from ..artifact import Dim3
+from ..errors import KernelpackError, LaunchError
+from ..packing import pack_value
+from .adapters import TensorView
+from .driver import DeviceInfo
+from .errors import ArgumentTypeError, ArgumentValueError
+from .loader import LaunchFacts
+from .plan import INT_RANGE, OP_BYTES, OP_PTR, OP_SCALAR, OP_TENSOR, Slot
+
+SMEM_DEFAULT_LIMIT = 48 * 1024
+MAX_PORTABLE_CLUSTER = 8
+
+
+def _where(kernel: str, s: Slot) -> str:
+    return f"kernel {kernel}: parameter {s.index} '{s.name}'"
+
+
+def _got(value: Any, view: TensorView | None) -> str:
+    if view is not None:
+        return f"a {view.describe()}"
+    return f"{type(value).__name__} {value!r}" if isinstance(value, (int, float)) else type(value).__name__
+
+
+def _aligned(ptr: int, align: int) -> int:
+    """The largest power of two (up to 256) dividing ptr, for messages."""
+    if ptr == 0:
+        return 256
+    return min(ptr & -ptr, 256)
+
+
+def check_arg(kernel: str, s: Slot, value: Any, view: TensorView | None) -> Any:
+    """The packable value of ``value`` for slot ``s`` (see :meth:`Plan.pack`)."""
+    if s.op == OP_PTR:
+        return _pointer(kernel, s, value, view)
+    if s.op == OP_SCALAR:
+        return _scalar(kernel, s, value, view)
+    if s.op == OP_TENSOR:
+        return _tensor(kernel, s, value, view)
+    if s.op == OP_BYTES:
+        return _bytes(kernel, s, value, view)
+    return None
+
+
+def _pointer(kernel: str, s: Slot, value: Any, view: TensorView | None) -> int:
+    if view is not None:
+        if s.dtype is not None and view.dtype != s.dtype:
+            raise ArgumentValueError(f"{_where(kernel, s)}: expected a {s.dtype.value} tensor, got a {view.dtype_name} "
+                                     f"tensor")
+        if not view.contiguous:
+            raise ArgumentValueError(f"{_where(kernel, s)}: a pointer parameter needs a contiguous tensor, got shape "
+                                     f"{list(view.shape)} with strides {list(view.strides)}; pass t.contiguous(), or "
+                                     f"t.data_ptr() to pass the raw address on purpose")
+        ptr = view.ptr
+    elif value is None:
+        return 0
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value < 1 << 64:
+            raise ArgumentValueError(f"{_where(kernel, s)}: device pointer {value} is outside [0, 2**64)")
+        ptr = value
+    else:
+        what = f"a {s.dtype.value} tensor" if s.dtype is not None else "a tensor"
+        raise ArgumentTypeError(f"{_where(kernel, s)}: expected {what} (or an int device pointer), got "
+                                f"{_got(value, view)}")
+    if s.align > 1 and ptr % s.align:
+        raise ArgumentValueError(f"{_where(kernel, s)}: the data must be {s.align}-byte aligned, got address "
+                                 f"0x{ptr:x} ({_aligned(ptr, s.align)}-byte aligned)")
+    return ptr
+
+
+def _scalar(kernel: str, s: Slot, value: Any, view: TensorView | None) -> Any:
+    dt = s.dtype
+    assert dt is not None
+    if view is not None:
+        raise ArgumentTypeError(f"{_where(kernel, s)}: expected a Python number for {dt.value}, got "
+                                f"{_got(value, view)} (use .item(), which waits for the GPU, or change the kernel)")
+    if dt.is_integer:
+        if isinstance(value, (bool, float)) or not hasattr(value, "__index__"):
+            raise ArgumentTypeError(f"{_where(kernel, s)}: expected an int for {dt.value}, got {_got(value, None)}")
+        v = operator.index(value)
+        lo, hi = INT_RANGE[dt]
+        if not lo <= v <= hi:
+            raise ArgumentValueError(f"{_where(kernel, s)}: {v} does not fit {dt.value} [{lo}, {hi}]")
+        if s.divisor > 1 and v % s.divisor:
+            raise ArgumentValueError(f"{_where(kernel, s)}: must be a multiple of {s.divisor}, got {v}")
+        return v
+    if dt is DType.bool:
+        if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+            return bool(value)
+        raise ArgumentTypeError(f"{_where(kernel, s)}: expected a bool, got {_got(value, None)}")
+    if isinstance(value, bool) or not (isinstance(value, (int, float)) or hasattr(value, "__float__")):
+        raise ArgumentTypeError(f"{_where(kernel, s)}: expected a float for {dt.value}, got {_got(value, None)}")
+    v = float(value)
+    if dt in (DType.f16, DType.f32):
+        try:
+            struct.pack("<" + dt.struct_format, v)
+        except OverflowError:
+            raise ArgumentValueError(f"{_where(kernel, s)}: {v!r} overflows {dt.value}") from None
+    return v
+
+
+def _tensor(kernel: str, s: Slot, value: Any, view: TensorView | None) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    assert s.tensor is not None
+    spec = s.tensor.spec
+    if view is None:
+        raise ArgumentTypeError(f"{_where(kernel, s)}: expected a {spec.dtype.value} tensor of rank {spec.rank}, got "
+                                f"{_got(value, view)}")
+    if view.dtype != spec.dtype:
+        raise ArgumentValueError(f"{_where(kernel, s)}: expected a {spec.dtype.value} tensor, got a {view.dtype_name} "
+                                 f"tensor")
+    if len(view.shape) != spec.rank:
+        raise ArgumentValueError(f"{_where(kernel, s)}: expected a tensor of rank {spec.rank}, got rank "
+                                 f"{len(view.shape)} (shape {list(view.shape)})")
+    for what, want, got, dt in (("shape", spec.shape, view.shape, spec.shape_dtype),
+                                ("stride", spec.stride, view.strides, spec.stride_dtype)):
+        lo, hi = INT_RANGE[dt]
+        for i, (w, g) in enumerate(zip(want, got)):
+            if w is not None and w != g:
+                raise ArgumentValueError(f"{_where(kernel, s)}: {what}[{i}] must be {w} (fixed when compiled), got "
+                                         f"{g} ({what} {list(got)})")
+            if w is None and not lo <= g <= hi:
+                raise ArgumentValueError(f"{_where(kernel, s)}: {what}[{i}] = {g} does not fit the kernel's "
+                                         f"{dt.value} {what} field")
+    if s.align > 1 and view.ptr % s.align:
+        raise ArgumentValueError(f"{_where(kernel, s)}: the data must be {s.align}-byte aligned, got address "
+                                 f"0x{view.ptr:x} ({_aligned(view.ptr, s.align)}-byte aligned)")
+    return view.ptr, view.shape, view.strides
+
+
+def _bytes(kernel: str, s: Slot, value: Any, view: TensorView | None) -> bytes:
+    t = s.param.type
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        b = bytes(value)
+        if len(b) != s.size:
+            raise ArgumentValueError(f"{_where(kernel, s)}: expected {s.size} bytes for {t.c_type}, got {len(b)}")
+        return b
+    if isinstance(t, Struct) and view is None and isinstance(value, (Mapping, Sequence)) \
+            and not isinstance(value, str):
+        try:
+            return pack_value(t, value, _where(kernel, s))
+        except KernelpackError as e:
+            raise ArgumentTypeError(e.message) from None
+    raise ArgumentTypeError(f"{_where(kernel, s)}: expected {s.size} bytes for {t.c_type}"
+                            f"{' (or a mapping / sequence of its fields)' if isinstance(t, Struct) else ''}, got "
+                            f"{_got(value, view)}")
+
+
+# ---------------------------------------------------------------- launch configuration
+
+
+def dims(value: Any, what: str, kernel: str) -> Dim3:
+    items = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    if not 1 <= len(items) <= 3 or not all(isinstance(d, int) and not isinstance(d, bool) for d in items):
+        raise ArgumentTypeError(f"kernel {kernel}: {what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
+    return (items + (1, 1))[:3]  # type: ignore[return-value]
+
+
+def check_grid(grid: Any, dev: DeviceInfo, kernel: str) -> Dim3:
+    if grid is None:
+        raise LaunchError(f"kernel {kernel}: grid is required (grid=blocks or grid=(x, y, z))")
+    g = dims(grid, "grid", kernel)
+    for i, (v, hi) in enumerate(zip(g, dev.max_grid)):
+        if v < 1:
+            raise LaunchError(f"kernel {kernel}: grid[{i}] is {v}; every grid dimension must be >= 1 (grid {g})")
+        if v > hi:
+            raise LaunchError(f"kernel {kernel}: grid[{i}] = {v} exceeds device {dev.ordinal}'s limit {hi} (grid {g})")
+    return g
+
+
+def check_block(block: Any, facts: LaunchFacts, dev: DeviceInfo, kernel: str) -> Dim3:
+    fixed = facts.block
+    if block is None:
+        if fixed is None:
+            raise LaunchError(f"kernel {kernel}: block is required: the kernel fixes no block shape (no REQNTID in "
+                              f"its cubin, no LaunchSpec.block)")
+        return fixed
+    b = dims(block, "block", kernel)
+    if any(v < 1 for v in b):
+        raise LaunchError(f"kernel {kernel}: block {b} has a dimension < 1")
+    if facts.reqntid is not None and b != facts.reqntid:
+        raise LaunchError(f"kernel {kernel}: block {b} differs from the block the kernel requires (REQNTID) "
+                          f"{facts.reqntid}; leave block out to use it")
+    if facts.fixed_block is not None and b != facts.fixed_block:
+        raise LaunchError(f"kernel {kernel}: block {b} differs from the kernel's fixed block {facts.fixed_block}; "
+                          f"leave block out to use it")
+    threads = b[0] * b[1] * b[2]
+    for i, (v, hi) in enumerate(zip(b, dev.max_block)):
+        if v > hi:
+            raise LaunchError(f"kernel {kernel}: block[{i}] = {v} exceeds device {dev.ordinal}'s limit {hi}")
+    if threads > dev.max_threads:
+        raise LaunchError(f"kernel {kernel}: block {b} has {threads} threads; device {dev.ordinal} allows "
+                          f"{dev.max_threads}")
+    if facts.max_threads and threads > facts.max_threads:
+        raise LaunchError(f"kernel {kernel}: block {b} has {threads} threads; the kernel allows at most "
+                          f"{facts.max_threads} (__launch_bounds__)")
+    return b
+
+
+def check_smem(smem: Any, facts: LaunchFacts, dev: DeviceInfo, kernel: str) -> int:
+    if smem is None:
+        n = facts.dyn_smem
+    elif isinstance(smem, bool) or not isinstance(smem, int):
+        raise ArgumentTypeError(f"kernel {kernel}: smem must be an int number of bytes, got {smem!r}")
+    else:
+        n = smem
+    if n < 0:
+        raise LaunchError(f"kernel {kernel}: smem is {n}; dynamic shared memory must be >= 0 bytes")
+    if n < facts.dyn_smem:
+        raise LaunchError(f"kernel {kernel}: smem {n} is less than the {facts.dyn_smem} bytes the kernel needs "
+                          f"(LaunchSpec.dynamic_smem); leave smem out to use that")
+    if n + facts.static_smem > dev.smem_optin:
+        raise LaunchError(f"kernel {kernel}: smem {n} + static {facts.static_smem} bytes of shared memory exceed the "
+                          f"{dev.smem_optin} bytes per block device {dev.ordinal} allows")
+    return n
+
+
+def check_cluster(cluster: Any, grid: Dim3, facts: LaunchFacts, dev: DeviceInfo, kernel: str) -> Dim3 | None:
+    """The cluster to request with cuLaunchKernelEx (None: plain launch; a compile-time cluster is implied)."""
+    want = None if cluster is None else dims(cluster, "cluster", kernel)
+    fixed = facts.cluster or facts.spec_cluster
+    if want is not None and any(v < 1 for v in want):
+        raise LaunchError(f"kernel {kernel}: cluster {want} has a dimension < 1")
+    if fixed is not None and want is not None and want != fixed:
+        kind = "compile-time" if facts.cluster else "fixed"
+        raise LaunchError(f"kernel {kernel}: cluster {want} differs from the kernel's {kind} cluster {fixed}; "
+                          f"leave cluster out to use it")
+    use = want or fixed
+    if use is None:
+        return None
+    if not dev.cluster_launch:
+        raise LaunchError(f"kernel {kernel}: thread block clusters need compute capability 9.0 or newer; device "
+                          f"{dev.ordinal} is {dev.arch_name}")
+    size = use[0] * use[1] * use[2]
+    if size > MAX_PORTABLE_CLUSTER:
+        raise LaunchError(f"kernel {kernel}: cluster {use} has {size} blocks; at most {MAX_PORTABLE_CLUSTER} "
+                          f"(the portable cluster size) are allowed")
+    if any(g % c for g, c in zip(grid, use)):
+        raise LaunchError(f"kernel {kernel}: grid {grid} is not a multiple of the cluster {use}")
+    return None if facts.cluster else use

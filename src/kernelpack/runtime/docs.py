@@ -1,0 +1,109 @@
+"""What ``repr``, ``__doc__`` and ``inspect.signature`` say about a kernel family."""
+
+from __future__ import annotations
+
+import inspect
+
+from ..artifact import KernelArtifact
+from .family import KernelFamily, Specialization
+
+
+def _dim(d: tuple[int, int, int] | None) -> str:
+    return "x".join(map(str, d)) if d else "-"
+
+
+def _arg_text(family: KernelFamily, i: int) -> str:
+    texts = []
+    for s in family.specs:
+        t = s.plan.args[i].describe().split(": ", 1)[1]
+        if t not in texts:
+            texts.append(t)
+    return f"{family.arg_names[i]}: {' | '.join(texts)}"
+
+
+def signature_text(family: KernelFamily) -> str:
+    args = ", ".join(_arg_text(family, i) for i in range(len(family.arg_names)))
+    block = _common_block(family)
+    opts = f"grid, block={block}" if block else "grid, block"
+    return f"{family.name}({args}, *, {opts}, smem=None, stream=None, cluster=None)"
+
+
+def _common_block(family: KernelFamily) -> str | None:
+    blocks = set()
+    for s in family.specs:
+        for b in s.artifact.binaries:
+            if b.kind != "cubin":
+                return None
+            blk = s.artifact.launch.block or s.artifact.cubin_kernel(b.arch).reqntid
+            blocks.add(blk)
+    if len(blocks) == 1 and None not in blocks:
+        return _dim(blocks.pop())
+    return None
+
+
+def _requirements(art: KernelArtifact) -> list[str]:
+    out = []
+    ls = art.launch
+    for b in art.binaries:
+        if b.kind != "cubin":
+            out.append(f"{b.arch} ptx (JIT-compiled by the driver on first load)")
+            continue
+        ck = art.cubin_kernel(b.arch)
+        facts = [f"{ck.registers} regs"]
+        if ck.static_smem:
+            facts.append(f"{ck.static_smem} B static smem")
+        if ck.stack_bytes:
+            facts.append(f"{ck.stack_bytes} B stack")
+        if ck.reqntid:
+            facts.append(f"block must be {_dim(ck.reqntid)} (REQNTID)")
+        elif ck.max_threads:
+            facts.append(f"block <= {ck.max_threads[0] * ck.max_threads[1] * ck.max_threads[2]} threads")
+        if ck.explicit_cluster and ck.cluster_dims:
+            facts.append(f"cluster {_dim(ck.cluster_dims)} (compile-time)")
+        out.append(f"{b.arch}: {', '.join(facts)}")
+    if ls.block:
+        out.append(f"block fixed at {_dim(ls.block)}")
+    if ls.dynamic_smem:
+        out.append(f"needs {ls.dynamic_smem} B dynamic smem")
+    if ls.cluster:
+        out.append(f"launched with cluster {_dim(ls.cluster)}")
+    return out
+
+
+def _spec_text(s: Specialization) -> str:
+    a = s.artifact
+    lines = [f"  {a.label}  ({a.provenance.frontend} {a.provenance.frontend_version}, entry {a.entry})".rstrip()]
+    lines.append("      " + ", ".join(slot.describe() for slot in s.plan.args))
+    hidden = [slot.name + f" ({slot.param.role}, passed NULL)" for slot in s.plan.slots if slot.arg < 0]
+    if hidden:
+        lines.append("      hidden: " + ", ".join(hidden))
+    lines += [f"      {r}" for r in _requirements(a)]
+    return "\n".join(lines)
+
+
+def doc_text(family: KernelFamily, source: str) -> str:
+    n = len(family.specs)
+    head = signature_text(family)
+    body = [f"Kernel family {family.name} from {source}: {n} specialization{'s' if n != 1 else ''}, tried in this "
+            f"order (the first every argument fits is launched):"]
+    body += [_spec_text(s) for s in family.specs]
+    body.append("Arguments: torch tensors, __cuda_array_interface__ or DLPack arrays for pointers and tensors (an int is "
+                "a raw device pointer); Python numbers for scalars. grid/block/cluster: an int or a tuple of up to 3. "
+                "smem: dynamic shared memory bytes. stream: None (torch's current stream with torch tensors, else the "
+                "default stream), an int handle, or a stream object.")
+    return head + "\n\n" + "\n".join(body)
+
+
+def repr_text(family: KernelFamily) -> str:
+    labels = ", ".join(s.label for s in family.specs)
+    return f"<kernelpack kernel {signature_text(family)} [{labels}]>"
+
+
+def signature(family: KernelFamily) -> inspect.Signature:
+    P = inspect.Parameter
+    params = [P(name, P.POSITIONAL_OR_KEYWORD, annotation=_arg_text(family, i).split(": ", 1)[1])
+              for i, name in enumerate(family.arg_names)]
+    params.append(P("grid", P.KEYWORD_ONLY))
+    for name in ("block", "smem", "stream", "cluster"):
+        params.append(P(name, P.KEYWORD_ONLY, default=None))
+    return inspect.Signature(params, return_annotation=None)

@@ -1,0 +1,295 @@
+"""A ctypes binding of the few CUDA driver entry points the runtime needs, resolved through ``cuGetProcAddress``.
+
+The driver is ``dlopen``-ed on first use (``libcuda.so.1``; :func:`use_library` points at another file, for
+tests with a fake driver). Every entry point is fetched with ``cuGetProcAddress_v2`` at API version 12000, the
+same way the generated C library does; the fast C extension is handed the same addresses, so both paths always
+call one driver. Failures raise :class:`DriverError` naming the call, the kernel and the CUresult.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import DriverError
+
+API_VERSION = 12000
+DEFAULT_LIBRARY = "libcuda.so.1"
+
+# CUdevice_attribute values used by the runtime
+ATTR_MAX_THREADS_PER_BLOCK = 1
+ATTR_MAX_BLOCK_DIM = (2, 3, 4)
+ATTR_MAX_GRID_DIM = (5, 6, 7)
+ATTR_MULTIPROCESSOR_COUNT = 16
+ATTR_CC_MAJOR = 75
+ATTR_CC_MINOR = 76
+ATTR_MAX_SMEM_OPTIN = 97
+ATTR_CLUSTER_LAUNCH = 120
+
+FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
+LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
+
+CUDA_ERROR_INVALID_CONTEXT = 201
+
+_c = ctypes
+_vp = _c.c_void_p
+_u = _c.c_uint
+_i = _c.c_int
+
+# name: (argument types); every entry point returns CUresult (int)
+_PROTOS: dict[str, tuple[Any, ...]] = {
+    "cuInit": (_u,),
+    "cuDriverGetVersion": (_c.POINTER(_i),),
+    "cuGetErrorName": (_i, _c.POINTER(_c.c_char_p)),
+    "cuGetErrorString": (_i, _c.POINTER(_c.c_char_p)),
+    "cuDeviceGetCount": (_c.POINTER(_i),),
+    "cuDeviceGet": (_c.POINTER(_i), _i),
+    "cuDeviceGetAttribute": (_c.POINTER(_i), _i, _i),
+    "cuDevicePrimaryCtxRetain": (_c.POINTER(_vp), _i),
+    "cuCtxGetCurrent": (_c.POINTER(_vp),),
+    "cuCtxSetCurrent": (_vp,),
+    "cuCtxGetDevice": (_c.POINTER(_i),),
+    "cuLibraryLoadData": (_c.POINTER(_vp), _c.c_char_p, _vp, _vp, _u, _vp, _vp, _u),
+    "cuLibraryGetKernel": (_c.POINTER(_vp), _vp, _c.c_char_p),
+    "cuKernelGetFunction": (_c.POINTER(_vp), _vp),
+    "cuKernelSetAttribute": (_i, _i, _vp, _i),
+    "cuLaunchKernel": (_vp, _u, _u, _u, _u, _u, _u, _u, _vp, _vp, _vp),
+    "cuLaunchKernelEx": (_vp, _vp, _vp, _vp),
+    "cuPointerGetAttribute": (_vp, _i, _c.c_uint64),
+}
+
+# entry points the C extension calls per launch (their addresses are handed to it)
+FAST_ENTRY_POINTS = ("cuCtxGetCurrent", "cuCtxSetCurrent", "cuLaunchKernel", "cuLaunchKernelEx", "cuGetErrorName")
+
+
+class LaunchAttribute(ctypes.Structure):
+    _fields_ = [("id", _u), ("pad", _c.c_char * 4), ("value", _u * 16)]
+
+
+class LaunchConfig(ctypes.Structure):
+    _fields_ = [("grid", _u * 3), ("block", _u * 3), ("smem", _u), ("stream", _vp),
+                ("attrs", _c.POINTER(LaunchAttribute)), ("nattrs", _u)]
+
+
+assert ctypes.sizeof(LaunchAttribute) == 72 and ctypes.sizeof(LaunchConfig) == 56  # CUDA 12/13 layouts
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What the runtime needs to know about one device, read once."""
+
+    ordinal: int
+    major: int
+    minor: int
+    max_threads: int
+    max_block: tuple[int, int, int]
+    max_grid: tuple[int, int, int]
+    smem_optin: int
+    cluster_launch: bool
+    sm_count: int
+    context: int  # primary context handle, retained for the life of the process
+
+    @property
+    def arch_name(self) -> str:
+        return f"sm_{self.major}{self.minor}"
+
+
+class Driver:
+    """One opened driver library with its entry points."""
+
+    def __init__(self, path: str = DEFAULT_LIBRARY) -> None:
+        self.path = path
+        try:
+            self.lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
+        except OSError as e:
+            raise DriverError(f"cannot load the CUDA driver {path}: {e} (is an NVIDIA driver installed?)") from None
+        try:
+            gpa = self.lib.cuGetProcAddress_v2
+        except AttributeError:
+            raise DriverError(f"the CUDA driver {path} has no cuGetProcAddress_v2: it predates CUDA 12.0, "
+                              f"which kernelpack needs (cuLibraryLoadData)") from None
+        gpa.restype = _i
+        gpa.argtypes = (_c.c_char_p, _c.POINTER(_vp), _i, _c.c_uint64, _c.POINTER(_i))
+        self.addresses: dict[str, int] = {}
+        self.fn: dict[str, Callable[..., int]] = {}
+        for name, argtypes in _PROTOS.items():
+            ptr, found = _vp(), _i(-1)
+            r = gpa(name.encode(), ctypes.byref(ptr), API_VERSION, 0, ctypes.byref(found))
+            if r != 0 or found.value != 0 or not ptr.value:
+                raise DriverError(f"the CUDA driver {path} has no {name} for CUDA 12.0 (cuGetProcAddress result {r}, "
+                                  f"status {found.value}): update the NVIDIA driver", code=r)
+            self.addresses[name] = ptr.value
+            self.fn[name] = ctypes.CFUNCTYPE(_i, *argtypes)(ptr.value)
+        self._lock = threading.Lock()
+        self._devices: dict[int, DeviceInfo] = {}
+        self.check(self.fn["cuInit"](0), "cuInit")
+        v = _i(0)
+        self.check(self.fn["cuDriverGetVersion"](ctypes.byref(v)), "cuDriverGetVersion")
+        self.version = v.value
+
+    # ------------------------------------------------------------ errors
+
+    def error_name(self, code: int) -> str:
+        s = _c.c_char_p()
+        if self.fn["cuGetErrorName"](code, ctypes.byref(s)) != 0 or not s.value:
+            return f"CUDA_ERROR_{code}"
+        return s.value.decode()
+
+    def error_text(self, code: int) -> str:
+        s = _c.c_char_p()
+        if self.fn["cuGetErrorString"](code, ctypes.byref(s)) != 0 or not s.value:
+            return ""
+        return s.value.decode()
+
+    def check(self, code: int, call: str, where: str = "") -> None:
+        if code != 0:
+            raise self.error(code, call, where)
+
+    def error(self, code: int, call: str, where: str = "") -> DriverError:
+        name, text = self.error_name(code), self.error_text(code)
+        prefix = f"{where}: " if where else ""
+        return DriverError(f"{prefix}{call} failed with {name} ({code}){': ' + text if text else ''}",
+                           code=code, name=name)
+
+    # ------------------------------------------------------------ devices and contexts
+
+    def device_count(self) -> int:
+        n = _i(0)
+        self.check(self.fn["cuDeviceGetCount"](ctypes.byref(n)), "cuDeviceGetCount")
+        return n.value
+
+    def device(self, ordinal: int) -> DeviceInfo:
+        """Facts about device ``ordinal`` and its primary context (retained once, kept for the process)."""
+        info = self._devices.get(ordinal)
+        if info is not None:
+            return info
+        with self._lock:
+            info = self._devices.get(ordinal)
+            if info is None:
+                info = self._read_device(ordinal)
+                self._devices[ordinal] = info
+        return info
+
+    def _read_device(self, ordinal: int) -> DeviceInfo:
+        count = self.device_count()
+        if not 0 <= ordinal < count:
+            raise DriverError(f"CUDA device {ordinal} does not exist ({count} device(s) visible)")
+        dev = _i(0)
+        self.check(self.fn["cuDeviceGet"](ctypes.byref(dev), ordinal), "cuDeviceGet")
+
+        def attr(a: int) -> int:
+            v = _i(0)
+            self.check(self.fn["cuDeviceGetAttribute"](ctypes.byref(v), a, dev.value), f"cuDeviceGetAttribute({a})")
+            return v.value
+
+        ctx = _vp()
+        self.check(self.fn["cuDevicePrimaryCtxRetain"](ctypes.byref(ctx), dev.value), "cuDevicePrimaryCtxRetain")
+        return DeviceInfo(
+            ordinal=ordinal,
+            major=attr(ATTR_CC_MAJOR),
+            minor=attr(ATTR_CC_MINOR),
+            max_threads=attr(ATTR_MAX_THREADS_PER_BLOCK),
+            max_block=tuple(attr(a) for a in ATTR_MAX_BLOCK_DIM),  # type: ignore[arg-type]
+            max_grid=tuple(attr(a) for a in ATTR_MAX_GRID_DIM),  # type: ignore[arg-type]
+            smem_optin=attr(ATTR_MAX_SMEM_OPTIN),
+            cluster_launch=bool(attr(ATTR_CLUSTER_LAUNCH)),
+            sm_count=attr(ATTR_MULTIPROCESSOR_COUNT),
+            context=int(ctx.value or 0),
+        )
+
+    def current_context(self) -> int:
+        ctx = _vp()
+        self.check(self.fn["cuCtxGetCurrent"](ctypes.byref(ctx)), "cuCtxGetCurrent")
+        return int(ctx.value or 0)
+
+    def set_current(self, ctx: int) -> None:
+        self.check(self.fn["cuCtxSetCurrent"](_vp(ctx or None)), "cuCtxSetCurrent")
+
+    def current_device(self) -> int | None:
+        """Ordinal of the current context's device, or None when no context is current on this thread."""
+        if not self.current_context():
+            return None
+        d = _i(0)
+        self.check(self.fn["cuCtxGetDevice"](ctypes.byref(d)), "cuCtxGetDevice")
+        return d.value
+
+    def pointer_device(self, ptr: int) -> int | None:
+        """Device ordinal of a device pointer (None when the driver does not know it)."""
+        d = _i(-1)
+        r = self.fn["cuPointerGetAttribute"](ctypes.byref(d), POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
+        return d.value if r == 0 else None
+
+    # ------------------------------------------------------------ code
+
+    def load_library(self, image: bytes, where: str) -> int:
+        lib = _vp()
+        self.check(self.fn["cuLibraryLoadData"](ctypes.byref(lib), image, None, None, 0, None, None, 0),
+                   "cuLibraryLoadData", where)
+        return int(lib.value or 0)
+
+    def get_kernel(self, lib: int, entry: str, where: str) -> int:
+        k = _vp()
+        self.check(self.fn["cuLibraryGetKernel"](ctypes.byref(k), _vp(lib), entry.encode()),
+                   f"cuLibraryGetKernel({entry})", where)
+        return int(k.value or 0)
+
+    def load_in_current_context(self, kernel: int, where: str) -> None:
+        """Load the kernel's module into the current context now (not lazily at a later launch or capture)."""
+        f = _vp()
+        self.check(self.fn["cuKernelGetFunction"](ctypes.byref(f), _vp(kernel)), "cuKernelGetFunction", where)
+
+    def set_max_dynamic_smem(self, kernel: int, device: int, nbytes: int, where: str) -> None:
+        self.check(self.fn["cuKernelSetAttribute"](FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes, _vp(kernel),
+                                                   device),
+                   f"cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES={nbytes})", where)
+
+    # ------------------------------------------------------------ launch
+
+    def launch(self, kernel: int, grid: tuple[int, int, int], block: tuple[int, int, int], smem: int, stream: int,
+               params: Any, cluster: tuple[int, int, int] | None, where: str) -> None:
+        """Launch with ``params`` a ctypes ``void*[]`` of pointers to each parameter value."""
+        if cluster is None:
+            r = self.fn["cuLaunchKernel"](_vp(kernel), *grid, *block, smem, _vp(stream or None), params, None)
+            self.check(r, "cuLaunchKernel", where)
+            return
+        attr = LaunchAttribute()
+        attr.id = LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value[0], attr.value[1], attr.value[2] = cluster
+        cfg = LaunchConfig((_u * 3)(*grid), (_u * 3)(*block), smem, stream or None, ctypes.pointer(attr), 1)
+        r = self.fn["cuLaunchKernelEx"](ctypes.byref(cfg), _vp(kernel), params, None)
+        self.check(r, "cuLaunchKernelEx", where)
+
+
+_driver: Driver | None = None
+_driver_path = DEFAULT_LIBRARY
+_driver_lock = threading.Lock()
+_generation = 0  # bumped when the driver is replaced; loaded kernels of an older generation are stale
+
+
+def get() -> Driver:
+    """The process's driver, opened on first use."""
+    global _driver
+    d = _driver
+    if d is not None:
+        return d
+    with _driver_lock:
+        if _driver is None:
+            _driver = Driver(_driver_path)
+        return _driver
+
+
+def use_library(path: str = DEFAULT_LIBRARY) -> None:
+    """Open the driver from ``path`` from now on (tests use a fake driver). Kernels loaded before stay bound to
+    the driver they were loaded with; load them again."""
+    global _driver, _driver_path, _generation
+    with _driver_lock:
+        _driver, _driver_path = None, path
+        _generation += 1
+
+
+def generation() -> int:
+    return _generation

@@ -1,0 +1,328 @@
+"""A kernel family: the specializations sharing one name, dispatched per call like the generated C library.
+
+Dispatch order: the most specific specialization first (how many constraints narrow it, then how much: static
+tensor modes, alignment and divisibility), then on each device the better-fitting binary (arch-specific SASS,
+plain SASS, PTX), then bundle order. A specialization is chosen when every argument fits it; when none fits, the
+error names every specialization and why it did not fit.
+
+:meth:`KernelFamily.call` is the complete launch path in Python (every kind of argument, every check, every
+error). The C extension handles the common case itself and calls it for everything else.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..abi import Pointer, Struct
+from ..artifact import Binary, KernelArtifact
+from ..errors import KernelpackError, LaunchError
+from . import checks, streams
+from .adapters import TensorView, as_view, is_torch_tensor
+from .driver import DeviceInfo, Driver
+from .errors import ArgumentTypeError, ArgumentValueError, NoMatchingSpecialization
+from .loader import LaunchFacts, Loader, binary_quality
+from .plan import Plan, Slot
+
+LAUNCH_KEYWORDS = ("grid", "block", "smem", "stream", "cluster")
+
+
+@dataclass(frozen=True)
+class Specialization:
+    artifact: KernelArtifact
+    plan: Plan
+    index: int  # position in the family (bundle order)
+    specificity: tuple[int, float]
+
+    @property
+    def label(self) -> str:
+        return self.artifact.label
+
+
+@dataclass
+class DeviceEntry:
+    spec: Specialization
+    binary: Binary
+    kernel: int
+    facts: LaunchFacts
+    quality: int
+    smem_raised: int = checks.SMEM_DEFAULT_LIMIT
+
+
+@dataclass
+class DeviceState:
+    info: DeviceInfo
+    entries: list[DeviceEntry]  # dispatch order
+    missing: list[Specialization] = field(default_factory=list)  # no binary runs on this device
+
+
+def _log2(n: int) -> float:
+    return math.log2(n) if n > 1 else 0.0
+
+
+def specificity(plan: Plan) -> tuple[int, float]:
+    weights = []
+    for s in plan.args:
+        if s.tensor is not None:
+            spec = s.tensor.spec
+            weights.append(sum(d is not None for d in spec.shape + spec.stride) + _log2(s.align))
+        elif s.align > 1 or s.divisor > 1:
+            weights.append(_log2(max(s.align, s.divisor)))
+    narrowing = [w for w in weights if w > 0]
+    return len(narrowing), sum(narrowing)
+
+
+def _check_family(name: str, arts: tuple[KernelArtifact, ...]) -> None:
+    first = arts[0]
+    names0 = [p.name for p in first.abi.args]
+    for a in arts[1:]:
+        names = [p.name for p in a.abi.args]
+        if names != names0:
+            raise KernelpackError(f"kernel family {name}: specializations {first.label} ({', '.join(names0)}) and "
+                                  f"{a.label} ({', '.join(names)}) take different arguments")
+        for p0, p in zip(first.abi.args, a.abi.args):
+            same = p0.type == p.type or (isinstance(p0.type, Pointer) and isinstance(p.type, Pointer)) or (
+                isinstance(p0.type, Struct) and isinstance(p.type, Struct) and p0.type.tensor is not None
+                and p.type.tensor is not None)
+            if not same:
+                raise KernelpackError(f"kernel family {name}: argument '{p.name}' is {p0.type.c_type} in {first.label} "
+                                      f"but {p.type.c_type} in {a.label}; only pointer element types and tensor "
+                                      f"descriptors may differ within a family")
+
+
+class KernelFamily:
+    """The Python side of one callable kernel: specializations, per-device state, the full launch path."""
+
+    def __init__(self, name: str, artifacts: tuple[KernelArtifact, ...], loader: Loader) -> None:
+        _check_family(name, artifacts)
+        self.name = name
+        self.loader = loader
+        specs = []
+        for i, a in enumerate(artifacts):
+            plan = Plan.of(a.abi)
+            specs.append(Specialization(a, plan, i, specificity(plan)))
+        specs.sort(key=lambda s: (-s.specificity[0], -s.specificity[1], s.index))
+        self.specs: tuple[Specialization, ...] = tuple(specs)
+        self.arg_names: tuple[str, ...] = tuple(s.name for s in specs[0].plan.args)
+        self._states: dict[int, DeviceState] = {}
+        self._lock = threading.Lock()
+        self.fast: Any = None  # the C launcher, when the extension is present
+        self.python_calls = 0  # launches (and refusals) that took this Python path; tests read it
+
+    @property
+    def label(self) -> str:
+        return self.specs[0].label if len(self.specs) == 1 else self.name
+
+    # ------------------------------------------------------------ per-device state
+
+    def device_state(self, ordinal: int) -> DeviceState:
+        state = self._states.get(ordinal)
+        if state is not None:
+            return state
+        with self._lock:
+            state = self._states.get(ordinal)
+            if state is None:
+                state = self._load_device(ordinal)
+                self._states[ordinal] = state
+                self._publish(ordinal, state)
+        return state
+
+    def _load_device(self, ordinal: int) -> DeviceState:
+        info = self.loader.driver.device(ordinal)
+        entries, missing = [], []
+        for s in self.specs:
+            scored = [(binary_quality(b, info.major, info.minor), b) for b in s.artifact.binaries]
+            quality, best = max(scored, key=lambda qb: qb[0])
+            if quality <= 0:
+                missing.append(s)
+                continue
+            kernel = self.loader.kernel(s.artifact, best, info)
+            entries.append(DeviceEntry(s, best, kernel, LaunchFacts.of(s.artifact, best), quality))
+        entries.sort(key=lambda e: (-e.spec.specificity[0], -e.spec.specificity[1], -e.quality, e.spec.index))
+        return DeviceState(info, entries, missing)
+
+    def _publish(self, ordinal: int, state: DeviceState) -> None:
+        """Hand the device's dispatch table to the C launcher."""
+        if self.fast is None:
+            return
+        from .fast import prepare_fast_path
+
+        prepare_fast_path()
+        info = state.info
+        rows = []
+        for e in state.entries:
+            f = e.facts
+            rows.append((self.specs.index(e.spec), e.kernel, f.fixed_block or (0, 0, 0), f.reqntid or (0, 0, 0),
+                         f.max_threads, f.cluster or (0, 0, 0), f.spec_cluster or (0, 0, 0), f.static_smem,
+                         f.dyn_smem, e.smem_raised))
+        self.fast._set_device(ordinal, info.context, info.max_grid, info.max_block, info.max_threads,
+                              info.smem_optin, int(info.cluster_launch), tuple(rows))
+
+    def preload(self, ordinal: int) -> None:
+        self.device_state(ordinal)
+
+    # ------------------------------------------------------------ the full launch path
+
+    def call(self, *args: Any, grid: Any = None, block: Any = None, smem: Any = None, stream: Any = None,
+             cluster: Any = None, **named: Any) -> None:
+        self.python_calls += 1
+        values = self._bind(args, named)
+        d = self.loader.driver
+        views = [self._view(v, d) for v in values]
+        ordinal = self._device(values, views, d)
+        state = self.device_state(ordinal)
+        entry, packed = self._dispatch(state, values, views)
+        kernel = entry.spec.label
+        info = state.info
+        g = checks.check_grid(grid, info, kernel)
+        b = checks.check_block(block, entry.facts, info, kernel)
+        n = checks.check_smem(smem, entry.facts, info, kernel)
+        c = checks.check_cluster(cluster, g, entry.facts, info, kernel)
+        saw_torch = any(v is not None and v.source == "torch" for v in views)
+        handle = streams.resolve(stream, ordinal, saw_torch, kernel)
+        if saw_torch:
+            _install_torch_bridge()
+        self._launch(d, state, entry, g, b, n, c, handle, packed)
+
+    def _bind(self, args: tuple[Any, ...], named: dict[str, Any]) -> list[Any]:
+        n = len(self.arg_names)
+        sig = ", ".join(self.arg_names)
+        if len(args) > n:
+            raise ArgumentTypeError(f"kernel {self.label}: takes {n} arguments ({sig}), got {len(args)}")
+        values = list(args) + [_MISSING] * (n - len(args))
+        for key, v in named.items():
+            if key not in self.arg_names:
+                raise ArgumentTypeError(f"kernel {self.label}: unknown keyword argument '{key}' (arguments: {sig}; "
+                                        f"launch options: {', '.join(LAUNCH_KEYWORDS)})")
+            i = self.arg_names.index(key)
+            if values[i] is not _MISSING:
+                raise ArgumentTypeError(f"kernel {self.label}: argument '{key}' given twice")
+            values[i] = v
+        missing = [self.arg_names[i] for i, v in enumerate(values) if v is _MISSING]
+        if missing:
+            raise ArgumentTypeError(f"kernel {self.label}: takes {n} arguments ({sig}), got {n - len(missing)}: "
+                                    f"missing {', '.join(missing)}")
+        return values
+
+    def _view(self, value: Any, d: Driver) -> TensorView | None:
+        if value is None or isinstance(value, (int, float, bytes, bytearray, memoryview, str)):
+            return None
+        try:
+            return as_view(value, d.pointer_device)
+        except (AttributeError, TypeError, ValueError, KeyError) as e:
+            raise ArgumentTypeError(f"kernel {self.label}: cannot read array argument of type "
+                                    f"{type(value).__name__}: {e}") from None
+
+    def _device(self, values: list[Any], views: list[TensorView | None], d: Driver) -> int:
+        ordinal, first = None, None
+        for i, v in enumerate(views):
+            if v is None:
+                continue
+            if v.device is None:
+                raise ArgumentValueError(f"kernel {self.label}: parameter {i} '{self.arg_names[i]}' is a "
+                                         f"{v.describe()}; kernels need CUDA device memory (move it with .cuda())")
+            if ordinal is None:
+                ordinal, first = v.device, i
+            elif v.device != ordinal:
+                raise ArgumentValueError(f"kernel {self.label}: parameter {first} '{self.arg_names[first]}' is on "
+                                         f"cuda:{ordinal} but parameter {i} '{self.arg_names[i]}' is on "
+                                         f"cuda:{v.device}; all tensors of a launch must be on one device")
+        if ordinal is None:
+            current = d.current_device()
+            ordinal = current if current is not None else 0
+        return ordinal
+
+    def _dispatch(self, state: DeviceState, values: list[Any], views: list[TensorView | None]) -> tuple[
+            DeviceEntry, list[Any]]:
+        reasons: list[tuple[str, KernelpackError]] = []
+        for e in state.entries:
+            try:
+                return e, self._fit(e.spec, values, views)
+            except (ArgumentTypeError, ArgumentValueError) as err:
+                if len(self.specs) == 1:
+                    raise
+                reasons.append((e.spec.label, err))
+        for s in state.missing:
+            try:
+                self._fit(s, values, views)
+            except (ArgumentTypeError, ArgumentValueError) as err:
+                if len(self.specs) == 1:
+                    raise
+                reasons.append((s.label, err))
+                continue
+            info = state.info
+            carried = ", ".join(f"{b.arch} {b.kind}" for b in s.artifact.binaries)
+            raise LaunchError(f"kernel {s.label}: no binary runs on device {info.ordinal} ({info.arch_name}); it "
+                              f"carries {carried}")
+        if len(reasons) == 1 or (reasons and all(type(r[1]) is ArgumentTypeError for r in reasons)):
+            raise reasons[0][1]
+        detail = "; ".join(f"{label}: {err.message.split(': ', 1)[-1]}" for label, err in reasons)
+        raise NoMatchingSpecialization(f"kernel {self.name}: no specialization accepts these arguments ("
+                                       f"{self._describe_args(values, views)}); {detail}")
+
+    def _fit(self, spec: Specialization, values: list[Any], views: list[TensorView | None]) -> list[Any]:
+        kernel = spec.label
+        return [checks.check_arg(kernel, s, values[s.arg], views[s.arg]) for s in spec.plan.args]
+
+    def _describe_args(self, values: list[Any], views: list[TensorView | None]) -> str:
+        out = []
+        for name, v, view in zip(self.arg_names, values, views):
+            if view is not None:
+                aligned = min(view.ptr & -view.ptr, 256) if view.ptr else 256
+                out.append(f"{name}: {view.dtype_name}{list(view.shape)} ({aligned}-byte aligned)")
+            elif isinstance(v, int) and not isinstance(v, bool):
+                out.append(f"{name} = {v}")
+            else:
+                out.append(f"{name}: {type(v).__name__}")
+        return ", ".join(out)
+
+    def _launch(self, d: Driver, state: DeviceState, entry: DeviceEntry, grid: tuple[int, int, int],
+                block: tuple[int, int, int], smem: int, cluster: tuple[int, int, int] | None, stream: int,
+                packed: list[Any]) -> None:
+        info = state.info
+        where = f"kernel {entry.spec.label} on device {info.ordinal}"
+        if smem > entry.smem_raised:
+            with self._lock:
+                if smem > entry.smem_raised:
+                    d.set_max_dynamic_smem(entry.kernel, info.ordinal, smem, where)
+                    entry.smem_raised = smem
+                    self._publish(info.ordinal, state)
+        buf, ptrs = entry.spec.plan.pack(packed)
+        saved = d.current_context()
+        if saved != info.context:
+            d.set_current(info.context)
+        try:
+            d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where)
+        finally:
+            if saved and saved != info.context:
+                d.set_current(saved)
+        del buf
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+_MISSING = _Missing()
+_bridge_state = {"tried": False}
+
+
+def _install_torch_bridge() -> None:
+    """Let the C launcher read torch tensors (once torch is loaded)."""
+    if _bridge_state["tried"]:
+        return
+    _bridge_state["tried"] = True
+    from .fast import install_torch_bridge
+
+    install_torch_bridge()
+
+
+def slot_summary(slots: tuple[Slot, ...]) -> str:
+    return ", ".join(s.describe() for s in slots)
+
+
+def is_tensor_arg(value: Any) -> bool:
+    return is_torch_tensor(value) or hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__")

@@ -1,0 +1,107 @@
+"""The callable kernel objects: the C extension's ``Family`` when it is built, else a pure-Python launcher.
+
+Either way the object users hold carries ``__name__``, ``__doc__``, ``__signature__`` and a ``repr`` describing the
+kernel, so ``help(kernel)`` shows its typed signature. Missing native parts are reported once, with a warning.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Any
+
+from . import driver as drv
+from . import streams
+
+_state: dict[str, Any] = {"ext": None, "tried": False, "driver_gen": -1}
+
+
+class FallbackWarning(RuntimeWarning):
+    """A native part of the runtime is missing; launches work but cost more."""
+
+
+def extension() -> Any:
+    """The ``_launch`` module, or None (warned once)."""
+    if not _state["tried"]:
+        _state["tried"] = True
+        try:
+            from . import _launch
+        except ImportError as e:
+            warnings.warn(f"kernelpack: the launch extension (kernelpack.runtime._launch) is not built ({e}); kernels "
+                          f"launch through the pure-Python path, several microseconds slower per launch. Reinstall "
+                          f"kernelpack with a C compiler available to build it.", FallbackWarning, stacklevel=3)
+        else:
+            _state["ext"] = _launch
+    return _state["ext"]
+
+
+def sync_driver(ext: Any) -> None:
+    """Give the extension the entry points of the current driver (again after :func:`driver.use_library`)."""
+    gen = drv.generation()
+    if _state["driver_gen"] != gen:
+        d = drv.get()
+        ext.set_driver({name: d.addresses[name] for name in drv.FAST_ENTRY_POINTS})
+        ext.set_stream_getter(lambda device: streams.current_torch_stream(device))
+        _state["driver_gen"] = gen
+
+
+def install_torch_bridge() -> bool:
+    """Let the C path read torch tensors. True when the bridge is in use."""
+    ext = extension()
+    torch = sys.modules.get("torch")
+    if ext is None or torch is None:
+        return False
+    try:
+        from . import _torch_bridge
+    except ImportError as e:
+        warnings.warn(f"kernelpack: the torch bridge (kernelpack.runtime._torch_bridge) is not built or does not load "
+                      f"({e}); torch tensors take the Python path, about 1-2 us more per launch. Reinstall kernelpack "
+                      f"with `pip install --no-build-isolation` so the build sees torch.", FallbackWarning, stacklevel=3)
+        return False
+    if _torch_bridge.TORCH_VERSION != torch.__version__:
+        warnings.warn(f"kernelpack: the torch bridge was built for torch {_torch_bridge.TORCH_VERSION}, this is torch "
+                      f"{torch.__version__}; torch tensors take the Python path. Reinstall kernelpack to rebuild it.",
+                      FallbackWarning, stacklevel=3)
+        return False
+    ext.set_bridge(_torch_bridge.api)
+    return True
+
+
+class PyLauncher:
+    """The pure-Python kernel object (no extension): every call takes :meth:`KernelFamily.call`."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        return self._call(*args, **kwargs)
+
+    def __get__(self, obj: Any, objtype: Any = None) -> PyLauncher:
+        return self
+
+    def __repr__(self) -> str:
+        return str(self.__dict__.get("_kp_repr", "<kernelpack kernel>"))
+
+
+def make_launcher(family: Any) -> Any:
+    """The object users call for ``family`` (a :class:`~kernelpack.runtime.family.KernelFamily`)."""
+    ext = extension()
+    if ext is None:
+        return PyLauncher(family.call)
+    obj = ext.make_family(family.call, len(family.arg_names), tuple(s.plan.to_c() for s in family.specs),
+                          tuple(s.label for s in family.specs))
+    family.fast = obj
+    return obj
+
+
+def prepare_fast_path() -> None:
+    """Called before the first launch of any kernel: driver entry points, and the torch bridge when torch is
+    loaded."""
+    ext = extension()
+    if ext is None:
+        return
+    sync_driver(ext)
+    if "torch" in sys.modules:
+        from .family import _install_torch_bridge
+
+        _install_torch_bridge()

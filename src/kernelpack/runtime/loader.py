@@ -1,0 +1,105 @@
+"""Lazy, thread-safe loading of a bundle's binaries: once per binary for the process, once per device for the
+choice of binary and the launch facts.
+
+``cuLibraryLoadData`` makes a library that is independent of contexts; ``cuLibraryGetKernel`` gives a
+``CUkernel`` that launches in whichever context is current. The first launch on a device also loads the chosen
+kernels into that device's primary context (``cuKernelGetFunction``), so a later launch inside CUDA graph capture
+never loads modules.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from ..artifact import Binary, Dim3, KernelArtifact
+from . import driver as drv
+
+
+def binary_quality(b: Binary, major: int, minor: int) -> int:
+    """How well ``b`` fits compute capability major.minor (0: cannot run). Exact arch-specific SASS beats plain SASS
+    (higher minor first), which beats PTX (higher arch first): the C library's rule."""
+    a = b.arch
+    exact = (a.major, a.minor) == (major, minor)
+    if b.kind == "ptx":
+        if a.suffix == "a":
+            return 1000 + a.sm if exact else 0
+        return 1000 + a.sm if a.sm <= major * 10 + minor else 0
+    if a.suffix == "a":
+        return 3000 if exact else 0
+    return 2000 + a.minor if a.major == major and a.minor <= minor else 0
+
+
+@dataclass(frozen=True)
+class LaunchFacts:
+    """What a launch of one specialization from one binary must respect."""
+
+    fixed_block: Dim3 | None  # LaunchSpec.block
+    reqntid: Dim3 | None  # the cubin's required block
+    max_threads: int  # __launch_bounds__ threads (0: unknown)
+    cluster: Dim3 | None  # the cubin's compile-time cluster (the driver enforces it)
+    spec_cluster: Dim3 | None  # LaunchSpec.cluster (requested with cuLaunchKernelEx)
+    static_smem: int
+    dyn_smem: int  # LaunchSpec.dynamic_smem (0: none)
+
+    @classmethod
+    def of(cls, art: KernelArtifact, b: Binary) -> LaunchFacts:
+        ls = art.launch
+        if b.kind != "cubin":
+            return cls(ls.block, None, 0, None, ls.cluster, 0, ls.dynamic_smem or 0)
+        ck = b.cubin.kernel(art.entry)
+        mt = ck.max_threads[0] * ck.max_threads[1] * ck.max_threads[2] if ck.max_threads else 0
+        cluster = ck.cluster_dims if ck.explicit_cluster and ck.cluster_dims and ck.cluster_dims[0] else None
+        return cls(ls.block, ck.reqntid, mt, cluster, ls.cluster, ck.static_smem, ls.dynamic_smem or 0)
+
+    @property
+    def block(self) -> Dim3 | None:
+        return self.fixed_block or self.reqntid
+
+
+class Loader:
+    """Loaded libraries and kernels of one module, shared by its families."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.lock = threading.RLock()
+        self._driver: drv.Driver | None = None
+        self._libraries: dict[str, int] = {}  # binary sha256 -> CUlibrary
+        self._kernels: dict[tuple[str, str], int] = {}  # (sha256, entry) -> CUkernel
+        self._in_context: set[tuple[int, int]] = set()  # (device, CUkernel) already loaded in its context
+
+    @property
+    def driver(self) -> drv.Driver:
+        d = self._driver
+        if d is None:
+            with self.lock:
+                if self._driver is None:
+                    self._driver = drv.get()
+                d = self._driver
+        return d
+
+    def kernel(self, art: KernelArtifact, b: Binary, device: drv.DeviceInfo) -> int:
+        """The CUkernel of ``art`` in binary ``b``, loaded into ``device``'s primary context (callers hold no lock)."""
+        key = (b.sha256, art.entry)
+        with self.lock:
+            k = self._kernels.get(key)
+            if k is None:
+                lib = self._libraries.get(b.sha256)
+                where = f"kernel {art.label} ({b.arch} {b.kind} from {self.source})"
+                if lib is None:
+                    image = b.data + b"\0" if b.kind == "ptx" else b.data
+                    lib = self.driver.load_library(image, where)
+                    self._libraries[b.sha256] = lib
+                k = self.driver.get_kernel(lib, art.entry, where)
+                self._kernels[key] = k
+            if (device.ordinal, k) not in self._in_context:
+                d = self.driver
+                saved = d.current_context()
+                d.set_current(device.context)
+                try:
+                    d.load_in_current_context(k, f"kernel {art.label} on device {device.ordinal}")
+                finally:
+                    if saved != device.context:
+                        d.set_current(saved)
+                self._in_context.add((device.ordinal, k))
+        return k

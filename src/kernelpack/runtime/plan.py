@@ -1,0 +1,183 @@
+"""The packing plan of one specialization, derived once from its typed ABI (kernelpack.abi is the only source).
+
+A plan is one :class:`Slot` per kernel parameter: where its value lives in a parameter buffer laid out at the
+ABI's natural offsets (base 0), how wide it is, which caller argument fills it and which constraints the
+argument must meet. The launch passes the driver one pointer per parameter (``kernelParams``), so the layout of
+the buffer never depends on the arch; the driver places each value at the cubin's own offset.
+
+The pure-Python path packs from a plan with :meth:`Plan.pack`; the C extension receives the same plan as tuples
+(:meth:`Plan.to_c`) and packs from it without looking at the ABI again.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from ..abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
+from ..packing import bf16_bits
+
+DTYPES = tuple(DType)
+DTYPE_CODE = {d: i + 1 for i, d in enumerate(DTYPES)}  # 0 = any / unknown; same numbering as the C library
+KP_DYN = -(2**63)  # a mode passed at run time (C plans)
+
+OP_NULL, OP_PTR, OP_SCALAR, OP_TENSOR, OP_BYTES = 0, 1, 2, 3, 4
+
+INT_RANGE = {d: ((-(1 << (8 * d.size - 1)), (1 << (8 * d.size - 1)) - 1) if d.is_signed else (0, (1 << (8 * d.size)) - 1))
+             for d in DTYPES if d.is_integer}
+
+
+@dataclass(frozen=True)
+class TensorFields:
+    """Where a tensor-descriptor struct keeps its data pointer and its run-time shape/stride values."""
+
+    spec: TensorSpec
+    data: int  # offset of the data pointer inside the struct
+    shape: tuple[int, ...]  # per mode: field offset, or -1 for a static mode
+    stride: tuple[int, ...]
+
+    @classmethod
+    def of(cls, t: Struct) -> TensorFields:
+        assert t.tensor is not None
+        offs = dict(zip((f.name for f in t.fields), t.field_offsets))
+        spec = t.tensor
+        return cls(spec, offs["data"],
+                   tuple(offs[f"shape{i}"] if s is None else -1 for i, s in enumerate(spec.shape)),
+                   tuple(offs[f"stride{i}"] if s is None else -1 for i, s in enumerate(spec.stride)))
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One kernel parameter in the plan."""
+
+    index: int  # position in the ABI
+    param: Param
+    arg: int  # caller argument that fills it; -1 for hidden (launcher-filled) params
+    offset: int  # in the base-0 parameter buffer
+    size: int
+    op: int  # OP_*
+    dtype: DType | None  # scalar type, pointee, or tensor element type
+    align: int  # required alignment of the pointer / tensor data in bytes (1 = none)
+    divisor: int  # an int argument must be a multiple of it (1 = none)
+    tensor: TensorFields | None = None
+
+    @property
+    def name(self) -> str:
+        return self.param.name
+
+    def describe(self) -> str:
+        """The argument as a user writes it: ``x: const f32*`` or ``t: tensor f16[?, 64] stride [?, 1]``."""
+        t = self.param.type
+        if self.tensor is not None:
+            s = self.tensor.spec
+            dims = ", ".join("?" if d is None else str(d) for d in s.shape)
+            strides = ", ".join("?" if d is None else str(d) for d in s.stride)
+            extra = f", {self.align}-byte aligned" if self.align > 1 else ""
+            return f"{self.name}: tensor {s.dtype.value}[{dims}] stride [{strides}]{extra}"
+        if isinstance(t, Pointer):
+            base = t.pointee.value if t.pointee is not None else "void"
+            extra = f", {self.align}-byte aligned" if self.align > 1 else ""
+            return f"{self.name}: {'const ' if t.const else ''}{base}*{extra}"
+        if isinstance(t, Scalar):
+            extra = f", multiple of {self.divisor}" if self.divisor > 1 else ""
+            return f"{self.name}: {t.dtype.value}{extra}"
+        if isinstance(t, Opaque):
+            return f"{self.name}: {t.c_type} ({t.size} bytes)"
+        return f"{self.name}: struct {t.name} ({t.size} bytes)"
+
+
+def _slot(index: int, p: Param, arg: int, offset: int) -> Slot:
+    t = p.type
+    if p.role != "arg":
+        return Slot(index, p, -1, offset, t.size, OP_NULL, None, 1, 1)
+    if isinstance(t, Pointer):
+        return Slot(index, p, arg, offset, 8, OP_PTR, t.pointee, p.divisibility, 1)
+    if isinstance(t, Scalar):
+        return Slot(index, p, arg, offset, t.size, OP_SCALAR, t.dtype, 1, p.divisibility if t.dtype.is_integer else 1)
+    if isinstance(t, Struct) and t.tensor is not None:
+        align = math.lcm(t.tensor.align, p.divisibility)
+        return Slot(index, p, arg, offset, t.size, OP_TENSOR, t.tensor.dtype, align, 1, TensorFields.of(t))
+    return Slot(index, p, arg, offset, t.size, OP_BYTES, None, 1, 1)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every parameter of one specialization, in ABI order."""
+
+    slots: tuple[Slot, ...]
+    nbytes: int  # size of the base-0 buffer
+    nargs: int  # caller-visible arguments
+
+    @classmethod
+    def of(cls, abi: Abi) -> Plan:
+        offsets = abi.offsets(0)
+        slots, arg = [], 0
+        for i, (p, off) in enumerate(zip(abi.params, offsets)):
+            slots.append(_slot(i, p, arg, off))
+            arg += p.role == "arg"
+        return cls(tuple(slots), max(abi.param_bytes(0), 1), arg)
+
+    @property
+    def args(self) -> tuple[Slot, ...]:
+        return tuple(s for s in self.slots if s.arg >= 0)
+
+    def pack(self, values: list[Any]) -> tuple[Any, Any]:
+        """Pack already checked values (one per caller argument; ints for pointers, (ptr, shape, strides) for
+        tensors, numbers for scalars, bytes for structs) into (buffer, ``void*[]``); keep both alive until the
+        launch returns."""
+        buf = ctypes.create_string_buffer(self.nbytes)
+        base = ctypes.addressof(buf)
+        for s in self.slots:
+            if s.op == OP_NULL:
+                continue
+            v = values[s.arg]
+            if s.op == OP_PTR:
+                struct.pack_into("<Q", buf, s.offset, v)
+            elif s.op == OP_SCALAR:
+                assert s.dtype is not None
+                struct.pack_into("<" + s.dtype.struct_format, buf, s.offset, scalar_bits(s.dtype, v))
+            elif s.op == OP_TENSOR:
+                assert s.tensor is not None
+                ptr, shape, strides = v
+                tf = s.tensor
+                struct.pack_into("<Q", buf, s.offset + tf.data, ptr)
+                for offs, vals, dt in ((tf.shape, shape, tf.spec.shape_dtype), (tf.stride, strides,
+                                                                               tf.spec.stride_dtype)):
+                    for off, val in zip(offs, vals):
+                        if off >= 0:
+                            struct.pack_into("<" + dt.struct_format, buf, s.offset + off, val)
+            else:
+                buf[s.offset:s.offset + s.size] = bytes(v)
+        ptrs = (ctypes.c_void_p * max(len(self.slots), 1))(*(base + s.offset for s in self.slots))
+        return buf, ptrs
+
+    def to_c(self) -> tuple[Any, ...]:
+        """The plan as plain tuples for the C extension (see ``_launch.c``: ``kp_slot``)."""
+        out = []
+        for s in self.slots:
+            tf = s.tensor
+            if tf is not None:
+                spec = tf.spec
+                shape = tuple(KP_DYN if d is None else d for d in spec.shape)
+                stride = tuple(KP_DYN if d is None else d for d in spec.stride)
+                tensor = (shape, stride, tf.data, tf.shape, tf.stride, DTYPE_CODE[spec.shape_dtype],
+                          DTYPE_CODE[spec.stride_dtype])
+            else:
+                tensor = None
+            out.append((s.op, s.arg, s.offset, s.size, DTYPE_CODE.get(s.dtype, 0) if s.dtype else 0, s.align,
+                        s.divisor, tensor))
+        return tuple(out)
+
+
+def scalar_bits(dt: DType, value: Any) -> Any:
+    """The value :mod:`struct` packs for ``dt`` (f16 via 'e', bf16 as its 16 bits, bool as bool)."""
+    if dt is DType.bf16:
+        return bf16_bits(float(value))
+    if dt.is_float:
+        return float(value)
+    if dt is DType.bool:
+        return bool(value)
+    return int(value)
