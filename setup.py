@@ -1,0 +1,88 @@
+"""Native parts of kernelpack, built at install time (metadata lives in pyproject.toml).
+
+* ``kernelpack.runtime._launch`` -- the fast launch path, plain C. Limited API (abi3) on CPython >= 3.12, where
+  vectorcall is part of it; version-specific on 3.10/3.11. Optional: without it the runtime falls back to its
+  pure-Python path and says so once.
+* ``kernelpack.runtime._torch_bridge`` -- C++ against the torch found at build time (``pip install
+  --no-build-isolation`` so the build sees it), letting the C path read torch tensors and torch's current stream
+  without calling Python. Optional; used only with the torch version it was built for. Set
+  ``KERNELPACK_BUILD_TORCH_BRIDGE=0`` to skip it.
+
+In a checkout: ``python setup.py build_ext --inplace``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from pathlib import Path
+
+from setuptools import Extension, setup
+
+RUNTIME = "src/kernelpack/runtime"
+LIMITED = sys.version_info >= (3, 12) and not sysconfig.get_config_var("Py_GIL_DISABLED")
+
+
+def launch_extension() -> Extension:
+    return Extension(
+        "kernelpack.runtime._launch",
+        [f"{RUNTIME}/_launch.c"],
+        include_dirs=[RUNTIME],
+        define_macros=[("Py_LIMITED_API", "0x030C0000")] if LIMITED else [],
+        py_limited_api=LIMITED,
+        extra_compile_args=["-O2", "-std=c11", "-fvisibility=hidden", "-Wall", "-Wno-missing-braces"],
+        optional=True,
+    )
+
+
+def _cuda_include(torch_dir: Path) -> str | None:
+    candidates = [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", ""), "/usr/local/cuda"]
+    site = torch_dir.parent
+    candidates += [str(p.parent) for p in site.glob("nvidia/*/include/cuda_runtime_api.h")]
+    for c in candidates:
+        inc = Path(c) / "include" if c and not c.endswith("include") else Path(c)
+        if c and (inc / "cuda_runtime_api.h").is_file():
+            return str(inc)
+    return None
+
+
+def torch_bridge_extension() -> Extension | None:
+    if os.environ.get("KERNELPACK_BUILD_TORCH_BRIDGE", "1") == "0":
+        return None
+    try:
+        import torch
+        from torch.utils import cpp_extension
+    except Exception:  # noqa: BLE001 - no usable torch at build time: no bridge
+        return None
+    torch_dir = Path(torch.__file__).parent
+    lib_dir = torch_dir / "lib"
+    libs = ["c10", "torch", "torch_cpu", "torch_python"]
+    macros = [("KP_TORCH_VERSION", f'"{torch.__version__}"'),
+              ("_GLIBCXX_USE_CXX11_ABI", str(int(torch._C._GLIBCXX_USE_CXX11_ABI)))]
+    includes = [*cpp_extension.include_paths(), RUNTIME]
+    cuda_inc = _cuda_include(torch_dir) if torch.version.cuda else None
+    if cuda_inc and (lib_dir / "libc10_cuda.so").exists() and (torch_dir / "include/c10/cuda/CUDAStream.h").exists():
+        macros.append(("KP_TORCH_CUDA", "1"))
+        includes.append(cuda_inc)
+        libs.append("c10_cuda")
+    return Extension(
+        "kernelpack.runtime._torch_bridge",
+        [f"{RUNTIME}/_torch_bridge.cpp"],
+        include_dirs=includes,
+        define_macros=macros,
+        library_dirs=[str(lib_dir)],
+        runtime_library_dirs=[str(lib_dir)],
+        libraries=libs,
+        extra_compile_args=["-O2", "-std=c++17", "-fvisibility=hidden", "-w"],
+        language="c++",
+        optional=True,
+    )
+
+
+extensions = [launch_extension()]
+bridge = torch_bridge_extension()
+if bridge is not None:
+    extensions.append(bridge)
+
+setup(ext_modules=extensions)
