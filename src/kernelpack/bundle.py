@@ -153,8 +153,9 @@ class Bundle:
     def from_bytes(cls, data: bytes, *, source: str = "<bytes>") -> Bundle:
         manifest = read_manifest(data, source=source)
         blobs = _blobs(manifest, data, source)
+        shared: dict[tuple[int, str, str], Binary] = {}  # one Binary per blob: its cubin is parsed once
         try:
-            return cls(tuple(_artifact(a, blobs) for a in manifest["artifacts"]))
+            return cls(tuple(_artifact(a, blobs, shared) for a in manifest["artifacts"]))
         except BundleError:
             raise
         except KernelpackError as e:
@@ -209,13 +210,16 @@ def _blobs(manifest: dict[str, Any], data: bytes, source: str) -> list[bytes]:
     return out
 
 
-def _artifact(a: dict[str, Any], blobs: list[bytes]) -> KernelArtifact:
+def _artifact(a: dict[str, Any], blobs: list[bytes], shared: dict[tuple[int, str, str], Binary]) -> KernelArtifact:
     bins = []
     for b in a["binaries"]:
         idx = int(b["blob"])
         if not 0 <= idx < len(blobs):
             raise BundleError(f"kernel {a.get('name')}: binary refers to blob {idx}, the bundle has {len(blobs)}")
-        bins.append(Binary(b["arch"], blobs[idx], b["kind"]))
+        key = (idx, str(b["arch"]), str(b["kind"]))
+        if key not in shared:
+            shared[key] = Binary(b["arch"], blobs[idx], b["kind"])
+        bins.append(shared[key])
     return KernelArtifact(
         name=a["name"],
         entry=a["entry"],
