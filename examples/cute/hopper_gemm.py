@@ -19,8 +19,9 @@ import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
-import cutlass.utils as utils
 import cutlass.utils.hopper_helpers as sm90
+from cutlass.memory import SmemAllocator
+from cutlass.tensor_utils import LayoutEnum
 
 TILE_M, TILE_N = 128, 128
 CLUSTER_M = 2
@@ -38,8 +39,8 @@ class HopperGemm:
     def __call__(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, stream: cuda.CUstream):
         self.ab_dtype = a.element_type
         self.c_dtype = c.element_type
-        a_major = utils.LayoutEnum.from_tensor(a)
-        b_major = utils.LayoutEnum.from_tensor(b)
+        a_major = LayoutEnum.from_tensor(a)
+        b_major = LayoutEnum.from_tensor(b)
         self.mma = sm90.make_trivial_tiled_mma(self.ab_dtype, self.ab_dtype, a_major.sm90_mma_major_mode(),
                                                b_major.sm90_mma_major_mode(), cutlass.Float32, (1, 1, 1),
                                                tiler_mn=(64, TILE_N))
@@ -89,7 +90,7 @@ class HopperGemm:
         b_one = cute.slice_(b_smem, (None, None, 0))
         tx_bytes = cute.size_in_bytes(self.ab_dtype, a_one) + cute.size_in_bytes(self.ab_dtype, b_one)
 
-        smem = utils.SmemAllocator()
+        smem = SmemAllocator()
         st = smem.allocate(self.storage)
         # each consumer warp releases a stage to itself and to the CTAs that multicast B into it
         consumers = pipeline.CooperativeGroup(pipeline.Agent.Thread, CLUSTER_M * (THREADS // 32))
