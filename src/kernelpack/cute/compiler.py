@@ -13,6 +13,7 @@ import hashlib
 import inspect
 import os
 import re
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,9 +61,10 @@ def _compile_arch(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str,
     src = _source_file(fn)
     if src is None or not os.path.isfile(src):
         raise CompileError(f"{_fn_name(fn)}: CuTe needs kernel source in a real .py file (got {src!r})")
-    opts = f"--gpu-arch {_cute_arch(arch)} --keep-cubin {options}".strip()
     try:
-        with capture_launches() as launches:
+        with tempfile.TemporaryDirectory(prefix="kp-cute-") as dump, capture_launches() as launches:
+            # --keep-cubin writes <function>.<arch>.cubin files: keep them out of the caller's directory
+            opts = f"--gpu-arch {_cute_arch(arch)} --keep-cubin --dump-dir={dump} {options}".strip()
             compiled = cute.compile(fn, *args, **kwargs, options=opts)
     except KernelpackError:
         raise
