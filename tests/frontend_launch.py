@@ -63,7 +63,7 @@ class Launcher:
                     vals[p.name] = ptr
         return [vals[p.name] for p in self.art.abi.params]
 
-    def __call__(self, grid: int | tuple[int, ...], **named: Any) -> None:
+    def __call__(self, grid: int | tuple[int, ...], *, sync: bool = True, **named: Any) -> None:
         g = (tuple(grid) + (1, 1))[:3] if isinstance(grid, tuple) else (grid, 1, 1)
         keep: list[Any] = []
         buf = pack_params(self.art.abi, self.values(g, named, keep), base=self.ck.param_base, kernel=self.art.label)
@@ -77,4 +77,5 @@ class Launcher:
         _check(self.cu.cuLaunchKernel(self.func, u(g[0]), u(g[1]), u(g[2]), u(block[0]), u(block[1]), u(block[2]),
                                       u(self.art.launch.dynamic_smem or 0), None, None, extra),
                f"cuLaunchKernel({self.art.label})")
-        _check(self.cu.cuCtxSynchronize(), f"{self.art.label}: cuCtxSynchronize")
+        if sync:
+            _check(self.cu.cuCtxSynchronize(), f"{self.art.label}: cuCtxSynchronize")

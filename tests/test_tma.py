@@ -62,3 +62,10 @@ def test_spec_json_round_trip_and_abi_check():
         SPEC.check(wrong, "mm")
     with pytest.raises(AbiError, match="fills 5 params, the spec names 2"):
         TensorDescSpec("a", "fp16", (128, 64), "tma", ("a", "b"), elem_size=2, elem_type=6, swizzle=3)
+
+
+def test_triton_3_6_decomposes_with_one_flag():
+    names = ("a_base", "a_shape0", "a_stride0", "a_padding_nan", "a_dshape0", "a_dstride0")
+    spec = TensorDescSpec("a", "fp32", (64,), "decomposed", names, flags=("padding_nan",))
+    assert encode_args(spec, 0x1000, (10,), (1,)).values == (0x1000, 10, 1, False, 10, 1)
+    assert TensorDescSpec.from_json(spec.to_json()) == spec

@@ -32,13 +32,15 @@ def bundle(cache) -> Bundle:
 
 
 def art(bundle: Bundle, label: str) -> KernelArtifact:
-    return next(a for a in bundle if a.label == label)
+    """By label; a specialization that the Triton version split per arch (``m128_sm90a``) is found by its prefix."""
+    return next((a for a in bundle if a.label == label), None) or next(
+        a for a in bundle if a.label.startswith(label.rstrip("]") + "_sm") and "sm_90a" in map(str, a.archs))
 
 
 def test_every_artifact_verifies_against_every_cubin(bundle):
-    assert {a.label for a in bundle} == {"tr_add[f32]", "tr_add[f32_aligned]", "tr_add[f16]", "tr_add[f16_aligned]",
-                                          "tr_axpy", "tr_matmul[m128]", "tr_matmul[m64]", "tr_tma_matmul",
-                                          "tr_scale_rows"}
+    labels = {a.label.split("_sm")[0].rstrip("]") + ("]" if "[" in a.label else "") for a in bundle}
+    assert labels == {"tr_add[f32]", "tr_add[f32_aligned]", "tr_add[f16]", "tr_add[f16_aligned]", "tr_axpy",
+                      "tr_matmul[m128]", "tr_matmul[m64]", "tr_tma_matmul", "tr_scale_rows"}
     for a in bundle:
         for b in a.binaries:
             assert b.cubin.arch == b.arch
@@ -73,7 +75,7 @@ def test_axpy_alpha_is_a_4_byte_float(bundle):
 def test_matmul_tile_configs_form_one_family(bundle):
     fam = bundle.families()["tr_matmul"]
     big, small = (art(bundle, "tr_matmul[m128]"), art(bundle, "tr_matmul[m64]"))
-    assert len(fam) == 2 and [p.name for p in big.abi.params] == [p.name for p in small.abi.params]
+    assert len(fam) >= 2 and all([p.name for p in a.abi.params] == [p.name for p in small.abi.params] for a in fam)
     assert {p.name for p in big.abi.args if p.divisibility == 16} == set(fb.MATMUL_ALIGNED)
     assert all(p.divisibility == 1 for p in small.abi.params)
     assert big.launch.block == (256, 1, 1) and small.launch.block == (128, 1, 1)
@@ -104,8 +106,8 @@ def test_tensor_descriptors_decompose_on_sm80_and_mixed_archs_are_refused(cache)
     b = kt.compile(tma_matmul_kernel, fb.TMA, constexprs={"BM": 128, "BN": 128, "BK": 64}, arch="sm_80", cache=cache)
     a = b.artifacts[0]
     assert [d.lowering for d in a.launch.tensor_descs] == ["decomposed"] * 3
-    assert [p.name for p in a.abi.params[:7]] == ["a_desc_base", "a_desc_shape0", "a_desc_shape1", "a_desc_stride0",
-                                                  "a_desc_stride1", "a_desc_padding_nan", "a_desc_round_tf32"]
+    assert [p.name for p in a.abi.params[:6]] == ["a_desc_base", "a_desc_shape0", "a_desc_shape1", "a_desc_stride0",
+                                                  "a_desc_stride1", "a_desc_padding_nan"]  # 3.9 adds round_tf32
     with pytest.raises(CompileError, match=r"tma_matmul_kernel: the kernel's parameters differ between archs"):
         kt.compile(tma_matmul_kernel, fb.TMA, constexprs={"BM": 128, "BN": 128, "BK": 64}, arch=["sm_80", "sm_90a"],
                    cache=cache)

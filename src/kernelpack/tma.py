@@ -3,7 +3,8 @@
 A Triton kernel parameter of type ``tensordesc<fp16[64, 32]>`` is not one kernel parameter. On sm_90+ Triton
 lowers it to a 128-byte ``CUtensorMap`` (``.align 64``) followed by ``shape[rank]`` (i32) and ``stride[rank]``
 (i64, in elements); where the target has no TMA (sm_80) it decomposes it into ``base pointer, shape[rank] (i64),
-stride[rank] (i64), padding_nan (i1), round_f32_to_tf32 (i1), shape[rank] (i32), stride[rank] (i64)``.
+stride[rank] (i64), flags (i1 each), shape[rank] (i32), stride[rank] (i64)``, the flags being ``padding_nan``
+(Triton 3.6) and also ``round_tf32`` (3.9).
 Which lowering a binary uses is in Triton's ``tensordesc_meta`` (empty: decomposed); the encoding facts the host
 needs (element type, box shape, swizzle) are recorded in a :class:`TensorDescSpec` in the artifact's
 :class:`~kernelpack.artifact.LaunchSpec`.
@@ -26,6 +27,7 @@ from .errors import AbiError, KernelpackError, LaunchError
 
 TENSOR_MAP = Opaque(128, 64, "CUtensorMap")  # Triton emits `.param .align 64 .b8 [128]`
 LOWERINGS = ("tma", "decomposed")
+FLAGS = ("padding_nan", "round_tf32")
 
 # CUtensorMapDataType (host enum); Triton's device-side enum differs for 8, 9 and 10 (driver.py:
 # TMA_DTYPE_DEVICE_TO_HOST), so specs store the host value.
@@ -54,7 +56,7 @@ class TensorDescSpec:
     outermost dimension first: Triton's ``block_size``, which can be smaller than the block the kernel declares
     (inner dims clamp to the swizzle span: ``fp16[64, 128]`` with 128-byte swizzle encodes a 64 x 64 box).
     ``elem_type``: ``CUtensorMapDataType`` (host enum); ``swizzle``: ``CUtensorMapSwizzle``.
-    Encoding fields are unused for the ``decomposed`` lowering.
+    Encoding fields are unused for the ``decomposed`` lowering; ``flags`` name its i1 params (in order).
     """
 
     arg: str
@@ -66,15 +68,19 @@ class TensorDescSpec:
     elem_type: int = 0
     swizzle: int = 0
     fp4_padded: bool = False
+    flags: tuple[str, ...] = ("padding_nan", "round_tf32")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "block_shape", tuple(int(b) for b in self.block_shape))
         object.__setattr__(self, "params", tuple(self.params))
+        object.__setattr__(self, "flags", tuple(self.flags))
+        if not set(self.flags) <= set(FLAGS):
+            raise AbiError(f"tensor descriptor {self.arg}: unknown flags {self.flags} (known: {FLAGS})")
         if self.lowering not in LOWERINGS:
             raise AbiError(f"tensor descriptor {self.arg}: lowering {self.lowering!r} is not one of {LOWERINGS}")
         if not 1 <= self.rank <= 5 or any(b < 1 for b in self.block_shape):
             raise AbiError(f"tensor descriptor {self.arg}: block shape {self.block_shape} must be 1 to 5 dims >= 1")
-        want = len(expected_params(self.lowering, self.rank))
+        want = len(expected_params(self.lowering, self.rank, len(self.flags)))
         if len(self.params) != want:
             raise AbiError(f"tensor descriptor {self.arg}: {self.lowering} lowering of rank {self.rank} fills {want} "
                            f"params, the spec names {len(self.params)}")
@@ -88,10 +94,11 @@ class TensorDescSpec:
 
     @classmethod
     def from_triton(cls, arg: str, dtype: str, block_shape: Sequence[int], params: Sequence[str],
-                    meta: Mapping[str, Any] | None) -> TensorDescSpec:
+                    meta: Mapping[str, Any] | None, flags: Sequence[str] = ("padding_nan", "round_tf32")
+                    ) -> TensorDescSpec:
         """From one entry of Triton's ``metadata.tensordesc_meta`` (None or empty: the decomposed lowering)."""
         if not meta:
-            return cls(arg, dtype, tuple(block_shape), "decomposed", tuple(params))
+            return cls(arg, dtype, tuple(block_shape), "decomposed", tuple(params), flags=tuple(flags))
         if meta.get("is_im2col"):
             raise KernelpackError(f"tensor descriptor {arg}: im2col descriptors are not supported")
         return cls(arg, dtype, tuple(meta.get("block_size") or block_shape), "tma", tuple(params),
@@ -106,7 +113,7 @@ class TensorDescSpec:
                            f"which the ABI does not have")
         start = names.index(self.params[0])
         got = abi.params[start:start + len(self.params)]
-        for p, name, (kind, dt) in zip(got, self.params, expected_params(self.lowering, self.rank)):
+        for p, name, (kind, dt) in zip(got, self.params, expected_params(self.lowering, self.rank, len(self.flags))):
             ok = p.name == name and (isinstance(p.type, Opaque) and p.type.size == 128 if kind == "map"
                                      else isinstance(p.type, Pointer) if kind == "ptr"
                                      else isinstance(p.type, Scalar) and p.type.dtype == dt)
@@ -117,29 +124,33 @@ class TensorDescSpec:
             raise AbiError(f"kernel {kernel}: tensor descriptor {self.arg}: the ABI ends before its params do")
 
     def to_json(self) -> dict[str, Any]:
-        return {"arg": self.arg, "dtype": self.dtype, "block_shape": list(self.block_shape),
-                "lowering": self.lowering, "params": list(self.params), "elem_size": self.elem_size,
-                "elem_type": self.elem_type, "swizzle": self.swizzle, "fp4_padded": self.fp4_padded}
+        out = {"arg": self.arg, "dtype": self.dtype, "block_shape": list(self.block_shape),
+               "lowering": self.lowering, "params": list(self.params), "elem_size": self.elem_size,
+               "elem_type": self.elem_type, "swizzle": self.swizzle, "fp4_padded": self.fp4_padded}
+        if self.lowering == "decomposed":
+            out["flags"] = list(self.flags)
+        return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> TensorDescSpec:
         try:
             return cls(str(d["arg"]), str(d["dtype"]), tuple(d["block_shape"]), str(d["lowering"]),
                        tuple(d["params"]), int(d.get("elem_size", 0)), int(d.get("elem_type", 0)),
-                       int(d.get("swizzle", 0)), bool(d.get("fp4_padded", False)))
+                       int(d.get("swizzle", 0)), bool(d.get("fp4_padded", False)),
+                       tuple(d.get("flags", ("padding_nan", "round_tf32"))))
         except (KeyError, TypeError, ValueError) as e:
             raise AbiError(f"malformed tensor descriptor spec {dict(d)!r}: {e!r}") from None
 
 
-def expected_params(lowering: str, rank: int) -> list[tuple[str, DType | None]]:
-    """(kind, dtype) of each kernel param a descriptor of this lowering and rank fills."""
+def expected_params(lowering: str, rank: int, nflags: int = 2) -> list[tuple[str, DType | None]]:
+    """(kind, dtype) of each kernel param a descriptor of this lowering and rank fills (``nflags``: decomposed)."""
     i32: tuple[str, DType | None] = ("int", DType.i32)
     i64: tuple[str, DType | None] = ("int", DType.i64)
     flag: tuple[str, DType | None] = ("int", DType.bool)
     tail = [i32] * rank + [i64] * rank
     if lowering == "tma":
         return [("map", None), *tail]
-    return [("ptr", None), *[i64] * (2 * rank), flag, flag, *tail]
+    return [("ptr", None), *[i64] * (2 * rank), *[flag] * nflags, *tail]
 
 
 @dataclass(frozen=True)
@@ -189,7 +200,8 @@ def encode_args(spec: TensorDescSpec, ptr: int, shape: Sequence[int], strides: S
     if padding not in ("zero", "nan"):
         raise LaunchError(f"{where}: padding must be 'zero' or 'nan' (got {padding!r})")
     if spec.lowering == "decomposed":
-        values = [ptr, *shape, *strides, padding == "nan", bool(round_f32_to_tf32), *shape, *strides]
+        flag = {"padding_nan": padding == "nan", "round_tf32": bool(round_f32_to_tf32)}
+        values = [ptr, *shape, *strides, *(flag[f] for f in spec.flags), *shape, *strides]
         return DescArgs(None, tuple(values))
     if strides[-1] != 1:
         raise LaunchError(f"{where}: the innermost stride must be 1 for TMA (got strides {strides})")

@@ -309,10 +309,11 @@ def _abi_and_launch(label: str, args: list[_Arg], divs: dict[str, int], out: _Ou
             dtype, block = m.group(1), [int(b) for b in m.group(2).split(",")]
             dmeta = descs_meta[len(descs)] if len(descs) < len(descs_meta) else None
             lowering = "tma" if dmeta else "decomposed"
-            new = _desc_params(a.name, TRITON_DTYPES[dtype], lowering, len(block))
+            flags = _decomposed_flags()
+            new = _desc_params(a.name, TRITON_DTYPES[dtype], lowering, len(block), flags)
             params += new
             try:
-                descs.append(TensorDescSpec.from_triton(a.name, dtype, block, [p.name for p in new], dmeta))
+                descs.append(TensorDescSpec.from_triton(a.name, dtype, block, [p.name for p in new], dmeta, flags))
             except KernelpackError as e:
                 raise CompileError(f"kernel {label}: parameter {a.index} '{a.name}': {e.message}") from None
         else:
@@ -351,13 +352,33 @@ def _param_type(ty: str) -> Pointer | Scalar | Any:
     return Scalar(dt)
 
 
-def _desc_params(name: str, dtype: Any, lowering: str, rank: int) -> list[Param]:
-    kinds = expected_params(lowering, rank)
+def _decomposed_flags() -> tuple[str, ...]:
+    """The i1 flags in Triton's decomposed descriptor, probed from Triton's own decomposition (3.6: padding only)."""
+
+    class Probe:
+        base, shape, strides, padding, round_f32_to_tf32 = "base", (11,), (13,), "nan", True
+
+    try:
+        from triton.backends.driver import decompose_descriptor  # type: ignore[import-untyped]  # 3.9
+
+        vals = list(decompose_descriptor(Probe()))
+    except ImportError:
+        try:
+            from triton.backends.nvidia.driver import make_tensordesc_arg  # type: ignore[import-untyped]  # 3.6
+
+            vals = list(make_tensordesc_arg(Probe(), None))
+        except Exception:  # an unknown Triton: assume the newest layout
+            return ("padding_nan", "round_tf32")
+    return ("padding_nan", "round_tf32")[:max(0, len(vals) - 5)]
+
+
+def _desc_params(name: str, dtype: Any, lowering: str, rank: int, flags: tuple[str, ...]) -> list[Param]:
+    kinds = expected_params(lowering, rank, len(flags))
     if lowering == "tma":
         names = [name] + [f"{name}_shape{i}" for i in range(rank)] + [f"{name}_stride{i}" for i in range(rank)]
     else:
         names = ([f"{name}_base"] + [f"{name}_shape{i}" for i in range(rank)]
-                 + [f"{name}_stride{i}" for i in range(rank)] + [f"{name}_padding_nan", f"{name}_round_tf32"]
+                 + [f"{name}_stride{i}" for i in range(rank)] + [f"{name}_{f}" for f in flags]
                  + [f"{name}_dshape{i}" for i in range(rank)] + [f"{name}_dstride{i}" for i in range(rank)])
     out = []
     for n, (kind, dt) in zip(names, kinds):
