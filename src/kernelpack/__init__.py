@@ -18,6 +18,14 @@ from .errors import (
 __version__ = "0.1.0"
 
 
+def load(source):  # type: ignore[no-untyped-def]
+    """Load a ``.kpack`` bundle or a built ``libNAME.so`` for launching from Python (see kernelpack.runtime.load)."""
+    from .runtime import load as _load
+
+    return _load(source)
+
+
+
 def __getattr__(name: str):  # type: ignore[no-untyped-def]  # lazy: the C library generator imports the cubin reader
     if name == "Library":
         from .clib import Library
@@ -47,4 +55,5 @@ __all__ = [
     "Struct",
     "TensorSpec",
     "__version__",
+    "load",
 ]
