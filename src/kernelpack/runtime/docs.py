@@ -22,10 +22,15 @@ def _arg_text(family: KernelFamily, i: int) -> str:
 
 
 def signature_text(family: KernelFamily) -> str:
+    cached = getattr(family, "_signature_text", None)
+    if cached is not None:
+        return cached
     args = ", ".join(_arg_text(family, i) for i in range(len(family.arg_names)))
     block = _common_block(family)
     opts = f"grid, block={block}" if block else "grid, block"
-    return f"{family.name}({args}, *, {opts}, smem=None, stream=None, cluster=None)"
+    text = f"{family.name}({args}, *, {opts}, smem=None, stream=None, cluster=None)"
+    family._signature_text = text  # type: ignore[attr-defined]
+    return text
 
 
 def _common_block(family: KernelFamily) -> str | None:

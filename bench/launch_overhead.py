@@ -1,0 +1,396 @@
+"""Per-launch host cost of kernelpack's Python runtime against raw C and the Python launch paths people use.
+
+One process, one kernel for every row: a Triton kernel ``add(a, b, c, n)`` (three float tensors and an int, plus
+Triton's two hidden scratch pointers) compiled once by Triton's JIT; every other row launches that same cubin.
+
+* host-only: each batch of launches is queued behind a long spin kernel, so the GPU never throttles submission
+  and the time is the host's alone (a batch is counted only if the spin kernel was still running at its end);
+* steady state: back-to-back launches of the tiny kernel with the GPU working, until a final synchronize.
+
+Also: ``import kernelpack`` + ``kernelpack.load`` + first launch of a 100-kernel bundle, in a fresh process.
+
+    python bench/launch_overhead.py [--artifacts .gpu/runtime] [--json out.json]
+
+Needs a GPU, torch and triton; cuda-core, cuda-bindings and cupy rows are skipped when those are missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+RAW_C = r"""
+#include <dlfcn.h>
+#include <stdint.h>
+#include <time.h>
+typedef int (*launch_t)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**,
+                        void**);
+typedef int (*gpa_t)(const char*, void**, int, unsigned long long, int*);
+static launch_t launch;
+int kb_init(void) {
+    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return -1;
+    gpa_t gpa = (gpa_t)dlsym(h, "cuGetProcAddress_v2");
+    int st = 0;
+    return gpa && gpa("cuLaunchKernel", (void**)&launch, 12000, 0, &st) == 0 && st == 0 ? 0 : -2;
+}
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e9 + t.tv_nsec;
+}
+/* count launches of f(a, b, c, n, NULL, NULL); elapsed ns, or -CUresult */
+double kb_loop(void* f, uint64_t a, uint64_t b, uint64_t c, int n, unsigned grid, unsigned block, void* stream,
+               int count) {
+    void *s0 = 0, *s1 = 0;
+    double t0 = now();
+    for (int i = 0; i < count; i++) {
+        void* params[6] = {&a, &b, &c, &n, &s0, &s1};
+        int r = launch(f, grid, 1, 1, block, 1, 1, 0, stream, params, 0);
+        if (r) return -r;
+    }
+    return now() - t0;
+}
+"""
+
+N_ELEMS = 4096
+BLOCK_ELEMS = 1024
+BATCH = 200  # launches per host-only batch (well under the driver's queue depth)
+REPS = 25
+WARMUP = 5
+STEADY = 3000
+SPIN_CYCLES = 100_000_000  # ~50 ms at 2 GHz
+
+
+def triton_kernel():  # type: ignore[no-untyped-def]
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def add(a_ptr, b_ptr, c_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(c_ptr + offs, tl.load(a_ptr + offs, mask=mask) + tl.load(b_ptr + offs, mask=mask), mask=mask)
+
+    return add
+
+
+def artifact_from_triton(ck):  # type: ignore[no-untyped-def]
+    """A kernelpack artifact of the Triton-compiled cubin (what a Triton frontend records)."""
+    from kernelpack.abi import Abi, DType, Param, Pointer, Scalar
+    from kernelpack.artifact import Binary, KernelArtifact, LaunchSpec, Provenance
+    from kernelpack.cubin import read_cubin
+
+    cubin = ck.asm["cubin"]
+    name = ck.metadata.name
+    c = read_cubin(cubin)
+    nparams = len(c.kernel(name).params)
+    params = [Param(p, Pointer(DType.f32), 16) for p in ("a", "b", "c")] + [Param("n", Scalar(DType.i32), 16)]
+    roles = ["global_scratch", "profile_scratch"]
+    params += [Param(roles[i], Pointer(), role=roles[i]) for i in range(nparams - 4)]
+    shared = int(getattr(ck.metadata, "shared", 0) or 0)
+    import triton
+
+    return KernelArtifact("add", name, Abi(tuple(params)), (Binary(c.arch, cubin),),
+                          LaunchSpec(block=(32 * ck.metadata.num_warps, 1, 1), dynamic_smem=shared or None),
+                          Provenance("triton", triton.__version__))
+
+
+def measure_host_only(run, spin, stream, torch):  # type: ignore[no-untyped-def]
+    """Median and min ns per launch over batches queued behind a spin kernel; batches the GPU caught up with are
+    dropped (counted in 'late')."""
+    per, late = [], 0
+    for rep in range(WARMUP + REPS):
+        spin()
+        ev = torch.cuda.Event()
+        ev.record(stream)
+        t0 = time.perf_counter_ns()
+        inner = run(BATCH)
+        t1 = time.perf_counter_ns()
+        caught_up = ev.query()
+        stream.synchronize()
+        if rep < WARMUP:
+            continue
+        if caught_up:
+            late += 1
+            continue
+        per.append((inner if inner is not None else t1 - t0) / BATCH)
+    if not per:
+        return None
+    return {"median": statistics.median(per), "min": min(per), "late": late}
+
+
+def measure_steady(run, stream):  # type: ignore[no-untyped-def]
+    out = []
+    for _ in range(3):
+        stream.synchronize()
+        t0 = time.perf_counter_ns()
+        run(STEADY)
+        stream.synchronize()
+        out.append((time.perf_counter_ns() - t0) / STEADY)
+    return statistics.median(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--artifacts", default=os.environ.get("KERNELPACK_GPU_ARTIFACTS", ".gpu") + "/runtime")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    art_dir = Path(args.artifacts)
+
+    import numpy as np
+    import torch
+
+    import kernelpack
+    from kernelpack.bundle import Bundle
+
+    torch.cuda.init()
+    dev = torch.device("cuda", 0)
+    stream = torch.cuda.Stream(device=dev)
+    torch.cuda.set_stream(stream)
+    sh = stream.cuda_stream
+    a = torch.randn(N_ELEMS, device=dev)
+    b = torch.randn(N_ELEMS, device=dev)
+    c = torch.empty(N_ELEMS, device=dev)
+    grid = N_ELEMS // BLOCK_ELEMS
+
+    add = triton_kernel()
+    ck = add[(grid,)](a, b, c, N_ELEMS, BLOCK=BLOCK_ELEMS)
+    torch.cuda.synchronize()
+    assert torch.equal(c, a + b), "triton add is wrong"
+    art = artifact_from_triton(ck)
+    block = art.launch.block[0]
+    tmp = Path(tempfile.mkdtemp())
+    cubin_path = tmp / "add.cubin"
+    cubin_path.write_bytes(ck.asm["cubin"])
+
+    spin_mod = kernelpack.load(art_dir / "bench.kpack")
+    kp = kernelpack.load(Bundle((art,)))
+    k = kp.add
+
+    def spin() -> None:
+        spin_mod.spin(SPIN_CYCLES, grid=1, block=1, stream=sh)
+
+    rows: dict[str, object] = {}
+    notes: dict[str, str] = {}
+
+    def add_row(name: str, run, check: bool = True) -> None:  # type: ignore[no-untyped-def]
+        try:
+            c.zero_()
+            run(1)
+            torch.cuda.synchronize()
+            if check and not torch.equal(c, a + b):
+                raise RuntimeError("wrong result")
+            rows[name] = {"host": measure_host_only(run, spin, stream, torch), "steady": measure_steady(run, stream)}
+        except Exception as e:  # noqa: BLE001 - report the row as failed, keep going
+            notes[name] = f"{type(e).__name__}: {e}"[:300]
+        print(f"  {name}: {rows.get(name) or notes.get(name)}", flush=True)
+
+    # raw C
+    so = tmp / "rawc.so"
+    (tmp / "rawc.c").write_text(RAW_C)
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", str(tmp / "rawc.c"), "-o", str(so), "-ldl"], check=True)
+    raw = ctypes.CDLL(str(so))
+    raw.kb_loop.restype = ctypes.c_double
+    raw.kb_loop.argtypes = (ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int,
+                            ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p, ctypes.c_int)
+    assert raw.kb_init() == 0
+    k(a, b, c, N_ELEMS, grid=grid)  # loads the kernel
+    handle = k.family.device_state(0).entries[0].kernel
+
+    def raw_run(count: int) -> float:
+        ns = raw.kb_loop(handle, a.data_ptr(), b.data_ptr(), c.data_ptr(), N_ELEMS, grid, block, sh, count)
+        if ns < 0:
+            raise RuntimeError(f"cuLaunchKernel failed: {-ns}")
+        return ns
+
+    add_row("raw C cuLaunchKernel (same process)", raw_run)
+
+    def kp_run(count: int) -> None:
+        for _ in range(count):
+            k(a, b, c, N_ELEMS, grid=grid)
+
+    add_row("kernelpack (C extension, torch tensors, current stream)", kp_run)
+
+    def kp_explicit(count: int) -> None:
+        for _ in range(count):
+            k(a, b, c, N_ELEMS, grid=grid, block=block, stream=sh)
+
+    add_row("kernelpack (block and stream given)", kp_explicit)
+
+    from kernelpack.runtime import fast
+
+    saved = dict(fast._state)
+    fast._state.update(ext=None, tried=True)
+    kp_py = kernelpack.load(Bundle((art,))).add
+    fast._state.clear()
+    fast._state.update(saved)
+
+    def kp_py_run(count: int) -> None:
+        for _ in range(count):
+            kp_py(a, b, c, N_ELEMS, grid=grid)
+
+    add_row("kernelpack pure-Python fallback", kp_py_run)
+
+    # torch's static launcher (what inductor uses for Triton kernels)
+    try:
+        SL = torch._C._StaticCudaLauncher
+        shared = int(getattr(ck.metadata, "shared", 0) or 0)
+        _, fn, _, _ = SL._load_kernel(str(cubin_path), ck.metadata.name, shared, 0)
+        tys = "OOOi" + "O" * (len(art.abi.params) - 4)
+        extra = (None,) * (len(art.abi.params) - 4)
+        nw = ck.metadata.num_warps
+
+        def static_run(count: int) -> None:
+            for _ in range(count):
+                SL._launch_kernel(fn, grid, 1, 1, nw, shared, tys, (a, b, c, N_ELEMS, *extra), sh)
+
+        add_row("torch _StaticCudaLauncher", static_run)
+    except Exception as e:  # noqa: BLE001
+        notes["torch _StaticCudaLauncher"] = f"{type(e).__name__}: {e}"[:300]
+
+    # cuda.core
+    try:
+        try:
+            from cuda.core import LaunchConfig, ObjectCode, Stream, launch
+        except ImportError:
+            from cuda.core.experimental import LaunchConfig, ObjectCode, Stream, launch
+        kern = ObjectCode.from_cubin(ck.asm["cubin"]).get_kernel(ck.metadata.name)
+        cstream = Stream.from_handle(sh)
+        config = LaunchConfig(grid=grid, block=block)
+        cargs = (a.data_ptr(), b.data_ptr(), c.data_ptr(), np.int32(N_ELEMS)) + (0,) * (len(art.abi.params) - 4)
+
+        def core_run(count: int) -> None:
+            for _ in range(count):
+                launch(cstream, config, kern, *cargs)
+
+        add_row("cuda.core launch (pre-converted args)", core_run)
+    except Exception as e:  # noqa: BLE001
+        notes["cuda.core launch (pre-converted args)"] = f"{type(e).__name__}: {e}"[:300]
+
+    # cuda.bindings
+    try:
+        from cuda.bindings import driver as cu
+
+        f = cu.CUfunction(int(handle))
+        cs = cu.CUstream(sh)
+        nh = len(art.abi.params) - 4
+        types = (ctypes.c_void_p,) * 3 + (ctypes.c_int,) + (ctypes.c_void_p,) * nh
+
+        def bindings_run(count: int) -> None:
+            for _ in range(count):
+                params = ((a.data_ptr(), b.data_ptr(), c.data_ptr(), N_ELEMS) + (0,) * nh, types)
+                (err,) = cu.cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, cs, params, 0)
+                if err != cu.CUresult.CUDA_SUCCESS:
+                    raise RuntimeError(str(err))
+
+        add_row("cuda.bindings cuLaunchKernel", bindings_run)
+    except Exception as e:  # noqa: BLE001
+        notes["cuda.bindings cuLaunchKernel"] = f"{type(e).__name__}: {e}"[:300]
+
+    # CuPy
+    try:
+        import cupy as cp
+
+        mod = cp.RawModule(path=str(cubin_path))
+        fn_cp = mod.get_function(ck.metadata.name)
+        ca, cb, cc = cp.from_dlpack(a), cp.from_dlpack(b), cp.from_dlpack(c)
+        nh = len(art.abi.params) - 4
+        ext = cp.cuda.ExternalStream(sh)
+
+        def cupy_run(count: int) -> None:
+            with ext:
+                for _ in range(count):
+                    fn_cp((grid,), (block,), (ca, cb, cc, np.int32(N_ELEMS)) + (np.uint64(0),) * nh)
+
+        add_row("CuPy RawModule kernel", cupy_run)
+    except Exception as e:  # noqa: BLE001
+        notes["CuPy RawModule kernel"] = f"{type(e).__name__}: {e}"[:300]
+
+    # Triton's own JIT launch
+    def triton_run(count: int) -> None:
+        for _ in range(count):
+            add[(grid,)](a, b, c, N_ELEMS, BLOCK=BLOCK_ELEMS)
+
+    add_row("Triton JIT launch", triton_run)
+
+    load = load_time(art_dir / "many.kpack")
+    report(rows, notes, load, args.json)
+    return 0
+
+
+LOAD_SCRIPT = textwrap.dedent("""
+    import json, sys, time
+    import torch
+    torch.cuda.init()
+    a = torch.randn(4096, device="cuda"); b = torch.randn(4096, device="cuda"); c = torch.empty(4096, device="cuda")
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    import kernelpack
+    t1 = time.perf_counter()
+    m = kernelpack.load(sys.argv[1])
+    t2 = time.perf_counter()
+    m.k7(a, b, c, 4096, grid=16, block=256)
+    torch.cuda.synchronize()
+    t3 = time.perf_counter()
+    m.k8(a, b, c, 4096, grid=16, block=256)
+    torch.cuda.synchronize()
+    t4 = time.perf_counter()
+    assert torch.allclose(c, a + 8 * b)
+    print(json.dumps({"import_ms": (t1 - t0) * 1e3, "load_ms": (t2 - t1) * 1e3, "first_launch_ms": (t3 - t2) * 1e3,
+                      "second_kernel_ms": (t4 - t3) * 1e3, "total_ms": (t3 - t0) * 1e3, "kernels": len(m.__all__)}))
+""")
+
+
+def load_time(path: Path) -> dict[str, float] | None:
+    if not path.is_file():
+        return None
+    runs = []
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", LOAD_SCRIPT, str(path)], capture_output=True, text=True,
+                             env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+        if out.returncode != 0:
+            print(out.stderr[-2000:])
+            return None
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+
+
+def report(rows, notes, load, json_path) -> None:  # type: ignore[no-untyped-def]
+    import torch
+
+    raw = rows.get("raw C cuLaunchKernel (same process)")
+    base = raw["host"]["median"] if raw and raw["host"] else None
+    gpu = torch.cuda.get_device_name(0)
+    print(f"\nLaunch overhead, {time.strftime('%Y-%m-%d')}, {gpu}, driver {torch.cuda.driver_version() if hasattr(torch.cuda, 'driver_version') else '?'}, "
+          f"torch {torch.__version__}, Python {platform.python_version()}")
+    print(f"{'path':58s} {'host-only ns':>13s} {'x raw C':>8s} {'min ns':>8s} {'steady ns':>10s}")
+    for name, r in rows.items():
+        h = r["host"]
+        med = f"{h['median']:.0f}" if h else "-"
+        ratio = f"{h['median'] / base:.2f}" if h and base else "-"
+        mn = f"{h['min']:.0f}" if h else "-"
+        late = f" ({h['late']} late)" if h and h["late"] else ""
+        print(f"{name:58s} {med:>13s} {ratio:>8s} {mn:>8s} {r['steady']:>10.0f}{late}")
+    for name, why in notes.items():
+        print(f"{name:58s} not measured: {why}")
+    if load:
+        print(f"\n100-kernel bundle in a fresh process (median of 3): import kernelpack {load['import_ms']:.1f} ms, "
+              f"load {load['load_ms']:.1f} ms, first launch {load['first_launch_ms']:.1f} ms, "
+              f"total {load['total_ms']:.1f} ms; a second kernel's first launch {load['second_kernel_ms']:.2f} ms")
+    if json_path:
+        Path(json_path).write_text(json.dumps({"rows": rows, "notes": notes, "load": load, "gpu": gpu}, indent=1))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# On the GPU machine: build the runtime's extensions in place for its python3 (abi3 launch path + torch bridge
+# against its torch), run the runtime tests (fake-driver CPU tests, then GPU tests) and the launch benchmark.
+# Artifacts come from .gpu/runtime (scripts/gpu_runtime_prepare.py on the build machine). Logs go to $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 KERNELPACK_GPU_ARTIFACTS=$PWD/.gpu KERNELPACK_CACHE_DIR=off
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader | tee "$OUT/machine.txt"
+python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)" | tee -a "$OUT/machine.txt"
+rm -rf build src/kernelpack/runtime/*.so
+( time python3 setup.py -q build_ext --inplace ) > "$OUT/build.log" 2>&1
+ls src/kernelpack/runtime/*.so | tee -a "$OUT/build.log"
+status=0
+if [ -z "${SKIP_TESTS:-}" ]; then
+  python3 -m pytest -q -p no:cacheprovider ${CPU_TESTS:-tests/test_runtime_launch.py tests/test_runtime_plan.py} 2>&1 | tail -n 25 | tee "$OUT/cpu_tests.log"
+  python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_runtime_gpu.py 2>&1 | tee "$OUT/gpu_tests.log"
+  status=${PIPESTATUS[0]}
+fi
+if [ -z "${SKIP_BENCH:-}" ]; then
+  python3 bench/launch_overhead.py --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
+fi
+exit $status
