@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from runtime_support import test_bundle  # noqa: E402
+from runtime_support import build_test_bundle  # noqa: E402
 
 from kernelpack import cuda  # noqa: E402
 
@@ -18,7 +18,7 @@ def main() -> None:
     out = ROOT / ".gpu" / "runtime"
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    test_bundle(out / "build", compiler="nvcc").write(out / "tests.kpack")
+    build_test_bundle(out / "build", compiler="nvcc").write(out / "tests.kpack")
     cuda.compile(ROOT / "tests/fake_runtime/kernels.cu", ["spin"], arch=["sm_90a"], compiler="nvcc").write(
         out / "bench.kpack")
     cuda.compile(ROOT / "bench/many_kernels.cu", [f"k{i}" for i in range(100)], arch=["sm_90a"],

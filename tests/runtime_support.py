@@ -117,7 +117,7 @@ def reqntid_cubin(out: Path, arch: str) -> bytes:
     return cubin.read_bytes()
 
 
-def test_bundle(out: Path, compiler: str | None = None) -> Bundle:
+def build_test_bundle(out: Path, compiler: str | None = None) -> Bundle:
     """Every runtime test kernel, for sm_80 and sm_90a, with hand-made families on top of the compiled ones."""
     from kernelpack import cuda
     from kernelpack.cache import CompileCache

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpu import gpu_count, requires_gpu
-from runtime_support import python_path, test_bundle
+from runtime_support import python_path, build_test_bundle
 
 import kernelpack
 from kernelpack.bundle import Bundle
@@ -28,7 +28,7 @@ def bundle(tmp_path_factory) -> Bundle:
     carried = Path(os.environ.get("KERNELPACK_GPU_ARTIFACTS", ".gpu")) / "runtime" / "tests.kpack"
     if carried.is_file():
         return Bundle.read(carried)
-    return test_bundle(tmp_path_factory.mktemp("rt"), compiler="nvcc")
+    return build_test_bundle(tmp_path_factory.mktemp("rt"), compiler="nvcc")
 
 
 @pytest.fixture(scope="module")
