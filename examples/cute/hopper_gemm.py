@@ -111,7 +111,7 @@ class HopperGemm:
         tBsB, tBgB = cute.nvgpu.cpasync.tma_partition(tma_b, ccoord[0], cute.make_layout(CLUSTER_M),
                                                       cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2))
 
-        thr = mma.get_slice(0)
+        thr = mma.get_slice(tidx)  # per thread: A/B views are warp-group wide, C's are this thread's
         tCrA = mma.make_fragment_A(thr.partition_A(sA))
         tCrB = mma.make_fragment_B(thr.partition_B(sB))
         tCgC = thr.partition_C(gC)
