@@ -28,7 +28,7 @@ from ..errors import CompileError, KernelpackError
 from .capture import Launch, capture_launches
 from .derive import Leaf, leaves, to_abi
 from .llvm import check_host_abi, host_arg_types, launch_smem_bytes
-from .types import tensor_checks
+from .types import mlir_ir, tensor_checks
 
 ArchSpec = str | Arch | Sequence[str | Arch]
 
@@ -86,7 +86,7 @@ def _source_file(fn: Any) -> str | None:
 
 
 def _fn_name(fn: Any) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(type(fn), "__qualname__", repr(fn))
+    return str(getattr(fn, "__qualname__", None) or getattr(type(fn), "__qualname__", repr(fn)))
 
 
 def _target(fn: Any) -> Callable[..., Any]:
@@ -113,7 +113,7 @@ def _provenance(fn: Any, options: str) -> Provenance:
 
 def _host_types(obj: Any) -> list[str]:
     """MLIR type spellings of an example argument outside tracing (a scratch MLIR context and module)."""
-    from cutlass._mlir import ir
+    ir = mlir_ir()
     from cutlass.base_dsl.typing import get_mlir_types
 
     with ir.Context(), ir.Location.unknown():

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..artifact import GRID_OPS, evaluate_grid
-from .types import parse_modes, split_layout
+from .types import mlir_ir, parse_modes, split_layout
 
 Expr = Any  # int | list (JSON tree), see kernelpack.artifact.evaluate_grid
 
@@ -132,7 +132,7 @@ _BINOPS = {
 
 def _raw(v: Any) -> Any:
     """The ir.Value behind a DSL object (DSL integers and tensors wrap one)."""
-    from cutlass._mlir import ir
+    ir = mlir_ir()
 
     if isinstance(v, ir.Value):
         return v
@@ -147,7 +147,7 @@ def _raw(v: Any) -> Any:
 
 def _same(a: Any, b: Any) -> bool:
     """Identity of two IR values (DSL value classes overload ``==`` to emit a comparison op)."""
-    from cutlass._mlir import ir
+    ir = mlir_ir()
 
     return bool(ir.Value.__eq__(ir.Value(a), ir.Value(b)))
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..abi import Opaque, ParamType, Pointer, Scalar, Struct, align_up
 from ..errors import AbiMismatch, CompileError
+from .types import mlir_ir
 
 Leaves = tuple[tuple[int, int, str], ...]  # (offset, size, kind) with kind in i/f/p/b
 
@@ -21,7 +22,9 @@ _SCALAR = {"i1": (1, "i"), "i8": (1, "i"), "i16": (2, "i"), "i32": (4, "i"), "i6
 
 
 def split_top(text: str, sep: str = ",") -> list[str]:
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         depth += ch in "(<["
         depth -= ch in ")>]"
@@ -81,7 +84,7 @@ def _func_op(ir_module: Any, name: str) -> Any:
     found = []
 
     def visit(op: Any) -> Any:
-        from cutlass._mlir import ir
+        ir = mlir_ir()
 
         if op.name == "llvm.func" and op.attributes["sym_name"].value == name:
             found.append(op)

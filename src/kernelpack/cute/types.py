@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from ..abi import DType, Pointer, Scalar, Struct, TensorSpec
 from ..errors import CompileError
@@ -32,6 +33,13 @@ _PTR = re.compile(r"^!cute\.ptr<\s*([^,>]+?)\s*,\s*(\w+)\s*(?:,\s*align<(\d+)>)?
 _LEAF = re.compile(r"\?(?:\{([^}]*)\})?|-?\d+")
 _SPACES = {"gmem": "global", "smem": "shared", "generic": "generic", "cmem": "const"}
 STREAM_TYPES = ("!cuda.stream",)
+
+
+def mlir_ir() -> Any:
+    """CuTe's MLIR Python bindings (``cutlass._mlir.ir``), imported lazily and untyped."""
+    import importlib
+
+    return importlib.import_module("cutlass._mlir.ir")
 
 
 def numeric_dtype(cls: object) -> DType | None:
