@@ -184,3 +184,11 @@ def test_missing_constexpr_and_triton_failures_are_compile_errors(cache):
         kt.compile(lambda x: x, SIG, arch="sm_80", cache=cache)
     with pytest.raises(CompileError, match=r"axpy_kernel: parameter 0 'alpha' has type 'fp32' and a constexpr"):
         kt.compile(axpy_kernel, {"alpha": "fp32"}, constexprs={"alpha": 2.0, "BLOCK": 64}, arch="sm_80", cache=cache)
+
+
+def test_num_ctas_becomes_the_cluster(cache):
+    a = kt.compile(add_kernel, SIG, constexprs={"BLOCK": 1024}, num_ctas=2, arch="sm_90a", cache=cache).artifacts[0]
+    ck = a.cubin_kernel("sm_90a")
+    assert a.launch.cluster == ck.cluster_dims == (2, 1, 1) and ck.explicit_cluster
+    with pytest.raises(CompileError, match=r"add_kernel \(sm_80\): Triton failed: .*num_ctas"):
+        kt.compile(add_kernel, SIG, constexprs={"BLOCK": 1024}, num_ctas=2, arch="sm_80", cache=cache)
