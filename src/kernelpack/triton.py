@@ -18,6 +18,8 @@ lowering, scratch), the specialization is split into one artifact per group of a
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -118,13 +120,14 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
             raise CompileError(f"kernel {label}: the kernel's parameters differ between archs (tensor descriptors "
                                f"lower to a CUtensorMap only where TMA exists): {by}; compile those archs in "
                                f"separate calls with different names")
-        provenance = Provenance("triton", triton.__version__, f"triton {triton.__version__}",
-                                _provenance_options(opts, consts, divs), source_sha)
         for (abi, launch), garchs in groups.items():
             v = variant
             if len(groups) > 1:
                 v = "_".join(x for x in (variant, "_".join(str(g).replace("_", "") for g in garchs)) if x)
             bins = tuple(Binary(a, outs[a].cubin) for a in garchs)
+            ptxas = ", ".join(sorted({str(b.cubin.toolkit_version) for b in bins}))
+            provenance = Provenance("triton", triton.__version__, f"triton {triton.__version__} (ptxas {ptxas})",
+                                    _provenance_options(opts, consts, divs), source_sha)
             artifacts.append(KernelArtifact(kname, outs[garchs[0]].meta["name"], abi, bins, launch, provenance, v))
     return Bundle(tuple(artifacts))
 
@@ -285,11 +288,7 @@ def _compile_cached(jit: Any, args: list[_Arg], consts: dict[str, Any], divs: di
 
 
 def _jsonable(v: Any) -> Any:
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, Mapping):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    return v
+    return json.loads(json.dumps(v, default=str))
 
 
 def _abi_and_launch(label: str, args: list[_Arg], divs: dict[str, int], out: _Output,
@@ -324,7 +323,7 @@ def _abi_and_launch(label: str, args: list[_Arg], divs: dict[str, int], out: _Ou
     launch = LaunchSpec(
         block=(32 * int(meta.get("num_warps") or num_warps), 1, 1),
         dynamic_smem=int(meta.get("shared") or 0),
-        cluster=(num_ctas, 1, 1) if num_ctas > 1 else (tuple(cluster) if cluster and _prod(cluster) > 1 else None),
+        cluster=(num_ctas, 1, 1) if num_ctas > 1 else (tuple(cluster) if cluster and math.prod(cluster) > 1 else None),
         global_scratch=int(meta.get("global_scratch_size") or 0),
         global_scratch_align=int(meta.get("global_scratch_align") or 1),
         profile_scratch=int(meta.get("profile_scratch_size") or 0),
@@ -332,13 +331,6 @@ def _abi_and_launch(label: str, args: list[_Arg], divs: dict[str, int], out: _Ou
         tensor_descs=tuple(descs),
     )
     return Abi(tuple(params)), launch
-
-
-def _prod(dims: Sequence[int]) -> int:
-    out = 1
-    for d in dims:
-        out *= int(d)
-    return out
 
 
 def _param_type(ty: str) -> Pointer | Scalar | Any:
