@@ -246,7 +246,8 @@ def main() -> int:
     try:
         SL = torch._C._StaticCudaLauncher
         shared = int(getattr(ck.metadata, "shared", 0) or 0)
-        _, fn, _, _ = SL._load_kernel(str(cubin_path), ck.metadata.name, shared, 0)
+        loaded = SL._load_kernel(str(cubin_path), ck.metadata.name, shared, 0)
+        fn = loaded[1] if len(loaded) == 4 else loaded[0]  # (module, function, regs, spills) or (function, ...)
         tys = "OOOi" + "O" * (len(art.abi.params) - 4)
         extra = (None,) * (len(art.abi.params) - 4)
         nw = ck.metadata.num_warps

@@ -20,7 +20,7 @@ from kernelpack.bundle import Bundle
 HERE = Path(__file__).parent / "fake_runtime"
 NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
 PTXAS = str(Path(NVCC).parent / "ptxas")
-KERNELS = ["add", "scale<float>", "scale<__half>", "scalars", "affine", "row_sums", "with_scratch", "big_smem", "spin"]
+KERNELS = ["add", "add16", "scale<float>", "scale<__half>", "scalars", "affine", "row_sums", "with_scratch", "big_smem", "spin"]
 ROWS = Struct.tensor_descriptor("Rows", TensorSpec(DType.f32, (None, 64), (None, 1), DType.i32, DType.i64))
 
 
@@ -130,7 +130,7 @@ def build_test_bundle(out: Path, compiler: str | None = None) -> Bundle:
     extra = [
         # dispatch on alignment/divisibility: the same binary, a stricter ABI
         dataclasses.replace(add, name="vadd", variant="any"),
-        dataclasses.replace(add, name="vadd", variant="aligned", abi=Abi(tuple(
+        dataclasses.replace(arts["add16"], name="vadd", variant="aligned", abi=Abi(tuple(
             dataclasses.replace(p, divisibility=16 if isinstance(p.type, Pointer) else 4) for p in add.abi.params))),
         dataclasses.replace(arts["row_sums"], abi=Abi((Param("t", ROWS), Param("out", Pointer(DType.f32))))),
         dataclasses.replace(arts["with_scratch"], abi=Abi((
@@ -142,7 +142,7 @@ def build_test_bundle(out: Path, compiler: str | None = None) -> Bundle:
         dataclasses.replace(add, name="spec_cluster", launch=LaunchSpec(cluster=(2, 1, 1))),
         KernelArtifact("reqntid", "add", add.abi, tuple(Binary(a, reqntid_cubin(out, a)) for a in ("sm_80", "sm_90a"))),
     ]
-    keep = [a for a in base if a.name not in ("row_sums", "with_scratch")]
+    keep = [a for a in base if a.name not in ("row_sums", "with_scratch", "add16")]
     cluster = cuda.compile(HERE / "cluster.cu", ["clustered"], arch=["sm_90a"], compiler=compiler, cache=cache)
     return Bundle.of(keep, extra, cluster)
 
