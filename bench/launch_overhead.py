@@ -61,15 +61,36 @@ double kb_loop(void* f, uint64_t a, uint64_t b, uint64_t c, int n, unsigned grid
     }
     return now() - t0;
 }
+/* the same, plus the cuCtxGetCurrent a context-safe launcher makes per launch */
+typedef int (*getctx_t)(void**);
+static getctx_t getctx;
+int kb_init_ctx(void) {
+    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    gpa_t gpa = h ? (gpa_t)dlsym(h, "cuGetProcAddress_v2") : 0;
+    int st = 0;
+    return gpa && gpa("cuCtxGetCurrent", (void**)&getctx, 12000, 0, &st) == 0 && st == 0 ? 0 : -2;
+}
+double kb_loop_ctx(void* f, uint64_t a, uint64_t b, uint64_t c, int n, unsigned grid, unsigned block, void* stream,
+                   int count) {
+    void *s0 = 0, *s1 = 0, *ctx = 0;
+    double t0 = now();
+    for (int i = 0; i < count; i++) {
+        void* params[6] = {&a, &b, &c, &n, &s0, &s1};
+        if (getctx(&ctx) || !ctx) return -1;
+        int r = launch(f, grid, 1, 1, block, 1, 1, 0, stream, params, 0);
+        if (r) return -r;
+    }
+    return now() - t0;
+}
 """
 
 N_ELEMS = 4096
 BLOCK_ELEMS = 1024
 BATCH = 200  # launches per host-only batch (well under the driver's queue depth)
-REPS = 25
-WARMUP = 5
+REPS = 40  # host-only batches per row, rows interleaved round by round
+WARMUP = 3
 STEADY = 3000
-SPIN_CYCLES = 100_000_000  # ~50 ms at 2 GHz
+SPIN_CYCLES = 30_000_000  # ~15 ms at 2 GHz: far longer than any batch
 
 
 def triton_kernel():  # type: ignore[no-untyped-def]
@@ -106,39 +127,57 @@ def artifact_from_triton(ck):  # type: ignore[no-untyped-def]
                           Provenance("triton", triton.__version__))
 
 
-def measure_host_only(run, spin, stream, torch):  # type: ignore[no-untyped-def]
-    """Median and min ns per launch over batches queued behind a spin kernel; batches the GPU caught up with are
-    dropped (counted in 'late')."""
-    per, late = [], 0
-    for rep in range(WARMUP + REPS):
-        spin()
-        ev = torch.cuda.Event()
-        ev.record(stream)
-        t0 = time.perf_counter_ns()
-        inner = run(BATCH)
-        t1 = time.perf_counter_ns()
-        caught_up = ev.query()
-        stream.synchronize()
-        if rep < WARMUP:
-            continue
-        if caught_up:
-            late += 1
-            continue
-        per.append((inner if inner is not None else t1 - t0) / BATCH)
-    if not per:
-        return None
-    return {"median": statistics.median(per), "min": min(per), "late": late}
+def host_batch(run, spin, stream, torch):  # type: ignore[no-untyped-def]
+    """ns per launch of one batch queued behind a spin kernel; None when the GPU caught up before it ended."""
+    spin()
+    ev = torch.cuda.Event()
+    ev.record(stream)
+    t0 = time.perf_counter_ns()
+    inner = run(BATCH)
+    t1 = time.perf_counter_ns()
+    caught_up = ev.query()
+    stream.synchronize()
+    return None if caught_up else (inner if inner is not None else t1 - t0) / BATCH
 
 
-def measure_steady(run, stream):  # type: ignore[no-untyped-def]
-    out = []
+def steady_batch(run, stream):  # type: ignore[no-untyped-def]
+    stream.synchronize()
+    t0 = time.perf_counter_ns()
+    run(STEADY)
+    stream.synchronize()
+    return (time.perf_counter_ns() - t0) / STEADY
+
+
+def measure(candidates, spin, stream, torch):  # type: ignore[no-untyped-def]
+    """Every row's batches interleaved round by round (start rotated), so drift hits all rows alike."""
+    host: dict[str, list[float]] = {name: [] for name, _ in candidates}
+    late: dict[str, int] = {name: 0 for name, _ in candidates}
+    steady: dict[str, list[float]] = {name: [] for name, _ in candidates}
+    for rnd in range(WARMUP + REPS):
+        k = rnd % len(candidates)
+        for name, run in candidates[k:] + candidates[:k]:
+            t = host_batch(run, spin, stream, torch)
+            if rnd < WARMUP:
+                continue
+            if t is None:
+                late[name] += 1
+            else:
+                host[name].append(t)
     for _ in range(3):
-        stream.synchronize()
-        t0 = time.perf_counter_ns()
-        run(STEADY)
-        stream.synchronize()
-        out.append((time.perf_counter_ns() - t0) / STEADY)
-    return statistics.median(out)
+        for name, run in candidates:
+            steady[name].append(steady_batch(run, stream))
+    out = {}
+    for name, _ in candidates:
+        h = host[name]
+        out[name] = {"host": {"median": statistics.median(h), "min": min(h), "p25": _quantile(h, 0.25),
+                              "p75": _quantile(h, 0.75), "late": late[name], "n": len(h)} if h else None,
+                     "steady": statistics.median(steady[name])}
+    return out
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    ys = sorted(xs)
+    return ys[min(len(ys) - 1, int(q * len(ys)))]
 
 
 def main() -> int:
@@ -181,20 +220,22 @@ def main() -> int:
     def spin() -> None:
         spin_mod.spin(SPIN_CYCLES, grid=1, block=1, stream=sh)
 
-    rows: dict[str, object] = {}
+    candidates: list[tuple[str, object]] = []
     notes: dict[str, str] = {}
 
     def add_row(name: str, run, check: bool = True) -> None:  # type: ignore[no-untyped-def]
+        """Keep a row whose launch computes the right result."""
         try:
             c.zero_()
+            torch.cuda.synchronize()
             run(1)
             torch.cuda.synchronize()
             if check and not torch.equal(c, a + b):
                 raise RuntimeError("wrong result")
-            rows[name] = {"host": measure_host_only(run, spin, stream, torch), "steady": measure_steady(run, stream)}
+            candidates.append((name, run))
         except Exception as e:  # noqa: BLE001 - report the row as failed, keep going
             notes[name] = f"{type(e).__name__}: {e}"[:300]
-        print(f"  {name}: {rows.get(name) or notes.get(name)}", flush=True)
+            print(f"  {name}: {notes[name]}", flush=True)
 
     # raw C
     so = tmp / "rawc.so"
@@ -215,6 +256,17 @@ def main() -> int:
         return ns
 
     add_row("raw C cuLaunchKernel (same process)", raw_run)
+    raw.kb_loop_ctx.restype = ctypes.c_double
+    raw.kb_loop_ctx.argtypes = raw.kb_loop.argtypes
+    assert raw.kb_init_ctx() == 0
+
+    def raw_ctx_run(count: int) -> float:
+        ns = raw.kb_loop_ctx(handle, a.data_ptr(), b.data_ptr(), c.data_ptr(), N_ELEMS, grid, block, sh, count)
+        if ns < 0:
+            raise RuntimeError(f"launch failed: {-ns}")
+        return ns
+
+    add_row("raw C + cuCtxGetCurrent per launch", raw_ctx_run)
 
     def kp_run(count: int) -> None:
         for _ in range(count):
@@ -325,8 +377,11 @@ def main() -> int:
 
     add_row("Triton JIT launch", triton_run)
 
+    print(f"measuring {len(candidates)} rows: {REPS} interleaved host-only batches of {BATCH} launches each, then "
+          f"steady state", flush=True)
+    rows = measure(candidates, spin, stream, torch)
     load = load_time(art_dir / "many.kpack")
-    report(rows, notes, load, args.json)
+    report(rows, notes, load, args.json, kernelpack.runtime.fast_path())
     return 0
 
 
@@ -367,22 +422,26 @@ def load_time(path: Path) -> dict[str, float] | None:
     return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
 
 
-def report(rows, notes, load, json_path) -> None:  # type: ignore[no-untyped-def]
+def report(rows, notes, load, json_path, fast) -> None:  # type: ignore[no-untyped-def]
     import torch
+
+    from kernelpack.runtime import driver
 
     raw = rows.get("raw C cuLaunchKernel (same process)")
     base = raw["host"]["median"] if raw and raw["host"] else None
     gpu = torch.cuda.get_device_name(0)
-    print(f"\nLaunch overhead, {time.strftime('%Y-%m-%d')}, {gpu}, driver {torch.cuda.driver_version() if hasattr(torch.cuda, 'driver_version') else '?'}, "
-          f"torch {torch.__version__}, Python {platform.python_version()}")
-    print(f"{'path':58s} {'host-only ns':>13s} {'x raw C':>8s} {'min ns':>8s} {'steady ns':>10s}")
+    v = driver.get().version
+    print(f"\nLaunch overhead, {time.strftime('%Y-%m-%d')}, {gpu}, CUDA driver {v // 1000}.{v % 1000 // 10}, "
+          f"torch {torch.__version__}, Python {platform.python_version()}, kernelpack fast path {fast}")
+    print(f"{'path':58s} {'host-only ns':>13s} {'x raw C':>8s} {'p25-p75 ns':>12s} {'min ns':>8s} {'steady ns':>10s}")
     for name, r in rows.items():
         h = r["host"]
         med = f"{h['median']:.0f}" if h else "-"
         ratio = f"{h['median'] / base:.2f}" if h and base else "-"
         mn = f"{h['min']:.0f}" if h else "-"
+        iqr = f"{h['p25']:.0f}-{h['p75']:.0f}" if h else "-"
         late = f" ({h['late']} late)" if h and h["late"] else ""
-        print(f"{name:58s} {med:>13s} {ratio:>8s} {mn:>8s} {r['steady']:>10.0f}{late}")
+        print(f"{name:58s} {med:>13s} {ratio:>8s} {iqr:>12s} {mn:>8s} {r['steady']:>10.0f}{late}")
     for name, why in notes.items():
         print(f"{name:58s} not measured: {why}")
     if load:
@@ -390,7 +449,8 @@ def report(rows, notes, load, json_path) -> None:  # type: ignore[no-untyped-def
               f"load {load['load_ms']:.1f} ms, first launch {load['first_launch_ms']:.1f} ms, "
               f"total {load['total_ms']:.1f} ms; a second kernel's first launch {load['second_kernel_ms']:.2f} ms")
     if json_path:
-        Path(json_path).write_text(json.dumps({"rows": rows, "notes": notes, "load": load, "gpu": gpu}, indent=1))
+        Path(json_path).write_text(json.dumps({"rows": rows, "notes": notes, "load": load, "gpu": gpu, "fast": fast,
+                                               "driver": v, "torch": torch.__version__}, indent=1))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ from kernelpack.bundle import Bundle
 HERE = Path(__file__).parent / "fake_runtime"
 NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
 PTXAS = str(Path(NVCC).parent / "ptxas")
-KERNELS = ["add", "add16", "scale<float>", "scale<__half>", "scalars", "affine", "row_sums", "with_scratch", "big_smem", "spin"]
+KERNELS = ["add", "add16", "scale<float>", "scale<__half>", "scalars", "affine", "row_sums", "with_scratch",
+           "big_smem", "spin"]
 ROWS = Struct.tensor_descriptor("Rows", TensorSpec(DType.f32, (None, 64), (None, 1), DType.i32, DType.i64))
 
 

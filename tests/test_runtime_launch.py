@@ -13,12 +13,11 @@ import warnings
 
 import pytest
 
-from runtime_support import CudaArray, FakeDriver, build_fake, build_test_bundle, cpu_tensors_as_cuda, python_path
-
 import kernelpack
 from kernelpack.errors import LaunchError
 from kernelpack.packing import pack_params
 from kernelpack.runtime import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization, driver
+from runtime_support import CudaArray, FakeDriver, build_fake, build_test_bundle, cpu_tensors_as_cuda, python_path
 
 torch = pytest.importorskip("torch")
 
@@ -513,3 +512,23 @@ def test_custom_op_compiles_without_graph_break(fake, bundle):
     assert not torch._dynamo.utils.counters["graph_break"]
     with pytest.raises(kernelpack.KernelpackError, match="no parameter 'zz'"):
         kt.custom_op(m.add, "kpfaketest::bad", grid=1, mutates_args=("zz",))
+
+
+def test_float_conversions_match_the_reference_packer(mod, fake, bundle):
+    import random
+
+    rng = random.Random(1)
+    values = [rng.uniform(-70000, 70000) for _ in range(200)] + [rng.uniform(-1e-4, 1e-4) for _ in range(200)]
+    values += [65504.0, 65519.99, 6.1e-5, 5.9604644775390625e-08, 2.9802322387695312e-08, 1e-8, -0.0, 3.4e38]
+    out = torch.zeros(1)
+    checked = 0
+    for v in values:
+        vals = [0, 0, 0, 0, 0, 0, 0, 0, v, v, v, False]
+        try:
+            ref = reference(bundle, "scalars", [*vals, out.data_ptr()])
+        except Exception:  # noqa: BLE001 - overflows f16: refused, as tested elsewhere
+            continue
+        mod.scalars(*vals, out, grid=1, block=1)
+        assert fake.last()["params"] == ref, v
+        checked += 1
+    assert checked > 350

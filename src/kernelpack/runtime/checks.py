@@ -103,9 +103,9 @@ def _scalar(kernel: str, s: Slot, value: Any, view: TensorView | None) -> Any:
     if isinstance(value, bool) or not (isinstance(value, (int, float)) or hasattr(value, "__float__")):
         raise ArgumentTypeError(f"{_where(kernel, s)}: expected a float for {dt.value}, got {_got(value, None)}")
     v = float(value)
-    if dt in (DType.f16, DType.f32):
+    if dt in (DType.f16, DType.bf16, DType.f32):
         try:
-            struct.pack("<" + dt.struct_format, v)
+            struct.pack("<e" if dt is DType.f16 else "<f", v)
         except OverflowError:
             raise ArgumentValueError(f"{_where(kernel, s)}: {v!r} overflows {dt.value}") from None
     return v

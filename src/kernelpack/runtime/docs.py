@@ -92,10 +92,10 @@ def doc_text(family: KernelFamily, source: str) -> str:
     body = [f"Kernel family {family.name} from {source}: {n} specialization{'s' if n != 1 else ''}, tried in this "
             f"order (the first every argument fits is launched):"]
     body += [_spec_text(s) for s in family.specs]
-    body.append("Arguments: torch tensors, __cuda_array_interface__ or DLPack arrays for pointers and tensors (an int is "
-                "a raw device pointer); Python numbers for scalars. grid/block/cluster: an int or a tuple of up to 3. "
-                "smem: dynamic shared memory bytes. stream: None (torch's current stream with torch tensors, else the "
-                "default stream), an int handle, or a stream object.")
+    body.append("Arguments: torch tensors, __cuda_array_interface__ or DLPack arrays for pointers and tensors (an "
+                "int is a raw device pointer); Python numbers for scalars. grid/block/cluster: an int or a tuple of up "
+                "to 3. smem: dynamic shared memory bytes. stream: None (torch's current stream with torch tensors, "
+                "else the default stream), an int handle, or a stream object.")
     return head + "\n\n" + "\n".join(body)
 
 

@@ -28,7 +28,7 @@ def extension() -> Any:
             from . import _launch
         except ImportError as e:
             warnings.warn(f"kernelpack: the launch extension (kernelpack.runtime._launch) is not built ({e}); kernels "
-                          f"launch through the pure-Python path, several microseconds slower per launch. Reinstall "
+                          f"launch through the pure-Python path (tens of microseconds per launch). Reinstall "
                           f"kernelpack with a C compiler available to build it.", FallbackWarning, stacklevel=3)
         else:
             _state["ext"] = _launch
@@ -54,9 +54,10 @@ def install_torch_bridge() -> bool:
     try:
         from . import _torch_bridge
     except ImportError as e:
-        warnings.warn(f"kernelpack: the torch bridge (kernelpack.runtime._torch_bridge) is not built or does not load "
-                      f"({e}); torch tensors take the Python path, about 1-2 us more per launch. Reinstall kernelpack "
-                      f"with `pip install --no-build-isolation` so the build sees torch.", FallbackWarning, stacklevel=3)
+        warnings.warn(f"kernelpack: the torch bridge (kernelpack.runtime._torch_bridge) is not built or does not "
+                      f"load ({e}); launches with torch tensors take the Python path (tens of microseconds each). "
+                      f"Reinstall kernelpack with `pip install --no-build-isolation` so the build sees torch.",
+                      FallbackWarning, stacklevel=3)
         return False
     if _torch_bridge.TORCH_VERSION != torch.__version__:
         warnings.warn(f"kernelpack: the torch bridge was built for torch {_torch_bridge.TORCH_VERSION}, this is torch "

@@ -26,8 +26,8 @@ KP_DYN = -(2**63)  # a mode passed at run time (C plans)
 
 OP_NULL, OP_PTR, OP_SCALAR, OP_TENSOR, OP_BYTES = 0, 1, 2, 3, 4
 
-INT_RANGE = {d: ((-(1 << (8 * d.size - 1)), (1 << (8 * d.size - 1)) - 1) if d.is_signed else (0, (1 << (8 * d.size)) - 1))
-             for d in DTYPES if d.is_integer}
+INT_RANGE = {d: ((-(1 << (8 * d.size - 1)), (1 << (8 * d.size - 1)) - 1) if d.is_signed
+                 else (0, (1 << (8 * d.size)) - 1)) for d in DTYPES if d.is_integer}
 
 
 @dataclass(frozen=True)
