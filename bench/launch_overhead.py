@@ -279,6 +279,13 @@ def main() -> int:
             k(a, b, c, N_ELEMS, grid=grid, block=block, stream=sh)
 
     add_row("kernelpack (block and stream given)", kp_explicit)
+    pa, pb, pc = a.data_ptr(), b.data_ptr(), c.data_ptr()
+
+    def kp_ints(count: int) -> None:
+        for _ in range(count):
+            k(pa, pb, pc, N_ELEMS, grid=grid, stream=sh)
+
+    add_row("kernelpack (int pointers, stream given)", kp_ints)
 
     from kernelpack.runtime import fast
 

@@ -14,13 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from gpu import gpu_count, requires_gpu
-from runtime_support import python_path, build_test_bundle
-
 import kernelpack
+from gpu import gpu_count, requires_gpu
 from kernelpack.bundle import Bundle
 from kernelpack.errors import LaunchError
 from kernelpack.runtime import ArgumentTypeError, ArgumentValueError
+from runtime_support import build_test_bundle, python_path
 
 
 @pytest.fixture(scope="module")

@@ -125,9 +125,15 @@ def test_struct_as_bytes_and_hidden_params_as_null(mod, fake, bundle):
     assert fake.last()["params"] == reference(bundle, "with_scratch", [x.data_ptr(), 10, 0, 0])
 
 
-def test_raw_int_pointers_and_none(mod, fake, bundle):
+def test_raw_int_pointers_and_none(mod, fake, bundle, path):
     mod.add(0x10000, 0x20000, None, 5, grid=1, block=32)
     assert fake.last()["params"] == reference(bundle, "add", [0x10000, 0x20000, 0, 5])
+    assert fake.last()["device"] == 0 and fake.last()["stream"] == 0
+    before = mod.add.family.python_calls
+    mod.add(0x10000, 0x20000, 0x30000, 5, grid=1, block=32, stream=7)
+    assert fake.last()["params"] == reference(bundle, "add", [0x10000, 0x20000, 0x30000, 5])
+    assert fake.last()["stream"] == 7
+    assert mod.add.family.python_calls == before + (path == "python"), "ints only: the C path too"
 
 
 def test_cuda_array_interface_objects(mod, fake, bundle):

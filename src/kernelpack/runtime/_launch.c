@@ -459,6 +459,16 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
             x->kind = A_TENSOR, saw_tensor = 1;
         }
     }
+    if (device < 0) { /* no tensor: the current context's device, or device 0 when none is current (as in Python) */
+        void* cur = NULL;
+        if (cu_ctx_get(&cur) != 0) goto slow;
+        if (cur == NULL) {
+            device = 0;
+        } else {
+            for (int d = 0; d < KP_MAX_DEVICES && device < 0; d++)
+                if (self->devs[d] != NULL && self->devs[d]->ctx == cur) device = d;
+        }
+    }
     if (device < 0 || device >= KP_MAX_DEVICES) goto slow;
     const kp_dev* dev = self->devs[device];
     if (dev == NULL) goto slow;
