@@ -18,19 +18,29 @@ from ..abi import DType
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class TensorView:
     ptr: int
     dtype: DType | None  # None: an element type the ABI cannot name (complex, fp8, ...)
-    dtype_name: str  # as the producer names it, for messages
+    dtype_label: Any  # the producer's dtype (its str() is the name used in messages)
     shape: tuple[int, ...]
     strides: tuple[int, ...]  # in elements
     device: int | None  # CUDA ordinal; None when the memory is not CUDA device memory
-    device_name: str  # "cuda:0", "cpu", ...
+    device_label: Any  # str() gives "cuda:0", "cpu", ...
     source: str  # "torch", "cuda_array_interface" or "dlpack"
 
     @property
+    def dtype_name(self) -> str:
+        return str(self.dtype_label).replace("torch.", "")
+
+    @property
+    def device_name(self) -> str:
+        return str(self.device_label)
+
+    @property
     def contiguous(self) -> bool:
+        if 0 in self.shape:
+            return True
         expected = 1
         for size, stride in zip(reversed(self.shape), reversed(self.strides)):
             if size != 1 and stride != expected:
@@ -75,16 +85,15 @@ def is_torch_tensor(obj: Any) -> bool:
 
 
 def torch_view(t: Any) -> TensorView:
-    torch = torch_module()
     dev = t.device
     if dev.type == "cuda":
-        ordinal: int | None = dev.index if dev.index is not None else torch.cuda.current_device()
+        ordinal: int | None = dev.index if dev.index is not None else torch_module().cuda.current_device()
     elif dev.type == "cpu" and testing.cpu_as_cuda:
         ordinal = 0
     else:
         ordinal = None
-    return TensorView(t.data_ptr(), _torch_dtypes(torch).get(t.dtype), str(t.dtype).replace("torch.", ""),
-                      tuple(t.shape), tuple(t.stride()), ordinal, str(dev), "torch")
+    dtypes = _TORCH_DTYPES or _torch_dtypes(torch_module())
+    return TensorView(t.data_ptr(), dtypes.get(t.dtype), t.dtype, tuple(t.shape), t.stride(), ordinal, dev, "torch")
 
 
 # ---------------------------------------------------------------- __cuda_array_interface__
