@@ -286,6 +286,17 @@ def main() -> int:
             k(pa, pb, pc, N_ELEMS, grid=grid, stream=sh)
 
     add_row("kernelpack (int pointers, stream given)", kp_ints)
+    from kernelpack.runtime import _launch
+
+    def kp_gil(count: int) -> None:
+        _launch.set_release_gil(False)
+        try:
+            for _ in range(count):
+                k(a, b, c, N_ELEMS, grid=grid)
+        finally:
+            _launch.set_release_gil(True)
+
+    add_row("diagnostic: kernelpack keeping the GIL", kp_gil)
 
     from kernelpack.runtime import fast
 

@@ -9,9 +9,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from runtime_support import build_test_bundle  # noqa: E402
-
 from kernelpack import cuda  # noqa: E402
+from runtime_support import build_test_bundle  # noqa: E402
 
 
 def main() -> None:

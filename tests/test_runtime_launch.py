@@ -497,7 +497,8 @@ def test_custom_op_compiles_without_graph_break(fake, bundle):
     m = kernelpack.load(bundle)
     op = kt.custom_op(m.add, "kpfaketest::add", grid=lambda a, b, out, n: (n + 127) // 128, block=128,
                       outputs={"out": lambda a, b, n: torch.empty_like(a)}, device_types="cpu")
-    inplace = kt.custom_op(m.add, "kpfaketest::add_", grid=1, block=128, mutates_args=("out",), device_types="cpu")
+    inplace = kt.custom_op(m.add, "kpfaketest::add_inplace", grid=1, block=128, mutates_args=("out",),
+                           device_types="cpu")
 
     def f(x, y):
         z = op(x * 2, y, x.numel())

@@ -78,6 +78,7 @@ static CUresult (*cu_launch_ex)(const kp_config*, void*, void**, void**);
 static CUresult (*cu_error_name)(CUresult, const char**);
 
 static const kp_bridge* bridge;   /* torch tensors readable in C when set */
+static int release_gil = 1;       /* set_release_gil(False): keep it (single-threaded callers; measurement) */
 static PyObject* stream_getter;   /* Python fallback for torch's current stream: f(device) -> int */
 static PyObject* s_grid, *s_block, *s_smem, *s_stream, *s_cluster, *s_cuda_stream, *s_repr;
 
@@ -541,7 +542,7 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
     const char* call = "cuCtxGetCurrent";
     if (r == 0 && saved != ctx) call = "cuCtxSetCurrent", r = cu_ctx_set(ctx);
     if (r == 0) {
-        Py_BEGIN_ALLOW_THREADS
+        PyThreadState* ts = release_gil ? PyEval_SaveThread() : NULL;
         if (c[0] == 0) {
             call = "cuLaunchKernel";
             r = cu_launch(kernel, g[0], g[1], g[2], b[0], b[1], b[2], nsmem, (void*)(uintptr_t)hstream, ptrs, NULL);
@@ -556,7 +557,7 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
             call = "cuLaunchKernelEx";
             r = cu_launch_ex(&cfg, kernel, ptrs, NULL);
         }
-        Py_END_ALLOW_THREADS
+        if (ts != NULL) PyEval_RestoreThread(ts);
         if (saved != NULL && saved != ctx) cu_ctx_set(saved);
     }
     if (KP_UNLIKELY(r != 0)) return driver_error(self, plan, device, r, call);
@@ -874,6 +875,14 @@ static PyObject* set_stream_getter(PyObject* mod, PyObject* fn) {
     Py_RETURN_NONE;
 }
 
+static PyObject* set_release_gil(PyObject* mod, PyObject* flag) {
+    (void)mod;
+    int v = PyObject_IsTrue(flag);
+    if (v < 0) return NULL;
+    release_gil = v;
+    Py_RETURN_NONE;
+}
+
 static PyObject* state(PyObject* mod, PyObject* unused) {
     (void)mod, (void)unused;
     return Py_BuildValue("{s:O,s:O,s:O}", "driver", cu_launch ? Py_True : Py_False, "torch_bridge",
@@ -886,6 +895,7 @@ static PyMethodDef module_methods[] = {
     {"set_driver", set_driver, METH_O, "Install the driver entry points (a dict name -> address)."},
     {"set_bridge", set_bridge, METH_O, "Install the torch bridge capsule (or None)."},
     {"set_stream_getter", set_stream_getter, METH_O, "Fallback f(device) -> torch's current stream handle."},
+    {"set_release_gil", set_release_gil, METH_O, "Release the GIL around the driver call (default True)."},
     {"state", state, METH_NOARGS, "What the fast path can do now."},
     {NULL, NULL, 0, NULL},
 };
