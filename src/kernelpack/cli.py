@@ -30,11 +30,24 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
+    if len(args.inputs) >= 2 or args.out is not None:
+        return _build_bundles(args)
+    from .project.ui import run_build
+
+    return run_build(args.project or (args.inputs[0] if args.inputs else None), jobs=args.jobs, force=args.force,
+                     quiet=args.quiet, as_json=args.json)
+
+
+def _build_bundles(args: argparse.Namespace) -> int:
+    """The direct form: ``kernelpack build NAME BUNDLE... -o DIR``."""
+    if len(args.inputs) < 2 or args.out is None:
+        raise KernelpackError("usage: kernelpack build NAME BUNDLE... -o DIR (or kernelpack build [PROJECT] for a "
+                              "kernelpack.toml project)")
     try:
         from .clib import build_library
     except ImportError as e:
         raise KernelpackError(f"the C library generator is not available in this install: {e}") from None
-    result = build_library(args.name, args.inputs, args.out)
+    result = build_library(args.inputs[0], args.inputs[1:], args.out)
     print(result)
     return 0
 
@@ -54,10 +67,19 @@ def make_parser() -> argparse.ArgumentParser:
     i.add_argument("--sass", action="store_true", help="also print the SASS disassembly (needs cuobjdump)")
     i.set_defaults(func=_cmd_inspect)
 
-    b = sub.add_parser("build", help="link bundles into a C/C++ library (libNAME.so/.a + NAME.h/.hpp)")
-    b.add_argument("name", help="library name (a C identifier)")
-    b.add_argument("inputs", nargs="+", help=".kpack bundles")
-    b.add_argument("-o", "--out", required=True, help="output directory")
+    b = sub.add_parser("build", help="build a project (kernelpack.toml) or link bundles into a C/C++ library",
+                       description="kernelpack build [PROJECT] compiles every kernel a kernelpack.toml (or a Python "
+                                   "project module) lists, in parallel, rebuilding only what changed, and links the "
+                                   "library. kernelpack build NAME BUNDLE... -o DIR links .kpack bundles directly.")
+    b.add_argument("inputs", nargs="*", metavar="PROJECT | NAME BUNDLE...",
+                   help="a project file or directory (default: ./kernelpack.toml), or a library name and bundles")
+    b.add_argument("-o", "--out", default=None, help="output directory (the NAME BUNDLE... form)")
+    b.add_argument("-p", "--project", default=None, help="project file or directory")
+    b.add_argument("-j", "--jobs", type=int, default=None, help="parallel compile processes (default: CPU count)")
+    b.add_argument("--force", action="store_true", help="rebuild every step and relink (the compile cache still "
+                                                        "applies; KERNELPACK_CACHE_DIR=off for a cold build)")
+    b.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    b.add_argument("--json", action="store_true", help="print the build report as JSON on stdout")
     b.set_defaults(func=_cmd_build)
     return p
 

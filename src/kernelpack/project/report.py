@@ -1,0 +1,163 @@
+"""The build summary: one row per kernel specialization, with the resources its cubins use and warnings about
+what will cost performance or portability (spills, occupancy limited by registers or shared memory, shared memory
+above what some devices of the arch family allow, library archs a kernel does not carry)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..artifact import KernelArtifact
+from ..bundle import Bundle
+
+
+@dataclass(frozen=True)
+class SmLimits:
+    threads: int  # resident threads per SM
+    blocks: int  # resident blocks per SM
+    smem_sm: int  # shared memory per SM (bytes)
+    smem_block: int  # opt-in maximum per block (bytes)
+
+
+REGS_PER_SM = 65536
+SM_LIMITS: dict[tuple[int, int], SmLimits] = {
+    (8, 0): SmLimits(2048, 32, 164 * 1024, 163 * 1024),
+    (8, 6): SmLimits(1536, 16, 100 * 1024, 99 * 1024),
+    (8, 7): SmLimits(2048, 16, 164 * 1024, 163 * 1024),
+    (8, 9): SmLimits(1536, 24, 100 * 1024, 99 * 1024),
+    (9, 0): SmLimits(2048, 32, 228 * 1024, 227 * 1024),
+    (10, 0): SmLimits(2048, 32, 228 * 1024, 227 * 1024),
+    (10, 3): SmLimits(2048, 32, 228 * 1024, 227 * 1024),
+    (12, 0): SmLimits(1536, 32, 100 * 1024, 99 * 1024),
+}
+DEFAULT_BLOCK = 256  # assumed for kernels that take any block shape
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    fraction: float
+    limiter: str  # "threads" | "registers" | "smem" | "blocks"
+    threads: int  # block size assumed
+
+
+def occupancy(major: int, minor: int, threads: int, regs: int, smem: int) -> Occupancy | None:
+    """Theoretical occupancy of a block of ``threads`` using ``regs`` registers per thread and ``smem`` bytes of
+    shared memory (the 1 KiB system reserve per block added), or None for an unknown arch."""
+    lim = SM_LIMITS.get((major, minor))
+    if lim is None or threads <= 0:
+        return None
+    warps = math.ceil(threads / 32)
+    regs_per_warp = math.ceil(max(regs, 1) * 32 / 256) * 256
+    limits = {
+        "threads": lim.threads // (warps * 32),
+        "blocks": lim.blocks,
+        "registers": (REGS_PER_SM // regs_per_warp) // warps,
+        "smem": lim.smem_sm // (smem + 1024) if smem else lim.blocks,
+    }
+    limiter = min(limits, key=lambda k: (limits[k], k != "registers" and k != "smem"))
+    blocks = limits[limiter]
+    return Occupancy(blocks * warps * 32 / lim.threads, limiter, threads)
+
+
+@dataclass
+class Row:
+    kernel: str
+    frontend: str
+    archs: list[str]
+    bytes: int
+    registers: dict[str, int] = field(default_factory=dict)
+    spills: dict[str, int] = field(default_factory=dict)  # local memory bytes (spills, stack)
+    smem: dict[str, int] = field(default_factory=dict)  # static + dynamic
+    block: str = "any"
+    occupancy: dict[str, float] = field(default_factory=dict)
+    status: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def rows(bundle: Bundle, library_archs: Sequence[str], status: dict[str, str] | None = None) -> list[Row]:
+    return [row(a, library_archs, (status or {}).get(a.label, "")) for a in bundle]
+
+
+def row(a: KernelArtifact, library_archs: Sequence[str], status: str = "") -> Row:
+    r = Row(a.label, a.provenance.frontend, [str(b.arch) for b in a.binaries], sum(len(b.data) for b in a.binaries),
+            status=status)
+    block = a.launch.block
+    for b in a.binaries:
+        if b.kind != "cubin":
+            continue
+        ck = b.cubin.kernel(a.entry)
+        arch = str(b.arch)
+        smem = ck.static_smem + (a.launch.dynamic_smem or 0)
+        r.registers[arch], r.spills[arch], r.smem[arch] = ck.registers, ck.stack_bytes, smem
+        fixed = block or ck.reqntid
+        if fixed:
+            r.block = "x".join(map(str, fixed))
+        threads = math.prod(fixed) if fixed else (math.prod(ck.max_threads) if ck.max_threads else DEFAULT_BLOCK)
+        occ = occupancy(b.arch.major, b.arch.minor, threads, ck.registers, smem)
+        if occ is not None:
+            r.occupancy[arch] = round(occ.fraction, 3)
+            if occ.fraction < 0.5 and occ.limiter in ("registers", "smem"):
+                what = f"{ck.registers} regs/thread" if occ.limiter == "registers" else f"{smem // 1024} KiB smem"
+                at = "" if fixed or ck.max_threads else f" at {threads} threads"
+                r.warnings.append(f"occupancy {occ.fraction:.0%} on {arch}{at} (limited by {occ.limiter}: {what})")
+        if ck.stack_bytes:
+            r.warnings.append(f"{ck.stack_bytes} B local memory (spills/stack) on {arch}")
+        r.warnings += _smem_portability(b.arch.major, b.arch.minor, b.arch.suffix, smem)
+    carried = {(b.arch.major, b.arch.minor) for b in a.binaries}
+    skipped = [x for x in library_archs if _mm(x) not in carried]
+    if skipped:
+        r.warnings.append(f"not built for {', '.join(skipped)}")
+    return r
+
+
+def _mm(arch: str) -> tuple[int, int]:
+    from ..arch import Arch
+
+    a = Arch.parse(arch)
+    return a.major, a.minor
+
+
+def _smem_portability(major: int, minor: int, suffix: str, smem: int) -> list[str]:
+    """A plain sm_XY cubin also runs on later minors of the same major, some with less shared memory."""
+    if suffix or not smem:
+        return []
+    short = [f"sm_{ma}{mi}" for (ma, mi), lim in sorted(SM_LIMITS.items())
+             if ma == major and mi >= minor and smem + 1024 > lim.smem_block]
+    return [f"{smem // 1024} KiB smem will not launch on {', '.join(short)}"] if short else []
+
+
+def render(report_rows: Sequence[Row], *, console: Any, title: str, footer: str = "", limit: int = 60) -> None:
+    """The summary table (kernels with warnings always shown; others up to ``limit`` rows)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    for col in ("kernel", "frontend", "archs", "bytes", "regs", "spills", "smem", "block", "occ", "status"):
+        t.add_column(col, justify="right" if col in ("bytes", "regs", "spills", "smem", "occ") else "left")
+    shown = [r for r in report_rows if r.warnings] + [r for r in report_rows if not r.warnings]
+    hidden = max(0, len(shown) - max(limit, sum(1 for r in report_rows if r.warnings)))
+    for r in shown[:len(shown) - hidden]:
+        occ = min(r.occupancy.values()) if r.occupancy else None
+        t.add_row(escape(r.kernel), r.frontend, " ".join(r.archs), f"{r.bytes:,}", _span(r.registers),
+                  _span(r.spills), _span(r.smem), r.block, f"{occ:.0%}" if occ is not None else "-", r.status)
+    console.print(t)
+    if hidden:
+        console.print(f"  ... and {hidden} more kernel specialization(s) without warnings")
+    warned = [r for r in report_rows if r.warnings]
+    for r in warned:
+        for w in r.warnings:
+            console.print(f"[yellow]warning[/]: {escape(r.kernel)}: {escape(w)}")
+    if footer:
+        console.print(footer)
+
+
+def _span(values: dict[str, int]) -> str:
+    if not values:
+        return "-"
+    lo, hi = min(values.values()), max(values.values())
+    return str(lo) if lo == hi else f"{lo}-{hi}"

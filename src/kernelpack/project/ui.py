@@ -1,0 +1,103 @@
+"""The terminal side of ``kernelpack build``: a live progress display with one line per running job, a line per
+finished job, and the summary table."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+
+from .jobs import Job, Outcome
+from .report import render
+from .runner import BuildFailed, BuildReport, Events, build
+
+_STYLE = {"compiled": "green", "cached": "cyan", "failed": "bold red"}
+
+
+class Display(Events):
+    """Receives the runner's events and draws them with rich (plain lines when the output is not a terminal)."""
+
+    def __init__(self, console: Any) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.console = console
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=console, transient=True)
+        self.overall = self.progress.add_task("building", total=None)
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> Display:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)  # type: ignore[arg-type]
+
+    def planned(self, stale: list[Job], reused: int) -> None:
+        self.progress.update(self.overall, total=len(stale))
+        if reused:
+            self.console.print(f"  [dim]{reused} build step(s) unchanged, reused[/]")
+
+    def start(self, job: Job) -> None:
+        self.tasks[job.id] = self.progress.add_task(f"  [dim]compiling[/] {escape(job.id)}", total=None)
+
+    def done(self, job: Job, outcome: Outcome) -> None:
+        task = self.tasks.pop(job.id, None)
+        if task is not None:
+            self.progress.remove_task(task)
+        self.progress.advance(self.overall)
+        st = outcome.status
+        err = f"  [red]{escape(outcome.error)}[/]" if outcome.error else ""
+        self.console.print(f"  [{_STYLE.get(st, 'white')}]{st:>8}[/] {escape(job.id)}  {outcome.seconds:.2f} s{err}",
+                           highlight=False)
+
+
+def run_build(project: str | None, *, jobs: int | None, force: bool, quiet: bool, as_json: bool,
+              console: Any | None = None) -> int:
+    """The ``kernelpack build`` command (project form); returns the exit status."""
+    import json
+
+    from rich.console import Console
+
+    if console is None:
+        console = Console(stderr=as_json, quiet=quiet)
+        if not console.is_terminal:
+            console = Console(stderr=as_json, quiet=quiet, width=max(console.width, 160))
+    workers = jobs or os.cpu_count() or 1
+    try:
+        with Display(console) as display:
+            report = build(project, jobs=workers, force=force, events=display)
+    except BuildFailed as err:
+        console.print(f"[bold red]build failed[/]: {escape(err.message)}")
+        if err.log:
+            console.print(err.log, markup=False, highlight=False)
+        return 1
+    if as_json:
+        print(json.dumps(report.to_json(), indent=1, sort_keys=True))
+        return 0
+    summarize(report, console)
+    return 0
+
+
+def summarize(report: BuildReport, console: Any) -> None:
+    n = len(report.jobs)
+    if report.up_to_date:
+        head = f"[green]up to date[/]: {n} build step(s), nothing changed ({report.seconds:.2f} s)"
+    else:
+        parts = [f"{report.count(s)} {s}" for s in ("compiled", "cached", "reused") if report.count(s)]
+        link = "library linked" if report.linked else "library unchanged"
+        head = f"[green]built[/] {n} build step(s): {', '.join(parts)}; {link} ({report.seconds:.2f} s)"
+    files = [p for k, p in sorted(report.outputs.items()) if k in ("bundle", "shared", "static", "host_shared")]
+    sizes = ", ".join(f"{Path(p).name} {_size(p)}" for p in files)
+    render(report.rows, console=console, title=f"{len(report.rows)} kernel specialization(s) in {report.out}",
+           footer=f"{head}\n  {sizes}" if sizes else head)
+
+
+def _size(p: str) -> str:
+    try:
+        n = Path(p).stat().st_size
+    except OSError:
+        return "?"
+    return f"{n / 1024:.0f} KiB" if n < 1 << 20 else f"{n / (1 << 20):.1f} MiB"
