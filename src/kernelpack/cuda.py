@@ -147,8 +147,12 @@ def _requests(kernels: str | Sequence[str] | Mapping[str, str]) -> list[_Request
 
 def _compile_cached(text: str, filename: str, arch: Arch, opts: CudaOptions, exprs: list[str], backend: str,
                     version: str, cache: CompileCache) -> CompileOutput:
+    from .project.deps import include_digest
+
+    # local headers are part of the input: a changed header must not be served a stale cubin
     key = cache_key(frontend="cuda", kernelpack=__version__, compiler=version, source=text, arch=str(arch),
-                    flags=opts.common_flags() + list(opts.extra), exprs=exprs)
+                    flags=opts.common_flags() + list(opts.extra), exprs=exprs,
+                    headers=include_digest(None, text, opts.include_dirs))
     hit = cache.get(key)
     if hit is not None:
         return CompileOutput(hit.data, dict(hit.meta["lowered"]), hit.meta["log"], hit.meta["compiler"])

@@ -86,7 +86,7 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
         for i, (n, c) in enumerate(zip(names, sig.parameters)):
             params += _params(label, i, n, c)
         abi = Abi(tuple(params))
-        cubins = _export_all(kernel, sig, archs, label, source, version, cache)
+        cubins = _export_all(kernel, sig, archs, label, source + _module_text(pyfunc), version, cache)
         ck = cubins[0][1].cubin.kernel(sig.symbol)
         launch = LaunchSpec(block=ck.reqntid)
         provenance = Provenance("cutile", version, f"tileiras {cubins[0][1].cubin.toolkit_version}",
@@ -94,6 +94,14 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
         artifacts.append(KernelArtifact(kname, sig.symbol, abi, tuple(b for _, b in cubins), launch, provenance,
                                         variant))
     return Bundle(tuple(artifacts))
+
+
+def _module_text(pyfunc: Any) -> str:
+    """The kernel's whole module, for the cache key: helpers (``@ct.function``) and constants it uses live there."""
+    try:
+        return "\n# module\n" + inspect.getsource(inspect.getmodule(pyfunc))  # type: ignore[arg-type]
+    except (OSError, TypeError):
+        return ""
 
 
 def _pyfunc(kernel: Any) -> Any:
