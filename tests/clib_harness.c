@@ -123,6 +123,66 @@ int main(int argc, char** argv) {
         const unsigned char* b = (const unsigned char*)demo_bundle(&size);
         printf("bundle size=%zu magic=%02x%c%c%c%c%c aligned=%d\n", size, b[0], b[1], b[2], b[3], b[4], b[5],
                (int)((uintptr_t)b % 64 == 0));
+    } else if (!strcmp(what, "grid")) {
+        static const int32_t ns[] = {1000, 1, 256, 257, 50, 0, -5};
+        char tag[32];
+        const float *x = (const float*)at(0x10000), *y = (const float*)at(0x20000);
+        l = L(0, 128);
+        for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+            snprintf(tag, sizeof tag, "gadd_%d", (int)ns[i]);
+            P(tag, demo_gadd(&l, x, y, (float*)at(0x30000), ns[i]));
+        }
+        l = L(7, 128);
+        P("gadd_given", demo_gadd(&l, x, y, (float*)at(0x30000), 1000));
+        kp_tensor t;
+        memset(&t, 0, sizeof t);
+        t.data = at(0x40000), t.dtype = KP_F32, t.rank = 2;
+        t.shape[0] = 3, t.shape[1] = 5, t.stride[0] = 8, t.stride[1] = 1;
+        l = L(0, 32);
+        P("gsum_family", demo_gsum(&l, &t, (float*)at(0x50000)));
+        demo_Tensor2f d = {(float*)at(0x40000), 6, 9, 16};
+        P("gsum_typed", demo_gsum_default(&l, d, (float*)at(0x50000)));
+        d.shape0 = 0;
+        P("gsum_empty", demo_gsum_default(&l, d, (float*)at(0x50000)));
+        t.shape[1] = 4;
+        P("gsum_empty_y", demo_gsum(&l, &t, (float*)at(0x50000)));
+    } else if (!strcmp(what, "scratch")) {
+        l = L(10, 64);
+        P("scratch", demo_scratch(&l, (float*)at(0x1000), 5));
+        l.grid[1] = 3, l.stream = at(0x1000);
+        P("scratch_stream", demo_scratch(&l, (float*)at(0x1000), 5));
+        l = L(2, 64);
+        P("hidden_null", demo_hidden(&l, (float*)at(0x1000), 5));
+    } else if (!strcmp(what, "tma")) {
+        static const int64_t shapes[][3] = {{256, 512, 512}, {64, 64, 64}, {100, 72, 72}, {1, 8, 8}, {300, 200, 256},
+                                            {4096, 64, 64}};
+        char tag[32];
+        kp_tensor t;
+        memset(&t, 0, sizeof t);
+        t.dtype = KP_F16, t.rank = 2, t.stride[1] = 1;
+        l = L(2, 128);
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            t.data = at(0x100000 + 0x1000 * i);
+            t.shape[0] = shapes[i][0], t.shape[1] = shapes[i][1], t.stride[0] = shapes[i][2];
+            snprintf(tag, sizeof tag, "tma_%d", (int)i);
+            P(tag, demo_tma2d(&l, &t, 7, (float*)at(0x2000)));
+        }
+        P("tma_typed", demo_tma2d_default(&l, &t, 7, (float*)at(0x2000)));
+        t.data = at(0x100002);
+        P("tma_misaligned", demo_tma2d(&l, &t, 7, (float*)at(0x2000)));
+        t.data = at(0x100000), t.stride[1] = 2;
+        P("tma_inner", demo_tma2d(&l, &t, 7, (float*)at(0x2000)));
+        t.stride[1] = 1, t.stride[0] = 70;
+        P("tma_stride", demo_tma2d(&l, &t, 7, (float*)at(0x2000)));
+        t.stride[0] = 64, t.shape[0] = 0;
+        P("tma_dims", demo_tma2d(&l, &t, 7, (float*)at(0x2000)));
+        t.shape[0] = 4, t.rank = 3;
+        P("tma_rank", demo_tma2d(&l, &t, 7, (float*)at(0x2000)));
+        t.rank = 2, t.dtype = KP_F32;
+        P("tma_dtype", demo_tma2d(&l, &t, 7, (float*)at(0x2000)));
+        P("tma_null", demo_tma2d(&l, NULL, 7, (float*)at(0x2000)));
+        t.dtype = KP_F32, t.data = at(0x3000), t.shape[0] = 5, t.shape[1] = 7, t.stride[0] = 9, t.stride[1] = 3;
+        P("dec", demo_desc_dec(&l, &t, (float*)at(0x2000)));
     } else if (!strcmp(what, "race")) {
         enum { N = 32 };
         pthread_t th[N];

@@ -63,3 +63,17 @@ extern "C" __global__ void hidden(float* out, int32_t n, void* global_scratch, v
 }
 
 extern "C" __global__ void noargs() {}
+
+struct __align__(64) Map128 {  // a CUtensorMap-shaped parameter
+    unsigned char bytes[128];
+};
+
+extern "C" __global__ void tma2d(const __grid_constant__ Map128 m, int32_t m_shape0, int32_t m_shape1,
+                                 int64_t m_stride0, int64_t m_stride1, int32_t k, float* out) {
+    out[0] = m.bytes[threadIdx.x] + m_shape0 + m_shape1 + m_stride0 + m_stride1 + k;
+}
+
+extern "C" __global__ void desc_dec(const float* p, int64_t p_s0, int64_t p_s1, int64_t p_t0, int64_t p_t1, bool p_f0,
+                                    bool p_f1, int32_t p_u0, int32_t p_u1, int64_t p_v0, int64_t p_v1, float* out) {
+    out[0] = p[0] + p_s0 + p_s1 + p_t0 + p_t1 + p_f0 + p_f1 + p_u0 + p_u1 + p_v0 + p_v1;
+}

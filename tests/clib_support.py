@@ -13,6 +13,7 @@ import pytest
 
 from kernelpack.abi import Abi, DType, Param, Pointer, Scalar, Struct, TensorSpec
 from kernelpack.artifact import Binary, KernelArtifact, LaunchSpec
+from kernelpack.tma import TENSOR_MAP, TensorDescSpec
 
 HERE = Path(__file__).parent
 KERNELS_CU = HERE / "clib_kernels.cu"
@@ -60,6 +61,27 @@ def add_abi(d: DType, div: int = 1) -> Abi:
                 Param("out", Pointer(d), div), Param("n", Scalar(DType.i32), 4 if div > 1 else 1)))
 
 
+# grid formulas exercising every operation (tests compare with kernelpack.artifact.evaluate_grid)
+N = ("arg", "n", None)
+GADD_GRID = (("ceil_div", N, 256), ("max", ("min", ("div", ("sub", 100, N), -7), 6), 1), ("add", ("mul", N, 0), 1))
+GSUM_GRID = (("arg", "t", "shape0"), ("sub", ("arg", "t", "shape1"), 4), 1)
+SCRATCH = LaunchSpec(global_scratch=256, global_scratch_align=128, profile_scratch=100, profile_scratch_align=512)
+TMA_SPEC = TensorDescSpec("m", "fp16", (64, 32), "tma", ("m", "m_shape0", "m_shape1", "m_stride0", "m_stride1"),
+                          elem_size=2, elem_type=6, swizzle=2)
+DEC_SPEC = TensorDescSpec("p", "fp32", (16, 16), "decomposed",
+                          ("p", "p_s0", "p_s1", "p_t0", "p_t1", "p_f0", "p_f1", "p_u0", "p_u1", "p_v0", "p_v1"))
+
+
+def _i(name: str, d: str) -> Param:
+    return Param(name, Scalar(DType(d)))
+
+
+TMA_ABI = Abi((Param("m", TENSOR_MAP), _i("m_shape0", "i32"), _i("m_shape1", "i32"), _i("m_stride0", "i64"),
+               _i("m_stride1", "i64"), _i("k", "i32"), Param("out", Pointer(DType.f32))))
+DEC_ABI = Abi((Param("p", Pointer(DType.f32, True)), *(_i(f"p_{x}", "i64") for x in ("s0", "s1", "t0", "t1")),
+               _i("p_f0", "bool"), _i("p_f1", "bool"), _i("p_u0", "i32"), _i("p_u1", "i32"), _i("p_v0", "i64"),
+               _i("p_v1", "i64"), Param("out", Pointer(DType.f32))))
+
 PACK_DTYPES = ["i8", "i16", "i32", "i64", "f32", "f64", "bool", "f16", "u8", "u64"]
 TSUM_SPEC = TensorSpec(DType.f32, (None, None), (None, 1))
 
@@ -85,6 +107,17 @@ def demo_artifacts(k: TestKernels) -> list[KernelArtifact]:
                                                 Param("gs", Pointer(), role="global_scratch"),
                                                 Param("ps", Pointer(), role="profile_scratch"))), bins(k, "80", "90a")),
         KernelArtifact("noargs", "noargs", Abi(()), bins(k, "80", "90a"), launch=LaunchSpec(block=(32, 1, 1))),
+        KernelArtifact("gadd", "add_f32", add_abi(f32), bins(k, "80", "90a"), launch=LaunchSpec(grid=GADD_GRID)),
+        KernelArtifact("gsum", "tsum", Abi((Param("t", Struct.tensor_descriptor("Tensor2f", TSUM_SPEC)),
+                                            Param("out", Pointer(f32)))), bins(k, "80", "90a"),
+                       launch=LaunchSpec(grid=GSUM_GRID)),
+        KernelArtifact("scratch", "hidden", Abi((Param("out", Pointer(f32)), Param("n", Scalar("i32")),
+                                                 Param("gs", Pointer(), role="global_scratch"),
+                                                 Param("ps", Pointer(), role="profile_scratch"))), bins(k, "80", "90a"),
+                       launch=SCRATCH),
+        KernelArtifact("tma2d", "tma2d", TMA_ABI, bins(k, "80", "90a"), launch=LaunchSpec(tensor_descs=(TMA_SPEC,))),
+        KernelArtifact("desc_dec", "desc_dec", DEC_ABI, bins(k, "80", "90a"),
+                       launch=LaunchSpec(tensor_descs=(DEC_SPEC,))),
     ]
 
 

@@ -19,7 +19,9 @@ FMT = {"i8": "b", "i16": "h", "i32": "i", "i64": "q", "u8": "B", "u64": "Q", "f3
 
 
 def launches(r, kernel=None):
-    out = [x for x in r.log if x.startswith(("cuLaunchKernel ", "cuLaunchKernelEx "))]
+    """Launches the driver saw, without those refused for want of a current context (the one-device path binds a
+    context on that refusal and launches again)."""
+    out = [x for x in r.log if x.startswith(("cuLaunchKernel ", "cuLaunchKernelEx ")) and not x.endswith("-> 201")]
     return [x for x in out if f"kernel={kernel} " in x] if kernel else out
 
 
@@ -167,7 +169,7 @@ def test_preload_and_embedded_bundle(clib_env):
     assert res["preload0"][0] == res["preload_all"][0] == "KP_SUCCESS"
     assert res["preload_bad"][0] == "KP_ERROR_INVALID_ARGUMENT"
     assert len(r.calls("cuLibraryLoadData")) == 1  # every test kernel lives in one cubin: loaded once
-    assert len(r.calls("cuLibraryGetKernel")) == 10  # one kernel per entry (spec_cluster has no sm_90 binary)
+    assert len(r.calls("cuLibraryGetKernel")) == 15  # one kernel per entry (spec_cluster has no sm_90 binary)
     assert "aligned=1" in r.stdout and "magic=7fKPACK" in r.stdout
 
 

@@ -13,6 +13,10 @@
  *   FAKECUDA_CURRENT  device whose context is current on every thread from the start (default: none)
  *   FAKECUDA_FAIL     "cuName:code" makes that entry point return code
  *   FAKECUDA_LOAD_US  microseconds cuLibraryLoadData sleeps (widens first-launch races)
+ *   FAKECUDA_MISSING  an entry point cuGetProcAddress_v2 does not find
+ *
+ * cuMemAllocAsync hands out fake addresses from 0xd0000000 (1 MiB apart) and logs size and stream;
+ * cuTensorMapEncodeTiled logs every argument and fills the map with word 0 = the address, every other word all ones.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -251,6 +255,7 @@ static CUresult cuDeviceGetAttribute(int* v, int attr, int dev) {
 
 static CUresult cuCtxGetDevice(int* d) {
     FAIL_IF_INJECTED("cuCtxGetDevice");
+    logf_("cuCtxGetDevice -> %d", cur());
     if (cur() < 0) return INVALID_CONTEXT;
     *d = cur();
     return OK;
@@ -401,6 +406,55 @@ static CUresult cuLaunchKernelEx(const config_t* c, void* f, void** params, void
     return r;
 }
 
+static CUresult cuMemAllocAsync(unsigned long long* ptr, size_t size, void* stream) {
+    static unsigned long long next = 0xd0000000ull;
+    FAIL_IF_INJECTED("cuMemAllocAsync");
+    if (cur() < 0) {
+        logf_("cuMemAllocAsync size=%zu stream=%p dev=%d -> %d", size, stream, cur(), INVALID_CONTEXT);
+        return INVALID_CONTEXT;
+    }
+    pthread_mutex_lock(&lock);
+    *ptr = next;
+    next += 1ull << 20;
+    pthread_mutex_unlock(&lock);
+    logf_("cuMemAllocAsync size=%zu stream=%p dev=%d ptr=0x%llx -> 0", size, stream, cur(), *ptr);
+    return OK;
+}
+
+static CUresult cuMemFreeAsync(unsigned long long ptr, void* stream) {
+    FAIL_IF_INJECTED("cuMemFreeAsync");
+    logf_("cuMemFreeAsync ptr=0x%llx stream=%p", ptr, stream);
+    return OK;
+}
+
+static void join_u64(char* out, size_t cap, const uint64_t* v, unsigned n) {
+    size_t k = 0;
+    out[0] = 0;
+    for (unsigned i = 0; i < n && k + 24 < cap; i++) k += (size_t)snprintf(out + k, cap - k, i ? ",%llu" : "%llu",
+                                                                         (unsigned long long)v[i]);
+}
+
+static CUresult cuTensorMapEncodeTiled(void* map, int dtype, unsigned rank, void* addr, const uint64_t* dims,
+                                       const uint64_t* strides, const unsigned* box, const unsigned* estrides,
+                                       int interleave, int swizzle, int l2, int oob) {
+    FAIL_IF_INJECTED("cuTensorMapEncodeTiled");
+    char d[200], s[200], b[200], e[200];
+    uint64_t b64[5], e64[5];
+    if (rank < 1 || rank > 5 || (uintptr_t)map % 64) return INVALID_VALUE;
+    for (unsigned i = 0; i < rank; i++) b64[i] = box[i], e64[i] = estrides[i];
+    join_u64(d, sizeof d, dims, rank);
+    join_u64(s, sizeof s, strides, rank - 1);
+    join_u64(b, sizeof b, b64, rank);
+    join_u64(e, sizeof e, e64, rank);
+    logf_("cuTensorMapEncodeTiled dtype=%d rank=%u addr=%p dims=%s strides=%s box=%s estrides=%s interleave=%d "
+          "swizzle=%d l2=%d oob=%d", dtype, rank, addr, d, rank > 1 ? s : "-", b, e, interleave, swizzle, l2, oob);
+    uint64_t words[16];
+    for (int i = 0; i < 16; i++) words[i] = ~0ull;
+    words[0] = (uint64_t)(uintptr_t)addr;
+    memcpy(map, words, sizeof words);
+    return OK;
+}
+
 EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, uint64_t flags, int* status) {
     static const struct {
         const char* name;
@@ -410,7 +464,7 @@ EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
         E(cuInit), E(cuDriverGetVersion), E(cuGetErrorName), E(cuDeviceGet), E(cuDeviceGetCount),
         E(cuDeviceGetAttribute), E(cuCtxGetDevice), E(cuCtxSetCurrent), E(cuDevicePrimaryCtxRetain),
         E(cuStreamGetCtx), E(cuLibraryLoadData), E(cuLibraryGetKernel), E(cuKernelSetAttribute), E(cuLaunchKernel),
-        E(cuLaunchKernelEx),
+        E(cuLaunchKernelEx), E(cuMemAllocAsync), E(cuMemFreeAsync), E(cuTensorMapEncodeTiled),
 #undef E
     };
     const char* missing = getenv("FAKECUDA_MISSING");

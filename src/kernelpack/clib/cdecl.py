@@ -7,6 +7,7 @@ generated translation unit static-asserts that the C compiler agrees.
 from __future__ import annotations
 
 from ..abi import DType, Opaque, Pointer, Scalar, Struct, TensorSpec
+from ..artifact import KernelArtifact
 from ..errors import KernelpackError
 
 # kp_dtype enum values: stable, append-only (shared by every kernelpack library's header).
@@ -157,6 +158,15 @@ def param_decl(names: TypeNames, t: Scalar | Pointer | Struct | Opaque, name: st
     if isinstance(t, Opaque):
         return f"const {names.c_type(t)}* {name}"
     return f"{names.c_type(t)} {name}"
+
+
+def wrapper_name(lib: str, art: KernelArtifact) -> str:
+    """The typed entry of one specialization: ``lib_name_variant`` (``default`` when it has none)."""
+    return f"{lib}_{art.name}_{art.variant or 'default'}"
+
+
+def archs_text(a: KernelArtifact) -> str:
+    return ", ".join(f"{b.arch}{' PTX' if b.kind == 'ptx' else ''}" for b in a.binaries)
 
 
 def check_ident(name: str, what: str) -> None:

@@ -6,12 +6,17 @@ most specific specialization to the least.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..abi import DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
 from ..artifact import KernelArtifact
 from ..errors import KernelpackError
+from ..tma import TRITON_DTYPES
 from .cdecl import INT_RANGE, TypeNames, dtype_enum, param_decl
+from .launchgen import CallerArg, DescArg
+
+ArgsOf = Callable[[KernelArtifact], tuple[CallerArg, ...]]
 
 KP_DYN = "KP_DYN"
 
@@ -21,16 +26,17 @@ class FamilyArg:
     """One caller-visible argument of a family entry."""
 
     name: str
-    kind: str  # "ptr" (dtype may vary), "tensor" (a kp_tensor*), "value" (same type in every specialization)
-    type: Scalar | Pointer | Struct | Opaque  # the first specialization's type
+    kind: str  # "ptr" (dtype may vary), "tensor"/"desc" (a kp_tensor*), "value" (same type in every specialization)
+    type: Scalar | Pointer | Struct | Opaque | None  # the first specialization's type (None: desc)
     varying: bool = False  # ptr whose pointee differs between specializations: passed as void* + kp_dtype
     const: bool = False
 
     def decl(self, names: TypeNames) -> str:
-        if self.kind == "tensor":
+        if self.kind in ("tensor", "desc"):
             return f"const kp_tensor* {self.name}"
         if self.kind == "ptr" and self.varying:
             return f"{'const ' if self.const else ''}void* {self.name}, kp_dtype {self.name}_dtype"
+        assert self.type is not None
         return param_decl(names, self.type, self.name)
 
     def call_args(self) -> list[str]:
@@ -75,24 +81,32 @@ class Family:
         return out
 
 
-def _family_args(name: str, arts: tuple[KernelArtifact, ...]) -> tuple[FamilyArg, ...]:
+def _family_args(name: str, arts: tuple[KernelArtifact, ...], args_of: ArgsOf) -> tuple[FamilyArg, ...]:
     first = arts[0]
-    sig0 = [p.name for p in first.abi.args]
+    sig0 = [p.name for p in args_of(first)]
     for a in arts[1:]:
-        if [p.name for p in a.abi.args] != sig0:
+        if [p.name for p in args_of(a)] != sig0:
             raise KernelpackError(f"kernel family {name}: specializations {first.label} ({', '.join(sig0)}) and "
-                                  f"{a.label} ({', '.join(p.name for p in a.abi.args)}) take different arguments; "
+                                  f"{a.label} ({', '.join(p.name for p in args_of(a))}) take different arguments; "
                                   f"give them different names")
     out = []
-    for i, p0 in enumerate(first.abi.args):
-        types = [a.abi.args[i].type for a in arts]
+    for i, p0 in enumerate(args_of(first)):
+        items = [args_of(a)[i] for a in arts]
+        if all(isinstance(x, DescArg) for x in items):
+            out.append(FamilyArg(p0.name, "desc", None))
+            continue
+        if any(isinstance(x, DescArg) for x in items):
+            raise KernelpackError(f"kernel family {name}: argument {i} '{p0.name}' is a tensor descriptor in some "
+                                  f"specializations only")
+        types = [x.type for x in items]  # type: ignore[union-attr]
+        t0 = types[0]
         if all(isinstance(t, Pointer) for t in types):
             pointees = {t.pointee for t in types}  # type: ignore[union-attr]
-            out.append(FamilyArg(p0.name, "ptr", p0.type, len(pointees) > 1, all(t.const for t in types)))  # type: ignore[union-attr]
+            out.append(FamilyArg(p0.name, "ptr", t0, len(pointees) > 1, all(t.const for t in types)))  # type: ignore[union-attr]
         elif all(isinstance(t, Struct) and t.tensor is not None for t in types):
-            out.append(FamilyArg(p0.name, "tensor", p0.type))
-        elif all(t == types[0] for t in types):
-            out.append(FamilyArg(p0.name, "value", p0.type))
+            out.append(FamilyArg(p0.name, "tensor", t0))
+        elif all(t == t0 for t in types):
+            out.append(FamilyArg(p0.name, "value", t0))
         else:
             kinds = ", ".join(f"{a.label}: {t.c_type}" for a, t in zip(arts, types, strict=True))
             raise KernelpackError(f"kernel family {name}: argument {i} '{p0.name}' has different types across "
@@ -130,11 +144,18 @@ def _tensor_constraint(arg: str, spec: TensorSpec, index: int, pidx: int) -> tup
     return Constraint(expr, text, static + _log2(spec.align)), decls
 
 
-def spec_constraints(art: KernelArtifact, args: tuple[FamilyArg, ...], index: int) -> tuple[tuple[Constraint, ...],
-                                                                                             list[str]]:
+def spec_constraints(art: KernelArtifact, args: tuple[FamilyArg, ...], index: int, caller: tuple[CallerArg, ...],
+                     several: bool) -> tuple[tuple[Constraint, ...], list[str]]:
     out: list[Constraint] = []
     decls: list[str] = []
-    for pidx, (fa, p) in enumerate(zip(args, art.abi.args, strict=True)):
+    for pidx, (fa, p) in enumerate(zip(args, caller, strict=True)):
+        if isinstance(p, DescArg):
+            dt = TRITON_DTYPES.get(p.spec.dtype)
+            if several:  # dtype and rank pick between descriptor specializations
+                cond = f"{p.name} != NULL && {p.name}->rank == {p.spec.rank}" + (
+                    f" && {p.name}->dtype == {dtype_enum(dt)}" if dt else "")
+                out.append(Constraint(cond, f"{p.name}: {p.spec.dtype} rank {p.spec.rank} (TMA)", 0))
+            continue
         t = p.type
         if fa.kind == "tensor":
             assert isinstance(t, Struct) and t.tensor is not None
@@ -162,16 +183,16 @@ def _divisibility(art: KernelArtifact, p: Param) -> list[Constraint]:
                           f"applies to pointers, integers and tensors")
 
 
-def build_families(arts_by_name: dict[str, tuple[KernelArtifact, ...]], index_of: dict[int, int]) -> tuple[
-        list[Family], list[str]]:
+def build_families(arts_by_name: dict[str, tuple[KernelArtifact, ...]], index_of: dict[int, int],
+                   args_of: ArgsOf) -> tuple[list[Family], list[str]]:
     """Families in name order, and the static arrays their constraints refer to. ``index_of[id(art)]`` is the spec
     table index of an artifact."""
     families, decls = [], []
     for name, arts in arts_by_name.items():
-        args = _family_args(name, arts)
+        args = _family_args(name, arts, args_of)
         specs = []
         for a in arts:
-            cons, d = spec_constraints(a, args, index_of[id(a)])
+            cons, d = spec_constraints(a, args, index_of[id(a)], args_of(a), len(arts) > 1)
             decls += d
             specs.append(Spec(index_of[id(a)], a, cons))
         specs.sort(key=lambda s: (-s.specificity[0], -s.specificity[1], s.index))
@@ -179,11 +200,13 @@ def build_families(arts_by_name: dict[str, tuple[KernelArtifact, ...]], index_of
     return families, decls
 
 
-def typed_constraint_checks(art: KernelArtifact) -> list[tuple[str, str, str]]:
-    """(C condition that must hold, message format, format argument) for a typed wrapper: what it can check
-    without a kp_tensor."""
+def typed_constraint_checks(caller: tuple[CallerArg, ...]) -> list[tuple[str, str, str]]:
+    """(C condition that must hold, message format, format argument) for a typed wrapper's arguments: what it can
+    check without a kp_tensor (descriptor arguments are checked when they are encoded)."""
     out = []
-    for i, p in enumerate(art.abi.args):
+    for i, p in enumerate(caller):
+        if isinstance(p, DescArg):
+            continue
         t, d = p.type, p.divisibility
         if isinstance(t, Struct) and t.tensor is not None and max(t.tensor.align, d) > 1:
             a = max(t.tensor.align, d)
@@ -201,7 +224,7 @@ def typed_constraint_checks(art: KernelArtifact) -> list[tuple[str, str, str]]:
 def describe_arg(fa: FamilyArg) -> str:
     """C statement appending a description of a family argument to kp_sb ``sb``."""
     n, t = fa.name, fa.type
-    if fa.kind == "tensor":
+    if fa.kind in ("tensor", "desc"):
         return f'kp_describe_tensor(&kp_sb_, "{n}", {n});'
     if fa.kind == "ptr":
         dt = f"(int){n}_dtype" if fa.varying else ("-1" if t.pointee is None else dtype_enum(t.pointee))  # type: ignore[union-attr]

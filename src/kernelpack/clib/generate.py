@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from importlib import resources
 
 from .. import __version__
-from ..abi import DType, Opaque, Pointer, Struct
+from ..abi import Struct
 from ..artifact import KernelArtifact
 from ..bundle import Bundle, read_manifest
 from ..errors import KernelpackError
-from .cdecl import TypeNames, check_ident, common_header, dtype_enum, param_decl
-from .family import Family, FamilyArg, build_families, describe_arg, typed_constraint_checks
+from .cdecl import TypeNames, archs_text, check_ident, param_decl, wrapper_name
+from .family import Family, build_families, describe_arg, typed_constraint_checks
+from .headers import c_header, cpp_header
+from .launchgen import DescArg, Plan, desc_table
 
 SECTION = ".kpack"
 
@@ -49,12 +51,7 @@ def _aliased(f: Family) -> bool:
     return len(f.specs) == 1 and not f.specs[0].constraints and all(fa.kind != "tensor" for fa in f.args)
 
 
-def _archs(a: KernelArtifact) -> str:
-    return ", ".join(f"{b.arch}{' PTX' if b.kind == 'ptx' else ''}" for b in a.binaries)
-
-
-def wrapper_name(lib: str, art: KernelArtifact) -> str:
-    return f"{lib}_{art.name}_{art.variant or 'default'}"
+_archs = archs_text
 
 
 class _Gen:
@@ -68,18 +65,24 @@ class _Gen:
         self.manifest = read_manifest(self.data)
         self.arts = bundle.artifacts
         self.names = TypeNames(lib)
+        self.plans: list[Plan] = []
+        ndesc = 0
         for a in self.arts:
-            for p in a.abi.params:
+            self.plans.append(Plan(a, ndesc))
+            ndesc += len(a.launch.tensor_descs)
+            for p in self.plans[-1].params:
                 self.names.add(p.type)
-        self.families, self.const_decls = build_families(bundle.families(), {id(a): i for i, a in enumerate(self.arts)})
+        self.ndesc = ndesc
+        self._index = {id(a): i for i, a in enumerate(self.arts)}
+        self.families, self.const_decls = build_families(bundle.families(), self._index,
+                                                         lambda a: self.plan(a).args)
         self._check_names()
+
+    def plan(self, a: KernelArtifact) -> Plan:
+        return self.plans[self._index[id(a)]]
 
     def _check_names(self) -> None:
         for a in self.arts:
-            for role in ("global_scratch", "profile_scratch"):
-                if getattr(a.launch, role, 0):
-                    raise KernelpackError(f"kernel {a.label}: needs {getattr(a.launch, role)} bytes of {role} per "
-                                          f"CTA; generated C libraries pass NULL scratch and do not allocate it yet")
             for p in a.abi.params:
                 if p.name == "launch" or p.name.startswith("kp_"):
                     raise KernelpackError(f"kernel {a.label}: parameter name {p.name!r} is reserved in generated C "
@@ -137,6 +140,8 @@ class _Gen:
         sym = f"kp_bundle_{self.lib}"
         sep = ",\n    "
         bins_c, specs_c = sep.join(bins), sep.join(specs)
+        rows = desc_table(self.plans, string)
+        descs = f"static const kp_desc_info kp_descs[KP_NDESC] = {{\n    {sep.join(rows)}\n}};\n" if rows else ""
         strtab = "\n    ".join(_cstr(t)[:-1] + '\\0"' for t in pool)
         return f"""/* The bundle ({len(self.data)} bytes), embedded once; binaries are referred to by offset. */
 __asm__(".pushsection {SECTION},\\"a\\",%progbits\\n"
@@ -159,30 +164,14 @@ static const kp_bin_info kp_bins[KP_NBIN] = {{
 static const kp_spec_info kp_specs[KP_NSPEC] = {{
     {specs_c}
 }};
-"""
+{descs}"""
 
     # ------------------------------------------------------------ wrappers
 
-    def _arg_ptrs(self, a: KernelArtifact, rename: dict[str, str] | None = None) -> str:
-        items = []
-        for p in a.abi.params:
-            if p.role != "arg":
-                items.append("(void*)&kp_null")
-            elif isinstance(p.type, Opaque):
-                items.append(f"(void*)(uintptr_t){(rename or {}).get(p.name, p.name)}")
-            else:
-                items.append(f"(void*)&{(rename or {}).get(p.name, p.name)}")
-        return ", ".join(items)
-
-    def _run(self, a: KernelArtifact, index: int, indent: str, rename: dict[str, str] | None = None) -> str:
-        if not a.abi.params:
-            return f"{indent}return kp_run(&kp_c, {index}, launch, NULL);\n"
-        null = f"{indent}void* kp_null = NULL;\n" if any(p.role != "arg" for p in a.abi.params) else ""
-        return (f"{null}{indent}void* kp_args[{len(a.abi.params)}] = {{{self._arg_ptrs(a, rename)}}};\n"
-                f"{indent}return kp_run(&kp_c, {index}, launch, kp_args);\n")
-
     def typed_signature(self, a: KernelArtifact) -> str:
-        params = ["const kp_launch* launch"] + [param_decl(self.names, p.type, p.name) for p in a.abi.args]
+        params = ["const kp_launch* launch"] + [
+            f"const kp_tensor* {p.name}" if isinstance(p, DescArg) else param_decl(self.names, p.type, p.name)
+            for p in self.plan(a).args]
         return f"kp_status {wrapper_name(self.lib, a)}({', '.join(params)})"
 
     def typed_wrapper(self, a: KernelArtifact, index: int) -> str:
@@ -192,10 +181,10 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
         checks = "".join(
             f"    if (KP_UNLIKELY(!({cond})))\n        return kp_fail(KP_ERROR_INVALID_ARGUMENT, "
             f"{_cstr(f'{fn}: kernel {a.label}: ' + msg)}, {arg});\n"
-            for cond, msg, arg in typed_constraint_checks(a))
+            for cond, msg, arg in typed_constraint_checks(self.plan(a).args))
         return (f"{self.lib.upper()}_API {self.typed_signature(a)} {{\n{checks}    kp_ctx kp_c;\n"
                 f"    kp_status kp_s = kp_enter(\"{fn}\", launch, &kp_c);\n"
-                f"    if (KP_UNLIKELY(kp_s != KP_SUCCESS)) return kp_s;\n{self._run(a, index, '    ')}}}\n")
+                f"    if (KP_UNLIKELY(kp_s != KP_SUCCESS)) return kp_s;\n{self.plan(a).body(index, '    ', {})}}}\n")
 
     def family_signature(self, f: Family) -> str:
         params = ["const kp_launch* launch"] + [fa.decl(self.names) for fa in f.args]
@@ -222,7 +211,8 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
                    f"    return kp_no_match(kp_c, &kp_sb_, kp_cm, {_cstr(carried)});\n}}\n")
         nulls = "".join(
             f"    if (KP_UNLIKELY({fa.name} == NULL))\n        return kp_fail(KP_ERROR_INVALID_ARGUMENT, "
-            f"\"{fn}: argument '{fa.name}' (kp_tensor*) is NULL\");\n" for fa in f.args if fa.kind == "tensor")
+            f"\"{fn}: argument '{fa.name}' (kp_tensor*) is NULL\");\n"
+            for fa in f.args if fa.kind in ("tensor", "desc"))
         body = [f"{self.lib.upper()}_API {self.family_signature(f)} {{\n{nulls}    kp_ctx kp_c;\n"
                 f"    kp_status kp_s = kp_enter(\"{fn}\", launch, &kp_c);\n"
                 f"    if (KP_UNLIKELY(kp_s != KP_SUCCESS)) return kp_s;\n"
@@ -244,7 +234,7 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
         for k, s in enumerate(f.specs):
             label = "default" if k == len(f.specs) - 1 else f"case {s.index}"
             body.append(f"    {label}: {{ /* {s.artifact.label} */\n{self._convert(f, s.artifact)}"
-                        f"{self._run(s.artifact, s.index, '        ', self._renames(f))}    }}\n")
+                        f"{self.plan(s.artifact).body(s.index, '        ', self._renames(f))}    }}\n")
         body.append("    }\n}\n")
         return nomatch + "".join(body)
 
@@ -254,8 +244,8 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
 
     def _convert(self, f: Family, a: KernelArtifact) -> str:
         out = []
-        for fa, p in zip(f.args, a.abi.args, strict=True):
-            if fa.kind != "tensor":
+        for fa, p in zip(f.args, self.plan(a).args, strict=True):
+            if fa.kind != "tensor" or isinstance(p, DescArg):
                 continue
             t = p.type
             assert isinstance(t, Struct) and t.tensor is not None
@@ -272,7 +262,8 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
     def tu(self) -> str:
         api = self.lib.upper() + "_API"
         lib = self.lib
-        runtime_h, runtime_c = _csrc("kp_runtime.h"), _csrc("kp_runtime.c")
+        runtime_h = _csrc("kp_runtime.h")
+        runtime_c = "\n".join(_csrc(f) for f in ("kp_runtime.c", "kp_launch.c", "kp_args.c"))
         public = f"""{api} const char* {lib}_last_error(void) {{ return kp_tls_msg; }}
 {api} int {lib}_last_cuda_error(void) {{ return kp_tls_cuerr; }}
 {api} const char* {lib}_status_name(kp_status status) {{ return kp_status_name(status); }}
@@ -302,6 +293,9 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
 #define KP_NSPEC {len(self.arts)}
 #define KP_NBIN {sum(len(a.binaries) for a in self.arts)}
 #define KP_NBLOB {len(self.manifest["blobs"])}
+#define KP_NDESC {self.ndesc}
+#define KP_GRID {int(any(a.launch.grid is not None for a in self.arts))}
+#define KP_SCRATCH {int(any(p.scratch[0] or p.scratch[2] for p in self.plans))}
 
 {runtime_h}
 {self.names.layout_asserts()}
@@ -320,186 +314,8 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
 
 {families}"""
 
-    def header(self) -> str:
-        lib, api = self.lib, self.lib.upper() + "_API"
-        decls = []
-        for f in self.families:
-            specs = "\n".join(
-                f" *  - {s.artifact.label}: {', '.join(c.text for c in s.constraints) or 'any arguments'} "
-                f"({_archs(s.artifact)}); typed: {wrapper_name(lib, s.artifact)}"
-                for s in f.specs)
-            decls.append(f"/** Launch kernel family `{f.name}`: picks the most specific specialization whose "
-                         f"constraints the arguments\n * meet and that carries a binary for the current device "
-                         f"(KP_ERROR_NO_MATCHING_SPECIALIZATION otherwise):\n{specs}\n"
-                         f" * Arguments: {self._arg_doc(f.args)}.\n */\n{api} {self.family_signature(f)};\n")
-        for a in self.arts:
-            decls.append(f"/** Launch specialization {a.label} (entry `{a.entry}`; {self._facts(a)}).\n"
-                         f" * Checks alignment/divisibility it relies on, not static tensor shapes.\n */\n"
-                         f"{api} {self.typed_signature(a)};\n")
-        return f"""/* Generated by kernelpack {__version__}: C99 interface to lib{lib}. Do not edit.
- *
- * Needs only the NVIDIA driver at run time (libcuda.so.1, opened on first use). Every entry returns a kp_status;
- * on failure {lib}_last_error() gives this thread's message. Launches run on the device of the calling thread's
- * current CUDA context; a thread with none gets the stream's context (launch.stream set) or device 0's primary
- * context made current, as the CUDA runtime does. Kernels load lazily per device, thread-safely.
- */
-#ifndef {lib.upper()}_H_
-#define {lib.upper()}_H_
-
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#ifdef __cplusplus
-extern "C" {{
-#endif
-
-{common_header()}
-#define {api} __attribute__((visibility("default")))
-
-{self.names.definitions()}
-
-/** This thread's message for its last failed {lib}_* call (kernel, parameter, expected vs given, CUDA error). */
-{api} const char* {lib}_last_error(void);
-/** The CUresult behind this thread's last KP_ERROR_CUDA, else 0. */
-{api} int {lib}_last_cuda_error(void);
-/** The name of a status, e.g. "KP_ERROR_NO_DRIVER". */
-{api} const char* {lib}_status_name(kp_status status);
-/** Load every kernel's binary for device `device` now (-1 = every device) instead of on first launch. */
-{api} kp_status {lib}_preload(int device);
-/** The embedded kernelpack bundle (.kpack bytes: every binary plus the manifest); its size goes to *size. */
-{api} const void* {lib}_bundle(size_t* size);
-
-{chr(10).join(decls)}
-#ifdef __cplusplus
-}}
-#endif
-
-#endif /* {lib.upper()}_H_ */
-"""
-
-    def _arg_doc(self, args: tuple[FamilyArg, ...]) -> str:
-        out = []
-        for fa in args:
-            if fa.kind == "tensor":
-                out.append(f"{fa.name} (kp_tensor)")
-            elif fa.kind == "ptr" and fa.varying:
-                out.append(f"{fa.name} (device pointer, element type in {fa.name}_dtype)")
-            else:
-                out.append(f"{fa.name} ({self.names.c_type(fa.type)})")
-        return ", ".join(out) or "none"
-
-    def _facts(self, a: KernelArtifact) -> str:
-        facts = [_archs(a)]
-        if a.launch.block:
-            facts.append(f"block {a.launch.block}")
-        for b in a.binaries:
-            if b.kind == "cubin":
-                ck = a.cubin_kernel(b.arch)
-                if ck.reqntid:
-                    facts.append(f"{b.arch} requires block {ck.reqntid}")
-                if ck.explicit_cluster and ck.cluster_dims:
-                    facts.append(f"{b.arch} cluster {ck.cluster_dims}")
-        if a.launch.dynamic_smem:
-            facts.append(f"{a.launch.dynamic_smem} bytes dynamic smem")
-        if a.launch.cluster:
-            facts.append(f"cluster {a.launch.cluster}")
-        return "; ".join(facts)
-
-    def cpp_header(self) -> str:
-        lib = self.lib
-        dtypes = "\n".join(f"template <> struct dtype_of<{c}> {{ static constexpr kp_dtype value = {dtype_enum(d)}; }};"
-                           for d, c in _CPP_TYPES)
-        overloads = []
-        for f in self.families:
-            seen = set()
-            for s in f.specs:
-                params, call = ["const kp_launch& launch"], ["&launch"]
-                for fa, p in zip(f.args, s.artifact.abi.args, strict=True):
-                    if fa.kind == "tensor":
-                        params.append(f"const kp_tensor& {fa.name}")
-                        call.append(f"&{fa.name}")
-                    elif fa.kind == "ptr" and fa.varying:
-                        assert isinstance(p.type, Pointer)
-                        elem = p.type.pointee.c_type if p.type.pointee else "void"
-                        params.append(f"{'const ' if fa.const else ''}{elem}* {fa.name}")
-                        call += [fa.name, dtype_enum(p.type.pointee)]
-                    else:
-                        params.append(param_decl(self.names, fa.type, fa.name))
-                        call.append(fa.name)
-                sig = ", ".join(params)
-                if sig in seen:
-                    continue
-                seen.add(sig)
-                overloads.append(f"/// Family `{f.name}` (see {lib}_{f.name}).\ninline kp_status {f.name}({sig}) "
-                                 f"{{\n    return {lib}_{f.name}({', '.join(call)});\n}}")
-        return f"""// Generated by kernelpack {__version__}: C++17 interface to lib{lib}. Do not edit.
-#pragma once
-
-#include <cstdint>
-#include <stdexcept>
-#include <string>
-
-#include "{lib}.h"
-
-#ifndef KP_CPP_COMMON_V1
-#define KP_CPP_COMMON_V1
-namespace kp {{
-
-/// A failed kernelpack call: its status and the library's message.
-class Error : public std::runtime_error {{
-  public:
-    Error(kp_status status, const std::string& message) : std::runtime_error(message), status_(status) {{}}
-    /// The status the call returned.
-    kp_status status() const noexcept {{ return status_; }}
-
-  private:
-    kp_status status_;
-}};
-
-/// The kp_dtype of a C++ element type.
-template <class T> struct dtype_of;
-{dtypes}
-
-/// A launch of grid x block threads (block 0 = the kernel's fixed block) on a stream.
-inline kp_launch launch(uint32_t grid_x, uint32_t block_x = 0, uint32_t dynamic_smem = 0, void* stream = nullptr) {{
-    kp_launch l{{}};
-    l.grid[0] = grid_x;
-    l.block[0] = block_x;
-    l.dynamic_smem = dynamic_smem;
-    l.stream = stream;
-    return l;
-}}
-
-}}  // namespace kp
-#endif  // KP_CPP_COMMON_V1
-
-namespace {lib} {{
-
-/// Throws kp::Error carrying {lib}_last_error() unless status is KP_SUCCESS.
-inline void check(kp_status status) {{
-    if (status != KP_SUCCESS) throw kp::Error(status, {lib}_last_error());
-}}
-
-/// This thread's message for its last failed call.
-inline const char* last_error() noexcept {{ return {lib}_last_error(); }}
-
-/// Load every kernel for a device now (-1 = all devices).
-inline kp_status preload(int device = -1) {{ return {lib}_preload(device); }}
-
-{chr(10).join(overloads)}
-
-}}  // namespace {lib}
-"""
-
-
-_CPP_TYPES = [(DType.i8, "int8_t"), (DType.i16, "int16_t"), (DType.i32, "int32_t"), (DType.i64, "int64_t"),
-              (DType.u8, "uint8_t"), (DType.u16, "uint16_t"), (DType.u32, "uint32_t"), (DType.u64, "uint64_t"),
-              (DType.f16, "kp_f16"), (DType.bf16, "kp_bf16"), (DType.f32, "float"), (DType.f64, "double"),
-              (DType.bool, "bool")]
-
 
 def generate(name: str, bundle: Bundle) -> Sources:
     """Generate the sources of library ``name`` from ``bundle`` (raises KernelpackError on an unusable set)."""
     g = _Gen(name, bundle)
-    return Sources(name, g.header(), g.cpp_header(), g.tu(), g.data)
+    return Sources(name, c_header(g), cpp_header(g), g.tu(), g.data)

@@ -26,6 +26,11 @@ typedef struct kp_driver {
     kp_CUresult (*LaunchKernel)(kp_CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
                                 unsigned int, unsigned int, unsigned int, kp_CUstream, void**, void**);
     kp_CUresult (*LaunchKernelEx)(const kp_CUlaunchConfig*, kp_CUfunction, void**, void**);
+    /* optional: only kernels that need them fail without them */
+    kp_CUresult (*MemAllocAsync)(kp_CUdeviceptr*, size_t, kp_CUstream);
+    kp_CUresult (*MemFreeAsync)(kp_CUdeviceptr, kp_CUstream);
+    kp_CUresult (*TensorMapEncodeTiled)(void*, int, unsigned int, void*, const uint64_t*, const uint64_t*,
+                                        const unsigned int*, const unsigned int*, int, int, int, int);
 } kp_driver;
 
 typedef kp_CUresult (*kp_GetProcAddress_v2)(const char*, void**, int, uint64_t, int*);
@@ -50,6 +55,9 @@ static kp_driver kp_cu;
 static pthread_mutex_t kp_lock = PTHREAD_MUTEX_INITIALIZER;
 static int kp_driver_state; /* 0 untried, 1 ready, -1 failed (kp_driver_status/msg say why) */
 static kp_status kp_driver_status;
+static int kp_driver_version; /* cuDriverGetVersion */
+static int kp_one_device;     /* exactly one device (kp_dev0): launches skip the context query */
+static kp_CUdevice kp_dev0;   /* the device of ordinal 0 */
 static char kp_driver_msg[512];
 static kp_device* kp_devices[KP_MAX_DEVICES];
 static kp_CUlibrary kp_libraries[KP_NBLOB];
@@ -60,6 +68,8 @@ static __thread int kp_tls_cuerr;
 #define KP_LOAD(p) __atomic_load_n(&(p), __ATOMIC_ACQUIRE)
 #define KP_STORE(p, v) __atomic_store_n(&(p), (v), __ATOMIC_RELEASE)
 #define KP_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define KP_LIKELY(x) __builtin_expect(!!(x), 1)
+#define KP_UNUSED __attribute__((unused)) /* helpers only some libraries call */
 
 /* ------------------------------------------------------------------ errors */
 
@@ -133,19 +143,22 @@ static kp_status kp_driver_open(void) {
     static const struct {
         const char* name;
         size_t offset;
+        int required;
     } syms[] = {
-#define KP_SYM(name) {"cu" #name, offsetof(kp_driver, name)}
-        KP_SYM(Init), KP_SYM(DriverGetVersion), KP_SYM(GetErrorName), KP_SYM(DeviceGet), KP_SYM(DeviceGetCount),
-        KP_SYM(DeviceGetAttribute), KP_SYM(CtxGetDevice), KP_SYM(CtxSetCurrent), KP_SYM(DevicePrimaryCtxRetain),
-        KP_SYM(StreamGetCtx), KP_SYM(LibraryLoadData), KP_SYM(LibraryGetKernel), KP_SYM(KernelSetAttribute),
-        KP_SYM(LaunchKernel), KP_SYM(LaunchKernelEx),
+#define KP_SYM(name, req) {"cu" #name, offsetof(kp_driver, name), req}
+        KP_SYM(Init, 1), KP_SYM(DriverGetVersion, 1), KP_SYM(GetErrorName, 1), KP_SYM(DeviceGet, 1),
+        KP_SYM(DeviceGetCount, 1), KP_SYM(DeviceGetAttribute, 1), KP_SYM(CtxGetDevice, 1), KP_SYM(CtxSetCurrent, 1),
+        KP_SYM(DevicePrimaryCtxRetain, 1), KP_SYM(StreamGetCtx, 1), KP_SYM(LibraryLoadData, 1),
+        KP_SYM(LibraryGetKernel, 1), KP_SYM(KernelSetAttribute, 1), KP_SYM(LaunchKernel, 1),
+        KP_SYM(LaunchKernelEx, 1), KP_SYM(MemAllocAsync, 0), KP_SYM(MemFreeAsync, 0), KP_SYM(TensorMapEncodeTiled, 0),
 #undef KP_SYM
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
         void* fn = NULL;
         int found = -1;
         kp_CUresult r = gpa(syms[i].name, &fn, KP_CUDA_API_VERSION, 0, &found);
-        if (r != KP_CUDA_SUCCESS || found != 0 || fn == NULL)
+        if (r != KP_CUDA_SUCCESS || found != 0 || fn == NULL) fn = NULL;
+        if (fn == NULL && syms[i].required)
             return kp_driver_fail(KP_ERROR_DRIVER_TOO_OLD,
                                   "%s: the CUDA driver (CUDA %d.%d) has no %s for CUDA 12.0 (cuGetProcAddress: "
                                   "result %d, status %d)", KP_LIBNAME, v / 1000, v % 1000 / 10, syms[i].name, (int)r,
@@ -158,6 +171,12 @@ static kp_status kp_driver_open(void) {
                               KP_LIBNAME);
     if (r != KP_CUDA_SUCCESS)
         return kp_driver_fail(KP_ERROR_CUDA, "%s: cuInit failed with %s (%d)", KP_LIBNAME, kp_cuda_name(r), (int)r);
+    kp_driver_version = v;
+    int count = 0;
+    if ((r = kp_cu.DeviceGetCount(&count)) != KP_CUDA_SUCCESS || (r = kp_cu.DeviceGet(&kp_dev0, 0)) != KP_CUDA_SUCCESS)
+        return kp_driver_fail(KP_ERROR_CUDA, "%s: listing devices failed with %s (%d)", KP_LIBNAME, kp_cuda_name(r),
+                              (int)r);
+    kp_one_device = count == 1 && kp_dev0 >= 0 && kp_dev0 < KP_MAX_DEVICES;
     return KP_SUCCESS;
 }
 
@@ -253,12 +272,21 @@ static kp_status kp_bind_context(const char* fn, void* stream, kp_CUdevice* dev)
     return KP_SUCCESS;
 }
 
-/* Every launching entry starts here: driver ready, the device of the current context, its state. */
+/* Every launching entry starts here: driver ready, the device of the current context, its state.
+ *
+ * With one device in the process every context is on it, so the device needs no driver call; a thread without
+ * a current context is then noticed by the launch itself (CUDA_ERROR_INVALID_CONTEXT), which binds one and retries
+ * (kp_rebind). With several devices the current context's device is asked for on every launch. */
 static kp_status kp_enter(const char* fn, const kp_launch* l, kp_ctx* c) {
     c->fn = fn;
     if (KP_UNLIKELY(l == NULL)) return kp_fail(KP_ERROR_INVALID_ARGUMENT, "%s: the launch argument is NULL", fn);
     kp_status s = kp_driver_ready();
     if (KP_UNLIKELY(s != KP_SUCCESS)) return s;
+    if (KP_LIKELY(kp_one_device)) {
+        c->dev = kp_dev0;
+        c->d = KP_LOAD(kp_devices[kp_dev0]);
+        return KP_LIKELY(c->d != NULL) ? KP_SUCCESS : kp_device_get(fn, kp_dev0, &c->d);
+    }
     kp_CUresult r = kp_cu.CtxGetDevice(&c->dev);
     if (KP_UNLIKELY(r != KP_CUDA_SUCCESS)) {
         if (r != KP_CUDA_ERROR_INVALID_CONTEXT) return kp_cuda_fail(r, fn, NULL, "cuCtxGetDevice");
@@ -266,6 +294,15 @@ static kp_status kp_enter(const char* fn, const kp_launch* l, kp_ctx* c) {
         if (s != KP_SUCCESS) return s;
     }
     return kp_device_get(fn, c->dev, &c->d);
+}
+
+/* A driver call failed with r: when it is CUDA_ERROR_INVALID_CONTEXT on the one-device path (kp_enter asked for
+ * no context), bind one to this thread. 1: bound, retry once; 0: not that case; -1: binding failed (*s says why). */
+static int kp_rebind(const kp_ctx* c, const kp_launch* l, kp_CUresult r, kp_status* s) {
+    kp_CUdevice dev;
+    if (r != KP_CUDA_ERROR_INVALID_CONTEXT || !kp_one_device) return 0;
+    *s = kp_bind_context(c->fn, l->stream, &dev);
+    return *s == KP_SUCCESS ? 1 : -1;
 }
 
 /* ------------------------------------------------------------------ loading */
@@ -339,205 +376,4 @@ static kp_status kp_preload(int ordinal) {
         }
     }
     return KP_SUCCESS;
-}
-
-/* ------------------------------------------------------------------ launch */
-
-static int kp_dims_zero(const uint32_t v[3]) { return v[0] == 0 && v[1] == 0 && v[2] == 0; }
-static void kp_dims_norm(const uint32_t in[3], uint32_t out[3]) {
-    out[0] = in[0] ? in[0] : 1, out[1] = in[1] ? in[1] : 1, out[2] = in[2] ? in[2] : 1;
-}
-static int kp_dims_eq(const uint32_t a[3], const uint32_t b[3]) { return a[0] == b[0] && a[1] == b[1] && a[2] == b[2]; }
-
-/* Block shape: the caller's, checked against what the kernel requires; or the kernel's fixed one. */
-static kp_status kp_block(const kp_ctx* c, uint32_t spec, const kp_bin_info* bi, const kp_launch* l,
-                          uint32_t block[3]) {
-    const kp_spec_info* sp = &kp_specs[spec];
-    const uint32_t* fixed = sp->block[0] ? sp->block : bi->reqntid[0] ? bi->reqntid : NULL;
-    if (kp_dims_zero(l->block)) {
-        if (fixed == NULL)
-            return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.block is {0,0,0} and the kernel fixes no "
-                           "block shape; set launch.block", c->fn, KP_STR(sp->label));
-        block[0] = fixed[0], block[1] = fixed[1], block[2] = fixed[2];
-        return KP_SUCCESS;
-    }
-    kp_dims_norm(l->block, block);
-    if (bi->reqntid[0] && !kp_dims_eq(block, bi->reqntid))
-        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s (sm_%d%d%s): launch.block {%u,%u,%u} differs from the "
-                       "block the kernel requires (REQNTID) {%u,%u,%u}; pass {0,0,0} to use it", c->fn, KP_STR(sp->label),
-                       bi->major, bi->minor, bi->suffix == 'a' ? "a" : "", block[0], block[1], block[2],
-                       bi->reqntid[0], bi->reqntid[1], bi->reqntid[2]);
-    if (sp->block[0] && !kp_dims_eq(block, sp->block))
-        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.block {%u,%u,%u} differs from the kernel's "
-                       "fixed block {%u,%u,%u}; pass {0,0,0} to use it", c->fn, KP_STR(sp->label), block[0], block[1],
-                       block[2], sp->block[0], sp->block[1], sp->block[2]);
-    uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
-    if (bi->max_threads && threads > bi->max_threads)
-        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.block {%u,%u,%u} has %llu threads, the "
-                       "kernel allows at most %u (__launch_bounds__)", c->fn, KP_STR(sp->label), block[0], block[1], block[2],
-                       (unsigned long long)threads, (unsigned)bi->max_threads);
-    return KP_SUCCESS;
-}
-
-/* Cluster shape to request (out all 0 = no cluster attribute): the cubin's explicit one is implied. */
-static kp_status kp_cluster(const kp_ctx* c, uint32_t spec, const kp_bin_info* bi, const kp_launch* l,
-                            const uint32_t grid[3], uint32_t out[3]) {
-    const kp_spec_info* sp = &kp_specs[spec];
-    uint32_t want[3] = {0, 0, 0}, check[3];
-    if (!kp_dims_zero(l->cluster)) kp_dims_norm(l->cluster, want);
-    uint32_t bin_cluster[3] = {bi->cluster[0], bi->cluster[1], bi->cluster[2]};
-    const uint32_t* fixed = bi->cluster[0] ? bin_cluster : sp->cluster[0] ? sp->cluster : NULL;
-    if (fixed != NULL && want[0] && !kp_dims_eq(want, fixed))
-        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.cluster {%u,%u,%u} differs from the kernel's "
-                       "%s cluster {%u,%u,%u}; pass {0,0,0} to use it", c->fn, KP_STR(sp->label), want[0], want[1], want[2],
-                       bi->cluster[0] ? "compile-time" : "fixed", fixed[0], fixed[1], fixed[2]);
-    if (fixed != NULL) memcpy(want, fixed, sizeof want);
-    memset(out, 0, 3 * sizeof(uint32_t));
-    if (want[0] == 0) return KP_SUCCESS;
-    kp_dims_norm(want, check);
-    if (grid[0] % check[0] || grid[1] % check[1] || grid[2] % check[2])
-        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.grid {%u,%u,%u} is not a multiple of the "
-                       "cluster {%u,%u,%u}", c->fn, KP_STR(sp->label), grid[0], grid[1], grid[2], check[0], check[1],
-                       check[2]);
-    if (!bi->cluster[0]) memcpy(out, check, sizeof check); /* explicit clusters must not be requested again */
-    return KP_SUCCESS;
-}
-
-/* Raise the dynamic shared memory limit of a kernel on a device above 48 KiB, once per new maximum. */
-static kp_status kp_smem(const kp_ctx* c, uint32_t spec, const kp_bin_info* bi, kp_CUkernel k, uint32_t smem) {
-    if (smem <= KP_SMEM_DEFAULT_LIMIT || smem <= KP_LOAD(c->d->smem_raised[spec])) return KP_SUCCESS;
-    const char* label = KP_STR(kp_specs[spec].label);
-    if ((uint64_t)smem + bi->static_smem > (uint64_t)c->d->smem_optin)
-        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.dynamic_smem %u + static %u bytes exceed the "
-                       "%d bytes of shared memory per block device %d allows", c->fn, label, smem, bi->static_smem,
-                       c->d->smem_optin, c->d->ordinal);
-    kp_CUresult r = kp_cu.KernelSetAttribute(KP_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem, k, c->dev);
-    if (r != KP_CUDA_SUCCESS) return kp_cuda_fail(r, c->fn, label, "cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE)");
-    uint32_t old = KP_LOAD(c->d->smem_raised[spec]);
-    while (old < smem && !__atomic_compare_exchange_n(&c->d->smem_raised[spec], &old, smem, 1, __ATOMIC_RELEASE,
-                                                      __ATOMIC_ACQUIRE)) {
-    }
-    return KP_SUCCESS;
-}
-
-/* Launch specialization spec on the resolved device with its packed parameter pointers. */
-static kp_status kp_run(const kp_ctx* c, uint32_t spec, const kp_launch* l, void** args) {
-    int32_t b = c->d->sel[spec];
-    if (KP_UNLIKELY(b < 0)) return kp_no_binary(c, spec);
-    const kp_bin_info* bi = &kp_bins[b];
-    const kp_spec_info* sp = &kp_specs[spec];
-    kp_CUkernel k;
-    kp_status s = kp_kernel_get(c->fn, spec, (uint32_t)b, &k);
-    if (KP_UNLIKELY(s != KP_SUCCESS)) return s;
-    uint32_t grid[3], block[3] = {0, 0, 0}, cluster[3] = {0, 0, 0};
-    if (KP_UNLIKELY(l->grid[0] == 0))
-        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.grid[0] is 0", c->fn, KP_STR(sp->label));
-    kp_dims_norm(l->grid, grid);
-    if (KP_UNLIKELY((s = kp_block(c, spec, bi, l, block)) != KP_SUCCESS)) return s;
-    uint32_t smem = l->dynamic_smem ? l->dynamic_smem : sp->dyn_smem;
-    if (KP_UNLIKELY(smem < sp->dyn_smem))
-        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.dynamic_smem %u is less than the %u bytes the "
-                       "kernel needs; pass 0 to use that", c->fn, KP_STR(sp->label), smem, sp->dyn_smem);
-    if (KP_UNLIKELY((s = kp_smem(c, spec, bi, k, smem)) != KP_SUCCESS)) return s;
-    kp_CUresult r;
-    const char* call;
-    if (KP_UNLIKELY(bi->cluster[0] || sp->cluster[0] || !kp_dims_zero(l->cluster))) {
-        if ((s = kp_cluster(c, spec, bi, l, grid, cluster)) != KP_SUCCESS) return s;
-    } else {
-        cluster[0] = 0;
-    }
-    if (cluster[0] == 0) {
-        call = "cuLaunchKernel";
-        r = kp_cu.LaunchKernel((kp_CUfunction)k, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
-                               (kp_CUstream)l->stream, args, NULL);
-    } else {
-        kp_CUlaunchAttribute attr;
-        kp_CUlaunchConfig cfg;
-        memset(&attr, 0, sizeof attr);
-        attr.id = KP_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim.x = cluster[0], attr.value.clusterDim.y = cluster[1], attr.value.clusterDim.z = cluster[2];
-        cfg.gridDimX = grid[0], cfg.gridDimY = grid[1], cfg.gridDimZ = grid[2];
-        cfg.blockDimX = block[0], cfg.blockDimY = block[1], cfg.blockDimZ = block[2];
-        cfg.sharedMemBytes = smem;
-        cfg.hStream = (kp_CUstream)l->stream;
-        cfg.attrs = &attr;
-        cfg.numAttrs = 1;
-        call = "cuLaunchKernelEx";
-        r = kp_cu.LaunchKernelEx(&cfg, (kp_CUfunction)k, args, NULL);
-    }
-    if (KP_UNLIKELY(r != KP_CUDA_SUCCESS)) return kp_cuda_fail(r, c->fn, KP_STR(sp->label), call);
-    return KP_SUCCESS;
-}
-
-/* ------------------------------------------------------------------ dispatch helpers */
-
-static const char* const kp_dtype_names[] = {"any", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
-                                             "f16", "bf16", "f32", "f64", "bool"};
-static const char* kp_dtype_name(int dt) {
-    return dt >= 0 && dt < (int)(sizeof kp_dtype_names / sizeof kp_dtype_names[0]) ? kp_dtype_names[dt] : "invalid";
-}
-
-static uint64_t kp_align_of(const void* p) {
-    uintptr_t a = (uintptr_t)p;
-    return a == 0 ? 256 : (uint64_t)(a & (~a + 1)) > 256 ? 256 : (uint64_t)(a & (~a + 1));
-}
-
-/* Does tensor t fit a specialization's tensor spec: dtype, rank, static modes, alignment, index ranges? */
-static int kp_tensor_fits(const kp_tensor* t, int dtype, int rank, const int64_t* shape, const int64_t* stride,
-                          uint64_t align, int64_t shape_min, int64_t shape_max, int64_t stride_min,
-                          int64_t stride_max) {
-    if ((int)t->dtype != dtype || t->rank != rank || (uintptr_t)t->data % align) return 0;
-    for (int i = 0; i < rank; i++) {
-        if (shape[i] == KP_DYN ? t->shape[i] < shape_min || t->shape[i] > shape_max : t->shape[i] != shape[i])
-            return 0;
-        if (stride[i] == KP_DYN ? t->stride[i] < stride_min || t->stride[i] > stride_max : t->stride[i] != stride[i])
-            return 0;
-    }
-    return 1;
-}
-
-/* A bounded string builder for dispatch messages. */
-typedef struct kp_sb {
-    char* buf;
-    size_t cap, len;
-} kp_sb;
-
-static void kp_sb_add(kp_sb* sb, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-static void kp_sb_add(kp_sb* sb, const char* fmt, ...) {
-    if (sb->len + 1 >= sb->cap) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(sb->buf + sb->len, sb->cap - sb->len, fmt, ap);
-    va_end(ap);
-    if (n > 0) sb->len = sb->len + (size_t)n < sb->cap ? sb->len + (size_t)n : sb->cap - 1;
-}
-
-static void kp_describe_ptr(kp_sb* sb, const char* name, const void* p, int dtype) {
-    kp_sb_add(sb, "%s: %s%s%p (%llu-byte aligned)", name, dtype >= 0 ? kp_dtype_name(dtype) : "",
-              dtype >= 0 ? " pointer " : "pointer ", p, (unsigned long long)kp_align_of(p));
-}
-
-static void kp_describe_int(kp_sb* sb, const char* name, long long v) {
-    long long d = 1;
-    while (d < 256 && v != 0 && v % (d * 2) == 0) d *= 2;
-    kp_sb_add(sb, "%s = %lld (divisible by %lld)", name, v, v == 0 ? 256LL : d);
-}
-
-static void kp_describe_tensor(kp_sb* sb, const char* name, const kp_tensor* t) {
-    if (t == NULL) {
-        kp_sb_add(sb, "%s: NULL", name);
-        return;
-    }
-    kp_sb_add(sb, "%s: %s tensor rank %d shape [", name, kp_dtype_name(t->dtype), t->rank);
-    for (int i = 0; i < t->rank && i < KP_MAX_RANK; i++) kp_sb_add(sb, i ? ", %lld" : "%lld", (long long)t->shape[i]);
-    kp_sb_add(sb, "] stride [");
-    for (int i = 0; i < t->rank && i < KP_MAX_RANK; i++) kp_sb_add(sb, i ? ", %lld" : "%lld", (long long)t->stride[i]);
-    kp_sb_add(sb, "] data %p (%llu-byte aligned)", t->data, (unsigned long long)kp_align_of(t->data));
-}
-
-/* The end of a failed dispatch: no specialization fits (or one fits but carries no binary for the device). */
-static kp_status kp_no_match(const kp_ctx* c, kp_sb* sb, int constraint_match, const char* carried) {
-    kp_sb_add(sb, ") on device %d (sm_%d%d); specializations: %s", c->d->ordinal, c->d->major, c->d->minor, carried);
-    return kp_fail(constraint_match ? KP_ERROR_NO_BINARY_FOR_ARCH : KP_ERROR_NO_MATCHING_SPECIALIZATION, "%s",
-                   sb->buf);
 }

@@ -26,6 +26,7 @@ typedef struct kp_CUlib_st* kp_CUlibrary;
 typedef struct kp_CUkern_st* kp_CUkernel;
 typedef struct kp_CUfunc_st* kp_CUfunction;
 typedef struct kp_CUstream_st* kp_CUstream;
+typedef unsigned long long kp_CUdeviceptr;
 
 typedef union kp_CUlaunchAttributeValue {
     char pad[64];
@@ -79,6 +80,14 @@ typedef struct kp_blob_info {
 
 /* Strings live in one pool (kp_strtab) and are referred to by offset: no relocations per kernel. */
 #define KP_STR(off) (kp_strtab + (off))
+
+/* A tensor-descriptor argument (kernelpack.tma.TensorDescSpec): the entry takes a kp_tensor and fills the params. */
+typedef struct kp_desc_info {
+    uint32_t arg;    /* parameter name (offset in kp_strtab) */
+    uint32_t box[5]; /* box dims, outermost first (tma lowering) */
+    uint8_t rank, lowering /* 0 tma, 1 decomposed */, elem_size, elem_type /* CUtensorMapDataType */, swizzle,
+        fp4_padded, dtype /* kp_dtype the tensor must have; 0 = any */;
+} kp_desc_info;
 
 /* One specialization (one KernelArtifact). */
 typedef struct kp_spec_info {

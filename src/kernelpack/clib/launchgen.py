@@ -1,0 +1,148 @@
+"""What a generated entry derives from its arguments before launching: the caller-visible arguments (a
+tensor-descriptor argument is one ``kp_tensor`` instead of the params it fills), the grid from
+``LaunchSpec.grid`` formulas, Triton scratch buffers, and the C statements that do it (runtime side:
+``csrc/kp_args.c`` and ``kp_run_scratch`` in ``csrc/kp_launch.c``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..abi import Opaque, Param
+from ..artifact import GridExpr, KernelArtifact, grid_params
+from ..errors import KernelpackError
+from ..tma import TRITON_DTYPES, TensorDescSpec, expected_params
+from .cdecl import DTYPE_ENUM
+
+_OPS = {"add": "kp_gadd", "sub": "kp_gsub", "mul": "kp_gmul", "div": "kp_gdiv", "ceil_div": "kp_gceil_div",
+        "min": "kp_gmin", "max": "kp_gmax"}
+
+
+@dataclass(frozen=True)
+class DescArg:
+    """A tensor-descriptor argument: the caller passes ``const kp_tensor* name``; ``table`` indexes kp_descs."""
+
+    name: str
+    spec: TensorDescSpec
+    table: int
+
+
+CallerArg = Param | DescArg
+
+
+class Plan:
+    """How one specialization's entry turns caller arguments into kernel params."""
+
+    def __init__(self, art: KernelArtifact, first_desc: int) -> None:
+        self.art = art
+        self.descs = [DescArg(s.arg, s, first_desc + i) for i, s in enumerate(art.launch.tensor_descs)]
+        self.filled: dict[str, str] = {}  # kernel param -> C lvalue the descriptor fill writes
+        by_first = {d.spec.params[0]: d for d in self.descs}
+        args: list[CallerArg] = []
+        skip: set[str] = set()
+        for k, d in enumerate(self.descs):
+            slots = _slots(d.spec, f"kp_d{k}")
+            self.filled.update(zip(d.spec.params, slots, strict=True))
+            skip.update(d.spec.params)
+        for p in art.abi.args:
+            if p.name in by_first:
+                args.append(by_first[p.name])
+            elif p.name not in skip:
+                args.append(p)
+        self.args = tuple(args)
+        ls = art.launch
+        self.scratch = (ls.global_scratch, ls.global_scratch_align, ls.profile_scratch, ls.profile_scratch_align)
+        if ls.grid is not None:
+            for e in ls.grid:
+                for name, _ in grid_params(e):
+                    if name in self.filled:
+                        raise KernelpackError(f"kernel {art.label}: grid formula reads {name}, a parameter filled "
+                                              f"from a tensor descriptor; not supported")
+
+    @property
+    def params(self) -> tuple[Param, ...]:
+        """Caller-visible params that are passed as they are."""
+        return tuple(a for a in self.args if isinstance(a, Param))
+
+    def body(self, index: int, indent: str, values: dict[str, str]) -> str:
+        """Statements from a resolved kp_ctx (``kp_c``, ``kp_s``) to the launch; ``values`` renames arguments."""
+        out = []
+        for k, d in enumerate(self.descs):
+            out.append(f"{indent}kp_desc_vals kp_d{k};\n{indent}if (KP_UNLIKELY((kp_s = kp_desc_fill(&kp_c, {index}, "
+                       f"&kp_descs[{d.table}], {d.name}, &kp_d{k})) != KP_SUCCESS)) return kp_s;\n")
+        launch = "launch"
+        if self.art.launch.grid is not None:
+            exprs = ", ".join(_grid_c(e, values) for e in self.art.launch.grid)
+            out.append(f"{indent}const kp_launch* kp_lp = launch;\n{indent}kp_launch kp_l;\n"
+                       f"{indent}if (kp_dims_zero(launch->grid)) {{ /* the grid from the arguments */\n"
+                       f"{indent}    const int64_t kp_g[3] = {{{exprs}}};\n"
+                       f"{indent}    if (!kp_grid(&kp_c, {index}, launch, kp_g, &kp_l, &kp_s)) return kp_s;\n"
+                       f"{indent}    kp_lp = &kp_l;\n{indent}}}\n")
+            launch = "kp_lp"
+        gs, ga, ps, pa = self.scratch
+        if gs or ps:
+            out.append(f"{indent}void* kp_gs = NULL;\n{indent}void* kp_ps = NULL;\n")
+        elif any(p.role != "arg" for p in self.art.abi.params):
+            out.append(f"{indent}void* kp_null = NULL;\n")
+        args = "NULL"
+        if self.art.abi.params:
+            out.append(f"{indent}void* kp_args[{len(self.art.abi.params)}] = {{{self._arg_ptrs(values)}}};\n")
+            args = "kp_args"
+        if gs or ps:
+            out.append(f"{indent}return kp_run_scratch(&kp_c, {index}, {launch}, {args}, {gs}u, {ga}u, &kp_gs, {ps}u, "
+                       f"{pa}u, &kp_ps);\n")
+        else:
+            out.append(f"{indent}return kp_run(&kp_c, {index}, {launch}, {args});\n")
+        return "".join(out)
+
+    def _arg_ptrs(self, values: dict[str, str]) -> str:
+        gs, _, ps, _ = self.scratch
+        items = []
+        for p in self.art.abi.params:
+            if p.role == "global_scratch":
+                items.append("(void*)&kp_gs" if gs or ps else "(void*)&kp_null")
+            elif p.role == "profile_scratch":
+                items.append("(void*)&kp_ps" if gs or ps else "(void*)&kp_null")
+            elif p.role != "arg":
+                items.append("(void*)&kp_null")
+            elif p.name in self.filled:
+                items.append(f"(void*)&{self.filled[p.name]}")
+            elif isinstance(p.type, Opaque):
+                items.append(f"(void*)(uintptr_t){values.get(p.name, p.name)}")
+            else:
+                items.append(f"(void*)&{values.get(p.name, p.name)}")
+        return ", ".join(items)
+
+
+def _slots(spec: TensorDescSpec, v: str) -> list[str]:
+    """The field of kp_desc_vals each param of a descriptor points to (see expected_params)."""
+    r = spec.rank
+    tail = [f"{v}.shape32[{i}]" for i in range(r)] + [f"{v}.stride[{i}]" for i in range(r)]
+    if spec.lowering == "tma":
+        return [f"{v}.map", *tail]
+    flags = [f"{v}.flags[{i}]" for i in range(len(spec.flags))]
+    return [f"{v}.ptr", *[f"{v}.shape64[{i}]" for i in range(r)], *[f"{v}.stride[{i}]" for i in range(r)], *flags,
+            *tail]
+
+
+def _grid_c(e: GridExpr, values: dict[str, str]) -> str:
+    if isinstance(e, int):
+        return f"INT64_C({e})"
+    if e[0] == "arg":
+        base = values.get(e[1], e[1])
+        return f"(int64_t){base}" if e[2] is None else f"(int64_t){base}.{e[2]}"
+    return f"{_OPS[e[0]]}({_grid_c(e[1], values)}, {_grid_c(e[2], values)})"
+
+
+def desc_table(plans: list[Plan], string: object) -> list[str]:
+    """Rows of kp_descs for every descriptor of every plan (``string`` interns into kp_strtab)."""
+    rows = []
+    for plan in plans:
+        for d in plan.descs:
+            s = d.spec
+            dt = TRITON_DTYPES.get(s.dtype)
+            box = ", ".join(str(b) for b in s.block_shape)
+            rows.append(f"{{{string(d.name)}u, {{{box}}}, {s.rank}, {int(s.lowering != 'tma')}, {s.elem_size}, "  # type: ignore[operator]
+                        f"{s.elem_type}, {s.swizzle}, {int(s.fp4_padded)}, {DTYPE_ENUM[dt][1] if dt else 0}}}")
+            assert len(expected_params(s.lowering, s.rank, len(s.flags))) == len(s.params)
+    return rows

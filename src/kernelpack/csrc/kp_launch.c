@@ -1,0 +1,242 @@
+/* kernelpack C runtime, part 3: the launch path (block, cluster, shared memory, Triton scratch) and the helpers
+ * dispatching family entries use. Pasted into every generated translation unit after part 2 (kp_runtime.c).
+ */
+
+/* ------------------------------------------------------------------ launch */
+
+static int kp_dims_zero(const uint32_t v[3]) { return v[0] == 0 && v[1] == 0 && v[2] == 0; }
+static void kp_dims_norm(const uint32_t in[3], uint32_t out[3]) {
+    out[0] = in[0] ? in[0] : 1, out[1] = in[1] ? in[1] : 1, out[2] = in[2] ? in[2] : 1;
+}
+static int kp_dims_eq(const uint32_t a[3], const uint32_t b[3]) { return a[0] == b[0] && a[1] == b[1] && a[2] == b[2]; }
+
+/* Block shape: the caller's, checked against what the kernel requires; or the kernel's fixed one. */
+static kp_status kp_block(const kp_ctx* c, uint32_t spec, const kp_bin_info* bi, const kp_launch* l,
+                          uint32_t block[3]) {
+    const kp_spec_info* sp = &kp_specs[spec];
+    const uint32_t* fixed = sp->block[0] ? sp->block : bi->reqntid[0] ? bi->reqntid : NULL;
+    if (kp_dims_zero(l->block)) {
+        if (fixed == NULL)
+            return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.block is {0,0,0} and the kernel fixes no "
+                           "block shape; set launch.block", c->fn, KP_STR(sp->label));
+        block[0] = fixed[0], block[1] = fixed[1], block[2] = fixed[2];
+        return KP_SUCCESS;
+    }
+    kp_dims_norm(l->block, block);
+    if (bi->reqntid[0] && !kp_dims_eq(block, bi->reqntid))
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s (sm_%d%d%s): launch.block {%u,%u,%u} differs from the "
+                       "block the kernel requires (REQNTID) {%u,%u,%u}; pass {0,0,0} to use it", c->fn, KP_STR(sp->label),
+                       bi->major, bi->minor, bi->suffix == 'a' ? "a" : "", block[0], block[1], block[2],
+                       bi->reqntid[0], bi->reqntid[1], bi->reqntid[2]);
+    if (sp->block[0] && !kp_dims_eq(block, sp->block))
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.block {%u,%u,%u} differs from the kernel's "
+                       "fixed block {%u,%u,%u}; pass {0,0,0} to use it", c->fn, KP_STR(sp->label), block[0], block[1],
+                       block[2], sp->block[0], sp->block[1], sp->block[2]);
+    uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
+    if (bi->max_threads && threads > bi->max_threads)
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.block {%u,%u,%u} has %llu threads, the "
+                       "kernel allows at most %u (__launch_bounds__)", c->fn, KP_STR(sp->label), block[0], block[1], block[2],
+                       (unsigned long long)threads, (unsigned)bi->max_threads);
+    return KP_SUCCESS;
+}
+
+/* Cluster shape to request (out all 0 = no cluster attribute): the cubin's explicit one is implied. */
+static kp_status kp_cluster(const kp_ctx* c, uint32_t spec, const kp_bin_info* bi, const kp_launch* l,
+                            const uint32_t grid[3], uint32_t out[3]) {
+    const kp_spec_info* sp = &kp_specs[spec];
+    uint32_t want[3] = {0, 0, 0}, check[3];
+    if (!kp_dims_zero(l->cluster)) kp_dims_norm(l->cluster, want);
+    uint32_t bin_cluster[3] = {bi->cluster[0], bi->cluster[1], bi->cluster[2]};
+    const uint32_t* fixed = bi->cluster[0] ? bin_cluster : sp->cluster[0] ? sp->cluster : NULL;
+    if (fixed != NULL && want[0] && !kp_dims_eq(want, fixed))
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.cluster {%u,%u,%u} differs from the kernel's "
+                       "%s cluster {%u,%u,%u}; pass {0,0,0} to use it", c->fn, KP_STR(sp->label), want[0], want[1], want[2],
+                       bi->cluster[0] ? "compile-time" : "fixed", fixed[0], fixed[1], fixed[2]);
+    if (fixed != NULL) memcpy(want, fixed, sizeof want);
+    memset(out, 0, 3 * sizeof(uint32_t));
+    if (want[0] == 0) return KP_SUCCESS;
+    kp_dims_norm(want, check);
+    if (grid[0] % check[0] || grid[1] % check[1] || grid[2] % check[2])
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.grid {%u,%u,%u} is not a multiple of the "
+                       "cluster {%u,%u,%u}", c->fn, KP_STR(sp->label), grid[0], grid[1], grid[2], check[0], check[1],
+                       check[2]);
+    if (!bi->cluster[0]) memcpy(out, check, sizeof check); /* explicit clusters must not be requested again */
+    return KP_SUCCESS;
+}
+
+/* Raise the dynamic shared memory limit of a kernel on a device above 48 KiB, once per new maximum. */
+static kp_status kp_smem(const kp_ctx* c, uint32_t spec, const kp_bin_info* bi, kp_CUkernel k, uint32_t smem) {
+    if (smem <= KP_SMEM_DEFAULT_LIMIT || smem <= KP_LOAD(c->d->smem_raised[spec])) return KP_SUCCESS;
+    const char* label = KP_STR(kp_specs[spec].label);
+    if ((uint64_t)smem + bi->static_smem > (uint64_t)c->d->smem_optin)
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.dynamic_smem %u + static %u bytes exceed the "
+                       "%d bytes of shared memory per block device %d allows", c->fn, label, smem, bi->static_smem,
+                       c->d->smem_optin, c->d->ordinal);
+    kp_CUresult r = kp_cu.KernelSetAttribute(KP_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem, k, c->dev);
+    if (r != KP_CUDA_SUCCESS) return kp_cuda_fail(r, c->fn, label, "cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE)");
+    uint32_t old = KP_LOAD(c->d->smem_raised[spec]);
+    while (old < smem && !__atomic_compare_exchange_n(&c->d->smem_raised[spec], &old, smem, 1, __ATOMIC_RELEASE,
+                                                      __ATOMIC_ACQUIRE)) {
+    }
+    return KP_SUCCESS;
+}
+
+/* Launch specialization spec on the resolved device with its packed parameter pointers. */
+static kp_status kp_run(const kp_ctx* c, uint32_t spec, const kp_launch* l, void** args) {
+    int32_t b = c->d->sel[spec];
+    if (KP_UNLIKELY(b < 0)) return kp_no_binary(c, spec);
+    const kp_bin_info* bi = &kp_bins[b];
+    const kp_spec_info* sp = &kp_specs[spec];
+    kp_CUkernel k;
+    kp_status s = kp_kernel_get(c->fn, spec, (uint32_t)b, &k);
+    if (KP_UNLIKELY(s != KP_SUCCESS)) return s;
+    uint32_t grid[3], block[3] = {0, 0, 0}, cluster[3] = {0, 0, 0};
+    if (KP_UNLIKELY(l->grid[0] == 0))
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.grid[0] is 0", c->fn, KP_STR(sp->label));
+    kp_dims_norm(l->grid, grid);
+    if (KP_UNLIKELY((s = kp_block(c, spec, bi, l, block)) != KP_SUCCESS)) return s;
+    uint32_t smem = l->dynamic_smem ? l->dynamic_smem : sp->dyn_smem;
+    if (KP_UNLIKELY(smem < sp->dyn_smem))
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.dynamic_smem %u is less than the %u bytes the "
+                       "kernel needs; pass 0 to use that", c->fn, KP_STR(sp->label), smem, sp->dyn_smem);
+    if (KP_UNLIKELY((s = kp_smem(c, spec, bi, k, smem)) != KP_SUCCESS)) return s;
+    if (KP_UNLIKELY(bi->cluster[0] || sp->cluster[0] || !kp_dims_zero(l->cluster))) {
+        if ((s = kp_cluster(c, spec, bi, l, grid, cluster)) != KP_SUCCESS) return s;
+    }
+    const char* call = cluster[0] ? "cuLaunchKernelEx" : "cuLaunchKernel";
+    kp_CUresult r;
+    int retried = 0, rebound = 0;
+    do {
+        if (cluster[0] == 0) {
+            r = kp_cu.LaunchKernel((kp_CUfunction)k, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
+                                   (kp_CUstream)l->stream, args, NULL);
+        } else {
+            kp_CUlaunchAttribute attr;
+            kp_CUlaunchConfig cfg;
+            memset(&attr, 0, sizeof attr);
+            attr.id = KP_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+            attr.value.clusterDim.x = cluster[0], attr.value.clusterDim.y = cluster[1];
+            attr.value.clusterDim.z = cluster[2];
+            cfg.gridDimX = grid[0], cfg.gridDimY = grid[1], cfg.gridDimZ = grid[2];
+            cfg.blockDimX = block[0], cfg.blockDimY = block[1], cfg.blockDimZ = block[2];
+            cfg.sharedMemBytes = smem;
+            cfg.hStream = (kp_CUstream)l->stream;
+            cfg.attrs = &attr;
+            cfg.numAttrs = 1;
+            r = kp_cu.LaunchKernelEx(&cfg, (kp_CUfunction)k, args, NULL);
+        }
+    } while (KP_UNLIKELY(r != KP_CUDA_SUCCESS) && !retried++ && (rebound = kp_rebind(c, l, r, &s)) > 0);
+    if (KP_UNLIKELY(r != KP_CUDA_SUCCESS)) return rebound < 0 ? s : kp_cuda_fail(r, c->fn, KP_STR(sp->label), call);
+    return KP_SUCCESS;
+}
+
+#if KP_SCRATCH
+/* Launch a kernel that takes Triton scratch buffers: size x CTAs bytes each (0 = NULL), allocated on the launch
+ * stream for this launch only (cuMemAllocAsync, freed with cuMemFreeAsync after it), aligned as the kernel needs;
+ * the pointers go to *gptr / *pptr, which args refer to. */
+static kp_status kp_run_scratch(const kp_ctx* c, uint32_t spec, const kp_launch* l, void** args, uint32_t gsize,
+                                uint32_t galign, void** gptr, uint32_t psize, uint32_t palign, void** pptr) {
+    const char* label = KP_STR(kp_specs[spec].label);
+    if (l->grid[0] == 0) return kp_run(c, spec, l, args); /* reports the empty grid */
+    uint32_t g[3];
+    kp_dims_norm(l->grid, g);
+    uint64_t ctas = (uint64_t)g[0] * g[1], gbytes, pbytes, poff, total;
+    uint64_t align = galign > palign ? galign : palign;
+    if (__builtin_mul_overflow(ctas, (uint64_t)g[2], &ctas) || __builtin_mul_overflow(ctas, (uint64_t)gsize, &gbytes) ||
+        __builtin_mul_overflow(ctas, (uint64_t)psize, &pbytes) || gbytes > UINT64_MAX / 2 || pbytes > UINT64_MAX / 4)
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: scratch for grid {%u,%u,%u} overflows 64 bits", c->fn,
+                       label, g[0], g[1], g[2]);
+    poff = (gbytes + palign - 1) / palign * palign;
+    total = poff + pbytes + (align > 256 ? align : 0); /* the driver's pools align to 256 bytes */
+    if (kp_cu.MemAllocAsync == NULL || kp_cu.MemFreeAsync == NULL)
+        return kp_fail(KP_ERROR_DRIVER_TOO_OLD, "%s: kernel %s needs %llu bytes of scratch per launch, allocated with "
+                       "cuMemAllocAsync/cuMemFreeAsync, which this CUDA driver does not provide (CUDA 11.2+)", c->fn,
+                       label, (unsigned long long)total);
+    kp_CUdeviceptr base = 0;
+    kp_status s = KP_SUCCESS;
+    kp_CUresult r = kp_cu.MemAllocAsync(&base, (size_t)total, (kp_CUstream)l->stream);
+    int rebound = r != KP_CUDA_SUCCESS ? kp_rebind(c, l, r, &s) : 0;
+    if (rebound > 0) r = kp_cu.MemAllocAsync(&base, (size_t)total, (kp_CUstream)l->stream);
+    if (r != KP_CUDA_SUCCESS) return rebound < 0 ? s : kp_cuda_fail(r, c->fn, label, "cuMemAllocAsync (scratch)");
+    uint64_t start = align > 256 ? (base + align - 1) / align * align : base;
+    *gptr = gsize ? (void*)(uintptr_t)start : NULL;
+    *pptr = psize ? (void*)(uintptr_t)(start + poff) : NULL;
+    s = kp_run(c, spec, l, args);
+    r = kp_cu.MemFreeAsync(base, (kp_CUstream)l->stream);
+    if (r != KP_CUDA_SUCCESS && s == KP_SUCCESS) s = kp_cuda_fail(r, c->fn, label, "cuMemFreeAsync (scratch)");
+    return s;
+}
+#endif
+
+/* ------------------------------------------------------------------ dispatch helpers */
+
+static const char* const kp_dtype_names[] = {"any", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+                                             "f16", "bf16", "f32", "f64", "bool"};
+static const char* kp_dtype_name(int dt) {
+    return dt >= 0 && dt < (int)(sizeof kp_dtype_names / sizeof kp_dtype_names[0]) ? kp_dtype_names[dt] : "invalid";
+}
+
+static KP_UNUSED uint64_t kp_align_of(const void* p) {
+    uintptr_t a = (uintptr_t)p;
+    return a == 0 ? 256 : (uint64_t)(a & (~a + 1)) > 256 ? 256 : (uint64_t)(a & (~a + 1));
+}
+
+/* Does tensor t fit a specialization's tensor spec: dtype, rank, static modes, alignment, index ranges? */
+static KP_UNUSED int kp_tensor_fits(const kp_tensor* t, int dtype, int rank, const int64_t* shape, const int64_t* stride,
+                          uint64_t align, int64_t shape_min, int64_t shape_max, int64_t stride_min,
+                          int64_t stride_max) {
+    if ((int)t->dtype != dtype || t->rank != rank || (uintptr_t)t->data % align) return 0;
+    for (int i = 0; i < rank; i++) {
+        if (shape[i] == KP_DYN ? t->shape[i] < shape_min || t->shape[i] > shape_max : t->shape[i] != shape[i])
+            return 0;
+        if (stride[i] == KP_DYN ? t->stride[i] < stride_min || t->stride[i] > stride_max : t->stride[i] != stride[i])
+            return 0;
+    }
+    return 1;
+}
+
+/* A bounded string builder for dispatch messages. */
+typedef struct kp_sb {
+    char* buf;
+    size_t cap, len;
+} kp_sb;
+
+static KP_UNUSED void kp_sb_add(kp_sb* sb, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static KP_UNUSED void kp_sb_add(kp_sb* sb, const char* fmt, ...) {
+    if (sb->len + 1 >= sb->cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(sb->buf + sb->len, sb->cap - sb->len, fmt, ap);
+    va_end(ap);
+    if (n > 0) sb->len = sb->len + (size_t)n < sb->cap ? sb->len + (size_t)n : sb->cap - 1;
+}
+
+static KP_UNUSED void kp_describe_ptr(kp_sb* sb, const char* name, const void* p, int dtype) {
+    kp_sb_add(sb, "%s: %s%s%p (%llu-byte aligned)", name, dtype >= 0 ? kp_dtype_name(dtype) : "",
+              dtype >= 0 ? " pointer " : "pointer ", p, (unsigned long long)kp_align_of(p));
+}
+
+static KP_UNUSED void kp_describe_int(kp_sb* sb, const char* name, long long v) {
+    long long d = 1;
+    while (d < 256 && v != 0 && v % (d * 2) == 0) d *= 2;
+    kp_sb_add(sb, "%s = %lld (divisible by %lld)", name, v, v == 0 ? 256LL : d);
+}
+
+static KP_UNUSED void kp_describe_tensor(kp_sb* sb, const char* name, const kp_tensor* t) {
+    if (t == NULL) {
+        kp_sb_add(sb, "%s: NULL", name);
+        return;
+    }
+    kp_sb_add(sb, "%s: %s tensor rank %d shape [", name, kp_dtype_name(t->dtype), t->rank);
+    for (int i = 0; i < t->rank && i < KP_MAX_RANK; i++) kp_sb_add(sb, i ? ", %lld" : "%lld", (long long)t->shape[i]);
+    kp_sb_add(sb, "] stride [");
+    for (int i = 0; i < t->rank && i < KP_MAX_RANK; i++) kp_sb_add(sb, i ? ", %lld" : "%lld", (long long)t->stride[i]);
+    kp_sb_add(sb, "] data %p (%llu-byte aligned)", t->data, (unsigned long long)kp_align_of(t->data));
+}
+
+/* The end of a failed dispatch: no specialization fits (or one fits but carries no binary for the device). */
+static KP_UNUSED kp_status kp_no_match(const kp_ctx* c, kp_sb* sb, int constraint_match, const char* carried) {
+    kp_sb_add(sb, ") on device %d (sm_%d%d); specializations: %s", c->d->ordinal, c->d->major, c->d->minor, carried);
+    return kp_fail(constraint_match ? KP_ERROR_NO_BINARY_FOR_ARCH : KP_ERROR_NO_MATCHING_SPECIALIZATION, "%s",
+                   sb->buf);
+}
