@@ -30,12 +30,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    if len(args.inputs) >= 2 or args.out is not None:
+    if len(args.inputs) >= 2:
         return _build_bundles(args)
     from .project.ui import run_build
 
     return run_build(args.project or (args.inputs[0] if args.inputs else None), jobs=args.jobs, force=args.force,
-                     quiet=args.quiet, as_json=args.json)
+                     quiet=args.quiet, as_json=args.json, out=args.out)
 
 
 def _build_bundles(args: argparse.Namespace) -> int:
@@ -73,7 +73,8 @@ def make_parser() -> argparse.ArgumentParser:
                                    "library. kernelpack build NAME BUNDLE... -o DIR links .kpack bundles directly.")
     b.add_argument("inputs", nargs="*", metavar="PROJECT | NAME BUNDLE...",
                    help="a project file or directory (default: ./kernelpack.toml), or a library name and bundles")
-    b.add_argument("-o", "--out", default=None, help="output directory (the NAME BUNDLE... form)")
+    b.add_argument("-o", "--out", default=None, help="output directory (required by the NAME BUNDLE... form; for a "
+                                                         "project, overrides [library] out)")
     b.add_argument("-p", "--project", default=None, help="project file or directory")
     b.add_argument("-j", "--jobs", type=int, default=None, help="parallel compile processes (default: CPU count)")
     b.add_argument("--force", action="store_true", help="rebuild every step and relink (the compile cache still "

@@ -89,7 +89,8 @@ def plan(project: Project) -> list[Job]:
     for i, e in enumerate(project.entries):
         archs = project.archs_of(e)
         for n, key in enumerate(variants(e, project.root)):
-            base = f"{e.frontend}:{_entry_name(e, project.root)}" + (f"[{key}]" if key else "")
+            kind = "cute-host" if isinstance(e, Cute) and e.mode == "host" else e.frontend
+            base = f"{kind}:{_entry_name(e, project.root)}" + (f"[{key}]" if key else "")
             seen[base] = seen.get(base, 0) + 1
             jid = base if seen[base] == 1 else f"{base}#{seen[base]}"
             jobs.append(Job(jid, i, key, n, e.frontend, archs))

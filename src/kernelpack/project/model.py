@@ -325,10 +325,11 @@ def import_file(path: Path) -> Any:
     path = path.resolve()
     stem = re.sub(r"\W", "_", path.stem)
     name = f"kp_project_{stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:8]}"
-    if name in sys.modules:
-        return sys.modules[name]
     if not path.is_file():
         raise ProjectError(f"Python module {path} does not exist")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if name in sys.modules and _IMPORTED.get(name) == digest:
+        return sys.modules[name]  # (a changed file is executed again: long-lived processes build the new code)
     if str(path.parent) not in sys.path:
         sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location(name, path)
@@ -341,7 +342,11 @@ def import_file(path: Path) -> Any:
     except BaseException:
         del sys.modules[name]
         raise
+    _IMPORTED[name] = digest
     return mod
+
+
+_IMPORTED: dict[str, str] = {}
 
 
 def is_file_ref(ref: str) -> bool:

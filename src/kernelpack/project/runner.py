@@ -14,6 +14,7 @@ Under that, each frontend's compile cache skips compilations whose precise input
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import hashlib
 import json
 import multiprocessing
@@ -77,11 +78,12 @@ class Events:
 
 
 def build(where: str | os.PathLike[str] | None = None, *, jobs: int | None = None, force: bool = False,
-          events: Events | None = None) -> BuildReport:
+          out: str | os.PathLike[str] | None = None, events: Events | None = None) -> BuildReport:
     """Build the project at ``where`` (a project file or a directory holding one). ``jobs``: worker processes
-    (default: CPU count). ``force``: ignore fingerprints and stamps (the compile cache is still used)."""
+    (default: CPU count). ``force``: ignore fingerprints and stamps (the compile cache is still used). ``out``:
+    output directory instead of the project's ``[library] out``."""
     t0 = time.perf_counter()
-    static = load_project(where, import_includes=False)
+    static = _load(where, out, import_includes=False)
     state_dir = static.out / STATE_DIR
     state = _read_state(state_dir)
     digest = project_digest(static)
@@ -94,7 +96,7 @@ def build(where: str | os.PathLike[str] | None = None, *, jobs: int | None = Non
         report.seconds = time.perf_counter() - t0
         return report
 
-    project = load_project(where) if static.includes else static
+    project = _load(where, out, import_includes=True) if static.includes else static
     all_jobs = plan(project)
     prints = {j.id: fingerprint(project, j, _include_files(project, j)) for j in all_jobs}
     old = state.get("jobs", {})
@@ -117,7 +119,7 @@ def build(where: str | os.PathLike[str] | None = None, *, jobs: int | None = Non
     failed = [o for o in outcomes.values() if not o.ok]
     new_jobs = _save_jobs(state_dir, all_jobs, prints, outcomes, old)
     if failed:
-        _write_state(state_dir, {**state, "digest": None, "jobs": new_jobs})
+        _write_state(state_dir, {**state, "version": STATE_VERSION, "digest": None, "jobs": new_jobs})
         lines = "\n".join(f"  {o.job}: {o.error}" for o in failed)
         raise BuildFailed(f"{len(failed)} of {len(all_jobs)} build step(s) failed:\n{lines}",
                           log="\n\n".join(f"== {o.job}\n{o.log}" for o in failed if o.log))
@@ -135,6 +137,14 @@ def build(where: str | os.PathLike[str] | None = None, *, jobs: int | None = Non
     })
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _load(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | None, *,
+          import_includes: bool) -> Project:
+    project = load_project(where, import_includes=import_includes)
+    if out is None:
+        return project
+    return dataclasses.replace(project, library=dataclasses.replace(project.library, out=Path(out).resolve()))
 
 
 # ------------------------------------------------------------------------------------------------ digests

@@ -55,7 +55,7 @@ class Display(Events):
 
 
 def run_build(project: str | None, *, jobs: int | None, force: bool, quiet: bool, as_json: bool,
-              console: Any | None = None) -> int:
+              out: str | None = None, console: Any | None = None) -> int:
     """The ``kernelpack build`` command (project form); returns the exit status."""
     import json
 
@@ -68,7 +68,7 @@ def run_build(project: str | None, *, jobs: int | None, force: bool, quiet: bool
     workers = jobs or os.cpu_count() or 1
     try:
         with Display(console) as display:
-            report = build(project, jobs=workers, force=force, events=display)
+            report = build(project, jobs=workers, force=force, out=out, events=display)
     except BuildFailed as err:
         console.print(f"[bold red]build failed[/]: {escape(err.message)}")
         if err.log:
