@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from ..clib.cdecl import TypeNames
 from ..errors import KernelpackError
 from .entry import generate
 from .program import HostProgram
@@ -51,15 +52,19 @@ def _run(cmd: Sequence[str], what: str, cwd: Path) -> None:
 
 
 def link_object(lib: str, programs: Sequence[HostProgram], workdir: Path, *, cc: str | None = None,
-                ld: str = "ld", objcopy: str = "objcopy") -> tuple[Path, tuple[str, ...], str]:
+                ld: str = "ld", objcopy: str = "objcopy", names: TypeNames | None = None,
+                library_header: str | None = None) -> tuple[Path, tuple[str, ...], str]:
     """Build ``workdir/lib<lib>_cute.o``: programs' objects + shim + entries, only ``<lib>_*`` global.
 
     Returns the object, the exported symbols and the header text. This is the hook for the C library generator:
-    link the object into its own library and append the header.
+    link the object into its own library and append the header. With ``library_header`` (the generator's NAME.h,
+    which already declares the entries, with ``names`` its TypeNames) the entries report errors through the
+    library's own last-error state and the header returned is only the declarations (see ``entry.generate``).
     """
     cc = cc or os.environ.get("CC") or "cc"
-    header, source = generate(lib, programs)
-    (workdir / f"{lib}.h").write_text(header)
+    integrated = library_header is not None
+    header, source = generate(lib, programs, names, integrated=integrated)
+    (workdir / f"{lib}.h").write_text(library_header if integrated else header)
     (workdir / f"{lib}_entry.c").write_text(source)
     (workdir / "kp_cute_shim.c").write_text(shim_source())
     flags = ["-std=gnu11", "-O2", "-fPIC", "-fvisibility=hidden", "-Wall", "-Werror", f"-I{workdir}"]
@@ -73,8 +78,8 @@ def link_object(lib: str, programs: Sequence[HostProgram], workdir: Path, *, cc:
             objs.append(path.name)
     combined = workdir / f"lib{lib}_cute.o"
     _run([ld, "-r", "-o", combined.name, "entry.o", "shim.o", *objs], "ld -r (combining objects)", workdir)
-    exports = tuple(sorted([f"{lib}_{p.symbol}" for p in programs]
-                           + [f"{lib}_last_error", f"{lib}_last_cuda_error", f"{lib}_set_default_device"]))
+    api = ["set_default_device"] if integrated else ["last_error", "last_cuda_error", "set_default_device"]
+    exports = tuple(sorted([f"{lib}_{p.symbol}" for p in programs] + [f"{lib}_{n}" for n in api]))
     keep = workdir / "exports.txt"
     keep.write_text("\n".join(exports) + "\n")
     _run([objcopy, f"--keep-global-symbols={keep.name}", combined.name], "objcopy (localizing symbols)", workdir)

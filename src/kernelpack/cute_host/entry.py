@@ -42,21 +42,44 @@ def _doc(prog: HostProgram) -> str:
     return "\n".join(lines)
 
 
-def generate(lib: str, programs: Sequence[HostProgram]) -> tuple[str, str]:
-    """Return (header, C source) for the library ``lib``."""
+def declarations(lib: str, programs: Sequence[HostProgram], names: TypeNames) -> str:
+    """The documented prototypes of the programs' entries (``names`` must know every parameter type)."""
+    return "\n\n".join(f"{_doc(p).replace('NAME_', lib + '_')}\nkp_status {lib}_{p.symbol}({_params(names, p)});"
+                       for p in programs)
+
+
+def call_args(prog: HostProgram) -> str:
+    """The entry's parameter names, comma-separated (for forwarding wrappers)."""
+    return ", ".join(p.name for p in prog.params)
+
+
+def params_decl(names: TypeNames, prog: HostProgram) -> str:
+    return _params(names, prog)
+
+
+def generate(lib: str, programs: Sequence[HostProgram], names: TypeNames | None = None, *,
+             integrated: bool = False) -> tuple[str, str]:
+    """Return (header, C source) for the library ``lib``.
+
+    ``integrated``: the entries go into a kernelpack C library (:class:`kernelpack.clib.Library`) whose ``NAME.h``
+    declares them and whose ``NAME_last_error``/``NAME_last_cuda_error`` report their failures too: the source
+    then defines neither and hands each failure to the library's hidden ``NAME_kp_host_error(cuda, message)``;
+    ``names`` must be the library's TypeNames (the header returned is then only the declarations).
+    """
     check_ident(lib, "library name")
     if not programs:
         raise KernelpackError(f"library {lib}: no host programs")
     syms = [p.symbol for p in programs]
     if len(set(syms)) != len(syms):
         raise KernelpackError(f"library {lib}: two host programs named {sorted(s for s in syms if syms.count(s) > 1)}")
-    names = TypeNames(lib)
+    names = names or TypeNames(lib)
     for prog in programs:
         for p in prog.params:
             names.add(p.type)
     guard = f"{lib.upper()}_CUTE_H"
-    decls = "\n\n".join(f"{_doc(p).replace('NAME_', lib + '_')}\nkp_status {lib}_{p.symbol}({_params(names, p)});"
-                        for p in programs)
+    decls = declarations(lib, programs, names)
+    if integrated:
+        return decls, _source(lib, programs, names, integrated=True)
     header = f"""/* {lib}: CuTe DSL host programs compiled ahead of time by kernelpack; needs only libcuda.so.1. */
 #ifndef {guard}
 #define {guard}
@@ -84,7 +107,7 @@ void {lib}_set_default_device(int device);
     return header, _source(lib, programs, names)
 
 
-def _source(lib: str, programs: Sequence[HostProgram], names: TypeNames) -> str:
+def _source(lib: str, programs: Sequence[HostProgram], names: TypeNames, integrated: bool = False) -> str:
     objs = [(prog, o) for prog in programs for o in prog.objects]
     externs = "\n".join(
         f"extern void _mlir_{o.prefix}_cuda_init(void**);\n"
@@ -93,6 +116,13 @@ def _source(lib: str, programs: Sequence[HostProgram], names: TypeNames) -> str:
     table = ",\n    ".join(
         f"{{\"{o.arch}\", {o.arch.major}, {o.arch.minor}, {int(o.arch.suffix == 'a')}, _mlir_{o.prefix}_cuda_init, "
         f"_mlir_{o.prefix}_cuda_load_to_device, {o.info.entry(o.prefix)}, NULL, 0, {{0}}}}" for _, o in objs)
+    hook = f"{lib}_kp_host_error"
+    hook_decl = (f"/* the kernelpack library's error state (its {lib}_last_error reports these failures too) */\n"
+                 f"__attribute__((visibility(\"hidden\"))) void {hook}(int cuda, const char* message);"
+                 if integrated else "")
+    hook_call = f"\n    {hook}(cuda, kp_err);" if integrated else ""
+    error_api = "" if integrated else (f"KP_EXPORT const char* {lib}_last_error(void) {{ return kp_err; }}\n"
+                                       f"KP_EXPORT int {lib}_last_cuda_error(void) {{ return kp_cuda_err; }}\n")
     bodies, first = [], 0
     for prog in programs:
         bodies.append(_entry(lib, prog, names, first))
@@ -135,19 +165,18 @@ static pthread_mutex_t kp_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread char kp_err[512];
 static __thread int kp_cuda_err;
 
+{hook_decl}
 static kp_status kp_fail(kp_status s, int cuda, const char* fmt, ...) {{
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(kp_err, sizeof kp_err, fmt, ap);
     va_end(ap);
-    kp_cuda_err = cuda;
+    kp_cuda_err = cuda;{hook_call}
     return s;
 }}
 
 #define KP_EXPORT __attribute__((visibility("default")))
-KP_EXPORT const char* {lib}_last_error(void) {{ return kp_err; }}
-KP_EXPORT int {lib}_last_cuda_error(void) {{ return kp_cuda_err; }}
-KP_EXPORT void {lib}_set_default_device(int device) {{ kp_shim_set_default_device(device); }}
+{error_api}KP_EXPORT void {lib}_set_default_device(int device) {{ kp_shim_set_default_device(device); }}
 
 /* The object among [first, first + n) for the current device, initialized and loaded for it. */
 static kp_status kp_prepare(const char* label, int first, int n, kp_cute_object** out) {{
