@@ -261,6 +261,11 @@ static CUresult cuCtxGetDevice(int* d) {
     return OK;
 }
 
+static CUresult cuCtxGetCurrent(void** ctx) {
+    *ctx = cur() < 0 ? NULL : (void*)(uintptr_t)(cur() + 1);
+    return OK;
+}
+
 static CUresult cuCtxSetCurrent(void* ctx) {
     current = ctx == NULL ? -1 : (int)(uintptr_t)ctx - 1;
     logf_("cuCtxSetCurrent dev=%d", current);
@@ -464,7 +469,7 @@ EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
         E(cuInit), E(cuDriverGetVersion), E(cuGetErrorName), E(cuDeviceGet), E(cuDeviceGetCount),
         E(cuDeviceGetAttribute), E(cuCtxGetDevice), E(cuCtxSetCurrent), E(cuDevicePrimaryCtxRetain),
         E(cuStreamGetCtx), E(cuLibraryLoadData), E(cuLibraryGetKernel), E(cuKernelSetAttribute), E(cuLaunchKernel),
-        E(cuLaunchKernelEx), E(cuMemAllocAsync), E(cuMemFreeAsync), E(cuTensorMapEncodeTiled),
+        E(cuLaunchKernelEx), E(cuCtxGetCurrent), E(cuMemAllocAsync), E(cuMemFreeAsync), E(cuTensorMapEncodeTiled),
 #undef E
     };
     const char* missing = getenv("FAKECUDA_MISSING");

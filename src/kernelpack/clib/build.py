@@ -24,10 +24,11 @@ from pathlib import Path
 
 from ..artifact import KernelArtifact
 from ..bundle import Bundle
+from ..cute_host.program import HostProgram
 from ..errors import KernelpackError
 from .generate import Sources, generate
 
-Item = KernelArtifact | Bundle | str | os.PathLike
+Item = KernelArtifact | Bundle | HostProgram | str | os.PathLike
 
 
 @dataclass(frozen=True)
@@ -75,30 +76,36 @@ def _run(cmd: Sequence[str], what: str, cwd: Path) -> None:
 
 
 class Library:
-    """A C/C++ library of kernels: ``Library("mylib", artifact, bundle, "more.kpack").build("out")``.
+    """A C/C++ library of kernels: ``Library("mylib", artifact, bundle, "more.kpack", host_program).build("out")``.
 
-    ``cc``/``ar`` default to ``$CC``/``$AR``, else ``cc``/``ar``. ``version`` goes into the CMake and pkg-config
-    files. ``cflags`` are appended to the compile command.
+    Items are kernel artifacts and bundles from any frontend, and CuTe host programs (``kernelpack.cute.export``):
+    those are linked in with kernelpack's driver shim (``kernelpack.cute_host.link_object``) and their typed
+    entries declared in NAME.h/NAME.hpp next to the kernels'. ``cc``/``ar`` default to ``$CC``/``$AR``, else
+    ``cc``/``ar`` (``ld``/``objcopy`` for host programs). ``version`` goes into the CMake and pkg-config files.
+    ``cflags`` are appended to the compile command.
     """
 
     def __init__(self, name: str, *items: Item, cc: str | None = None, ar: str | None = None,
-                 cflags: Iterable[str] = (), version: str = "1.0.0") -> None:
+                 cflags: Iterable[str] = (), version: str = "1.0.0", ld: str = "ld", objcopy: str = "objcopy") -> None:
         self.name = name
-        self.bundle = Bundle.of(*(_load(i) for i in items))
+        self.programs = tuple(i for i in items if isinstance(i, HostProgram))
+        self.bundle = Bundle.of(*(_load(i) for i in items if not isinstance(i, HostProgram)))
+        self.ld, self.objcopy = ld, objcopy
         self.cc = cc or os.environ.get("CC") or "cc"
         self.ar = ar or os.environ.get("AR") or "ar"
         self.cflags = tuple(cflags)
         self.version = version
 
     def generate(self) -> Sources:
-        return generate(self.name, self.bundle)
+        return generate(self.name, self.bundle, self.programs)
 
     def write_sources(self, directory: str | os.PathLike[str]) -> Path:
         """Write NAME.c, NAME.kpack, NAME.h and NAME.hpp into ``directory`` (for inspection or custom builds:
         compile NAME.c with ``-Wa,-I<directory>`` so ``.incbin`` finds NAME.kpack)."""
-        d = Path(directory)
+        return self._write_sources(Path(directory), self.generate())
+
+    def _write_sources(self, d: Path, src: Sources) -> Path:
         d.mkdir(parents=True, exist_ok=True)
-        src = self.generate()
         (d / f"{self.name}.c").write_text(src.tu)
         (d / f"{self.name}.h").write_text(src.header)
         (d / f"{self.name}.hpp").write_text(src.cpp_header)
@@ -117,9 +124,12 @@ class Library:
         name = self.name
         with tempfile.TemporaryDirectory(prefix=f"kp-{name}-") as tmp:
             t = Path(tmp)
-            self.write_sources(t)
+            src = self.generate()
+            self._write_sources(t, src)
             obj = t / f"{name}.o"
             _run(self.compile_command(t, obj), f"compiling library {name}", t)
+            if self.programs:
+                obj = self._link_programs(t, obj, src)
             _run([self.cc, "-shared", "-o", str(t / f"lib{name}.so"), str(obj), f"-Wl,-soname,lib{name}.so",
                   "-Wl,--no-undefined", "-Wl,-z,noexecstack", "-ldl"], f"linking lib{name}.so", t)
             _run([self.ar, "rcsD", str(t / f"lib{name}.a"), str(obj)], f"archiving lib{name}.a", t)
@@ -141,6 +151,19 @@ class Library:
         return BuildResult(name, out, out / "lib" / f"lib{name}.so", out / "lib" / f"lib{name}.a",
                            out / "include" / f"{name}.h", out / "include" / f"{name}.hpp",
                            cmake_dir / f"{name}Config.cmake", out / "lib" / "pkgconfig" / f"{name}.pc", sources)
+
+
+    def _link_programs(self, t: Path, obj: Path, src: Sources) -> Path:
+        """The library object plus the CuTe host programs' (entries, shim, CuTe objects) as one object."""
+        from ..cute_host.build import link_object
+
+        work = t / "cute"
+        work.mkdir()
+        cute_obj, _, _ = link_object(self.name, self.programs, work, cc=self.cc, ld=self.ld, objcopy=self.objcopy,
+                                     names=src.type_names, library_header=src.header)
+        combined = t / f"{self.name}_all.o"
+        _run([self.ld, "-r", "-o", str(combined), str(obj), str(cute_obj)], "ld -r (kernels + host programs)", t)
+        return combined
 
 
 def _replace(src: Path, dest: Path) -> None:

@@ -7,8 +7,10 @@ by its offset in it; all internal symbols are static and only ``NAME_*`` entry p
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..abi import Struct
@@ -19,6 +21,9 @@ from .cdecl import TypeNames, archs_text, check_ident, param_decl, wrapper_name
 from .family import Family, build_families, describe_arg, typed_constraint_checks
 from .headers import c_header, cpp_header
 from .launchgen import DescArg, Plan, desc_table
+
+if TYPE_CHECKING:
+    from ..cute_host.program import HostProgram
 
 SECTION = ".kpack"
 
@@ -32,6 +37,7 @@ class Sources:
     cpp_header: str  # NAME.hpp
     tu: str  # NAME.c (incbins NAME.kpack)
     bundle: bytes  # NAME.kpack
+    type_names: TypeNames | None = None  # C names of the ABI's structs (CuTe host entries must use the same)
 
 
 def _csrc(name: str) -> str:
@@ -55,10 +61,12 @@ _archs = archs_text
 
 
 class _Gen:
-    def __init__(self, lib: str, bundle: Bundle) -> None:
+    def __init__(self, lib: str, bundle: Bundle, programs: Sequence[HostProgram] = ()) -> None:
         check_ident(lib, "library name")
         if not bundle.artifacts:
-            raise KernelpackError(f"library {lib}: no kernels given")
+            raise KernelpackError(f"library {lib}: no kernels given" + (
+                "; for CuTe host programs alone use kernelpack.cute_host.build_host_library" if programs else ""))
+        self.programs = tuple(programs)
         self.lib = lib
         self.bundle = bundle
         self.data = bundle.to_bytes()
@@ -73,6 +81,9 @@ class _Gen:
             for p in self.plans[-1].params:
                 self.names.add(p.type)
         self.ndesc = ndesc
+        for prog in self.programs:
+            for hp in prog.params:
+                self.names.add(hp.type)
         self._index = {id(a): i for i, a in enumerate(self.arts)}
         self.families, self.const_decls = build_families(bundle.families(), self._index,
                                                          lambda a: self.plan(a).args)
@@ -90,8 +101,10 @@ class _Gen:
         seen: dict[str, str] = {}
         for fn, what in [(f"{self.lib}_{f.name}", f"family {f.name}") for f in self.families] + [
                 (wrapper_name(self.lib, a), f"specialization {a.label}") for a in self.arts] + [
+                (f"{self.lib}_{p.symbol}", f"CuTe host program {p.label}") for p in self.programs] + [
                 (f"{self.lib}_{n}", "the library API") for n in ("preload", "last_error", "last_cuda_error",
-                                                                  "status_name", "bundle")]:
+                                                                  "status_name", "bundle", "set_default_device",
+                                                                  "kp_host_error")]:
             if fn in seen:
                 raise KernelpackError(f"library {self.lib}: {what} and {seen[fn]} would both be named {fn}; rename a "
                                       f"kernel or variant")
@@ -259,6 +272,15 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
 
     # ------------------------------------------------------------ files
 
+    def _host_hook(self) -> str:
+        if not self.programs:
+            return ""
+        return (f"\n/* CuTe host programs (linked in; cute_host/entry.py) report their failures through this. */\n"
+                f"__attribute__((visibility(\"hidden\"))) void {self.lib}_kp_host_error(int cuda, const char* msg);\n"
+                f"void {self.lib}_kp_host_error(int cuda, const char* msg) {{\n"
+                f"    kp_fail(cuda ? KP_ERROR_CUDA : KP_ERROR_INVALID_ARGUMENT, \"%s\", msg);\n"
+                f"    kp_tls_cuerr = cuda;\n}}")
+
     def tu(self) -> str:
         api = self.lib.upper() + "_API"
         lib = self.lib
@@ -267,7 +289,7 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
         public = f"""{api} const char* {lib}_last_error(void) {{ return kp_tls_msg; }}
 {api} int {lib}_last_cuda_error(void) {{ return kp_tls_cuerr; }}
 {api} const char* {lib}_status_name(kp_status status) {{ return kp_status_name(status); }}
-{api} kp_status {lib}_preload(int device) {{ return kp_preload(device); }}
+{api} kp_status {lib}_preload(int device) {{ return kp_preload(device); }}{self._host_hook()}
 {api} const void* {lib}_bundle(size_t* size) {{
     if (size != NULL) *size = KP_BUNDLE_SIZE;
     return kp_bundle;
@@ -315,7 +337,8 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
 {families}"""
 
 
-def generate(name: str, bundle: Bundle) -> Sources:
-    """Generate the sources of library ``name`` from ``bundle`` (raises KernelpackError on an unusable set)."""
-    g = _Gen(name, bundle)
-    return Sources(name, c_header(g), cpp_header(g), g.tu(), g.data)
+def generate(name: str, bundle: Bundle, programs: Sequence[HostProgram] = ()) -> Sources:
+    """Generate the sources of library ``name`` from ``bundle`` and the declarations of the CuTe host ``programs``
+    linked into it (raises KernelpackError on an unusable set)."""
+    g = _Gen(name, bundle, programs)
+    return Sources(name, c_header(g), cpp_header(g), g.tu(), g.data, g.names)

@@ -66,13 +66,33 @@ extern "C" {{
 /** The embedded kernelpack bundle (.kpack bytes: every binary plus the manifest); its size goes to *size. */
 {api} const void* {lib}_bundle(size_t* size);
 
-{chr(10).join(decls)}
+{chr(10).join(decls)}{_host_decls(g)}
 #ifdef __cplusplus
 }}
 #endif
 
 #endif /* {lib.upper()}_H_ */
 """
+
+
+def _host_decls(g: Gen) -> str:
+    """CuTe host programs linked into the library (kernelpack.cute_host): their typed entries."""
+    if not g.programs:
+        return ""
+    from ..cute_host.entry import declarations
+
+    return (f"\n/* ------------------------------------------------------------ CuTe host programs */\n\n"
+            f"{declarations(g.lib, g.programs, g.names)}\n\n"
+            f"/** Device whose primary context the CuTe host programs make current on threads that have no current "
+            f"context (default 0). */\nvoid {g.lib}_set_default_device(int device);\n")
+
+
+def _host_cpp(g: Gen) -> list[str]:
+    from ..cute_host.entry import call_args, params_decl
+
+    return [f"/// CuTe host program {p.label} (see {g.lib}_{p.symbol}).\ninline kp_status {p.symbol}("
+            f"{params_decl(g.names, p).removesuffix('void')}) {{\n    return {g.lib}_{p.symbol}({call_args(p)});\n}}"
+            for p in g.programs]
 
 
 def _arg_doc(g: Gen, args: tuple[FamilyArg, ...]) -> str:
@@ -188,7 +208,7 @@ inline const char* last_error() noexcept {{ return {lib}_last_error(); }}
 /// Load every kernel for a device now (-1 = all devices).
 inline kp_status preload(int device = -1) {{ return {lib}_preload(device); }}
 
-{chr(10).join(overloads)}
+{chr(10).join(overloads + _host_cpp(g))}
 
 }}  // namespace {lib}
 """
