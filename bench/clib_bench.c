@@ -58,7 +58,7 @@ static void* read_file(const char* path) {
     return p;
 }
 
-enum { BATCH = 500, ROUNDS = 40 };
+enum { BATCH = 500, ROUNDS = 15, REPS = 7 };
 static float *a, *b, *c;
 static void* raw_kernel;
 static void* spin_kernel;
@@ -81,29 +81,20 @@ static void spin(double ms) {
     cuLaunchKernel(spin_kernel, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL);
 }
 
-/* Median host ns per launch: batches queued behind a spin kernel, so the GPU never drains the queue. */
-static double queued(launch_fn f, int n) {
-    double best[ROUNDS];
-    for (int r = 0; r < ROUNDS; r++) {
-        spin(20.0);
-        double t = now();
-        for (int i = 0; i < BATCH; i++)
-            if (f(n)) fprintf(stderr, "launch failed: %s\n", bench_last_error()), exit(1);
-        best[r] = (now() - t) / BATCH * 1e9;
-        cuCtxSynchronize();
-    }
-    for (int i = 0; i < ROUNDS; i++)
-        for (int j = i + 1; j < ROUNDS; j++)
-            if (best[j] < best[i]) {
-                double x = best[i];
-                best[i] = best[j], best[j] = x;
-            }
-    return best[ROUNDS / 2];
+/* Host ns per launch of one batch queued behind a spin kernel, so the GPU never drains the queue. */
+static double queued_once(launch_fn f, int n) {
+    spin(4.0);
+    double t = now();
+    for (int i = 0; i < BATCH; i++)
+        if (f(n)) fprintf(stderr, "launch failed: %s\n", bench_last_error()), exit(1);
+    double ns = (now() - t) / BATCH * 1e9;
+    cuCtxSynchronize();
+    return ns;
 }
 
 /* Host ns per launch, back to back with the GPU running them (queue-bound steady state). */
 static double steady(launch_fn f, int n) {
-    const int N = 50000;
+    const int N = 20000;
     for (int i = 0; i < 2000; i++) f(n);
     cuCtxSynchronize();
     double t = now();
@@ -131,11 +122,20 @@ int main(int argc, char** argv) {
             launch_fn f;
         } cases[] = {{"raw", raw}, {"typed", typed}, {"family1", family1}, {"typed8", typed_generic8},
                      {"family8", family8}};
-        for (int rep = 0; rep < 3; rep++)
-            for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
-                printf("queued_ns %s %.1f\n", cases[k].name, queued(cases[k].f, odd));
-        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
-            printf("steady_ns %s %.1f\n", cases[k].name, steady(cases[k].f, odd));
+        const int ncase = (int)(sizeof cases / sizeof cases[0]);
+        for (int k = 0; k < ncase; k++) steady(cases[k].f, odd); /* warm every path */
+        /* interleaved (A B A B ...), the starting case rotating, so drift and order effects hit every case alike */
+        for (int rep = 0; rep < REPS; rep++) {
+            for (int r = 0; r < ROUNDS; r++)
+                for (int j = 0; j < ncase; j++) {
+                    int k = (j + r) % ncase;
+                    printf("queued_ns %d %s %.1f\n", rep, cases[k].name, queued_once(cases[k].f, odd));
+                }
+            for (int j = 0; j < ncase; j++) {
+                int k = (j + rep) % ncase;
+                printf("steady_ns %d %s %.1f\n", rep, cases[k].name, steady(cases[k].f, odd));
+            }
+        }
         return 0;
     }
     if (!strcmp(argv[1], "cold") && argc > 3) {

@@ -112,6 +112,44 @@ def launch_library(arch: str, tmp: Path) -> tuple[Path, Path]:
     return exe, tmp / "bench.cubin"
 
 
+def _spread(v: list[float], fmt: str = "{:.3f}") -> str:
+    return f"{fmt.format(statistics.median(v))} ({fmt.format(min(v))}–{fmt.format(max(v))})"
+
+
+def launch_rows(out: str) -> list[tuple[str, str, str]]:
+    """Rows from clib_bench's interleaved output: per repetition the median over rounds of each case, then the
+    median and range (min–max) over repetitions of each ratio."""
+    queued: dict[tuple[int, str], list[float]] = {}
+    steady: dict[tuple[int, str], float] = {}
+    for line in out.splitlines():
+        kind, rep, name, value = line.split()
+        if kind == "queued_ns":
+            queued.setdefault((int(rep), name), []).append(float(value))
+        else:
+            steady[(int(rep), name)] = float(value)
+    reps = sorted({r for r, _ in queued})
+    q = {(r, n): statistics.median(v) for (r, n), v in queued.items()}
+
+    def per_rep(f) -> list[float]:  # type: ignore[no-untyped-def]
+        return [f(r) for r in reps]
+
+    raw_ns = per_rep(lambda r: q[(r, "raw")])
+    return [
+        (f"raw cuLaunchKernel, host ns/launch (queued behind a spin kernel; median (range) of {len(reps)} "
+         f"interleaved repetitions)", _spread(raw_ns, "{:.0f}") + " ns", ""),
+        ("typed wrapper / raw (queued)", _spread(per_rep(lambda r: q[(r, "typed")] / q[(r, "raw")])) + "×", "≤ 1.02×"),
+        ("family entry, 1 specialization / raw (queued)",
+         _spread(per_rep(lambda r: q[(r, "family1")] / q[(r, "raw")])) + "×", ""),
+        ("dispatch over 8 specializations (family8 − typed8, queued)",
+         _spread(per_rep(lambda r: q[(r, "family8")] - q[(r, "typed8")]), "{:+.0f}") + " ns", "≤ 50 ns"),
+        ("steady state typed / raw (back to back, GPU-bound)",
+         _spread(per_rep(lambda r: steady[(r, "typed")] / steady[(r, "raw")])) + "×", "≤ 1.02×"),
+        ("steady state raw / typed / family8, ns per launch (medians)",
+         " / ".join(f"{statistics.median(per_rep(lambda r, n=n: steady[(r, n)])):.0f}"
+                    for n in ("raw", "typed", "family8")), ""),
+    ]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernels", type=int, default=1000)
@@ -135,26 +173,7 @@ def main() -> int:
         if gpu:
             exe, cub = launch_library(arch, tmp)
             out = subprocess.run([str(exe), "launch", str(cub)], capture_output=True, text=True, check=True).stdout
-            queued: dict[str, list[float]] = {}
-            steady: dict[str, float] = {}
-            for line in out.splitlines():
-                kind, name, value = line.split()
-                if kind == "queued_ns":
-                    queued.setdefault(name, []).append(float(value))
-                else:
-                    steady[name] = float(value)
-            q = {k: statistics.median(v) for k, v in queued.items()}
-            rows += [
-                ("raw cuLaunchKernel, host ns/launch (queued behind a spin kernel)", f"{q['raw']:.0f} ns", ""),
-                ("typed wrapper (queued)", f"{q['typed']:.0f} ns = {q['typed'] / q['raw']:.3f}×", "≤ 1.02×"),
-                ("family entry, 1 specialization (queued)", f"{q['family1']:.0f} ns = {q['family1'] / q['raw']:.3f}×",
-                 ""),
-                ("dispatch over 8 specializations (family8 − typed, queued)",
-                 f"{q['family8'] - q['typed8']:+.0f} ns", "≤ 50 ns"),
-                ("steady state raw / typed / family8, ns per launch",
-                 f"{steady['raw']:.0f} / {steady['typed']:.0f} / {steady['family8']:.0f} "
-                 f"({steady['typed'] / steady['raw']:.3f}×)", "≤ 1.02×"),
-            ]
+            rows += launch_rows(out)
             colds = []
             for _ in range(5):
                 r = subprocess.run([str(exe), "cold", str(big_so), f"big_k{args.kernels // 2}"], capture_output=True,
