@@ -44,6 +44,14 @@ def fake(fake_lib, bundle):
     fake_lib.set_current(-1)
 
 
+@pytest.fixture(autouse=True)
+def _string_canary():
+    """Every test leaves the interpreter's one-character string cache intact (a C bug could scribble on it)."""
+    yield
+    space = "".join([chr(32)])
+    assert ord(" ") == 32 and f"{'a'} {'b'}" == "a b" and space == " ", "the ' ' string constant was overwritten"
+
+
 @pytest.fixture(params=["c", "python"])
 def path(request):
     return request.param
