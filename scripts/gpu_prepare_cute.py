@@ -6,6 +6,8 @@ carried to the GPU machine, which has no CuTe DSL).
     .gpu/cute/kpkern/            the C library kernelpack.Library builds from kernels.kpack
     .gpu/cute/kpcute/            host programs linked with the driver shim: ew_add_{f32,bf16}, scale_shift,
                                  gemm_{f16,bf16} (sm_90a): lib/libkpcute.{so,a}, include/kpcute.h
+    .gpu/cute/kpmix/             one kernelpack.Library of all of it plus .gpu/frontends/*.kpack (run
+                                 gpu_prepare_frontends.py first): lib/libkpmix.{so,a}, include/kpmix.h{,pp}
     .gpu/cute/manifest.json      what was built (read by tests/test_cute_gpu.py and bench/cute_gemm.py)
 """
 
@@ -59,6 +61,11 @@ def main() -> None:
     programs += [kc.export(hg.HopperGemm(), *hg.example_args(dt), arch="sm_90a", name="gemm", variant=v)
                  for dt, v in ((cutlass.Float16, "f16"), (cutlass.BFloat16, "bf16"))]
     lib = build_host_library("kpcute", programs, OUT / "kpcute")
+    # one library holding everything: CuTe host programs, CuTe kernel-level artifacts, Triton/cuTile kernels
+    frontends = [p for p in (ROOT / ".gpu" / "frontends" / "triton.kpack", ROOT / ".gpu" / "frontends" / "cutile.kpack")
+                 if p.is_file()]
+    hosts = [p for p in programs if p.name == "gemm"]  # the others share names with the kernel-level families
+    kernelpack.Library("kpmix", kernels, *[Bundle.read(p) for p in frontends], *hosts).build(OUT / "kpmix")
 
     manifest = {
         "cute_dsl": kc.dsl_version(),
