@@ -64,7 +64,7 @@ def link_object(lib: str, programs: Sequence[HostProgram], workdir: Path, *, cc:
     cc = cc or os.environ.get("CC") or "cc"
     integrated = library_header is not None
     header, source = generate(lib, programs, names, integrated=integrated)
-    (workdir / f"{lib}.h").write_text(library_header if integrated else header)
+    (workdir / f"{lib}.h").write_text(library_header if library_header is not None else header)
     (workdir / f"{lib}_entry.c").write_text(source)
     (workdir / "kp_cute_shim.c").write_text(shim_source())
     flags = ["-std=gnu11", "-O2", "-fPIC", "-fvisibility=hidden", "-Wall", "-Werror", f"-I{workdir}"]
