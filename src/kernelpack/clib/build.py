@@ -54,7 +54,7 @@ class BuildResult:
         return self.prefix / "lib"
 
 
-def _load(item: Item) -> Bundle:
+def _load(item: KernelArtifact | Bundle | str | os.PathLike[str]) -> Bundle:
     if isinstance(item, (KernelArtifact, Bundle)):
         return Bundle.of(item)
     path = Path(item)
@@ -89,7 +89,7 @@ class Library:
                  cflags: Iterable[str] = (), version: str = "1.0.0", ld: str = "ld", objcopy: str = "objcopy") -> None:
         self.name = name
         self.programs = tuple(i for i in items if isinstance(i, HostProgram))
-        self.bundle = Bundle.of(*(_load(i) for i in items if not isinstance(i, HostProgram)))
+        self.bundle = Bundle.of(*(_load(i) for i in items if not isinstance(i, HostProgram)))  # type: ignore[arg-type]
         self.ld, self.objcopy = ld, objcopy
         self.cc = cc or os.environ.get("CC") or "cc"
         self.ar = ar or os.environ.get("AR") or "ar"

@@ -114,7 +114,8 @@ class _Gen:
 
     def tables(self) -> str:
         blobs = ",\n    ".join(f"{{{b['offset']}u, {b['size']}u, 0}}" for b in self.manifest["blobs"])
-        bins, specs = [], []
+        bins: list[str] = []
+        specs: list[str] = []
         ptx_blobs = set()
         pool: dict[str, int] = {}
         size = 0
