@@ -188,9 +188,9 @@ def _module_file(name: str, root: Path) -> Path | None:
     return Path(spec.origin) if spec is not None and spec.origin and spec.origin.endswith(".py") else None
 
 
-def fingerprint(project: Project, job: Job, extra_files: Sequence[Path] = ()) -> str:
+def fingerprint(project: Project, job: Job, files: Sequence[Path]) -> str:
+    """``files``: what the job reads (``static_files`` of its entry, plus the defining modules of Python entries)."""
     e = project.entries[job.entry]
-    files = static_files(e, project.root) + list(extra_files)
     blob = {"job": job.id, "key": job.key, "archs": job.archs, "entry": _settings(e),
             "files": digest_files(files), "versions": tool_versions(e.frontend)}
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()

@@ -27,7 +27,7 @@ from typing import Any
 
 from .. import config
 from ..bundle import Bundle
-from ..errors import KernelpackError
+from ..errors import BundleError, KernelpackError
 from .deps import FRONTENDS_ALL, digest_files, python_deps, tool_versions
 from .jobs import Job, Outcome, execute, fingerprint, plan, run, static_files
 from .model import Project, load_project
@@ -51,6 +51,7 @@ class BuildReport:
     jobs: dict[str, str] = field(default_factory=dict)  # job id -> reused | compiled | cached | failed
     job_seconds: dict[str, float] = field(default_factory=dict)
     linked: bool = False
+    link_seconds: float = 0.0  # writing the bundle and linking the library (when it was relinked)
     rows: list[Row] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
@@ -60,7 +61,8 @@ class BuildReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"project": str(self.project), "out": str(self.out), "up_to_date": self.up_to_date, "jobs": self.jobs,
-                "job_seconds": self.job_seconds, "linked": self.linked, "outputs": self.outputs,
+                "job_seconds": self.job_seconds, "linked": self.linked, "link_seconds": self.link_seconds,
+                "outputs": self.outputs,
                 "seconds": round(self.seconds, 3), "kernels": [r.to_json() for r in self.rows]}
 
 
@@ -98,7 +100,11 @@ def build(where: str | os.PathLike[str] | None = None, *, jobs: int | None = Non
 
     project = _load(where, out, import_includes=True) if static.includes else static
     all_jobs = plan(project)
-    prints = {j.id: fingerprint(project, j, _include_files(project, j)) for j in all_jobs}
+    files: dict[int, list[Path]] = {}  # per entry: its jobs read the same files
+    for j in all_jobs:
+        if j.entry not in files:
+            files[j.entry] = static_files(project.entries[j.entry], project.root) + _include_files(project, j)
+    prints = {j.id: fingerprint(project, j, files[j.entry]) for j in all_jobs}
     old = state.get("jobs", {})
     outcomes: dict[str, Outcome] = {}
     stale = []
@@ -125,7 +131,9 @@ def build(where: str | os.PathLike[str] | None = None, *, jobs: int | None = Non
                           log="\n\n".join(f"== {o.job}\n{o.log}" for o in failed if o.log))
 
     bundle, programs, status = _merge(all_jobs, outcomes, report.jobs)
+    t_link = time.perf_counter()
     outputs, report.linked = _write_outputs(project, bundle, programs, state, force)
+    report.link_seconds = round(time.perf_counter() - t_link, 3)
     report.outputs = {k: str(v) for k, v in outputs.items()}
     report.rows = rows(bundle, project.library.archs, status)
     report.rows += _host_rows(programs, project.library.archs)
@@ -230,7 +238,11 @@ def _merge(all_jobs: list[Job], outcomes: dict[str, Outcome],
             b = Bundle.from_bytes(o.data, source=j.id)
             bundles.append(b)
             status.update({a.label: statuses.get(j.id, "") for a in b})
-    return Bundle.of(*bundles), programs, status
+    try:
+        return Bundle.of(*bundles), programs, status
+    except BundleError as err:
+        raise BuildFailed(f"the build steps' kernels cannot share one library: {err.message} (give the entries "
+                          f"distinct names or variants)") from None
 
 
 def _write_outputs(project: Project, bundle: Bundle, programs: list[Any], state: dict[str, Any],

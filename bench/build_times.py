@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Build timings of ``kernelpack build`` on this machine: a generated project of 100 kernel specializations from all
+four frontends (CUDA C++, Triton, cuTile, CuTe DSL; sm_80 + sm_90a each), built through the CLI as a user would:
+
+1. cold: empty compile cache, empty output directory;
+2. no-op rebuild (target <= 1 s);
+3. one-kernel change, for a CUDA C++ kernel and for a Triton kernel (target <= that kernel's compile time + 1 s; its
+   compile time is the step's own time in the same build, measured in the worker).
+
+Prints a Markdown table (the docs/benchmarks.md section).   python3 bench/build_times.py [-j 2] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ARCHS = '["sm_80", "sm_90a"]'
+CUDA_TYPES = ["float", "double", "int", "unsigned", "long long", "short", "signed char", "unsigned char"]
+
+CU = """template <class T, int K> __global__ void poly(const T* x, T* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { T v = x[i], acc = T(0); for (int k = 0; k < K; k++) acc = acc * v + T(k + SEED); y[i] = acc; }
+}
+"""
+SINGLE = """extern "C" __global__ void single(float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = y[i] * SCALE + 1.0f;
+}
+"""
+TRITON = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def scaled_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, SCALE: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, x * SCALE + tl.load(y_ptr + offs, mask=mask), mask=mask)
+'''
+TRITON_ONE = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def one(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * FACTOR, mask=offs < n)
+'''
+CUTILE = '''import cuda.tile as ct
+from cuda.tile.compilation import ArrayConstraint
+
+
+@ct.kernel
+def vadd(a, b, c, TILE: ct.Constant[int]):
+    bid = ct.bid(0)
+    ta = ct.load(a, index=(bid,), shape=(TILE,), padding_mode=ct.PaddingMode.ZERO)
+    tb = ct.load(b, index=(bid,), shape=(TILE,), padding_mode=ct.PaddingMode.ZERO)
+    ct.store(c, index=(bid,), tile=ta + tb)
+
+
+def arr(dtype):
+    return ArrayConstraint(dtype, 1, index_dtype=ct.int32, stride_lower_bound_incl=0, alias_groups=(),
+                           may_alias_internally=False)
+
+
+SIGNATURES = {f"{name}_t{tile}": [arr(getattr(ct, name))] * 3 + [tile]
+              for name in ("float32", "float16", "bfloat16", "int32") for tile in (256, 512, 1024, 2048)}
+'''
+
+
+def write_project(d: Path) -> int:
+    """The 100-specialization project; returns the number of specializations it declares."""
+    shutil.copy(ROOT / "examples" / "cute" / "elementwise_add.py", d / "ew.py")
+    (d / "tk.py").write_text(TRITON)
+    (d / "tk_one.py").write_text(TRITON_ONE.replace("FACTOR", "2.0"))
+    (d / "tile.py").write_text(CUTILE)
+    (d / "single.cu").write_text(SINGLE.replace("SCALE", "2.0f"))
+    toml = [f'[library]\nname = "bench100"\narchs = {ARCHS}\n']
+    n = 0
+    for s in range(4):  # 4 sources x 9 instantiations = 36
+        (d / f"poly{s}.cu").write_text(CU.replace("SEED", str(s)))
+        exprs = [f"poly<{t}, {3 + k + 10 * s}>" for k, t in enumerate(CUDA_TYPES)] + [f"poly<float, {50 + s}>"]
+        names = ", ".join(f'"{e}"' for e in exprs)
+        toml.append(f'[[cuda]]\nsource = "poly{s}.cu"\nkernels = [{names}]\n')
+        n += len(exprs)
+    toml.append('[[cuda]]\nsource = "single.cu"\nkernels = ["single"]\n')
+    n += 1
+    specs = [f'{{ variant = "b{b}_s{sc}", constexprs = {{ BLOCK = {b}, SCALE = {sc} }} }}'
+             for b in (128, 256, 512, 1024, 2048) for sc in (1, 2, 3, 4, 5, 6)]
+    specs += [f'{{ variant = "b4096_s{sc}", constexprs = {{ BLOCK = 4096, SCALE = {sc} }} }}' for sc in (1, 2, 3)]
+    toml.append('[[triton]]\nkernel = "tk.py:scaled_add"\nname = "scaled_add"\n'
+                'signature = { x_ptr = "*fp32", y_ptr = "*fp32", out_ptr = "*fp32", n = "i32" }\n'
+                f'specializations = [{", ".join(specs)}]\n')
+    n += len(specs)
+    toml.append('[[triton]]\nkernel = "tk_one.py:one"\nname = "one"\nsignature = { x_ptr = "*fp32", n = "i32" }\n'
+                'constexprs = { BLOCK = 1024 }\n')
+    n += 1
+    toml.append('[[cutile]]\nkernel = "tile.py:vadd"\nsignatures = "tile.py:SIGNATURES"\n')  # 16
+    n += 16
+    dtypes = ["Float32", "Float16", "BFloat16", "Float64", "Int32", "Int16", "Int8", "Int64", "Uint8", "Uint16",
+              "Uint32", "Uint64", "Boolean"]  # (the fp8 types do not compile for sm_80; tf32 has no C type)
+    variants = ", ".join(f'{t.lower()} = [{{ py = "cutlass.{t}" }}]' for t in dtypes[:100 - n])
+    toml.append('[[cute]]\nfunction = "ew.py:elementwise_add"\nexample_args = "ew.py:example_args"\n'
+                f'name = "ew_add"\nvariants = {{ {variants} }}\n')
+    n += len(dtypes[:100 - n])
+    (d / "kernelpack.toml").write_text("\n".join(toml))
+    return n
+
+
+def kp_build(d: Path, cache: Path, jobs: int) -> tuple[float, dict]:
+    # every compiler cache under `cache`: kernelpack's, Triton's, cuTile's, CuTe's (a cold build starts from none)
+    env = dict(os.environ, KERNELPACK_CACHE_DIR=str(cache / "kernelpack"), TRITON_CACHE_DIR=str(cache / "triton"),
+               CUDA_TILE_CACHE_DIR=str(cache / "cutile"), CUTE_DSL_CACHE_DIR=str(cache / "cute"))
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "kernelpack.cli", "build", "-j", str(jobs), "--json"], cwd=d, env=env,
+                       capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"kernelpack build failed:\n{r.stdout}\n{r.stderr}")
+    return wall, json.loads(r.stdout)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("-j", "--jobs", type=int, default=2)
+    p.add_argument("--keep", default=None, help="build in this directory and keep it")
+    args = p.parse_args()
+    d = Path(args.keep or tempfile.mkdtemp(prefix="kp-bench-build-"))
+    d.mkdir(parents=True, exist_ok=True)
+    cache = d / "cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(d / "build", ignore_errors=True)
+    n = write_project(d)
+    rows = []
+    cold, rep = kp_build(d, cache, args.jobs)
+    kernels = len(rep["kernels"])
+    per_fe: dict[str, float] = {}
+    for job, secs in rep["job_seconds"].items():
+        fe = job.split(":")[0]
+        per_fe[fe] = per_fe.get(fe, 0.0) + secs
+    split = ", ".join(f"{fe} {s:.1f}" for fe, s in sorted(per_fe.items()))
+    lib = d / "build" / "lib" / "libbench100.so"
+    rows.append(("cold build (empty cache)", cold, f"{kernels} specializations, {len(rep['jobs'])} steps; step "
+                 f"seconds by frontend: {split}; libbench100.so {lib.stat().st_size / 1e6:.1f} MB", "-"))
+    noop, rep = kp_build(d, cache, args.jobs)
+    rows.append(("no-op rebuild", noop, "up to date" if rep["up_to_date"] else "NOT up to date", "<= 1 s"))
+    for label, f, old, new, job in (("one CUDA C++ kernel changed", "single.cu", "2.0f", "3.0f", "cuda:single.cu"),
+                                    ("one Triton kernel changed", "tk_one.py", "* 2.0", "* 3.0", "triton:one")):
+        path = d / f
+        path.write_text(path.read_text().replace(old, new))
+        wall, rep = kp_build(d, cache, args.jobs)
+        own = rep["job_seconds"][job]
+        recompiled = [j for j, s in rep["jobs"].items() if s != "reused"]
+        rows.append((label, wall, f"recompiled {', '.join(recompiled)} ({own:.2f} s in the step); library "
+                     f"relinked in {rep['link_seconds']:.2f} s", f"<= {own + 1:.2f} s"))
+    print(f"`python3 bench/build_times.py -j {args.jobs}` on {platform.node() or 'this machine'}: "
+          f"{os.cpu_count()} CPUs, Python {platform.python_version()}, {n} specializations declared\n")
+    print("| build | wall (s) | target | what happened |\n|---|---:|---|---|")
+    for label, wall, what, target in rows:
+        print(f"| {label} | {wall:.2f} | {target} | {what} |")
+    if not args.keep:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
