@@ -9,6 +9,11 @@ export PYTHONUNBUFFERED=1 KERNELPACK_GPU_ARTIFACTS=$PWD/.gpu KERNELPACK_CACHE_DI
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader | tee "$OUT/machine.txt"
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
 PY=python3
+if [ -z "${SKIP_BUILD:-}" ]; then  # the runtime's extensions, built in place for this machine's python3 and torch
+  rm -rf build src/kernelpack/runtime/*.so
+  ( time $PY setup.py -q build_ext --inplace ) > "$OUT/build.log" 2>&1 || tail -20 "$OUT/build.log"
+  ls src/kernelpack/runtime/*.so
+fi
 $PY -m pytest -m gpu -q -p no:cacheprovider ${GPU_TESTS:-tests} 2>&1 | tee "$OUT/gpu_tests.log"
 status=${PIPESTATUS[0]}
 for b in ${GPU_BENCH:-}; do

@@ -116,8 +116,11 @@ def evaluate_grid(e: GridExpr, fields: Mapping[tuple[str, str | None], int]) -> 
         return a - b
     if op == "mul":
         return a * b
-    if op == "div":
-        return int(a / b) if b else 0
+    if op == "div":  # C semantics: truncate toward zero, exactly (no float detour above 2**53)
+        if not b:
+            return 0
+        q = abs(a) // abs(b)
+        return q if (a >= 0) == (b > 0) else -q
     if op == "ceil_div":
         return (a + b - 1) // b if b > 0 else 0
     return min(a, b) if op == "min" else max(a, b)
