@@ -125,7 +125,7 @@ def _carried(ex: Example) -> Path:
 def test_gpu_cpp_program(ex: Example, tmp_path: Path) -> None:
     prefix = _carried(ex)
     exe = tmp_path / f"{ex.dsl}_demo"
-    r = compile_program(ex, prefix, exe)
+    r = compile_program(ex, prefix, exe, werror=False)  # (another compiler version there: warnings are not the test)
     assert r.returncode == 0, r.stderr
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120)
     print(run.stdout)
