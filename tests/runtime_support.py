@@ -25,6 +25,21 @@ KERNELS = ["add", "add16", "scale<float>", "scale<__half>", "scalars", "affine",
 ROWS = Struct.tensor_descriptor("Rows", TensorSpec(DType.f32, (None, 64), (None, 1), DType.i32, DType.i64))
 
 
+def _byte(c: int) -> bytes:
+    return bytes([120, c])[1:]  # built at run time: the shared one-byte object (never constant-folded)
+
+
+def assert_singletons_intact() -> None:
+    bad = [c for c in range(256) if _byte(c)[0] != c]
+    assert not bad, f"one-byte bytes singletons overwritten: {[(c, _byte(c)) for c in bad[:8]]}"
+    bad = [c for c in range(128) if ord("".join(["x", chr(c)])[1:]) != c]
+    assert not bad, f"one-character str singletons overwritten: {bad[:8]}"
+    a, b = "x", "y"
+    assert f"{a} {b}" == "x y"
+    consts = compile('f"{a} {b}"', "<singletons>", "eval").co_consts
+    assert " " in consts, f"the parser drops one-character f-string parts (constants {consts})"
+
+
 class FakeDriver:
     """Control of the fake driver library."""
 

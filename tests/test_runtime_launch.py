@@ -17,7 +17,15 @@ import kernelpack
 from kernelpack.errors import LaunchError
 from kernelpack.packing import pack_params
 from kernelpack.runtime import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization, driver
-from runtime_support import CudaArray, FakeDriver, build_fake, build_test_bundle, cpu_tensors_as_cuda, python_path
+from runtime_support import (
+    CudaArray,
+    FakeDriver,
+    assert_singletons_intact,
+    build_fake,
+    build_test_bundle,
+    cpu_tensors_as_cuda,
+    python_path,
+)
 
 torch = pytest.importorskip("torch")
 
@@ -45,11 +53,10 @@ def fake(fake_lib, bundle):
 
 
 @pytest.fixture(autouse=True)
-def _string_canary():
-    """Every test leaves the interpreter's one-character string cache intact (a C bug could scribble on it)."""
+def _singleton_canary():
+    """Every test leaves the interpreter's one-character bytes/str objects intact (see test_runtime_singletons)."""
     yield
-    space = "".join([chr(32)])
-    assert ord(" ") == 32 and f"{'a'} {'b'}" == "a b" and space == " ", "the ' ' string constant was overwritten"
+    assert_singletons_intact()
 
 
 @pytest.fixture(params=["c", "python"])

@@ -152,15 +152,17 @@ def _nvrtc(source: str, arch: Arch, options: CudaOptions, exprs: Sequence[str], 
             flags.append("-default-device")  # cuda.h declares host functions NVRTC would reject
         (status,) = nvrtc.nvrtcCompileProgram(prog, len(flags), [f.encode() for f in flags])
         (size,) = check(nvrtc.nvrtcGetProgramLogSize(prog), "log size")
-        buf = b" " * size
+        # NVRTC writes into the buffer: a bytearray, never bytes (b" " * 1 is the interpreter's shared b" "
+        # singleton; writing its NUL there broke every later 1-character f-string part on Python 3.12)
+        buf = bytearray(size)
         check(nvrtc.nvrtcGetProgramLog(prog, buf), "log")
-        log = buf.rstrip(b"\0").decode(errors="replace")
+        log = bytes(buf).rstrip(b"\0").decode(errors="replace")
         version = backend_version("nvrtc")
         if int(status) != 0:
             raise CompileError(f"{version} failed to compile {filename} for {arch} (flags: {' '.join(flags)})",
                                log=log)
         (csize,) = check(nvrtc.nvrtcGetCUBINSize(prog), "cubin size")
-        cubin = b" " * csize
+        cubin = bytearray(csize)
         check(nvrtc.nvrtcGetCUBIN(prog, cubin), "get cubin")
         lowered = {}
         for e in exprs:
