@@ -43,7 +43,7 @@ ALL = (
     Example("cuda", None, ("ex_cuda",)),
     Example("triton", "triton", ("ex_triton",)),
     Example("cutile", "cuda.tile", ("ex_cutile",)),
-    Example("cute", "cutlass", ("ex_cute", "ex_cute_host")),
+    Example("cute", "cutlass", ("ex_cute",)),
 )
 
 

@@ -2,14 +2,13 @@
 //  1. the family entry ex_cute::ew_add with kp_tensor views: dispatches on the dtype (bf16 here);
 //  2. the typed kernel-level entry ex_cute_ew_add_f32 with the derived tensor struct (the kernel fixes the block,
 //     32x8; the grid, ceil(n/32) x ceil(m/8), is the rule the artifact recorded from the @cute.jit function);
-//  3. the CuTe host program ex_cute_host_ew_add_f32: CuTe's own host code, linked with kernelpack's driver shim.
-//   g++ -std=c++17 -O2 -Ibuild/include -I../common main.cpp -Lbuild/lib -lex_cute -lex_cute_host
-//   (then) -Wl,-rpath,build/lib -ldl -lpthread
+//  3. the CuTe host program ex_cute_ew_add_host_f32: CuTe's own host code, linked into the same library with
+//     kernelpack's driver shim.
+//   g++ -std=c++17 -O2 -Ibuild/include -I../common main.cpp -Lbuild/lib -lex_cute -Wl,-rpath,build/lib -ldl
 #include <cstdio>
 #include <vector>
 
 #include "ex_cute.hpp"
-#include "ex_cute_host.h"
 #include "kp_device.hpp"
 
 static kp_tensor view(void* data, kp_dtype dtype, int m, int n) {
@@ -43,11 +42,8 @@ int main() {
         ex_cute_tensor_f32_dxd_Dx1 fa{da.get(), m, n, n}, fb{db.get(), m, n, n}, fc{dc.get(), m, n, n};
         ex_cute::check(ex_cute_ew_add_f32(&launch, fa, fb, fc));
 
-        ex_cute_host_tensor_f32_dxd_Dx1 ha32{da.get(), m, n, n}, hb32{db.get(), m, n, n}, hc32{dh.get(), m, n, n};
-        if (ex_cute_host_ew_add_f32(ha32, hb32, hc32) != KP_SUCCESS) {
-            std::printf("ex_cute: host program failed: %s\n", ex_cute_host_last_error());
-            return 1;
-        }
+        ex_cute_tensor_f32_dxd_Dx1 fh{dh.get(), m, n, n};
+        ex_cute::check(ex_cute_ew_add_host_f32(fa, fb, fh));  // same tensor struct type as the kernel-level entry
         driver.sync();
         std::vector<uint16_t> c16 = dc16.download();
         std::vector<float> c = dc.download(), h = dh.download();
