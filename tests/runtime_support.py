@@ -40,6 +40,18 @@ def assert_singletons_intact() -> None:
     assert " " in consts, f"the parser drops one-character f-string parts (constants {consts})"
 
 
+class FakeAlloc(ctypes.Structure):
+    _fields_ = [("ptr", ctypes.c_uint64), ("size", ctypes.c_uint64), ("stream", ctypes.c_uint64),
+                ("device", ctypes.c_int), ("freed", ctypes.c_int), ("free_stream", ctypes.c_uint64)]
+
+
+class FakeEncode(ctypes.Structure):
+    _fields_ = [("dtype", ctypes.c_int), ("rank", ctypes.c_uint), ("addr", ctypes.c_uint64),
+                ("dims", ctypes.c_uint64 * 5), ("strides", ctypes.c_uint64 * 5), ("box", ctypes.c_uint32 * 5),
+                ("estrides", ctypes.c_uint32 * 5), ("interleave", ctypes.c_int), ("swizzle", ctypes.c_int),
+                ("l2", ctypes.c_int), ("oob", ctypes.c_int)]
+
+
 class FakeDriver:
     """Control of the fake driver library."""
 
@@ -47,6 +59,28 @@ class FakeDriver:
         self.path = path
         self.lib = ctypes.CDLL(str(path))
         self.lib.fk_get_launch.restype = ctypes.c_void_p
+        self.lib.fk_get_alloc.restype = ctypes.POINTER(FakeAlloc)
+        self.lib.fk_get_encode.restype = ctypes.POINTER(FakeEncode)
+
+    def allocs(self) -> list[dict[str, int]]:
+        """Every cuMemAllocAsync since the reset: ptr, size, stream, device, freed, free_stream."""
+        out = []
+        for i in range(self.lib.fk_alloc_count()):
+            a = self.lib.fk_get_alloc(i).contents
+            out.append({f: getattr(a, f) for f, _ in FakeAlloc._fields_})
+        return out
+
+    def encodes(self) -> list[dict[str, Any]]:
+        """The arguments of every cuTensorMapEncodeTiled since the reset (innermost dimension first)."""
+        out = []
+        for i in range(self.lib.fk_encode_count()):
+            e = self.lib.fk_get_encode(i).contents
+            r = e.rank
+            out.append({"data_type": e.dtype, "rank": r, "global_address": e.addr, "global_dim": tuple(e.dims[:r]),
+                        "global_strides": tuple(e.strides[:r - 1]), "box_dim": tuple(e.box[:r]),
+                        "element_strides": tuple(e.estrides[:r]), "interleave": e.interleave, "swizzle": e.swizzle,
+                        "l2_promotion": e.l2, "oob_fill": e.oob})
+        return out
 
     def reset(self, *ccs: tuple[int, int]) -> None:
         ccs = ccs or ((9, 0),)

@@ -111,3 +111,21 @@ def test_through_kernelpack_load(torch):
     mod.tr_matmul(a, b, c, m_, n_, k_, k_, 1, n_, 1, n_, 1, grid=(m_ // 64, n_ // 64))  # dispatch: m128 when aligned
     torch.cuda.synchronize()
     torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=2e-2, atol=5e-2)
+
+
+@requires_gpu
+def test_tma_descriptors_and_scratch_through_kernelpack_load(torch):
+    """The Python runtime encodes the TMA maps itself (cuTensorMapEncodeTiled) and allocates Triton's scratch."""
+    mod = runtime_module(carried("triton.kpack"))
+    for m, n, k in ((256, 384, 512), (384, 128, 64)):
+        a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+        mod.tr_tma_matmul(a, b, c, k, grid=(m // 128, n // 128))
+        torch.cuda.synchronize()
+        torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=2e-2, atol=5e-2)
+    x = torch.randn(96, 320, device="cuda")
+    y = torch.full_like(x, float("nan"))
+    mod.tr_scale_rows(x, y, 96, 320, 1.5, grid=3)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y, x * 1.5, rtol=1e-6, atol=1e-6)

@@ -56,6 +56,26 @@ typedef struct {
     unsigned int nattrs;
 } cu_config;
 
+typedef struct { /* one cuMemAllocAsync */
+    uint64_t ptr, size, stream;
+    int device, freed;
+    uint64_t free_stream;
+} fk_alloc;
+
+typedef struct { /* the arguments of one cuTensorMapEncodeTiled */
+    int dtype;
+    unsigned rank;
+    uint64_t addr, dims[5], strides[5];
+    uint32_t box[5], estrides[5];
+    int interleave, swizzle, l2, oob;
+} fk_encode;
+
+#define MAX_ALLOCS 256
+#define MAX_ENCODES 64
+static fk_alloc allocs[MAX_ALLOCS];
+static fk_encode encodes[MAX_ENCODES];
+static int nallocs, nencodes;
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int ndev = 1, cc[MAX_DEV][2] = {{9, 0}}, initialized;
 static int ctx_objs[MAX_DEV];
@@ -80,7 +100,7 @@ EXPORT void fk_reset(int n, const int* ccs) {
     pthread_mutex_lock(&lock);
     ndev = n > MAX_DEV ? MAX_DEV : n;
     for (int i = 0; i < ndev; i++) cc[i][0] = ccs[2 * i], cc[i][1] = ccs[2 * i + 1];
-    nkernels = nlibs = nlaunches = 0;
+    nkernels = nlibs = nlaunches = nallocs = nencodes = 0;
     fail_name[0] = 0;
     calls_load = calls_get_kernel = calls_get_function = calls_set_attr = calls_retain = 0;
     memset(kernels, 0, sizeof kernels);
@@ -116,6 +136,10 @@ EXPORT int fk_calls(const char* what) {
     if (!strcmp(what, "retain")) return calls_retain;
     return -1;
 }
+EXPORT int fk_alloc_count(void) { return nallocs; }
+EXPORT const fk_alloc* fk_get_alloc(int i) { return i >= 0 && i < nallocs ? &allocs[i] : NULL; }
+EXPORT int fk_encode_count(void) { return nencodes; }
+EXPORT const fk_encode* fk_get_encode(int i) { return i >= 0 && i < nencodes ? &encodes[i] : NULL; }
 EXPORT int fk_current_device(void) { return cur_dev(); }
 EXPORT void fk_set_current_device(int dev) { current = dev < 0 ? NULL : &ctx_objs[dev]; }
 
@@ -229,6 +253,55 @@ static CUresult cuPointerGetAttribute(void* data, int attr, uint64_t ptr) {
     return OK;
 }
 
+static CUresult cuMemAllocAsync(uint64_t* p, size_t size, void* stream) {
+    if (!current) return INVALID_CONTEXT;
+    CUresult r = injected("cuMemAllocAsync");
+    if (r) return r;
+    pthread_mutex_lock(&lock);
+    if (nallocs >= MAX_ALLOCS) nallocs = 0;
+    fk_alloc* a = &allocs[nallocs++];
+    memset(a, 0, sizeof *a);
+    a->ptr = 0x7f0000000000ull + (uint64_t)nallocs * 0x10000000ull + 0x100; /* 256-byte aligned, as the pools */
+    a->size = size, a->stream = (uint64_t)(uintptr_t)stream, a->device = cur_dev();
+    *p = a->ptr;
+    pthread_mutex_unlock(&lock);
+    return OK;
+}
+static CUresult cuMemFreeAsync(uint64_t p, void* stream) {
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < nallocs; i++)
+        if (allocs[i].ptr == p && !allocs[i].freed) {
+            allocs[i].freed = 1, allocs[i].free_stream = (uint64_t)(uintptr_t)stream;
+            pthread_mutex_unlock(&lock);
+            return OK;
+        }
+    pthread_mutex_unlock(&lock);
+    return INVALID_VALUE;
+}
+/* Records the arguments; the map holds the address, then all-ones words (so a cleared bit shows), then dims. */
+static CUresult cuTensorMapEncodeTiled(void* map, int dtype, unsigned rank, void* addr, const uint64_t* dims,
+                                       const uint64_t* strides, const uint32_t* box, const uint32_t* estrides,
+                                       int interleave, int swizzle, int l2, int oob) {
+    CUresult r = injected("cuTensorMapEncodeTiled");
+    if (r) return r;
+    if (rank < 1 || rank > 5 || ((uintptr_t)map % 64)) return INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    if (nencodes >= MAX_ENCODES) nencodes = 0;
+    fk_encode* e = &encodes[nencodes++];
+    memset(e, 0, sizeof *e);
+    e->dtype = dtype, e->rank = rank, e->addr = (uint64_t)(uintptr_t)addr;
+    for (unsigned i = 0; i < rank; i++) e->dims[i] = dims[i], e->box[i] = box[i], e->estrides[i] = estrides[i];
+    for (unsigned i = 0; i + 1 < rank; i++) e->strides[i] = strides[i];
+    e->interleave = interleave, e->swizzle = swizzle, e->l2 = l2, e->oob = oob;
+    pthread_mutex_unlock(&lock);
+    uint64_t w[16];
+    memset(w, 0xff, sizeof w);
+    w[0] = (uint64_t)(uintptr_t)addr;
+    for (unsigned i = 0; i < rank; i++) w[2 + i] = dims[i];
+    memcpy(map, w, sizeof w);
+    return OK;
+}
+
 static CUresult record(void* f, const unsigned g[3], const unsigned b[3], unsigned smem, void* stream, void** params,
                        void** extra, const unsigned cl[3], int ex) {
     if (!current) return INVALID_CONTEXT;
@@ -282,7 +355,8 @@ static const struct {
     ENTRY(cuDeviceGetCount), ENTRY(cuDeviceGet), ENTRY(cuDeviceGetAttribute), ENTRY(cuDevicePrimaryCtxRetain),
     ENTRY(cuCtxGetCurrent), ENTRY(cuCtxSetCurrent), ENTRY(cuCtxGetDevice), ENTRY(cuLibraryLoadData),
     ENTRY(cuLibraryGetKernel), ENTRY(cuKernelGetFunction), ENTRY(cuKernelSetAttribute), ENTRY(cuLaunchKernel),
-    ENTRY(cuLaunchKernelEx), ENTRY(cuPointerGetAttribute),
+    ENTRY(cuLaunchKernelEx), ENTRY(cuPointerGetAttribute), ENTRY(cuMemAllocAsync), ENTRY(cuMemFreeAsync),
+    ENTRY(cuTensorMapEncodeTiled),
 };
 
 EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, uint64_t flags, int* status) {

@@ -590,7 +590,7 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
     memset(s, 0, sizeof *s);
     s->op = (uint8_t)op, s->arg = (int16_t)arg, s->offset = (uint32_t)offset, s->size = (uint32_t)size;
     s->dtype = (int8_t)dtype, s->align = (uint32_t)align, s->divisor = divisor;
-    if (offset + size > KP_BUF) *ok = 0;
+    if (offset + size > KP_BUF || op < 0 || op > OP_BYTES) *ok = 0; /* op -1: a value derived at launch (Python) */
     if (s->op == OP_TENSOR) {
         PyObject *shape, *stride, *shape_off, *stride_off;
         long long data_off, shape_dt, stride_dt;

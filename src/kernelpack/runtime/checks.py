@@ -14,11 +14,12 @@ from ..abi import DType, Struct
 from ..artifact import Dim3
 from ..errors import KernelpackError, LaunchError
 from ..packing import pack_value
+from ..tma import TRITON_DTYPES, encode_args
 from .adapters import TensorView
 from .driver import DeviceInfo
 from .errors import ArgumentTypeError, ArgumentValueError
 from .loader import LaunchFacts
-from .plan import INT_RANGE, OP_BYTES, OP_PTR, OP_SCALAR, OP_TENSOR, Slot
+from .plan import INT_RANGE, OP_BYTES, OP_DESC, OP_PTR, OP_SCALAR, OP_TENSOR, Slot
 
 SMEM_DEFAULT_LIMIT = 48 * 1024
 MAX_PORTABLE_CLUSTER = 8
@@ -51,7 +52,26 @@ def check_arg(kernel: str, s: Slot, value: Any, view: TensorView | None) -> Any:
         return _tensor(kernel, s, value, view)
     if s.op == OP_BYTES:
         return _bytes(kernel, s, value, view)
+    if s.op == OP_DESC:
+        return _desc(kernel, s, value, view)
     return None
+
+
+def _desc(kernel: str, s: Slot, value: Any, view: TensorView | None) -> TensorView:
+    """A tensor for a tensor-descriptor argument; the launch encodes it (``kernelpack.tma.encode_args``)."""
+    d = s.desc
+    assert d is not None
+    want = TRITON_DTYPES.get(d.dtype)
+    where = f"kernel {kernel}: tensor descriptor {d.arg} (parameter {s.index})"
+    if view is None:
+        raise ArgumentTypeError(f"{where}: expected a {d.dtype} tensor of rank {d.rank}, got {_got(value, view)}")
+    if want is not None and view.dtype != want:
+        raise ArgumentValueError(f"{where}: expected a {d.dtype} tensor, got a {view.dtype_name} tensor")
+    try:
+        encode_args(d, view.ptr, view.shape, view.strides, kernel=kernel)
+    except LaunchError as e:
+        raise ArgumentValueError(e.message) from None
+    return view
 
 
 def _pointer(kernel: str, s: Slot, value: Any, view: TensorView | None) -> int:

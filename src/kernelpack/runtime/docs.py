@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import inspect
 
-from ..artifact import KernelArtifact
+from ..artifact import GridExpr, KernelArtifact
 from .family import KernelFamily, Specialization
+from .plan import OP_SCRATCH
 
 
 def _dim(d: tuple[int, int, int] | None) -> str:
@@ -27,7 +28,8 @@ def signature_text(family: KernelFamily) -> str:
         return cached
     args = ", ".join(_arg_text(family, i) for i in range(len(family.arg_names)))
     block = _common_block(family)
-    opts = f"grid, block={block}" if block else "grid, block"
+    grid = "grid=None" if all(sp.artifact.launch.grid is not None for sp in family.specs) else "grid"
+    opts = f"{grid}, block={block}" if block else f"{grid}, block"
     text = f"{family.name}({args}, *, {opts}, smem=None, stream=None, cluster=None)"
     family._signature_text = text  # type: ignore[attr-defined]
     return text
@@ -72,14 +74,30 @@ def _requirements(art: KernelArtifact) -> list[str]:
         out.append(f"needs {ls.dynamic_smem} B dynamic smem")
     if ls.cluster:
         out.append(f"launched with cluster {_dim(ls.cluster)}")
+    if ls.grid is not None:
+        out.append(f"grid computed from the arguments when none is given: {_grid_text(ls.grid)}")
     return out
+
+
+def _grid_text(rule: tuple[GridExpr, GridExpr, GridExpr]) -> str:
+    def text(e: GridExpr) -> str:
+        if isinstance(e, int):
+            return str(e)
+        if e[0] == "arg":
+            return e[1] if e[2] is None else f"{e[1]}.{e[2]}"
+        return f"{e[0]}({text(e[1])}, {text(e[2])})"
+
+    return "(" + ", ".join(text(e) for e in rule) + ")"
 
 
 def _spec_text(s: Specialization) -> str:
     a = s.artifact
     lines = [f"  {a.label}  ({a.provenance.frontend} {a.provenance.frontend_version}, entry {a.entry})".rstrip()]
     lines.append("      " + ", ".join(slot.describe() for slot in s.plan.args))
-    hidden = [slot.name + f" ({slot.param.role}, passed NULL)" for slot in s.plan.slots if slot.arg < 0]
+    ls = a.launch
+    hidden = [slot.name + (f" ({slot.param.role}, {getattr(ls, slot.param.role)} bytes per CTA allocated per launch)"
+                           if slot.op == OP_SCRATCH else f" ({slot.param.role}, passed NULL)")
+              for slot in s.plan.slots if slot.arg < 0]
     if hidden:
         lines.append("      hidden: " + ", ".join(hidden))
     lines += [f"      {r}" for r in _requirements(a)]
@@ -108,7 +126,10 @@ def signature(family: KernelFamily) -> inspect.Signature:
     P = inspect.Parameter
     params = [P(name, P.POSITIONAL_OR_KEYWORD, annotation=_arg_text(family, i).split(": ", 1)[1])
               for i, name in enumerate(family.arg_names)]
-    params.append(P("grid", P.KEYWORD_ONLY))
+    if all(s.artifact.launch.grid is not None for s in family.specs):
+        params.append(P("grid", P.KEYWORD_ONLY, default=None))
+    else:
+        params.append(P("grid", P.KEYWORD_ONLY))
     for name in ("block", "smem", "stream", "cluster"):
         params.append(P(name, P.KEYWORD_ONLY, default=None))
     return inspect.Signature(params, return_annotation=None)

@@ -61,6 +61,13 @@ _PROTOS: dict[str, tuple[Any, ...]] = {
     "cuLaunchKernelEx": (_vp, _vp, _vp, _vp),
     "cuPointerGetAttribute": (_vp, _i, _c.c_uint64),
 }
+# resolved when the driver has them; only launches that need them fail without them
+_OPTIONAL: dict[str, tuple[Any, ...]] = {
+    "cuMemAllocAsync": (_c.POINTER(_c.c_uint64), _c.c_size_t, _vp),
+    "cuMemFreeAsync": (_c.c_uint64, _vp),
+    "cuTensorMapEncodeTiled": (_vp, _i, _u, _vp, _c.POINTER(_c.c_uint64), _c.POINTER(_c.c_uint64),
+                               _c.POINTER(_u), _c.POINTER(_u), _i, _i, _i, _i),
+}
 
 # entry points the C extension calls per launch (their addresses are handed to it)
 FAST_ENTRY_POINTS = ("cuCtxGetCurrent", "cuCtxSetCurrent", "cuLaunchKernel", "cuLaunchKernelEx", "cuGetErrorName")
@@ -116,9 +123,11 @@ class Driver:
         gpa.argtypes = (_c.c_char_p, _c.POINTER(_vp), _i, _c.c_uint64, _c.POINTER(_i))
         self.addresses: dict[str, int] = {}
         self.fn: dict[str, Callable[..., int]] = {}
-        for name, argtypes in _PROTOS.items():
+        for name, argtypes in (*_PROTOS.items(), *_OPTIONAL.items()):
             ptr, found = _vp(), _i(-1)
             r = gpa(name.encode(), ctypes.byref(ptr), API_VERSION, 0, ctypes.byref(found))
+            if (r != 0 or found.value != 0 or not ptr.value) and name in _OPTIONAL:
+                continue
             if r != 0 or found.value != 0 or not ptr.value:
                 raise DriverError(f"the CUDA driver {path} has no {name} for CUDA 12.0 (cuGetProcAddress result {r}, "
                                   f"status {found.value}): update the NVIDIA driver", code=r)
@@ -246,6 +255,44 @@ class Driver:
         self.check(self.fn["cuKernelSetAttribute"](FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes, _vp(kernel),
                                                    device),
                    f"cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES={nbytes})", where)
+
+    # ------------------------------------------------------------ launch-derived values
+
+    def _optional(self, name: str, why: str, where: str) -> Callable[..., int]:
+        fn = self.fn.get(name)
+        if fn is None:
+            raise DriverError(f"{where}: {why} needs {name}, which the CUDA driver {self.path} does not provide; "
+                              f"update the NVIDIA driver")
+        return fn
+
+    def mem_alloc_async(self, nbytes: int, stream: int, where: str) -> int:
+        """Stream-ordered device memory (the current context's device)."""
+        fn = self._optional("cuMemAllocAsync", "scratch memory", where)
+        p = _c.c_uint64(0)
+        self.check(fn(ctypes.byref(p), nbytes, _vp(stream or None)), f"cuMemAllocAsync({nbytes} bytes of scratch)",
+                   where)
+        return p.value
+
+    def mem_free_async(self, ptr: int, stream: int, where: str) -> None:
+        fn = self._optional("cuMemFreeAsync", "scratch memory", where)
+        self.check(fn(ptr, _vp(stream or None)), "cuMemFreeAsync(scratch)", where)
+
+    def encode_tensor_map(self, enc: Any, where: str) -> bytes:
+        """The 128-byte CUtensorMap for ``enc`` (a :class:`kernelpack.tma.EncodeTiled`), clear_bit21 applied."""
+        fn = self._optional("cuTensorMapEncodeTiled", "a TMA tensor descriptor", where)
+        raw = (_c.c_uint64 * 24)()  # the driver wants the map 64-byte aligned; ctypes aligns to 16
+        addr = (ctypes.addressof(raw) + 63) // 64 * 64
+        out = (_c.c_uint64 * 16).from_address(addr)
+        u64, u32, n = _c.c_uint64, _u, enc.rank
+        r = fn(addr, enc.data_type, n, _vp(enc.global_address or None),
+               (u64 * n)(*enc.global_dim), (u64 * max(1, n - 1))(*enc.global_strides), (u32 * n)(*enc.box_dim),
+               (u32 * n)(*enc.element_strides), enc.interleave, enc.swizzle, enc.l2_promotion, enc.oob_fill)
+        self.check(r, "cuTensorMapEncodeTiled", where)
+        if enc.clear_bit21:
+            out[1] &= ~(1 << 21)
+        data = bytes(out)
+        del raw
+        return data
 
     # ------------------------------------------------------------ launch
 

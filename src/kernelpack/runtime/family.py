@@ -12,19 +12,21 @@ error). The C extension handles the common case itself and calls it for everythi
 from __future__ import annotations
 
 import math
+import struct
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..abi import Pointer, Struct
-from ..artifact import Binary, KernelArtifact
+from ..abi import Pointer, Scalar, Struct
+from ..artifact import Binary, KernelArtifact, evaluate_grid, grid_params
 from ..errors import KernelpackError, LaunchError
+from ..tma import encode_args
 from . import checks, streams
 from .adapters import TensorView, as_view, is_torch_tensor
 from .driver import DeviceInfo, Driver
 from .errors import ArgumentTypeError, ArgumentValueError, NoMatchingSpecialization
 from .loader import LaunchFacts, Loader, binary_quality
-from .plan import Plan, Slot
+from .plan import OP_DESC, OP_DESC_FIELD, Plan, Slot
 
 LAUNCH_KEYWORDS = ("grid", "block", "smem", "stream", "cluster")
 
@@ -101,7 +103,7 @@ class KernelFamily:
         self.loader = loader
         specs = []
         for i, a in enumerate(artifacts):
-            plan = Plan.of(a.abi)
+            plan = Plan.of(a.abi, a.launch)
             specs.append(Specialization(a, plan, i, specificity(plan)))
         specs.sort(key=lambda s: (-s.specificity[0], -s.specificity[1], s.index))
         self.specs: tuple[Specialization, ...] = tuple(specs)
@@ -176,6 +178,10 @@ class KernelFamily:
         entry, packed = self._dispatch(state, values, views)
         kernel = entry.spec.label
         info = state.info
+        if grid is None and entry.spec.artifact.launch.grid is not None:
+            grid = grid_from_rule(entry.spec, packed)
+            if min(grid) <= 0:
+                return  # the C library's rule: a dimension <= 0 means nothing to launch
         g = checks.check_grid(grid, info, kernel)
         b = checks.check_block(block, entry.facts, info, kernel)
         n = checks.check_smem(smem, entry.facts, info, kernel)
@@ -289,16 +295,100 @@ class KernelFamily:
                     d.set_max_dynamic_smem(entry.kernel, info.ordinal, smem, where)
                     entry.smem_raised = smem
                     self._publish(info.ordinal, state)
-        buf, ptrs = entry.spec.plan.pack(packed)
+        plan = entry.spec.plan
+        if plan.derived:
+            packed = _encode_descs(d, plan, packed, entry.spec.label, where)
         saved = d.current_context()
         if saved != info.context:
             d.set_current(info.context)
         try:
-            d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where)
+            if plan.derived and _scratch_sizes(entry.spec.artifact):
+                _launch_with_scratch(d, entry, grid, block, smem, cluster, stream, packed, where)
+            else:
+                buf, ptrs = plan.pack(packed)
+                d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where)
+                del buf
         finally:
             if saved and saved != info.context:
                 d.set_current(saved)
+
+
+def grid_from_rule(spec: Specialization, packed: list[Any]) -> tuple[int, int, int]:
+    """The grid ``LaunchSpec.grid`` computes from the checked arguments (``kernelpack.artifact.evaluate_grid``)."""
+    by_name = {s.name: s for s in spec.plan.args}
+    fields: dict[tuple[str, str | None], int] = {}
+    rule = spec.artifact.launch.grid
+    assert rule is not None
+    for e in rule:
+        for name, fld in grid_params(e):
+            fields[(name, fld)] = _grid_field(spec, by_name.get(name), packed, name, fld)
+    return evaluate_grid(rule[0], fields), evaluate_grid(rule[1], fields), evaluate_grid(rule[2], fields)
+
+
+def _grid_field(spec: Specialization, s: Slot | None, packed: list[Any], name: str, fld: str | None) -> int:
+    if s is None or s.op in (OP_DESC, OP_DESC_FIELD):
+        raise LaunchError(f"kernel {spec.label}: the grid formula reads {name}, which is not a caller argument "
+                          f"(a parameter filled from a tensor descriptor or a hidden one); pass grid=...")
+    v = packed[s.arg]
+    if fld is None:
+        return int(v)
+    if s.tensor is not None:
+        ptr, shape, strides = v
+        return int(shape[int(fld[5:])] if fld.startswith("shape") else strides[int(fld[6:])])
+    t = s.param.type
+    assert isinstance(t, Struct)
+    off = dict(zip((f.name for f in t.fields), t.field_offsets))[fld]
+    ft = next(f.type for f in t.fields if f.name == fld)
+    assert isinstance(ft, Scalar)  # checked when the artifact was made
+    return int(struct.unpack_from("<" + ft.dtype.struct_format, bytes(v), off)[0])
+
+
+def _scratch_sizes(art: KernelArtifact) -> tuple[int, int, int, int] | None:
+    ls = art.launch
+    if not (ls.global_scratch or ls.profile_scratch):
+        return None
+    return ls.global_scratch, ls.global_scratch_align, ls.profile_scratch, ls.profile_scratch_align
+
+
+def _encode_descs(d: Driver, plan: Plan, packed: list[Any], kernel: str, where: str) -> list[Any]:
+    """Replace each tensor-descriptor argument by the values of the params it fills (the map encoded)."""
+    out = list(packed)
+    for s in plan.args:
+        if s.op != OP_DESC:
+            continue
+        view, spec = packed[s.arg], s.desc
+        assert spec is not None
+        args = encode_args(spec, view.ptr, view.shape, view.strides, driver_version=d.version, kernel=kernel)
+        values = list(args.values)
+        if args.encode is not None:
+            values[0] = d.encode_tensor_map(args.encode, where)
+        out[s.arg] = values
+    return out
+
+
+def _launch_with_scratch(d: Driver, entry: DeviceEntry, grid: tuple[int, int, int], block: tuple[int, int, int],
+                         smem: int, cluster: tuple[int, int, int] | None, stream: int, packed: list[Any],
+                         where: str) -> None:
+    """Triton scratch: ``size x CTAs`` bytes per buffer, one stream-ordered allocation on the launch stream for
+    this launch only (cuMemAllocAsync, cuMemFreeAsync right after the launch), as ``kp_run_scratch`` in the C
+    library does; the current context is the launch device's."""
+    sizes = _scratch_sizes(entry.spec.artifact)
+    assert sizes is not None
+    gsize, galign, psize, palign = sizes
+    ctas = grid[0] * grid[1] * grid[2]
+    gbytes, pbytes = ctas * gsize, ctas * psize
+    align = max(galign, palign)
+    poff = (gbytes + palign - 1) // palign * palign
+    total = poff + pbytes + (align if align > 256 else 0)  # the driver's pools align to 256 bytes
+    base = d.mem_alloc_async(total, stream, where)
+    try:
+        start = (base + align - 1) // align * align if align > 256 else base
+        scratch = {"global_scratch": start if gsize else 0, "profile_scratch": start + poff if psize else 0}
+        buf, ptrs = entry.spec.plan.pack(packed, scratch)
+        d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where)
         del buf
+    finally:
+        d.mem_free_async(base, stream, where)
 
 
 class _Missing:

@@ -18,13 +18,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
+from ..artifact import LaunchSpec
 from ..packing import bf16_bits
+from ..tma import TensorDescSpec
 
 DTYPES = tuple(DType)
 DTYPE_CODE = {d: i + 1 for i, d in enumerate(DTYPES)}  # 0 = any / unknown; same numbering as the C library
 KP_DYN = -(2**63)  # a mode passed at run time (C plans)
 
 OP_NULL, OP_PTR, OP_SCALAR, OP_TENSOR, OP_BYTES = 0, 1, 2, 3, 4
+# launch-derived values (the C extension leaves such plans to the Python path): a Triton scratch buffer, the
+# first param of a tensor descriptor (the caller's tensor), and the other params that descriptor fills
+OP_SCRATCH, OP_DESC, OP_DESC_FIELD = 5, 6, 7
 
 INT_RANGE = {d: ((-(1 << (8 * d.size - 1)), (1 << (8 * d.size - 1)) - 1) if d.is_signed
                  else (0, (1 << (8 * d.size)) - 1)) for d in DTYPES if d.is_integer}
@@ -63,6 +68,8 @@ class Slot:
     align: int  # required alignment of the pointer / tensor data in bytes (1 = none)
     divisor: int  # an int argument must be a multiple of it (1 = none)
     tensor: TensorFields | None = None
+    desc: TensorDescSpec | None = None  # OP_DESC / OP_DESC_FIELD: the descriptor, and this param's place in it
+    desc_pos: int = 0
 
     @property
     def name(self) -> str:
@@ -71,6 +78,10 @@ class Slot:
     def describe(self) -> str:
         """The argument as a user writes it: ``x: const f32*`` or ``t: tensor f16[?, 64] stride [?, 1]``."""
         t = self.param.type
+        if self.desc is not None:
+            d = self.desc
+            box = "x".join(map(str, d.block_shape))
+            return f"{d.arg}: tensor {d.dtype}, rank {d.rank} (tensor descriptor, {d.lowering}, block {box})"
         if self.tensor is not None:
             s = self.tensor.spec
             dims = ", ".join("?" if d is None else str(d) for d in s.shape)
@@ -89,8 +100,10 @@ class Slot:
         return f"{self.name}: struct {t.name} ({t.size} bytes)"
 
 
-def _slot(index: int, p: Param, arg: int, offset: int) -> Slot:
+def _slot(index: int, p: Param, arg: int, offset: int, launch: LaunchSpec) -> Slot:
     t = p.type
+    if p.role in ("global_scratch", "profile_scratch") and getattr(launch, p.role):
+        return Slot(index, p, -1, offset, t.size, OP_SCRATCH, None, 1, 1)
     if p.role != "arg":
         return Slot(index, p, -1, offset, t.size, OP_NULL, None, 1, 1)
     if isinstance(t, Pointer):
@@ -112,29 +125,64 @@ class Plan:
     nargs: int  # caller-visible arguments
 
     @classmethod
-    def of(cls, abi: Abi) -> Plan:
+    def of(cls, abi: Abi, launch: LaunchSpec | None = None) -> Plan:
+        """``launch``: the artifact's LaunchSpec; a tensor descriptor turns the params it fills into one argument
+        (at the place of its first param), a scratch size makes that hidden param an allocated buffer."""
+        ls = launch or LaunchSpec()
+        descs = {n: (d, i) for d in ls.tensor_descs for i, n in enumerate(d.params)}
         offsets = abi.offsets(0)
-        slots, arg = [], 0
+        slots: list[Slot] = []
+        arg = 0
+        desc_arg: dict[str, int] = {}
         for i, (p, off) in enumerate(zip(abi.params, offsets)):
-            slots.append(_slot(i, p, arg, off))
+            hit = descs.get(p.name)
+            if hit is not None and p.role == "arg":
+                d, pos = hit
+                if pos == 0:
+                    desc_arg[d.arg] = arg
+                    arg += 1
+                op = OP_DESC if pos == 0 else OP_DESC_FIELD
+                dtype = p.type.dtype if isinstance(p.type, Scalar) else None
+                slots.append(Slot(i, p, desc_arg[d.arg], off, p.type.size, op, dtype, 1, 1, desc=d, desc_pos=pos))
+                continue
+            slots.append(_slot(i, p, arg, off, ls))
             arg += p.role == "arg"
         return cls(tuple(slots), max(abi.param_bytes(0), 1), arg)
 
     @property
     def args(self) -> tuple[Slot, ...]:
-        return tuple(s for s in self.slots if s.arg >= 0)
+        """One slot per caller argument (a tensor descriptor's first param stands for the whole descriptor)."""
+        return tuple(s for s in self.slots if s.arg >= 0 and s.op != OP_DESC_FIELD)
 
-    def pack(self, values: list[Any]) -> tuple[Any, Any]:
+    @property
+    def derived(self) -> bool:
+        """Launches need values the C extension does not compute (scratch buffers, tensor maps)."""
+        return any(s.op >= OP_SCRATCH for s in self.slots)
+
+    def pack(self, values: list[Any], scratch: dict[str, int] | None = None) -> tuple[Any, Any]:
         """Pack already checked values (one per caller argument; ints for pointers, (ptr, shape, strides) for
-        tensors, numbers for scalars, bytes for structs) into (buffer, ``void*[]``); keep both alive until the
-        launch returns."""
+        tensors, numbers for scalars, bytes for structs, for a tensor descriptor the values of every param it
+        fills with the map as bytes) into (buffer, ``void*[]``); ``scratch``: role -> allocated address. Keep both
+        alive until the launch returns."""
         buf = ctypes.create_string_buffer(self.nbytes)
         base = ctypes.addressof(buf)
         for s in self.slots:
             if s.op == OP_NULL:
                 continue
+            if s.op == OP_SCRATCH:
+                struct.pack_into("<Q", buf, s.offset, (scratch or {}).get(s.param.role, 0))
+                continue
             v = values[s.arg]
-            if s.op == OP_PTR:
+            if s.op in (OP_DESC, OP_DESC_FIELD):
+                x = v[s.desc_pos]
+                t = s.param.type
+                if isinstance(t, Scalar):
+                    struct.pack_into("<" + t.dtype.struct_format, buf, s.offset, scalar_bits(t.dtype, x))
+                elif isinstance(x, bytes):
+                    struct.pack_into(f"{len(x)}s", buf, s.offset, x)
+                else:
+                    struct.pack_into("<Q", buf, s.offset, x)
+            elif s.op == OP_PTR:
                 struct.pack_into("<Q", buf, s.offset, v)
             elif s.op == OP_SCALAR:
                 assert s.dtype is not None
@@ -150,7 +198,7 @@ class Plan:
                         if off >= 0:
                             struct.pack_into("<" + dt.struct_format, buf, s.offset + off, val)
             else:
-                buf[s.offset:s.offset + s.size] = bytes(v)
+                struct.pack_into(f"{s.size}s", buf, s.offset, bytes(v))
         ptrs = (ctypes.c_void_p * max(len(self.slots), 1))(*(base + s.offset for s in self.slots))
         return buf, ptrs
 
@@ -167,7 +215,8 @@ class Plan:
                           DTYPE_CODE[spec.stride_dtype])
             else:
                 tensor = None
-            out.append((s.op, s.arg, s.offset, s.size, DTYPE_CODE.get(s.dtype, 0) if s.dtype else 0, s.align,
+            op = s.op if s.op < OP_SCRATCH else -1  # derived values: the C extension sends such launches to Python
+            out.append((op, s.arg, s.offset, s.size, DTYPE_CODE.get(s.dtype, 0) if s.dtype else 0, s.align,
                         s.divisor, tensor))
         return tuple(out)
 
