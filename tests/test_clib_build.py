@@ -26,7 +26,8 @@ def _sanitized(env, tmp: Path, flags: list[str], name: str) -> Path:
     src = env.demo.sources
     exe = tmp / name
     subprocess.run([CC, "-std=c99", "-g", "-O1", *flags, f"-I{env.demo.include_dir}", f"-Wa,-I{src}",
-                    str(src / "demo.c"), str(HERE / "clib_harness.c"), "-o", str(exe), "-ldl", "-lpthread"],
+                    str(src / "demo.c"), str(src / "demo_data.s"), str(HERE / "clib_harness.c"), "-o", str(exe), "-ldl",
+                    "-lpthread"],
                    check=True)
     return exe
 

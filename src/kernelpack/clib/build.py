@@ -13,6 +13,8 @@ pkg-config files locate everything relative to themselves.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import shlex
 import shutil
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from ..artifact import KernelArtifact
 from ..bundle import Bundle
+from ..cache import CompileCache, cache_key
 from ..cute_host.program import HostProgram
 from ..errors import KernelpackError
 from .generate import Sources, generate
@@ -43,7 +46,7 @@ class BuildResult:
     cpp_header: Path
     cmake_config: Path
     pkgconfig: Path
-    sources: Path | None  # directory with NAME.c and NAME.kpack when kept
+    sources: Path | None  # directory with NAME.c, NAME_data.s and NAME.kpack when kept
 
     @property
     def include_dir(self) -> Path:
@@ -100,39 +103,50 @@ class Library:
         return generate(self.name, self.bundle, self.programs)
 
     def write_sources(self, directory: str | os.PathLike[str]) -> Path:
-        """Write NAME.c, NAME.kpack, NAME.h and NAME.hpp into ``directory`` (for inspection or custom builds:
-        compile NAME.c with ``-Wa,-I<directory>`` so ``.incbin`` finds NAME.kpack)."""
+        """Write NAME.c, NAME_data.s, NAME.kpack, NAME.h and NAME.hpp into ``directory`` (for inspection or custom
+        builds: compile both source files there with ``-Wa,-I<directory>`` so ``.incbin`` finds NAME.kpack)."""
         return self._write_sources(Path(directory), self.generate())
 
     def _write_sources(self, d: Path, src: Sources) -> Path:
         d.mkdir(parents=True, exist_ok=True)
         (d / f"{self.name}.c").write_text(src.tu)
+        (d / f"{self.name}_data.s").write_text(src.data)
         (d / f"{self.name}.h").write_text(src.header)
         (d / f"{self.name}.hpp").write_text(src.cpp_header)
         (d / f"{self.name}.kpack").write_bytes(src.bundle)
         return d
 
-    def compile_command(self, src_dir: Path, obj: Path) -> list[str]:
+    def compile_command(self) -> list[str]:
+        """The command compiling NAME.c into NAME.o, run in the sources directory (relative paths: the object does
+        not depend on where it was built, so it can be cached)."""
         # no unwind tables: nothing unwinds through this code (it calls no user code), and they cost ~150 B/kernel
         return [self.cc, "-std=c99", "-O2", "-fPIC", "-fvisibility=hidden", "-fno-asynchronous-unwind-tables",
-                "-fno-unwind-tables", "-Wall", "-Wextra", f"-I{src_dir}",
-                f"-Wa,-I{src_dir}", *self.cflags, "-c", str(src_dir / f"{self.name}.c"), "-o", str(obj)]
+                "-fno-unwind-tables", "-Wall", "-Wextra", "-I.", *self.cflags, "-c", f"{self.name}.c", "-o",
+                f"{self.name}.o"]
 
-    def build(self, out_dir: str | os.PathLike[str], *, keep_sources: bool = False) -> BuildResult:
-        """Generate, compile and install into ``out_dir``; returns the paths written."""
+    def assemble_command(self) -> list[str]:
+        """The command assembling NAME_data.s (the embedded bundle and its tables) into NAME_data.o."""
+        return [self.cc, "-c", "-Wa,-I.", f"{self.name}_data.s", "-o", f"{self.name}_data.o"]
+
+    def build(self, out_dir: str | os.PathLike[str], *, keep_sources: bool = False,
+              cache: CompileCache | None = None) -> BuildResult:
+        """Generate, compile and install into ``out_dir``; returns the paths written. The compiled C object is
+        reused from ``cache`` (default: the kernelpack compile cache) when its text, compiler and flags match, so a
+        rebuild whose kernels changed only in their binaries just reassembles the data object and relinks."""
         out = Path(out_dir)
         name = self.name
         with tempfile.TemporaryDirectory(prefix=f"kp-{name}-") as tmp:
             t = Path(tmp)
             src = self.generate()
             self._write_sources(t, src)
-            obj = t / f"{name}.o"
-            _run(self.compile_command(t, obj), f"compiling library {name}", t)
+            self._compile_c(t, src, CompileCache.default() if cache is None else cache)
+            _run(self.assemble_command(), f"assembling the data of library {name}", t)
+            objs = [t / f"{name}.o", t / f"{name}_data.o"]
             if self.programs:
-                obj = self._link_programs(t, obj, src)
-            _run([self.cc, "-shared", "-o", str(t / f"lib{name}.so"), str(obj), f"-Wl,-soname,lib{name}.so",
+                objs = [self._link_programs(t, objs, src)]
+            _run([self.cc, "-shared", "-o", str(t / f"lib{name}.so"), *map(str, objs), f"-Wl,-soname,lib{name}.so",
                   "-Wl,--no-undefined", "-Wl,-z,noexecstack", "-ldl"], f"linking lib{name}.so", t)
-            _run([self.ar, "rcsD", str(t / f"lib{name}.a"), str(obj)], f"archiving lib{name}.a", t)
+            _run([self.ar, "rcsD", str(t / f"lib{name}.a"), *map(str, objs)], f"archiving lib{name}.a", t)
             for sub in ("include", "lib/cmake/" + name, "lib/pkgconfig"):
                 (out / sub).mkdir(parents=True, exist_ok=True)
             for f, dest in [(f"{name}.h", "include"), (f"{name}.hpp", "include"), (f"lib{name}.so", "lib"),
@@ -142,7 +156,7 @@ class Library:
             if keep_sources:
                 sources = out / "share" / name / "src"
                 sources.mkdir(parents=True, exist_ok=True)
-                for f in (f"{name}.c", f"{name}.kpack"):
+                for f in (f"{name}.c", f"{name}_data.s", f"{name}.kpack"):
                     _replace(t / f, sources / f)
         cmake_dir = out / "lib" / "cmake" / name
         (cmake_dir / f"{name}Config.cmake").write_text(cmake_config(name, len(self.bundle)))
@@ -152,8 +166,21 @@ class Library:
                            out / "include" / f"{name}.h", out / "include" / f"{name}.hpp",
                            cmake_dir / f"{name}Config.cmake", out / "lib" / "pkgconfig" / f"{name}.pc", sources)
 
+    def _compile_c(self, t: Path, src: Sources, cache: CompileCache) -> None:
+        """NAME.o in ``t``: from the cache when the same text was compiled by the same compiler with the same flags."""
+        cmd = self.compile_command()
+        obj = t / f"{self.name}.o"
+        key = cache_key(kind="clib-object", tu=hashlib.sha256(src.tu.encode()).hexdigest(),
+                        header=hashlib.sha256(src.header.encode()).hexdigest(), cmd=cmd,
+                        compiler=_compiler_identity(self.cc))
+        hit = cache.get(key)
+        if hit is not None:
+            obj.write_bytes(hit.data)
+            return
+        _run(cmd, f"compiling library {self.name}", t)
+        cache.put(key, {"kind": "clib-object", "library": self.name}, obj.read_bytes())
 
-    def _link_programs(self, t: Path, obj: Path, src: Sources) -> Path:
+    def _link_programs(self, t: Path, objs: list[Path], src: Sources) -> Path:
         """The library object plus the CuTe host programs' (entries, shim, CuTe objects) as one object."""
         from ..cute_host.build import link_object
 
@@ -162,8 +189,21 @@ class Library:
         cute_obj, _, _ = link_object(self.name, self.programs, work, cc=self.cc, ld=self.ld, objcopy=self.objcopy,
                                      names=src.type_names, library_header=src.header)
         combined = t / f"{self.name}_all.o"
-        _run([self.ld, "-r", "-o", str(combined), str(obj), str(cute_obj)], "ld -r (kernels + host programs)", t)
+        _run([self.ld, "-r", "-o", str(combined), *map(str, objs), str(cute_obj)], "ld -r (kernels + host programs)",
+             t)
         return combined
+
+
+@functools.lru_cache(maxsize=8)
+def _compiler_identity(cc: str) -> str:
+    """What identifies the C compiler in the object cache: its resolved path, size, mtime and version text."""
+    path = shutil.which(cc) or cc
+    try:
+        st = os.stat(os.path.realpath(path))
+        version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return path  # not runnable: the compile step reports it
+    return f"{os.path.realpath(path)} {st.st_size} {st.st_mtime_ns} {version}"
 
 
 def _replace(src: Path, dest: Path) -> None:

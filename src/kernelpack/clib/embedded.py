@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..bundle import HEADER_SIZE, MAGIC, Bundle, read_manifest
 from ..errors import BundleError
-from .generate import SECTION
+from .dataobj import SECTION
 
 _AR_MAGIC = b"!<arch>\n"
 

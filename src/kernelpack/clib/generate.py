@@ -1,12 +1,13 @@
-"""Emit one C translation unit plus NAME.h (C99) and NAME.hpp (C++17) for a bundle of kernel artifacts.
+"""Emit the sources of one library: a C translation unit, a data object (assembly), NAME.h (C99), NAME.hpp (C++17).
 
-The translation unit embeds the bundle bytes once (``.incbin`` into section ``.kpack``) and refers to every binary
-by its offset in it; all internal symbols are static and only ``NAME_*`` entry points are exported.
+The translation unit depends only on what the C API depends on (ABIs, launch specs, names, arch lists); the bundle
+bytes and every table derived from them are in the data object (``dataobj.py``: ``.incbin`` into section ``.kpack``)
+and reached through hidden library-prefixed symbols. All other internal symbols are static; only ``NAME_*`` entry
+points are exported.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -18,6 +19,7 @@ from ..artifact import KernelArtifact
 from ..bundle import Bundle, read_manifest
 from ..errors import KernelpackError
 from .cdecl import TypeNames, archs_text, check_ident, param_decl, wrapper_name
+from .dataobj import c_declarations, data_asm
 from .family import Family, build_families, describe_arg, typed_constraint_checks
 from .headers import c_header, cpp_header
 from .launchgen import DescArg, Plan, desc_table
@@ -25,7 +27,6 @@ from .launchgen import DescArg, Plan, desc_table
 if TYPE_CHECKING:
     from ..cute_host.program import HostProgram
 
-SECTION = ".kpack"
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,10 @@ class Sources:
     name: str
     header: str  # NAME.h
     cpp_header: str  # NAME.hpp
-    tu: str  # NAME.c (incbins NAME.kpack)
+    tu: str  # NAME.c: code and the tables that depend on the C API only
     bundle: bytes  # NAME.kpack
     type_names: TypeNames | None = None  # C names of the ABI's structs (CuTe host entries must use the same)
+    data: str = ""  # NAME_data.s: incbins NAME.kpack; the tables that depend on the binaries' bytes
 
 
 def _csrc(name: str) -> str:
@@ -104,7 +106,8 @@ class _Gen:
                 (f"{self.lib}_{p.symbol}", f"CuTe host program {p.label}") for p in self.programs] + [
                 (f"{self.lib}_{n}", "the library API") for n in ("preload", "last_error", "last_cuda_error",
                                                                   "status_name", "bundle", "set_default_device",
-                                                                  "kp_host_error")]:
+                                                                  "kp_host_error", "kp_bundle",
+                                                                  "kp_bundle_size", "kp_blobs", "kp_bins")]:
             if fn in seen:
                 raise KernelpackError(f"library {self.lib}: {what} and {seen[fn]} would both be named {fn}; rename a "
                                       f"kernel or variant")
@@ -113,10 +116,9 @@ class _Gen:
     # ------------------------------------------------------------ tables
 
     def tables(self) -> str:
-        blobs = ",\n    ".join(f"{{{b['offset']}u, {b['size']}u, 0}}" for b in self.manifest["blobs"])
-        bins: list[str] = []
+        """The tables that depend only on the C API (names, launch specs, arch lists): the byte-dependent ones
+        (blobs, per-binary launch facts) live in the data object (dataobj.py)."""
         specs: list[str] = []
-        ptx_blobs = set()
         pool: dict[str, int] = {}
         size = 0
 
@@ -127,56 +129,22 @@ class _Gen:
                 size += len(text.encode()) + 1
             return pool[text]
 
-        for i, (a, m) in enumerate(zip(self.arts, self.manifest["artifacts"], strict=True)):
-            first = len(bins)
-            for b, mb in zip(a.binaries, m["binaries"], strict=True):
-                reqntid = cluster = None
-                max_threads = static_smem = 0
-                if b.kind == "cubin":
-                    ck = a.cubin_kernel(b.arch)
-                    reqntid = ck.reqntid
-                    cluster = ck.cluster_dims if ck.explicit_cluster else None
-                    max_threads = math.prod(ck.max_threads) if ck.max_threads else 0
-                    static_smem = ck.static_smem
-                else:
-                    ptx_blobs.add(mb["blob"])
-                suffix = f"'{b.arch.suffix}'" if b.arch.suffix else "0"
-                bins.append(f"{{{mb['blob']}u, {b.arch.major}, {b.arch.minor}, {suffix}, {int(b.kind == 'ptx')}, "
-                            f"{_dims(reqntid)}, {_dims(cluster)}, {max_threads}u, {static_smem}u}}")
-            archs = _archs(a)
+        first = 0
+        for i, a in enumerate(self.arts):
             ls = a.launch
-            specs.append(f"{{{string(a.label)}u, {string(a.entry)}u, {string(archs)}u, {first}u, {len(a.binaries)}u, "
-                         f"{_dims(ls.block)}, {ls.dynamic_smem or 0}u, {_dims(ls.cluster)}}} /* {i} */")
-        if ptx_blobs:
-            rows = [f"{{{b['offset']}u, {b['size']}u, {int(k in ptx_blobs)}}}"
-                    for k, b in enumerate(self.manifest["blobs"])]
-            blobs = ",\n    ".join(rows)
-        sym = f"kp_bundle_{self.lib}"
+            specs.append(f"{{{string(a.label)}u, {string(a.entry)}u, {string(_archs(a))}u, {first}u, "
+                         f"{len(a.binaries)}u, {_dims(ls.block)}, {ls.dynamic_smem or 0}u, {_dims(ls.cluster)}}} "
+                         f"/* {i} */")
+            first += len(a.binaries)
         sep = ",\n    "
-        bins_c, specs_c = sep.join(bins), sep.join(specs)
         rows = desc_table(self.plans, string)
         descs = f"static const kp_desc_info kp_descs[KP_NDESC] = {{\n    {sep.join(rows)}\n}};\n" if rows else ""
         strtab = "\n    ".join(_cstr(t)[:-1] + '\\0"' for t in pool)
-        return f"""/* The bundle ({len(self.data)} bytes), embedded once; binaries are referred to by offset. */
-__asm__(".pushsection {SECTION},\\"a\\",%progbits\\n"
-        ".balign 64\\n"
-        "{sym}:\\n"
-        ".incbin \\"{self.lib}.kpack\\"\\n"
-        ".popsection\\n");
-extern const unsigned char {sym}[] __attribute__((visibility("hidden")));
-#define kp_bundle {sym}
-#define KP_BUNDLE_SIZE {len(self.data)}u
-
+        return f"""{c_declarations(self.lib)}
 static const char kp_strtab[] =
     {strtab};
-static const kp_blob_info kp_blobs[KP_NBLOB] = {{
-    {blobs}
-}};
-static const kp_bin_info kp_bins[KP_NBIN] = {{
-    {bins_c}
-}};
 static const kp_spec_info kp_specs[KP_NSPEC] = {{
-    {specs_c}
+    {sep.join(specs)}
 }};
 {descs}"""
 
@@ -292,7 +260,7 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
 {api} const char* {lib}_status_name(kp_status status) {{ return kp_status_name(status); }}
 {api} kp_status {lib}_preload(int device) {{ return kp_preload(device); }}{self._host_hook()}
 {api} const void* {lib}_bundle(size_t* size) {{
-    if (size != NULL) *size = KP_BUNDLE_SIZE;
+    if (size != NULL) *size = (size_t)KP_BUNDLE_SIZE;
     return kp_bundle;
 }}
 """
@@ -315,7 +283,6 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
 #define KP_LIBNAME "{lib}"
 #define KP_NSPEC {len(self.arts)}
 #define KP_NBIN {sum(len(a.binaries) for a in self.arts)}
-#define KP_NBLOB {len(self.manifest["blobs"])}
 #define KP_NDESC {self.ndesc}
 #define KP_GRID {int(any(a.launch.grid is not None for a in self.arts))}
 #define KP_SCRATCH {int(any(p.scratch[0] or p.scratch[2] for p in self.plans))}
@@ -342,4 +309,5 @@ def generate(name: str, bundle: Bundle, programs: Sequence[HostProgram] = ()) ->
     """Generate the sources of library ``name`` from ``bundle`` and the declarations of the CuTe host ``programs``
     linked into it (raises KernelpackError on an unusable set)."""
     g = _Gen(name, bundle, programs)
-    return Sources(name, c_header(g), cpp_header(g), g.tu(), g.data, g.names)
+    return Sources(name, c_header(g), cpp_header(g), g.tu(), g.data, g.names,
+                   data_asm(name, g.arts, g.manifest, len(g.data)))

@@ -1,7 +1,7 @@
 /* kernelpack C runtime, part 2: driver loading, per-device lazy loading, thread-local errors, the launch path.
  *
- * Pasted into every generated translation unit after the generated tables (kp_specs, kp_bins, kp_blobs,
- * kp_bundle, KP_NSPEC, KP_NBIN, KP_NBLOB, KP_LIBNAME). All functions are static.
+ * Pasted into every generated translation unit after the generated tables (kp_specs, KP_NSPEC, KP_NBIN, KP_LIBNAME)
+ * and the declarations of the data object's (kp_bins, kp_blobs, kp_bundle). All functions are static.
  *
  * Threading: the fast path reads published pointers with acquire loads; everything that loads or allocates runs
  * under one mutex and publishes with release stores, so many threads launching a kernel for the first time load
@@ -60,7 +60,7 @@ static int kp_one_device;     /* exactly one device (kp_dev0): launches skip the
 static kp_CUdevice kp_dev0;   /* the device of ordinal 0 */
 static char kp_driver_msg[512];
 static kp_device* kp_devices[KP_MAX_DEVICES];
-static kp_CUlibrary kp_libraries[KP_NBLOB];
+static kp_CUlibrary kp_libraries[KP_NBIN]; /* by blob; blobs <= binaries (a blob is a deduplicated binary) */
 static kp_CUkernel kp_kernels[KP_NBIN];
 static __thread char kp_tls_msg[2048];
 static __thread int kp_tls_cuerr;

@@ -60,7 +60,8 @@ KP_STATIC_ASSERT(offsetof(kp_CUlaunchConfig, attrs) == 40, config_attrs_offset);
 KP_STATIC_ASSERT(offsetof(kp_CUlaunchConfig, numAttrs) == 48, config_nattrs_offset);
 KP_STATIC_ASSERT(sizeof(kp_f16) == 2 && sizeof(kp_bf16) == 2, half_size);
 
-/* One carried binary of one specialization, with the launch facts read from its cubin at build time. */
+/* One carried binary of one specialization, with the launch facts read from its cubin at build time. This table and
+ * kp_blob_info's are emitted by the data object (clib/dataobj.py writes them in assembly: keep the layouts equal). */
 typedef struct kp_bin_info {
     uint32_t blob;       /* index into kp_blobs */
     uint8_t major, minor;
@@ -77,6 +78,11 @@ typedef struct kp_blob_info {
     uint32_t offset, size;
     uint32_t is_ptx;
 } kp_blob_info;
+
+KP_STATIC_ASSERT(sizeof(kp_bin_info) == 32 && offsetof(kp_bin_info, reqntid) == 8 &&
+                     offsetof(kp_bin_info, cluster) == 20 && offsetof(kp_bin_info, max_threads) == 26 &&
+                     offsetof(kp_bin_info, static_smem) == 28, bin_info_layout);
+KP_STATIC_ASSERT(sizeof(kp_blob_info) == 12, blob_info_layout);
 
 /* Strings live in one pool (kp_strtab) and are referred to by offset: no relocations per kernel. */
 #define KP_STR(off) (kp_strtab + (off))
