@@ -160,8 +160,8 @@ class Bundle:
             raise
         except KernelpackError as e:
             raise BundleError(f"{source}: {e.message}") from None
-        except (KeyError, TypeError, ValueError, IndexError) as e:
-            raise BundleError(f"{source}: malformed manifest entry: {e!r}") from None
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, RecursionError) as e:
+            raise BundleError(f"{source}: malformed manifest entry: {e!r:.300}") from None
 
 
 def read_manifest(data: bytes, *, source: str = "<bytes>") -> dict[str, Any]:
@@ -182,9 +182,9 @@ def read_manifest(data: bytes, *, source: str = "<bytes>") -> dict[str, Any]:
     if hashlib.sha256(body).digest() != mhash:
         raise BundleError(f"{source}: manifest SHA-256 mismatch (the file was altered)")
     try:
-        manifest = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise BundleError(f"{source}: manifest is not valid JSON: {e}") from None
+        manifest = json.loads(body, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:  # bad JSON, bad UTF-8, NaN/Infinity, too many digits, too deep
+        raise BundleError(f"{source}: manifest is not valid JSON: {e!s:.300}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
         raise BundleError(f"{source}: manifest format field is {manifest.get('format')!r}, expected {FORMAT_VERSION}"
                           if isinstance(manifest, dict) else f"{source}: manifest is not a JSON object")
@@ -194,13 +194,17 @@ def read_manifest(data: bytes, *, source: str = "<bytes>") -> dict[str, Any]:
     return manifest
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def _blobs(manifest: dict[str, Any], data: bytes, source: str) -> list[bytes]:
     out = []
     for i, b in enumerate(manifest["blobs"]):
         try:
             off, size, digest = int(b["offset"]), int(b["size"]), str(b["sha256"])
-        except (KeyError, TypeError, ValueError):
-            raise BundleError(f"{source}: blob {i} entry is malformed: {b!r}") from None
+        except (KeyError, TypeError, ValueError, OverflowError):
+            raise BundleError(f"{source}: blob {i} entry is malformed: {b!r:.300}") from None
         if off < HEADER_SIZE or size <= 0 or off + size > len(data):
             raise BundleError(f"{source}: blob {i} (offset {off}, size {size}) lies outside the file")
         blob = data[off:off + size]
