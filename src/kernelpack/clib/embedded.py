@@ -24,8 +24,8 @@ def _elf_section(data: bytes, name: str, source: str) -> bytes | None:
         raise BundleError(f"{source}: only 64-bit little-endian ELF files are supported")
     shoff, = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
-    if shoff == 0 or shoff + shnum * shentsize > len(data) or shstrndx >= shnum:
-        raise BundleError(f"{source}: truncated ELF section table")
+    if shoff == 0 or shentsize < 40 or shoff + shnum * shentsize > len(data) or shstrndx >= shnum:
+        raise BundleError(f"{source}: truncated or malformed ELF section table")
 
     def header(i: int) -> tuple[int, int, int, int]:
         nm, typ, _flags, _addr, off, size = struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize)
@@ -46,7 +46,10 @@ def _ar_members(data: bytes, source: str) -> Iterator[tuple[str, bytes]]:
     pos, names = len(_AR_MAGIC), b""
     while pos + 60 <= len(data):
         head = data[pos:pos + 60]
-        name, size = head[:16].decode(errors="replace").strip(), int(head[48:58].decode().strip() or 0)
+        field = head[48:58].strip()
+        if not field.isdigit() or head[58:60] != b"`\n":
+            raise BundleError(f"{source}: malformed ar member header at byte {pos}")
+        name, size = head[:16].decode(errors="replace").strip(), int(field)
         body = data[pos + 60:pos + 60 + size]
         if name == "//":
             names = body
