@@ -1,0 +1,302 @@
+"""Mutation fuzzing of kernelpack's three parsers (cubin reader, bundle loader, embedded-manifest reader), shared by
+tests/test_fuzz_parsers.py (bounded, in the suite) and scripts/fuzz.py (long campaigns).
+
+Inputs are real files (NVRTC cubins, a compiled bundle, a built ``.so`` and ``.a``) mutated by hypothesis: bit flips,
+byte sets, truncations, splices, edits of length/offset fields, and JSON-structure edits of a bundle manifest with the
+SHA-256 recomputed so the loader gets past the hash check. The only outcomes allowed are a parse or the parser's
+documented exception; every example runs under a time box (SIGALRM) and an address-space cap (RLIMIT_AS).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import signal
+import struct
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+from kernelpack.bundle import HEADER_SIZE, MAGIC, Bundle
+from kernelpack.clib.embedded import read_embedded_bundle
+from kernelpack.cubin import read_cubin
+from kernelpack.errors import BundleError, CubinError, KernelpackError
+
+ALLOWED: dict[str, tuple[type[BaseException], ...]] = {
+    "cubin": (CubinError,),
+    "bundle": (BundleError,),
+    "embedded": (BundleError, KernelpackError),
+}
+TIME_BOX_S = 5.0
+MEMORY_HEADROOM = 1 << 30  # the parser may allocate at most this much beyond what the process already maps
+
+
+class Hang(Exception):
+    """An example ran past its time box."""
+
+
+@dataclass(frozen=True, repr=False)
+class Seeds:
+    cubins: tuple[bytes, ...]
+    bundle: bytes
+    shared: bytes  # libNAME.so with the bundle in section .kpack
+    static: bytes  # libNAME.a
+
+    def __repr__(self) -> str:
+        return f"Seeds({len(self.cubins)} cubins, bundle {len(self.bundle)} B, .so {len(self.shared)} B, " \
+               f".a {len(self.static)} B)"
+
+
+def make_seeds(out: Path) -> Seeds:
+    """Real files: the demo kernels compiled by NVRTC/nvcc for two archs, their bundle, and a library built from it."""
+    from kernelpack import config
+    from kernelpack.clib import Library
+    from kernelpack.demo import compile_examples
+
+    with config.override(cache_dir=out / "cache"):
+        bundle = compile_examples(("sm_80", "sm_90a"))
+    lib = Library("fz", *bundle.artifacts).build(out / "lib")
+    cubins = tuple(sorted({b.data for a in bundle for b in a.binaries if b.kind == "cubin"}))
+    return Seeds(cubins, bundle.to_bytes(), lib.shared.read_bytes(), lib.static.read_bytes())
+
+
+@contextmanager
+def bounded(seconds: float = TIME_BOX_S, headroom: int = MEMORY_HEADROOM) -> Iterator[None]:
+    """Raise :class:`Hang` after ``seconds`` and MemoryError past ``headroom`` more bytes of address space (main
+    thread only: SIGALRM)."""
+
+    def alarm(signum: int, frame: Any) -> None:
+        raise Hang(f"example ran past its {seconds} s time box")
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = _mapped_bytes() + headroom
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    resource.setrlimit(resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _mapped_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmSize:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+# ------------------------------------------------------------------ mutations
+
+
+def _flip(data: bytes, pos: int, bit: int) -> bytes:
+    if not data:
+        return data
+    b = bytearray(data)
+    b[pos % len(b)] ^= 1 << bit
+    return bytes(b)
+
+
+def _set(data: bytes, pos: int, value: int) -> bytes:
+    if not data:
+        return data
+    b = bytearray(data)
+    b[pos % len(b)] = value
+    return bytes(b)
+
+
+def _field(data: bytes, pos: int, width: int, value: int) -> bytes:
+    """Overwrite a little-endian field (a length, offset or count) with an edge value."""
+    if len(data) < width:
+        return data
+    pos = pos % (len(data) - width + 1)
+    return data[:pos] + (value % (1 << (8 * width))).to_bytes(width, "little") + data[pos + width:]
+
+
+def _splice(data: bytes, other: bytes, a: int, b: int, c: int) -> bytes:
+    if not data or not other:
+        return data
+    a, b = sorted((a % (len(data) + 1), b % (len(data) + 1)))
+    c = c % len(other)
+    return data[:a] + other[c:c + (b - a) + (c % 97)] + data[b:]
+
+
+_EDGE = st.sampled_from([0, 1, 0x3F, 0x40, 0x7F, 0xFF, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 2**63 - 1, 2**64 - 1, -1])
+_POS = st.integers(0, 2**31)
+EDIT = st.one_of(
+    st.tuples(st.just("flip"), _POS, st.integers(0, 7)),
+    st.tuples(st.just("set"), _POS, st.integers(0, 255)),
+    st.tuples(st.just("field"), _POS, st.sampled_from([2, 4, 8]), st.one_of(_EDGE, st.integers(0, 2**32))),
+    st.tuples(st.just("truncate"), _POS),
+    st.tuples(st.just("splice"), _POS, _POS, _POS),
+)
+# Where ELF headers keep their counts and offsets: most damage concentrates there.
+_ELF_FIELDS = ((0x20, 8), (0x28, 8), (0x36, 2), (0x38, 2), (0x3A, 2), (0x3C, 2), (0x3E, 2))
+HEADER_EDIT = st.tuples(st.just("elf"), st.sampled_from(_ELF_FIELDS), st.one_of(_EDGE, st.integers(0, 2**16)))
+
+
+def apply(data: bytes, edits: list[tuple[Any, ...]], other: bytes) -> bytes:
+    for e in edits:
+        kind = e[0]
+        if kind == "flip":
+            data = _flip(data, e[1], e[2])
+        elif kind == "set":
+            data = _set(data, e[1], e[2])
+        elif kind == "field":
+            data = _field(data, e[1], e[2], e[3])
+        elif kind == "truncate":
+            data = data[:e[1] % (len(data) + 1)]
+        elif kind == "splice":
+            data = _splice(data, other, e[1], e[2], e[3])
+        elif kind == "elf":
+            (off, width), value = e[1], e[2]
+            if len(data) >= off + width:
+                data = data[:off] + (value % (1 << (8 * width))).to_bytes(width, "little") + data[off + width:]
+    return data
+
+
+# ------------------------------------------------------------------ manifest edits (hash recomputed)
+
+JSON_LEAF = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12), st.sampled_from(["__reduce__", "os.system", "eval", "cposix\nsystem\n", "sm_90a", "cubin"]),
+)
+JSON_VALUE = st.recursive(JSON_LEAF, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                             st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+                          max_leaves=12)
+MANIFEST_EDIT = st.tuples(st.integers(0, 2**31), st.sampled_from(["replace", "delete", "wrap", "dup"]), JSON_VALUE)
+
+
+def _paths(obj: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    yield prefix
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _paths(v, (*prefix, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _paths(v, (*prefix, i))
+
+
+def edit_manifest(manifest: Any, edits: list[tuple[int, str, Any]]) -> Any:
+    """Replace, delete, wrap in a list, or duplicate the value at a chosen path of the JSON tree."""
+    root = json.loads(json.dumps(manifest))
+    for pick, op, value in edits:
+        paths = [p for p in _paths(root) if p]
+        if not paths:
+            return value
+        path = paths[pick % len(paths)]
+        parent = root
+        for k in path[:-1]:
+            parent = parent[k]
+        key = path[-1]
+        if op == "replace":
+            parent[key] = value
+        elif op == "delete":
+            del parent[key]
+        elif op == "wrap":
+            parent[key] = [parent[key]]
+        elif isinstance(parent, list):
+            parent.append(parent[key])
+        else:
+            parent[f"{key}_"] = parent[key]
+    return root
+
+
+def forge(bundle: bytes, body: bytes) -> bytes:
+    """``bundle`` with its manifest replaced by ``body`` and the header (size, SHA-256) made consistent."""
+    _, version, flags, moff, _, _ = struct.unpack_from("<8sIIQQ32s", bundle)
+    head = struct.pack("<8sIIQQ32s", MAGIC, version, flags, moff, len(body), hashlib.sha256(body).digest())
+    return head + bundle[HEADER_SIZE:moff] + body
+
+
+def manifest_of(bundle: bytes) -> Any:
+    moff, msize = struct.unpack_from("<QQ", bundle, 16)
+    return json.loads(bundle[moff:moff + msize])
+
+
+def encode(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+
+
+# ------------------------------------------------------------------ targets
+
+
+def parse_cubin(data: bytes) -> None:
+    read_cubin(data)
+
+
+def parse_bundle(data: bytes) -> None:
+    Bundle.from_bytes(data)
+
+
+def parse_embedded(data: bytes, suffix: str) -> None:
+    fd, name = tempfile.mkstemp(suffix=suffix, prefix="kpfuzz-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        read_embedded_bundle(name)
+    finally:
+        os.unlink(name)
+
+
+def check(target: str, fn: Callable[[], None]) -> str:
+    """Run one example; return "parsed" or "refused", raise anything else (an undocumented exception, a hang, a
+    MemoryError) as the finding."""
+    try:
+        with bounded():
+            fn()
+    except ALLOWED[target]:
+        return "refused"
+    return "parsed"
+
+
+# ------------------------------------------------------------------ the fuzz targets: (parser, strategy, runner)
+
+
+def _cubin(seeds: Seeds, args: tuple[int, list[Any]]) -> None:
+    which, edits = args
+    data, other = seeds.cubins[which % len(seeds.cubins)], seeds.cubins[(which + 1) % len(seeds.cubins)]
+    parse_cubin(apply(data, edits, other))
+
+
+def _bundle_bytes(seeds: Seeds, edits: list[Any]) -> None:
+    parse_bundle(apply(seeds.bundle, edits, seeds.cubins[0]))
+
+
+def _bundle_manifest(seeds: Seeds, edits: list[Any]) -> None:
+    parse_bundle(forge(seeds.bundle, encode(edit_manifest(manifest_of(seeds.bundle), edits))))
+
+
+def _embedded_bytes(seeds: Seeds, args: tuple[bool, list[Any]]) -> None:
+    static, edits = args
+    parse_embedded(apply(seeds.static if static else seeds.shared, edits, seeds.bundle), ".a" if static else ".so")
+
+
+def _embedded_manifest(seeds: Seeds, args: tuple[bool, list[Any]]) -> None:
+    static, edits = args
+    lib = seeds.static if static else seeds.shared
+    forged = forge(seeds.bundle, encode(edit_manifest(manifest_of(seeds.bundle), edits)))
+    start = lib.index(seeds.bundle)
+    # same length keeps the ELF/ar structure intact (a longer manifest is cut, a shorter one leaves old bytes)
+    data = lib[:start] + forged[:len(seeds.bundle)].ljust(len(seeds.bundle), b"\0") + lib[start + len(seeds.bundle):]
+    parse_embedded(data, ".a" if static else ".so")
+
+
+_BYTE_EDITS = st.lists(st.one_of(EDIT, HEADER_EDIT), min_size=1, max_size=5)
+TARGETS: dict[str, tuple[str, st.SearchStrategy[Any], Callable[[Seeds, Any], None]]] = {
+    "cubin": ("cubin", st.tuples(st.integers(0, 10), _BYTE_EDITS), _cubin),
+    "bundle-bytes": ("bundle", st.lists(EDIT, min_size=1, max_size=4), _bundle_bytes),
+    "bundle-manifest": ("bundle", st.lists(MANIFEST_EDIT, min_size=1, max_size=3), _bundle_manifest),
+    "embedded-bytes": ("embedded", st.tuples(st.booleans(), _BYTE_EDITS), _embedded_bytes),
+    "embedded-manifest": ("embedded", st.tuples(st.booleans(), st.lists(MANIFEST_EDIT, min_size=1, max_size=2)),
+                          _embedded_manifest),
+}
