@@ -168,13 +168,15 @@ def read_manifest(data: bytes, *, source: str = "<bytes>") -> dict[str, Any]:
     """Check the header, size and manifest hash of a bundle and return the parsed manifest."""
     if len(data) < HEADER_SIZE:
         raise BundleError(f"{source}: {len(data)} bytes is too short for a kernelpack bundle (header is {HEADER_SIZE})")
-    magic, version, _flags, moff, msize, mhash = _HEADER.unpack_from(data)
+    magic, version, flags, moff, msize, mhash = _HEADER.unpack_from(data)
     if magic != MAGIC:
         raise BundleError(f"{source}: not a kernelpack bundle (bad magic {magic!r})")
     if version != FORMAT_VERSION:
         newer = "newer than" if version > FORMAT_VERSION else "older than"
         raise BundleError(f"{source}: bundle format version {version} is {newer} the supported version "
                           f"{FORMAT_VERSION}; rebuild the bundle with this kernelpack or upgrade kernelpack")
+    if flags != 0:
+        raise BundleError(f"{source}: header flags 0x{flags:x} are not defined in bundle format version {version}")
     if moff < HEADER_SIZE or moff + msize != len(data):
         raise BundleError(f"{source}: truncated or padded: the header says {moff + msize} bytes, the file has "
                           f"{len(data)}")
@@ -211,7 +213,17 @@ def _blobs(manifest: dict[str, Any], data: bytes, source: str) -> list[bytes]:
         if hashlib.sha256(blob).hexdigest() != digest:
             raise BundleError(f"{source}: blob {i} SHA-256 mismatch (the binary was altered)")
         out.append(blob)
+    _check_padding(data, sorted((int(b["offset"]), int(b["size"])) for b in manifest["blobs"]), source)
     return out
+
+
+def _check_padding(data: bytes, spans: list[tuple[int, int]], source: str) -> None:
+    """The alignment padding between header, blobs and manifest is zero: no byte of the file goes unchecked."""
+    pos, moff = HEADER_SIZE, _HEADER.unpack_from(data)[3]
+    for off, size in [*spans, (moff, 0)]:
+        if off > pos and data.count(0, pos, off) != off - pos:
+            raise BundleError(f"{source}: non-zero padding in bytes [{pos}, {off}) (the file was altered)")
+        pos = max(pos, off + size)
 
 
 def _artifact(a: dict[str, Any], blobs: list[bytes], shared: dict[tuple[int, str, str], Binary]) -> KernelArtifact:
