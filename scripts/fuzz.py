@@ -22,13 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 
 import fuzz_support as fz  # noqa: E402
 
 
-class _Stop(Exception):
-    pass
+CHUNK = 1000  # inputs per hypothesis run; runs repeat (fresh random seeds) until the count or the time is reached
 
 
 def campaign(name: str, seeds: fz.Seeds, inputs: int, seconds: float) -> tuple[Counter[str], dict[str, str]]:
@@ -37,11 +36,12 @@ def campaign(name: str, seeds: fz.Seeds, inputs: int, seconds: float) -> tuple[C
     findings: dict[str, str] = {}
     deadline = time.monotonic() + seconds
 
-    @settings(max_examples=inputs, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=CHUNK, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
     @given(args=strategy)
     def one(args: object) -> None:
-        if time.monotonic() > deadline:
-            raise _Stop
+        if counts["inputs"] >= inputs or time.monotonic() > deadline:
+            return
         counts["inputs"] += 1
         try:
             counts[fz.check(parser, lambda: runner(seeds, args))] += 1
@@ -51,10 +51,8 @@ def campaign(name: str, seeds: fz.Seeds, inputs: int, seconds: float) -> tuple[C
             counts["findings"] += 1
             findings.setdefault(key, f"{e!s:.200}\n    input: {args!r:.400}")
 
-    try:
+    while counts["inputs"] < inputs and time.monotonic() < deadline:
         one()
-    except _Stop:
-        pass
     return counts, findings
 
 
