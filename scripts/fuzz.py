@@ -26,7 +26,6 @@ from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 
 import fuzz_support as fz  # noqa: E402
 
-
 CHUNK = 1000  # inputs per hypothesis run; runs repeat (fresh random seeds) until the count or the time is reached
 
 
