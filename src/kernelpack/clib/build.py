@@ -69,13 +69,24 @@ def _load(item: KernelArtifact | Bundle | str | os.PathLike[str]) -> Bundle:
 
 
 def _run(cmd: Sequence[str], what: str, cwd: Path) -> None:
+    _run_all([(cmd, what)], cwd)
+
+
+def _run_all(steps: Sequence[tuple[Sequence[str], str]], cwd: Path) -> None:
+    """Run independent commands at once; the first failure (in order) is raised with its log."""
+    procs = []
     try:
-        proc = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True)
-    except FileNotFoundError:
-        raise KernelpackError(f"{what}: {cmd[0]!r} not found; install a C compiler or pass cc=/ar=") from None
-    if proc.returncode != 0:
-        raise KernelpackError(f"{what} failed (exit {proc.returncode}): {shlex.join(cmd)}",
-                              log=proc.stdout + proc.stderr)
+        for cmd, what in steps:
+            try:
+                procs.append(subprocess.Popen(list(cmd), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                              text=True))
+            except FileNotFoundError:
+                raise KernelpackError(f"{what}: {cmd[0]!r} not found; install a C compiler or pass cc=/ar=") from None
+    finally:
+        logs = [proc.communicate()[0] for proc in procs]
+    for proc, log, (cmd, what) in zip(procs, logs, steps):
+        if proc.returncode != 0:
+            raise KernelpackError(f"{what} failed (exit {proc.returncode}): {shlex.join(cmd)}", log=log)
 
 
 class Library:
@@ -144,9 +155,10 @@ class Library:
             objs = [t / f"{name}.o", t / f"{name}_data.o"]
             if self.programs:
                 objs = [self._link_programs(t, objs, src)]
-            _run([self.cc, "-shared", "-o", str(t / f"lib{name}.so"), *map(str, objs), f"-Wl,-soname,lib{name}.so",
-                  "-Wl,--no-undefined", "-Wl,-z,noexecstack", "-ldl"], f"linking lib{name}.so", t)
-            _run([self.ar, "rcsD", str(t / f"lib{name}.a"), *map(str, objs)], f"archiving lib{name}.a", t)
+            _run_all([([self.cc, "-shared", "-o", str(t / f"lib{name}.so"), *map(str, objs),
+                        f"-Wl,-soname,lib{name}.so", "-Wl,--no-undefined", "-Wl,-z,noexecstack", "-ldl"],
+                       f"linking lib{name}.so"),
+                      ([self.ar, "rcsD", str(t / f"lib{name}.a"), *map(str, objs)], f"archiving lib{name}.a")], t)
             for sub in ("include", "lib/cmake/" + name, "lib/pkgconfig"):
                 (out / sub).mkdir(parents=True, exist_ok=True)
             for f, dest in [(f"{name}.h", "include"), (f"{name}.hpp", "include"), (f"lib{name}.so", "lib"),
