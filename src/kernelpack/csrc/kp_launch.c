@@ -33,6 +33,10 @@ static kp_status kp_block(const kp_ctx* c, uint32_t spec, const kp_bin_info* bi,
                        "fixed block {%u,%u,%u}; pass {0,0,0} to use it", c->fn, KP_STR(sp->label), block[0], block[1],
                        block[2], sp->block[0], sp->block[1], sp->block[2]);
     uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
+    if (KP_UNLIKELY(block[0] > 1024 || block[1] > 1024 || block[2] > 64 || threads > 1024))
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.block {%u,%u,%u} exceeds the device limits (x and "
+                       "y at most 1024, z at most 64, 1024 threads)", c->fn, KP_STR(sp->label), block[0], block[1],
+                       block[2]);
     if (bi->max_threads && threads > bi->max_threads)
         return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.block {%u,%u,%u} has %llu threads, the "
                        "kernel allows at most %u (__launch_bounds__)", c->fn, KP_STR(sp->label), block[0], block[1], block[2],
@@ -94,6 +98,9 @@ static kp_status kp_run(const kp_ctx* c, uint32_t spec, const kp_launch* l, void
     if (KP_UNLIKELY(l->grid[0] == 0))
         return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.grid[0] is 0", c->fn, KP_STR(sp->label));
     kp_dims_norm(l->grid, grid);
+    if (KP_UNLIKELY(grid[0] > 0x7fffffffu || grid[1] > 65535u || grid[2] > 65535u))
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.grid {%u,%u,%u} exceeds the device limits "
+                       "{2147483647,65535,65535}", c->fn, KP_STR(sp->label), grid[0], grid[1], grid[2]);
     if (KP_UNLIKELY((s = kp_block(c, spec, bi, l, block)) != KP_SUCCESS)) return s;
     uint32_t smem = l->dynamic_smem ? l->dynamic_smem : sp->dyn_smem;
     if (KP_UNLIKELY(smem < sp->dyn_smem))
