@@ -1,0 +1,195 @@
+/* Reliability scenarios against the generated "demo" library (tests/clib_support.py: demo_artifacts) with the fake
+ * libcuda.so.1 (tests/fakecuda/).
+ *
+ *   reliability_harness row NAME    one bad-input row: prints "NAME status=S msg=M", then "alive" (the process
+ *                                   keeps running after the refusal)
+ *   reliability_harness storm REPS  REPS times (each in a fresh forked process, so every launch is a first launch):
+ *                                   32 threads released together, each launching every kernel once with its own
+ *                                   argument values; prints "storm rep=R ok=N" per repetition and "storm done"
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "demo.h"
+
+#define ROW(call)                                                                                    \
+    do {                                                                                             \
+        kp_status s_ = (call);                                                                       \
+        printf("%s status=%s msg=%s\n", name, demo_status_name(s_), s_ ? demo_last_error() : "");    \
+    } while (0)
+
+static kp_launch L(uint32_t grid, uint32_t block) {
+    kp_launch l;
+    memset(&l, 0, sizeof l);
+    l.grid[0] = grid;
+    l.block[0] = block;
+    return l;
+}
+
+static void* at(uintptr_t addr) { return (void*)addr; }
+
+static kp_tensor T2(uintptr_t data, kp_dtype dtype, int64_t s0, int64_t s1, int64_t t0, int64_t t1) {
+    kp_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = at(data), t.dtype = dtype, t.rank = 2;
+    t.shape[0] = s0, t.shape[1] = s1, t.stride[0] = t0, t.stride[1] = t1;
+    return t;
+}
+
+static int row(const char* name) {
+    const float *x = (const float*)at(0x10000), *y = (const float*)at(0x20000);
+    float* out = (float*)at(0x30000);
+    kp_launch l = L(2, 128);
+    kp_tensor t = T2(0x40000, KP_F32, 3, 5, 8, 1);
+    if (!strcmp(name, "wrong_type")) {
+        t.dtype = (kp_dtype)999; /* not a kp_dtype at all */
+        ROW(demo_tsum(&l, &t, out));
+    } else if (!strcmp(name, "wrong_dtype")) {
+        ROW(demo_add(&l, at(0x10000), KP_F16, at(0x20000), KP_F16, out, KP_F16, 1000));
+    } else if (!strcmp(name, "wrong_dtype_tensor")) {
+        t.dtype = KP_F64;
+        ROW(demo_tsum(&l, &t, out));
+    } else if (!strcmp(name, "wrong_rank")) {
+        t.rank = 3;
+        ROW(demo_tsum(&l, &t, out));
+    } else if (!strcmp(name, "wrong_rank_huge")) {
+        t.rank = 1 << 30; /* beyond KP_MAX_RANK: never indexes past the arrays */
+        ROW(demo_tsum(&l, &t, out));
+    } else if (!strcmp(name, "wrong_rank_negative")) {
+        t.rank = -1;
+        ROW(demo_tma2d(&l, &t, 7, out));
+    } else if (!strcmp(name, "static_extent")) {
+        t.stride[1] = 2; /* tsum's inner stride is fixed to 1 when compiled */
+        ROW(demo_tsum(&l, &t, out));
+    } else if (!strcmp(name, "misaligned")) {
+        ROW(demo_add_f32_vec4(&l, (const float*)at(0x10004), y, out, 1024));
+    } else if (!strcmp(name, "null_tensor")) {
+        ROW(demo_tsum(&l, NULL, out));
+    } else if (!strcmp(name, "null_tensor_tma")) {
+        ROW(demo_tma2d(&l, NULL, 7, out));
+    } else if (!strcmp(name, "null_launch")) {
+        ROW(demo_add_f32(NULL, x, y, out, 8));
+    } else if (!strcmp(name, "non_contiguous")) {
+        kp_tensor m = T2(0x100000, KP_F16, 64, 64, 64, 2); /* TMA needs a unit inner stride */
+        ROW(demo_tma2d(&l, &m, 7, out));
+    } else if (!strcmp(name, "grid_zero")) {
+        l.grid[0] = 0;
+        ROW(demo_add_f32(&l, x, y, out, 8));
+    } else if (!strcmp(name, "grid_beyond")) {
+        l.grid[1] = 70000;
+        ROW(demo_add_f32(&l, x, y, out, 8));
+    } else if (!strcmp(name, "block_beyond")) {
+        l.block[0] = 2048;
+        ROW(demo_add_f32(&l, x, y, out, 8));
+    } else if (!strcmp(name, "block_reqntid")) {
+        l.block[0] = 64;
+        ROW(demo_fixed_block(&l, out));
+    } else if (!strcmp(name, "smem_limit")) {
+        l.dynamic_smem = 300 * 1024;
+        ROW(demo_big_smem(&l, x, out, 76800));
+    } else if (!strcmp(name, "cluster_grid")) {
+        l = L(3, 64);
+        ROW(demo_cluster2(&l, out));
+    } else if (!strcmp(name, "cluster_other")) {
+        l = L(4, 64);
+        l.cluster[0] = 4;
+        ROW(demo_cluster2(&l, out));
+    } else if (!strcmp(name, "arch_not_carried") || !strcmp(name, "no_driver") || !strcmp(name, "driver_too_old")) {
+        ROW(demo_add_f64(&l, (const double*)at(0x10000), (const double*)at(0x20000), (double*)at(0x30000), 100));
+    } else {
+        printf("unknown row %s\n", name);
+        return 2;
+    }
+    printf("alive\n");
+    return 0;
+}
+
+/* ------------------------------------------------------------------ storm */
+
+enum { THREADS = 32 };
+static pthread_barrier_t start;
+
+static int launch_all(uintptr_t tag) {
+    const float* x = (const float*)at(tag + 0x10000);
+    const float* y = (const float*)at(tag + 0x20000);
+    float* out = (float*)at(tag + 0x30000);
+    int32_t n = (int32_t)(tag >> 20) * 4; /* a multiple of 4 that tells the thread apart */
+    kp_launch l = L(2, 128);
+    kp_tensor t = T2(tag + 0x40000, KP_F32, 3, 5, 8, 1);
+    kp_tensor m = T2(tag + 0x100000, KP_F16, 64, 64, 64, 1);
+    demo_Tensor2f d = {(float*)at(tag + 0x40000), 6, 9, 16};
+    kp_f16 h = {0x3c00};
+    int ok = 0;
+    ok += demo_add_f32(&l, x, y, out, n) == KP_SUCCESS;
+    ok += demo_add_f32_vec4(&l, x, y, out, n) == KP_SUCCESS;
+    ok += demo_add_f64(&l, (const double*)x, (const double*)y, (double*)out, n) == KP_SUCCESS;
+    ok += demo_add(&l, x, KP_F32, y, KP_F32, out, KP_F32, n + 1) == KP_SUCCESS;
+    ok += demo_tsum(&l, &t, out) == KP_SUCCESS;
+    ok += demo_gsum_default(&l, d, out) == KP_SUCCESS;
+    ok += demo_gadd(&l, x, y, out, n) == KP_SUCCESS;
+    ok += demo_hidden(&l, out, n) == KP_SUCCESS;
+    ok += demo_scratch(&l, out, n) == KP_SUCCESS;
+    ok += demo_tma2d(&l, &m, n, out) == KP_SUCCESS;
+    l.dynamic_smem = 64 * 1024;
+    ok += demo_big_smem(&l, x, out, n) == KP_SUCCESS;
+    l = L(1, 1);
+    ok += demo_pack(&l, -5, -300, n, -1234567890123LL, 1.5f, 2.25, true, h, 200, 0xfedcba9876543210ULL, out) ==
+          KP_SUCCESS;
+    l = L(2, 0);
+    ok += demo_fixed_block(&l, out) == KP_SUCCESS;
+    ok += demo_noargs(&l) == KP_SUCCESS;
+    l = L(4, 64);
+    ok += demo_cluster2(&l, out) == KP_SUCCESS;
+    return ok;
+}
+
+static void* storm_thread(void* arg) {
+    int* slot = (int*)arg; /* in: the thread's index; out: its successful launches */
+    uintptr_t tag = ((uintptr_t)*slot + 1) << 24;
+    pthread_barrier_wait(&start);
+    *slot = launch_all(tag);
+    return NULL;
+}
+
+static int storm_once(void) {
+    pthread_t th[THREADS];
+    int ok[THREADS];
+    pthread_barrier_init(&start, NULL, THREADS);
+    for (int i = 0; i < THREADS; i++) ok[i] = i, pthread_create(&th[i], NULL, storm_thread, &ok[i]);
+    int total = 0;
+    for (int i = 0; i < THREADS; i++) pthread_join(th[i], NULL), total += ok[i];
+    pthread_barrier_destroy(&start);
+    return total;
+}
+
+static int storm(int reps) {
+    for (int r = 0; r < reps; r++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            int ok = storm_once();
+            printf("storm rep=%d ok=%d\n", r, ok);
+            fflush(stdout);
+            _exit(0);
+        }
+        int st = 0;
+        if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            printf("storm rep=%d child failed (status %d)\n", r, st);
+            return 1;
+        }
+    }
+    printf("storm done\n");
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    if (argc == 3 && !strcmp(argv[1], "row")) return row(argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "storm")) return storm(atoi(argv[2]));
+    fprintf(stderr, "usage: %s row NAME | storm REPS\n", argv[0]);
+    return 2;
+}
