@@ -12,7 +12,7 @@ import struct
 import pytest
 
 import kernelpack
-from kernelpack.artifact import LaunchSpec, evaluate_grid
+from kernelpack.artifact import GRID_OPS, LaunchSpec, evaluate_grid
 from kernelpack.bundle import Bundle
 from kernelpack.runtime import driver
 from kernelpack.tma import encode_args
@@ -28,6 +28,15 @@ from runtime_support import (
 torch = pytest.importorskip("torch")
 
 CEIL_N_256 = ("ceil_div", ("arg", "n", None), 256)
+N = ("arg", "n", None)
+D, C = ("arg", "d", None), ("arg", "c", None)  # i64 and i32 params of the scalars kernel
+# the C library tests' formulas (tests/clib_support.py GADD_GRID), every operator nested
+GADD_GRID = (("ceil_div", N, 256), ("max", ("min", ("div", ("sub", 100, N), -7), 6), 1), ("add", ("mul", N, 0), 1))
+WIDTHS = "abcdefgh"  # scalars: i8 i16 i32 i64 u8 u16 u32 u64
+SUM_WIDTHS = ("max", ("add", ("arg", "a", None), ("add", ("arg", "b", None), ("add", ("arg", "c", None), ("add", (
+    "arg", "d", None), ("add", ("arg", "e", None), ("add", ("arg", "f", None), ("add", ("arg", "g", None), (
+        "arg", "h", None)))))))), 1)
+MAX_GRID_X = 2**31 - 1
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +46,15 @@ def base(tmp_path_factory):
 
 def _art(bundle, label):
     return next(a for a in bundle if a.label == label)
+
+
+def _affine_abi(abi):
+    """affine's Opaque struct spelled out, so a formula can read its int field."""
+    from kernelpack.abi import Abi, Field, Scalar, Struct
+
+    affine = Struct("Affine", (Field("scale", Scalar("f32")), Field("shift", Scalar("f32")),
+                               Field("clamp", Scalar("i32"))))
+    return Abi(tuple(dataclasses.replace(p, type=affine) if p.name == "p" else p for p in abi.params))
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +69,15 @@ def bundle(base):
             global_scratch=96, global_scratch_align=512, profile_scratch=40, profile_scratch_align=64)),
         dataclasses.replace(scratch, name="gscratch_kernel", launch=LaunchSpec(global_scratch=128,
                                                                               global_scratch_align=128)),
+        dataclasses.replace(add, name="gadd", launch=LaunchSpec(grid=GADD_GRID)),
+        dataclasses.replace(rows, name="rows_fields", launch=LaunchSpec(grid=(
+            ("sub", ("arg", "t", "shape0"), 200), ("arg", "t", "stride0"), ("div", ("arg", "t", "shape0"), 100)))),
+        dataclasses.replace(_art(base, "affine"), name="affine_rule", abi=_affine_abi(_art(base, "affine").abi),
+                            launch=LaunchSpec(grid=(("arg", "p", "clamp"), N, 1))),
+        dataclasses.replace(_art(base, "scalars"), name="widths_rule", launch=LaunchSpec(
+            block=(32, 1, 1), grid=(SUM_WIDTHS, ("min", ("arg", "h", None), 5), 1))),
+        *(dataclasses.replace(_art(base, "scalars"), name=f"g_{op}", launch=LaunchSpec(
+            block=(32, 1, 1), grid=((op, D, C), 1, 1))) for op in GRID_OPS),
     ])
 
 
@@ -123,6 +150,119 @@ def test_grid_from_a_tensor_extent(mod, fake):
     wide = torch.zeros(300, 128)
     mod.rows_rule(wide[:, :64], torch.zeros(300), block=64)
     assert fake.last()["grid"] == (300, 1, 1)
+
+
+I64 = 2**63
+OPERANDS = [(1000, 256), (1000, -256), (-1000, 256), (-1000, -256), (7, 0), (0, 7), (-7, 2), (7, -2), (-7, -2),
+            (255, 256), (256, 256), (257, 256), (2**40, 3), (-(2**40), 7), (2**62, 4), (I64 - 1, 1), (-I64, -1),
+            (-I64, 1), (I64 - 1, 2**31 - 1), (2**31, 1), (2**31 - 1, 0)]
+
+
+def _scalars(d, c):
+    return [0, 0, c, d, 0, 0, 0, 0, 0.0, 0.0, 0.0, False, torch.zeros(1)]
+
+
+def _on_c_path(mod, name, before):
+    fam = getattr(mod, name).family
+    return fam.fast is None or fam.python_calls == before
+
+
+@pytest.mark.parametrize("op", GRID_OPS)
+def test_every_operator_agrees_with_evaluate_grid(mod, fake, op):
+    """64-bit signed values, both signs, zero divisors, truncation, floor for ceil_div, results <= 0 (nothing is
+    launched) and above the device limit (the Python path's error); the C path computes every grid that fits 64
+    bits and leaves the rest to Python."""
+    fam = getattr(mod, f"g_{op}").family
+    getattr(mod, f"g_{op}")(*_scalars(1, 1))  # loads the device (the Python path)
+    for d, c in OPERANDS:
+        want = evaluate_grid((op, D, C), {("d", None): d, ("c", None): c})
+        before, n = fam.python_calls, fake.count()
+        if want > MAX_GRID_X:
+            with pytest.raises(kernelpack.LaunchError, match=r"grid\[0\]"):
+                getattr(mod, f"g_{op}")(*_scalars(d, c))
+            assert fake.count() == n
+            continue
+        getattr(mod, f"g_{op}")(*_scalars(d, c))
+        if want <= 0:
+            assert fake.count() == n, (op, d, c, want)
+        else:
+            assert fake.count() == n + 1 and fake.last()["grid"] == (want, 1, 1), (op, d, c, want)
+        exact = all(-I64 <= v < I64 for v in (d, c, d + c - 1, want))
+        if exact:
+            assert _on_c_path(mod, f"g_{op}", before), (op, d, c)
+
+
+def test_nested_formulas_in_every_dimension(mod, fake):
+    mod.gadd(*vecs(8), 1, block=32)
+    for n in (-3000, -1, 0, 1, 57, 100, 101, 256, 257, 5000):
+        before, count = mod.gadd.family.python_calls, fake.count()
+        mod.gadd(*vecs(8), n, block=32)
+        want = tuple(evaluate_grid(e, {("n", None): n}) for e in GADD_GRID)
+        if min(want) <= 0:
+            assert fake.count() == count
+        else:
+            assert fake.last()["grid"] == want, n
+        assert _on_c_path(mod, "gadd", before)
+
+
+def test_formulas_read_tensor_fields_and_struct_fields(mod, fake):
+    wide = torch.zeros(300, 128)
+    mod.rows_fields(wide[:, :64], torch.zeros(300), block=64)
+    mod.affine_rule(*vecs(8)[:2], struct.pack("<ffi", 0.5, 0.25, 9), 4, block=32)
+    before = mod.rows_fields.family.python_calls
+    mod.rows_fields(wide[:, :64], torch.zeros(300), block=64)
+    assert fake.last()["grid"] == (100, 128, 3), "shape0 - 200, stride0, shape0 / 100"
+    assert _on_c_path(mod, "rows_fields", before)
+    before = mod.affine_rule.family.python_calls
+    mod.affine_rule(*vecs(8)[:2], struct.pack("<ffi", 0.5, 0.25, 9), 4, block=32)
+    assert fake.last()["grid"] == (9, 4, 1)
+    assert _on_c_path(mod, "affine_rule", before)
+
+
+@pytest.mark.parametrize("vals", [(-1, -2, -3, -4, 5, 6, 7, 8), (-128, 0, 0, 0, 0, 0, 0, 2**64 - 1),
+                                  (127, 32767, 2**31 - 1, 2**40, 255, 65535, 2**32 - 1, 3)])
+def test_formulas_read_every_integer_width(mod, fake, vals):
+    """u64 values above 2**63 leave int64: the C path hands them to Python, which computes them exactly."""
+    fields = {(k, None): v for k, v in zip(WIDTHS, vals)}
+    want = tuple(evaluate_grid(e, fields) for e in (SUM_WIDTHS, ("min", ("arg", "h", None), 5), 1))
+    mod.widths_rule(*[1] * 8, 0.0, 0.0, 0.0, True, torch.zeros(1))
+    before = mod.widths_rule.family.python_calls
+    if want[0] > MAX_GRID_X:
+        with pytest.raises(kernelpack.LaunchError):
+            mod.widths_rule(*vals, 0.0, 0.0, 0.0, True, torch.zeros(1))
+        return
+    mod.widths_rule(*vals, 0.0, 0.0, 0.0, True, torch.zeros(1))
+    assert fake.last()["grid"] == want
+    if vals[7] < I64:
+        assert _on_c_path(mod, "widths_rule", before)
+
+
+def test_grid_programs_for_the_c_path(bundle):
+    from kernelpack.runtime.plan import G_CONST, G_LOAD, Plan, grid_program
+
+    plan = Plan.of(_art(bundle, "add").abi)
+    n = next(s for s in plan.slots if s.name == "n")
+    assert grid_program(plan, None) is None
+    prog = grid_program(plan, (CEIL_N_256, 1, 1))
+    assert prog[0] == ((G_LOAD, n.offset, 3), (G_CONST, 256, 0), (2 + GRID_OPS.index("ceil_div"), 0, 0))
+    assert prog[1] == prog[2] == ((G_CONST, 1, 0),)
+    assert grid_program(plan, (("add", 2**63, N), 1, 1)) is False, "a constant beyond int64: Python only"
+    left = right = N
+    for _ in range(20):
+        left, right = ("add", left, 1), ("add", 1, right)
+    assert grid_program(plan, (left, 1, 1)) is not False, "left-nested: the stack stays at 2"
+    assert grid_program(plan, (right, 1, 1)) is False, "21 values pending: deeper than the C stack, Python only"
+
+
+def test_a_formula_too_deep_for_c_still_launches(mod, fake, bundle):
+    deep = N
+    for _ in range(20):
+        deep = ("add", 1, deep)
+    m = kernelpack.load(Bundle((dataclasses.replace(_art(bundle, "add"), name="deep", launch=LaunchSpec(
+        block=(32, 1, 1), grid=(deep, 1, 1))),)))
+    with cpu_tensors_as_cuda():
+        m.deep(*vecs(8), 5)
+    assert fake.last()["grid"] == (25, 1, 1)
 
 
 def test_no_grid_and_no_rule_is_still_an_error(mod, fake):

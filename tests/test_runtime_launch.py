@@ -390,6 +390,67 @@ def test_the_tensors_device_picks_the_context_and_the_callers_context_is_restore
     assert fake.current_device() == 1, "with no context current, the device's primary context stays current"
 
 
+def test_one_device_launches_ask_for_no_context(mod, fake, path):
+    """One visible device: the C path skips the context query; a thread with no context gets the device's primary
+    context bound on the launch's CUDA_ERROR_INVALID_CONTEXT, and the launch is retried once."""
+    a, b, c = vecs(8)
+    mod.add(a, b, c, 8, grid=1, block=32)
+    mod.add(0x1000, 0x2000, 0x3000, 8, grid=1, block=32, stream=5)
+    gets, sets, n = fake.calls("ctx_get"), fake.calls("ctx_set"), fake.count()
+    for _ in range(5):
+        mod.add(a, b, c, 8, grid=1, block=32)
+        mod.add(0x1000, 0x2000, 0x3000, 8, grid=1, block=32, stream=5)
+    assert fake.count() == n + 10 and {r["device"] for r in fake.launches()[-10:]} == {0}
+    if path == "c":
+        assert (fake.calls("ctx_get"), fake.calls("ctx_set")) == (gets, sets)
+    for args in ((a, b, c), (0x1000, 0x2000, 0x3000)):
+        seen = []
+
+        def run(args=args, seen=seen):
+            fake.set_current(-1)
+            n = fake.count()
+            mod.add(*args, 8, grid=1, block=32)
+            seen.append((fake.count() - n, fake.last()["device"], fake.current_device()))
+
+        t = threading.Thread(target=run)
+        t.start()
+        t.join()
+        assert seen == [(1, 0, 0)], "launched once, on device 0, whose primary context stays current"
+
+
+def test_one_device_context_failure_is_reported(mod, fake, path):
+    mod.add(*vecs(8), 8, grid=1, block=32)
+    fake.set_current(-1)
+    fake.fail("cuCtxSetCurrent", 2)
+    with pytest.raises(DriverError, match="cuCtxSetCurrent failed with CUDA_ERROR_OUT_OF_MEMORY"):
+        mod.add(*vecs(8), 8, grid=1, block=32)
+
+
+def test_several_devices_stay_on_the_c_path(path, fake, bundle):
+    """Two devices: each launch reads the current context; the tensors' device picks the context, launches with no
+    tensor go to the current context's device, and the caller's context is restored."""
+    fake.reset((9, 0), (9, 0))
+    fake.register(bundle, "sm_90a")
+    with python_path() if path == "python" else _nullctx():
+        m = kernelpack.load(bundle)
+    x0, x1 = CudaArray(0x1000, (8,), device=0), CudaArray(0x2000, (8,), device=1)
+    fake.set_current(0)
+    m.add(x1, x1, x1, 8, grid=1, block=32)
+    m.add(x0, x0, x0, 8, grid=1, block=32)
+    with cpu_tensors_as_cuda():
+        t = torch.zeros(8)
+        m.add(t, t, t, 8, grid=1, block=32)
+        before = m.add.family.python_calls
+        for current in (0, 1):
+            fake.set_current(current)
+            m.add(t, t, t, 8, grid=1, block=32)  # torch tensors read as cuda:0
+            assert fake.last()["device"] == 0 and fake.current_device() == current
+            m.add(0x1000, 0x2000, 0x3000, 8, grid=1, block=32, stream=3)
+            assert fake.last()["device"] == current and fake.current_device() == current
+        if path == "c":
+            assert m.add.family.python_calls == before
+
+
 def test_fresh_threads_launch(mod, fake):
     a, b, c = vecs(8)
     errors = []

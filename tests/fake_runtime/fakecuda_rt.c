@@ -86,7 +86,8 @@ static fk_launch launches[MAX_LAUNCHES];
 static int nlaunches;
 static char fail_name[64];
 static int fail_code;
-static int calls_load, calls_get_kernel, calls_get_function, calls_set_attr, calls_retain;
+static int calls_load, calls_get_kernel, calls_get_function, calls_set_attr, calls_retain, calls_ctx_get,
+    calls_ctx_set;
 
 static CUresult injected(const char* fn) {
     return fail_name[0] && strcmp(fail_name, fn) == 0 ? fail_code : OK;
@@ -103,6 +104,7 @@ EXPORT void fk_reset(int n, const int* ccs) {
     nkernels = nlibs = nlaunches = nallocs = nencodes = 0;
     fail_name[0] = 0;
     calls_load = calls_get_kernel = calls_get_function = calls_set_attr = calls_retain = 0;
+    calls_ctx_get = calls_ctx_set = 0;
     memset(kernels, 0, sizeof kernels);
     pthread_mutex_unlock(&lock);
     current = NULL;
@@ -134,6 +136,8 @@ EXPORT int fk_calls(const char* what) {
     if (!strcmp(what, "get_function")) return calls_get_function;
     if (!strcmp(what, "set_attr")) return calls_set_attr;
     if (!strcmp(what, "retain")) return calls_retain;
+    if (!strcmp(what, "ctx_get")) return calls_ctx_get;
+    if (!strcmp(what, "ctx_set")) return calls_ctx_set;
     return -1;
 }
 EXPORT int fk_alloc_count(void) { return nallocs; }
@@ -202,10 +206,14 @@ static CUresult cuDevicePrimaryCtxRetain(void** ctx, int d) {
     return OK;
 }
 static CUresult cuCtxGetCurrent(void** ctx) {
+    calls_ctx_get++;
     *ctx = current;
     return OK;
 }
 static CUresult cuCtxSetCurrent(void* ctx) {
+    calls_ctx_set++;
+    CUresult r = injected("cuCtxSetCurrent");
+    if (r) return r;
     current = (int*)ctx;
     return OK;
 }

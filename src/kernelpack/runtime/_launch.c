@@ -78,9 +78,17 @@ static CUresult (*cu_launch_ex)(const kp_config*, void*, void**, void**);
 static CUresult (*cu_error_name)(CUresult, const char**);
 
 static const kp_bridge* bridge;   /* torch tensors readable in C when set */
+static int one_device;            /* exactly one visible device: launches make no context query (see launch()) */
 static int release_gil = 1;       /* set_release_gil(False): keep it (single-threaded callers; measurement) */
 static PyObject* stream_getter;   /* Python fallback for torch's current stream: f(device) -> int */
 static PyObject* s_grid, *s_block, *s_smem, *s_stream, *s_cluster, *s_cuda_stream, *s_repr;
+
+/* The launch options by keyword. A call site passes the same kwnames tuple (a constant of its code object) every
+ * time, so the last one seen is kept with its mapping; the tuple is held, so its address cannot be reused. */
+enum { K_GRID, K_BLOCK, K_SMEM, K_STREAM, K_CLUSTER, K_N };
+static PyObject* kw_last;
+static int kw_last_n;
+static int8_t kw_last_map[K_N];
 
 /* ------------------------------------------------------------------ plans and device tables */
 
@@ -95,9 +103,22 @@ typedef struct {
     int32_t shape_off[KP_MAX_RANK], stride_off[KP_MAX_RANK];
 } kp_slot;
 
+/* One step of a grid formula (LaunchSpec.grid) in postfix order: push a constant, push an integer read from the
+ * packed parameters (offset, dtype), or combine the top two values. */
+enum { G_CONST = 0, G_LOAD, G_ADD, G_SUB, G_MUL, G_DIV, G_CEIL_DIV, G_MIN, G_MAX };
+#define KP_GRID_STACK 16
+typedef struct {
+    uint8_t op;
+    int8_t dtype;
+    int64_t v; /* G_CONST: the value; G_LOAD: the offset in the parameter buffer */
+} kp_gop;
+
 typedef struct {
     int nslots, ok; /* ok: every slot can be packed here (else such a launch takes the Python path) */
+    int grid;       /* 1: a grid formula the C path evaluates; -1: one it cannot (Python path); 0: none */
+    int glen[3];
     kp_slot* slots;
+    kp_gop* gcode; /* the three formulas one after the other */
     PyObject* label;
 } kp_plan;
 
@@ -129,11 +150,11 @@ static PyTypeObject* FamilyType;
 
 /* ------------------------------------------------------------------ argument classification */
 
-enum { A_OTHER = 0, A_TENSOR, A_INT, A_UINT, A_FLOAT };
+enum { A_OTHER = 0, A_TENSOR, A_INT, A_UINT, A_FLOAT, A_BOOL };
 
 typedef struct {
     int kind;
-    int64_t i;  /* A_INT */
+    int64_t i;  /* A_INT, A_BOOL */
     uint64_t u; /* A_UINT: above INT64_MAX */
     double f;
     kp_view v;
@@ -253,7 +274,7 @@ static int fit_slot(const kp_slot* s, const kp_arg* a, PyObject* obj, unsigned c
             return store_float(p, s->dtype, x);
         }
         if (s->dtype == DT_BOOL) {
-            if (a->kind != A_INT || (a->i != 0 && a->i != 1)) return 0;
+            if ((a->kind != A_INT && a->kind != A_BOOL) || (a->i != 0 && a->i != 1)) return 0;
             *p = (unsigned char)a->i;
             return 1;
         }
@@ -402,6 +423,169 @@ static PyObject* driver_error(kp_family* self, const kp_plan* plan, int device, 
     return NULL;
 }
 
+/* ------------------------------------------------------------------ grid formulas */
+
+/* An integer parameter value as packed; 0 when it does not fit int64 (a u64 above INT64_MAX: Python decides). */
+static int load_int(const unsigned char* p, int dt, int64_t* out) {
+    switch (dt) {
+    case DT_I8: { int8_t x; memcpy(&x, p, 1); *out = x; return 1; }
+    case DT_I16: { int16_t x; memcpy(&x, p, 2); *out = x; return 1; }
+    case DT_I32: { int32_t x; memcpy(&x, p, 4); *out = x; return 1; }
+    case DT_I64: { int64_t x; memcpy(&x, p, 8); *out = x; return 1; }
+    case DT_U8: case DT_BOOL: { uint8_t x; memcpy(&x, p, 1); *out = x; return 1; }
+    case DT_U16: { uint16_t x; memcpy(&x, p, 2); *out = x; return 1; }
+    case DT_U32: { uint32_t x; memcpy(&x, p, 4); *out = x; return 1; }
+    case DT_U64: { uint64_t x; memcpy(&x, p, 8); *out = (int64_t)x; return x <= (uint64_t)INT64_MAX; }
+    }
+    return 0;
+}
+
+/* Evaluate one formula on the packed parameters with kernelpack.artifact.evaluate_grid's semantics: exact integer
+ * math, div truncates toward zero (0 for b == 0), ceil_div(a, b) = floor((a + b - 1) / b) and 0 for b <= 0.
+ * Returns 0 when a value leaves int64 (Python's integers do not wrap: the Python path computes it). */
+static int eval_grid(const kp_gop* code, int n, const unsigned char* buf, int64_t* out) {
+    int64_t st[KP_GRID_STACK];
+    int sp = 0;
+    for (int i = 0; i < n; i++) {
+        const kp_gop* g = &code[i];
+        if (g->op == G_CONST) {
+            st[sp++] = g->v;
+            continue;
+        }
+        if (g->op == G_LOAD) {
+            if (!load_int(buf + g->v, g->dtype, &st[sp++])) return 0;
+            continue;
+        }
+        int64_t b = st[--sp], a = st[sp - 1], r;
+        switch (g->op) {
+        case G_ADD: if (__builtin_add_overflow(a, b, &r)) return 0; break;
+        case G_SUB: if (__builtin_sub_overflow(a, b, &r)) return 0; break;
+        case G_MUL: if (__builtin_mul_overflow(a, b, &r)) return 0; break;
+        case G_DIV:
+            if (b == 0) r = 0;
+            else if (b == -1) { if (__builtin_sub_overflow((int64_t)0, a, &r)) return 0; }
+            else r = a / b;
+            break;
+        case G_CEIL_DIV:
+            if (b <= 0) {
+                r = 0;
+            } else {
+                int64_t m;
+                if (__builtin_add_overflow(a, b - 1, &m)) return 0;
+                r = m / b;
+                if (m % b != 0 && m < 0) r--; /* floor, as Python's // */
+            }
+            break;
+        case G_MIN: r = a < b ? a : b; break;
+        case G_MAX: r = a > b ? a : b; break;
+        default: return 0;
+        }
+        st[sp - 1] = r;
+    }
+    *out = st[0];
+    return 1;
+}
+
+/* The grid from the plan's formulas. 1: *g is the grid; 0: nothing to launch (a dimension <= 0); -1: the Python
+ * path decides (a value left int64, or the grid exceeds 2**32 - 1 in a dimension: Python raises the error). */
+static int grid_from_rule(const kp_plan* plan, const unsigned char* buf, uint32_t g[3]) {
+    int64_t v[3];
+    const kp_gop* code = plan->gcode;
+    for (int d = 0; d < 3; d++) {
+        if (!eval_grid(code, plan->glen[d], buf, &v[d])) return -1;
+        code += plan->glen[d];
+    }
+    if (v[0] <= 0 || v[1] <= 0 || v[2] <= 0) return 0;
+    for (int d = 0; d < 3; d++) {
+        if (v[d] > (int64_t)UINT32_MAX) return -1;
+        g[d] = (uint32_t)v[d];
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------ the driver call */
+
+static CUresult launch_once(void* kernel, const uint32_t g[3], const uint32_t b[3], uint32_t smem, void* stream,
+                            const uint32_t c[3], void** ptrs) {
+    if (c[0] == 0) return cu_launch(kernel, g[0], g[1], g[2], b[0], b[1], b[2], smem, stream, ptrs, NULL);
+    kp_attr attr;
+    kp_config cfg;
+    memset(&attr, 0, sizeof attr);
+    attr.id = 4; /* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION */
+    attr.value.cluster.x = c[0], attr.value.cluster.y = c[1], attr.value.cluster.z = c[2];
+    memcpy(cfg.grid, g, 3 * sizeof *g), memcpy(cfg.block, b, 3 * sizeof *b);
+    cfg.smem = smem, cfg.stream = stream, cfg.attrs = &attr, cfg.nattrs = 1;
+    return cu_launch_ex(&cfg, kernel, ptrs, NULL);
+}
+
+#define CUDA_ERROR_INVALID_CONTEXT 201
+
+/* Launch in the context of the launch device (its primary context `ctx`), with the GIL released.
+ *
+ * One visible device: every context is on it, so no context is asked for. A thread with no current context is
+ * told so by the launch itself (CUDA_ERROR_INVALID_CONTEXT): the device's primary context is made current -- and
+ * stays current, as the Python path leaves it -- and the launch is retried once. (A context of the caller's own on
+ * that device stays current and is launched in: the kernel handles are context-independent.)
+ * Several devices: the current context is read; when it is not the launch device's, that one is made current for
+ * the launch and the caller's restored after it. */
+static CUresult launch(void* ctx, void* kernel, const uint32_t g[3], const uint32_t b[3], uint32_t smem,
+                       void* stream, const uint32_t c[3], void** ptrs, const char** call) {
+    CUresult r;
+    if (KP_LIKELY(one_device)) {
+        r = launch_once(kernel, g, b, smem, stream, c, ptrs);
+        if (KP_LIKELY(r != CUDA_ERROR_INVALID_CONTEXT)) return r;
+        r = cu_ctx_set(ctx);
+        if (r != 0) {
+            *call = "cuCtxSetCurrent";
+            return r;
+        }
+        return launch_once(kernel, g, b, smem, stream, c, ptrs);
+    }
+    void* saved = NULL;
+    r = cu_ctx_get(&saved);
+    if (r != 0) {
+        *call = "cuCtxGetCurrent";
+        return r;
+    }
+    if (saved != ctx && (r = cu_ctx_set(ctx)) != 0) {
+        *call = "cuCtxSetCurrent";
+        return r;
+    }
+    r = launch_once(kernel, g, b, smem, stream, c, ptrs);
+    if (saved != NULL && saved != ctx) cu_ctx_set(saved);
+    return r;
+}
+
+/* ------------------------------------------------------------------ launch options */
+
+/* The number of keywords, each mapped to its option in kw_last_map; -1 when one is not a launch option (a param
+ * by name, or a name not interned: the Python path). */
+static int map_kwnames(PyObject* kwnames, int8_t map[K_N]) {
+    if (KP_LIKELY(kwnames == kw_last)) {
+        memcpy(map, kw_last_map, K_N);
+        return kw_last_n;
+    }
+    Py_ssize_t nk = PyTuple_Size(kwnames);
+    if (nk < 0 || nk > K_N) return PyErr_Clear(), -1;
+    for (Py_ssize_t i = 0; i < nk; i++) {
+        PyObject* k = PyTuple_GetItem(kwnames, i);
+        if (k == s_grid) map[i] = K_GRID;
+        else if (k == s_block) map[i] = K_BLOCK;
+        else if (k == s_smem) map[i] = K_SMEM;
+        else if (k == s_stream) map[i] = K_STREAM;
+        else if (k == s_cluster) map[i] = K_CLUSTER;
+        else return -1;
+    }
+#ifndef Py_GIL_DISABLED /* the cache is guarded by the GIL */
+    PyObject* old = kw_last;
+    kw_last = Py_NewRef(kwnames);
+    kw_last_n = (int)nk;
+    memcpy(kw_last_map, map, K_N);
+    Py_XDECREF(old);
+#endif
+    return (int)nk;
+}
+
 /* ------------------------------------------------------------------ the call */
 
 static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
@@ -414,17 +598,12 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
 
     if (KP_UNLIKELY(nargs != self->nargs || bridge == NULL || cu_launch == NULL)) goto slow;
     if (kwnames != NULL) {
-        Py_ssize_t nk = PyTuple_Size(kwnames);
-        for (Py_ssize_t i = 0; i < nk; i++) {
-            PyObject* k = PyTuple_GetItem(kwnames, i);
-            PyObject* v = args[nargs + i];
-            if (k == s_grid) grid = v;
-            else if (k == s_block) block = v;
-            else if (k == s_smem) smem = v;
-            else if (k == s_stream) stream = v;
-            else if (k == s_cluster) cluster = v;
-            else goto slow; /* a param by name, or a name not interned: the Python path */
-        }
+        int8_t map[K_N];
+        int nk = map_kwnames(kwnames, map);
+        if (nk < 0) goto slow;
+        PyObject* opt[K_N] = {NULL, NULL, NULL, NULL, NULL};
+        for (int i = 0; i < nk; i++) opt[map[i]] = args[nargs + i];
+        grid = opt[K_GRID], block = opt[K_BLOCK], smem = opt[K_SMEM], stream = opt[K_STREAM], cluster = opt[K_CLUSTER];
     }
     int device = -1, saw_tensor = 0;
     for (Py_ssize_t i = 0; i < nargs; i++) {
@@ -445,6 +624,8 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
             }
         } else if (PyFloat_CheckExact(o)) {
             x->kind = A_FLOAT, x->f = PyFloat_AsDouble(o);
+        } else if (o == Py_True || o == Py_False) { /* only a bool param takes one (else the Python path refuses) */
+            x->kind = A_BOOL, x->i = o == Py_True;
         } else {
             int r = bridge->unpack(o, &x->v);
             if (r != 1) {
@@ -460,6 +641,7 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
             x->kind = A_TENSOR, saw_tensor = 1;
         }
     }
+    if (device < 0 && one_device) device = 0;
     if (device < 0) { /* no tensor: the current context's device, or device 0 when none is current (as in Python) */
         void* cur = NULL;
         if (cu_ctx_get(&cur) != 0) goto slow;
@@ -484,6 +666,7 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
         for (int s = 0; s < pl->nslots && fits; s++) {
             const kp_slot* sl = &pl->slots[s];
             fits = fit_slot(sl, sl->arg >= 0 ? &a[sl->arg] : NULL, sl->arg >= 0 ? args[sl->arg] : NULL, buf);
+            ptrs[s] = buf + sl->offset;
         }
         if (fits) e = &dev->e[j], plan = pl;
     }
@@ -491,7 +674,14 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
 
     /* launch configuration */
     uint32_t g[3], b[3], c[3] = {0, 0, 0};
-    if (grid == NULL || !read_dims(grid, g)) goto slow;
+    if (grid == NULL || grid == Py_None) {
+        if (plan->grid != 1) goto slow; /* no formula (grid is required), or one only Python computes */
+        int r = grid_from_rule(plan, buf, g);
+        if (r < 0) goto slow;
+        if (r == 0) Py_RETURN_NONE; /* a dimension <= 0: nothing to launch, as in the C library */
+    } else if (!read_dims(grid, g)) {
+        goto slow;
+    }
     for (int i = 0; i < 3; i++)
         if (g[i] > dev->max_grid[i]) goto slow;
     const uint32_t* fixed = e->fixed_block[0] ? e->fixed_block : e->reqntid[0] ? e->reqntid : NULL;
@@ -534,32 +724,10 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
         goto slow;
     }
 
-    for (int s = 0; s < plan->nslots; s++) ptrs[s] = buf + plan->slots[s].offset;
-    void* kernel = e->kernel;
-    void* ctx = dev->ctx;
-    void* saved = NULL;
-    CUresult r = cu_ctx_get(&saved);
-    const char* call = "cuCtxGetCurrent";
-    if (r == 0 && saved != ctx) call = "cuCtxSetCurrent", r = cu_ctx_set(ctx);
-    if (r == 0) {
-        PyThreadState* ts = release_gil ? PyEval_SaveThread() : NULL;
-        if (c[0] == 0) {
-            call = "cuLaunchKernel";
-            r = cu_launch(kernel, g[0], g[1], g[2], b[0], b[1], b[2], nsmem, (void*)(uintptr_t)hstream, ptrs, NULL);
-        } else {
-            kp_attr attr;
-            kp_config cfg;
-            memset(&attr, 0, sizeof attr);
-            attr.id = 4; /* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION */
-            attr.value.cluster.x = c[0], attr.value.cluster.y = c[1], attr.value.cluster.z = c[2];
-            memcpy(cfg.grid, g, sizeof g), memcpy(cfg.block, b, sizeof b);
-            cfg.smem = nsmem, cfg.stream = (void*)(uintptr_t)hstream, cfg.attrs = &attr, cfg.nattrs = 1;
-            call = "cuLaunchKernelEx";
-            r = cu_launch_ex(&cfg, kernel, ptrs, NULL);
-        }
-        if (ts != NULL) PyEval_RestoreThread(ts);
-        if (saved != NULL && saved != ctx) cu_ctx_set(saved);
-    }
+    const char* call = c[0] ? "cuLaunchKernelEx" : "cuLaunchKernel";
+    PyThreadState* ts = release_gil ? PyEval_SaveThread() : NULL;
+    CUresult r = launch(dev->ctx, e->kernel, g, b, nsmem, (void*)(uintptr_t)hstream, c, ptrs, &call);
+    if (ts != NULL) PyEval_RestoreThread(ts);
     if (KP_UNLIKELY(r != 0)) return driver_error(self, plan, device, r, call);
     Py_RETURN_NONE;
 
@@ -622,21 +790,71 @@ static void free_tables(kp_family* f) {
         f->devs[d] = NULL;
     }
     if (f->plans != NULL) {
-        for (int i = 0; i < f->nspec; i++) PyMem_Free(f->plans[i].slots), Py_XDECREF(f->plans[i].label);
+        for (int i = 0; i < f->nspec; i++)
+            PyMem_Free(f->plans[i].slots), PyMem_Free(f->plans[i].gcode), Py_XDECREF(f->plans[i].label);
         PyMem_Free(f->plans);
         f->plans = NULL;
     }
 }
 
-/* make_family(slow, nargs, plans, labels): plans[i] = tuple of slot tuples (runtime/plan.py Plan.to_c) */
+/* A plan's grid formulas: None (no formula), False (one the C path does not evaluate) or three tuples of steps
+ * (op, value, dtype) in postfix order (runtime/plan.py grid_program). */
+static int parse_grid(PyObject* t, kp_plan* pl) {
+    if (t == Py_None) return 0;
+    if (t == Py_False) {
+        pl->grid = -1;
+        return 0;
+    }
+    if (!PyTuple_Check(t) || PyTuple_Size(t) != 3) {
+        PyErr_SetString(PyExc_ValueError, "make_family: a grid program is None, False or 3 tuples of steps");
+        return -1;
+    }
+    Py_ssize_t total = 0;
+    for (int d = 0; d < 3; d++) {
+        Py_ssize_t n = PyTuple_Size(PyTuple_GetItem(t, d));
+        if (n < 1) return PyErr_Occurred() ? -1 : (PyErr_SetString(PyExc_ValueError, "empty grid program"), -1);
+        pl->glen[d] = (int)n;
+        total += n;
+    }
+    pl->gcode = (kp_gop*)PyMem_Calloc((size_t)total, sizeof(kp_gop));
+    if (pl->gcode == NULL) return PyErr_NoMemory(), -1;
+    kp_gop* g = pl->gcode;
+    for (int d = 0; d < 3; d++) {
+        PyObject* steps = PyTuple_GetItem(t, d);
+        int depth = 0, ok = 1;
+        for (int i = 0; i < pl->glen[d]; i++, g++) {
+            int op, dtype;
+            long long v;
+            if (!PyArg_ParseTuple(PyTuple_GetItem(steps, i), "iLi", &op, &v, &dtype)) return -1;
+            g->op = (uint8_t)op, g->v = v, g->dtype = (int8_t)dtype;
+            if (op < G_CONST || op > G_MAX) ok = 0;
+            else if (op == G_LOAD && (v < 0 || v + 8 > KP_BUF)) ok = 0;
+            depth += op <= G_LOAD ? 1 : -1;
+            if (depth < 1 || depth > KP_GRID_STACK) ok = 0;
+        }
+        if (!ok || depth != 1) {
+            PyErr_SetString(PyExc_ValueError, "make_family: malformed grid program");
+            return -1;
+        }
+    }
+    pl->grid = 1;
+    return 0;
+}
+
+/* make_family(slow, nargs, plans, labels[, grids]): plans[i] = tuple of slot tuples (runtime/plan.py Plan.to_c);
+ * grids[i] = plan i's grid program (parse_grid) */
 static PyObject* make_family(PyObject* mod, PyObject* args) {
-    PyObject *slow, *plans, *labels;
+    PyObject *slow, *plans, *labels, *grids = Py_None;
     int nargs;
     (void)mod;
-    if (!PyArg_ParseTuple(args, "OiOO", &slow, &nargs, &plans, &labels)) return NULL;
+    if (!PyArg_ParseTuple(args, "OiOO|O", &slow, &nargs, &plans, &labels, &grids)) return NULL;
     Py_ssize_t nspec = PyTuple_Size(plans);
     if (nspec < 1 || !PyTuple_Check(labels) || PyTuple_Size(labels) != nspec) {
         PyErr_SetString(PyExc_ValueError, "make_family: plans and labels must be non-empty tuples of one length");
+        return NULL;
+    }
+    if (grids != Py_None && (!PyTuple_Check(grids) || PyTuple_Size(grids) != nspec)) {
+        PyErr_SetString(PyExc_ValueError, "make_family: grids must be None or one program per plan");
         return NULL;
     }
     allocfunc alloc = (allocfunc)PyType_GetSlot(FamilyType, Py_tp_alloc);
@@ -660,6 +878,7 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
         if (pl->slots == NULL) goto fail;
         for (Py_ssize_t s = 0; s < pl->nslots; s++)
             if (parse_slot(PyTuple_GetItem(p, s), &pl->slots[s], &pl->ok) < 0) goto fail;
+        if (grids != Py_None && parse_grid(PyTuple_GetItem(grids, i), pl) < 0) goto fail;
     }
     Py_INCREF(slow);
     f->slow = slow;
@@ -875,6 +1094,15 @@ static PyObject* set_stream_getter(PyObject* mod, PyObject* fn) {
     Py_RETURN_NONE;
 }
 
+/* set_device_count(n): the number of visible devices (fixed for the process once the driver is initialized) */
+static PyObject* set_device_count(PyObject* mod, PyObject* n) {
+    (void)mod;
+    long v = PyLong_AsLong(n);
+    if (v == -1 && PyErr_Occurred()) return NULL;
+    one_device = v == 1;
+    Py_RETURN_NONE;
+}
+
 static PyObject* set_release_gil(PyObject* mod, PyObject* flag) {
     (void)mod;
     int v = PyObject_IsTrue(flag);
@@ -885,9 +1113,10 @@ static PyObject* set_release_gil(PyObject* mod, PyObject* flag) {
 
 static PyObject* state(PyObject* mod, PyObject* unused) {
     (void)mod, (void)unused;
-    return Py_BuildValue("{s:O,s:O,s:O}", "driver", cu_launch ? Py_True : Py_False, "torch_bridge",
+    return Py_BuildValue("{s:O,s:O,s:O,s:O}", "driver", cu_launch ? Py_True : Py_False, "torch_bridge",
                          bridge ? Py_True : Py_False, "torch_streams",
-                         bridge && bridge->current_stream ? Py_True : Py_False);
+                         bridge && bridge->current_stream ? Py_True : Py_False, "one_device",
+                         one_device ? Py_True : Py_False);
 }
 
 static PyMethodDef module_methods[] = {
@@ -896,6 +1125,7 @@ static PyMethodDef module_methods[] = {
     {"set_bridge", set_bridge, METH_O, "Install the torch bridge capsule (or None)."},
     {"set_stream_getter", set_stream_getter, METH_O, "Fallback f(device) -> torch's current stream handle."},
     {"set_release_gil", set_release_gil, METH_O, "Release the GIL around the driver call (default True)."},
+    {"set_device_count", set_device_count, METH_O, "The number of visible devices (1: no context query per launch)."},
     {"state", state, METH_NOARGS, "What the fast path can do now."},
     {NULL, NULL, 0, NULL},
 };

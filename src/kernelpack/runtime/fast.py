@@ -12,6 +12,7 @@ from typing import Any
 
 from . import driver as drv
 from . import streams
+from .plan import grid_program
 
 _state: dict[str, Any] = {"ext": None, "tried": False, "driver_gen": -1}
 
@@ -41,6 +42,7 @@ def sync_driver(ext: Any) -> None:
     if _state["driver_gen"] != gen:
         d = drv.get()
         ext.set_driver({name: d.addresses[name] for name in drv.FAST_ENTRY_POINTS})
+        ext.set_device_count(d.device_count())
         ext.set_stream_getter(lambda device: streams.current_torch_stream(device))
         _state["driver_gen"] = gen
 
@@ -90,7 +92,8 @@ def make_launcher(family: Any) -> Any:
     if ext is None:
         return PyLauncher(family.call)
     obj = ext.make_family(family.call, len(family.arg_names), tuple(s.plan.to_c() for s in family.specs),
-                          tuple(s.label for s in family.specs))
+                          tuple(s.label for s in family.specs),
+                          tuple(grid_program(s.plan, s.artifact.launch.grid) for s in family.specs))
     family.fast = obj
     return obj
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
-from ..artifact import LaunchSpec
+from ..artifact import GRID_OPS, GridExpr, LaunchSpec
 from ..packing import bf16_bits
 from ..tma import TensorDescSpec
 
@@ -219,6 +219,74 @@ class Plan:
             out.append((op, s.arg, s.offset, s.size, DTYPE_CODE.get(s.dtype, 0) if s.dtype else 0, s.align,
                         s.divisor, tensor))
         return tuple(out)
+
+
+G_CONST, G_LOAD = 0, 1  # grid program steps (see _launch.c kp_gop); the operators follow in GRID_OPS order
+_G_OP = {op: 2 + i for i, op in enumerate(GRID_OPS)}
+_G_STACK = 16  # the C evaluator's stack
+
+
+class _NotInC(Exception):
+    pass
+
+
+def grid_program(plan: Plan, rule: tuple[GridExpr, GridExpr, GridExpr] | None) -> Any:
+    """``LaunchSpec.grid`` for the C extension: per dimension, postfix steps ``(op, value, dtype)`` reading the
+    integer values from the packed parameter buffer. None without a rule;
+    False when the C path cannot evaluate it (it reads a tensor-descriptor or hidden param, a constant beyond
+    64 bits, a formula too deep): such launches take the Python path."""
+    if rule is None:
+        return None
+    by_name = {s.name: s for s in plan.args}
+    try:
+        out = []
+        for e in rule:
+            steps = _grid_steps(e, by_name)
+            depth = peak = 0
+            for op, _, _ in steps:
+                depth += 1 if op <= G_LOAD else -1
+                peak = max(peak, depth)
+            if peak > _G_STACK:
+                raise _NotInC
+            out.append(tuple(steps))
+        return tuple(out)
+    except _NotInC:
+        return False
+
+
+def _grid_steps(e: GridExpr, by_name: dict[str, Slot]) -> list[tuple[int, int, int]]:
+    if isinstance(e, int):
+        if not -(2**63) <= e < 2**63:
+            raise _NotInC
+        return [(G_CONST, e, 0)]
+    if e[0] == "arg":
+        return [_grid_load(by_name.get(e[1]), e[2])]
+    return _grid_steps(e[1], by_name) + _grid_steps(e[2], by_name) + [(_G_OP[e[0]], 0, 0)]
+
+
+def _grid_load(s: Slot | None, fld: str | None) -> tuple[int, int, int]:
+    """Where the packed buffer holds the value the formula reads (as runtime/family.py _grid_field reads it)."""
+    if s is None or s.op not in (OP_SCALAR, OP_TENSOR, OP_BYTES):
+        raise _NotInC
+    if fld is None:
+        if s.op != OP_SCALAR or s.dtype is None:
+            raise _NotInC
+        return (G_LOAD, s.offset, DTYPE_CODE[s.dtype])
+    if s.tensor is not None:
+        tf = s.tensor
+        shape = fld.startswith("shape")
+        i = int(fld[5:] if shape else fld[6:])
+        off = (tf.shape if shape else tf.stride)[i]
+        if off < 0:  # a static mode is no field (LaunchSpec validation refuses such formulas)
+            raise _NotInC
+        return (G_LOAD, s.offset + off, DTYPE_CODE[tf.spec.shape_dtype if shape else tf.spec.stride_dtype])
+    t = s.param.type
+    if not isinstance(t, Struct):
+        raise _NotInC
+    for f, off in zip(t.fields, t.field_offsets):
+        if f.name == fld and isinstance(f.type, Scalar):
+            return (G_LOAD, s.offset + off, DTYPE_CODE[f.type.dtype])
+    raise _NotInC
 
 
 def scalar_bits(dt: DType, value: Any) -> Any:
