@@ -7,6 +7,9 @@ Triton's two hidden scratch pointers) compiled once by Triton's JIT; every other
   and the time is the host's alone (a batch is counted only if the spin kernel was still running at its end);
 * steady state: back-to-back launches of the tiny kernel with the GPU working, until a final synchronize.
 
+Rows are interleaved round by round (the starting row rotated), so drift hits every row alike; each row reports
+the median over its rounds and the p25-p75 spread.
+
 Also: ``import kernelpack`` + ``kernelpack.load`` + first launch of a 100-kernel bundle, in a fresh process.
 
     python bench/launch_overhead.py [--artifacts .gpu/runtime] [--json out.json]
@@ -87,9 +90,10 @@ double kb_loop_ctx(void* f, uint64_t a, uint64_t b, uint64_t c, int n, unsigned 
 N_ELEMS = 4096
 BLOCK_ELEMS = 1024
 BATCH = 200  # launches per host-only batch (well under the driver's queue depth)
-REPS = 40  # host-only batches per row, rows interleaved round by round
+REPS = 120  # host-only batches per row, rows interleaved round by round (start rotated each round)
 WARMUP = 3
 STEADY = 3000
+STEADY_REPS = 9  # steady-state runs per row, interleaved too
 SPIN_CYCLES = 30_000_000  # ~15 ms at 2 GHz: far longer than any batch
 
 
@@ -163,21 +167,27 @@ def measure(candidates, spin, stream, torch):  # type: ignore[no-untyped-def]
                 late[name] += 1
             else:
                 host[name].append(t)
-    for _ in range(3):
-        for name, run in candidates:
+    for rnd in range(STEADY_REPS):
+        k = rnd % len(candidates)
+        for name, run in candidates[k:] + candidates[:k]:
             steady[name].append(steady_batch(run, stream))
     out = {}
     for name, _ in candidates:
-        h = host[name]
+        h, st = host[name], steady[name]
         out[name] = {"host": {"median": statistics.median(h), "min": min(h), "p25": _quantile(h, 0.25),
                               "p75": _quantile(h, 0.75), "late": late[name], "n": len(h)} if h else None,
-                     "steady": statistics.median(steady[name])}
+                     "steady": statistics.median(st), "steady_p25": _quantile(st, 0.25),
+                     "steady_p75": _quantile(st, 0.75)}
     return out
 
 
 def _quantile(xs: list[float], q: float) -> float:
+    """Linear interpolation between the closest ranks (numpy's default)."""
     ys = sorted(xs)
-    return ys[min(len(ys) - 1, int(q * len(ys)))]
+    pos = q * (len(ys) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(ys) - 1)
+    return ys[lo] + (ys[hi] - ys[lo]) * (pos - lo)
 
 
 def main() -> int:
@@ -214,8 +224,13 @@ def main() -> int:
     cubin_path.write_bytes(ck.asm["cubin"])
 
     spin_mod = kernelpack.load(art_dir / "bench.kpack")
-    kp = kernelpack.load(Bundle((art,)))
-    k = kp.add
+    import dataclasses
+
+    # the same cubin with a grid formula (what a CuTe kernel-level artifact records): ceil_div(n, BLOCK_ELEMS)
+    rule = dataclasses.replace(art, name="add_rule", launch=dataclasses.replace(
+        art.launch, grid=(("ceil_div", ("arg", "n", None), BLOCK_ELEMS), 1, 1)))
+    kp = kernelpack.load(Bundle((art, rule)))
+    k, k_rule = kp.add, kp.add_rule
 
     def spin() -> None:
         spin_mod.spin(SPIN_CYCLES, grid=1, block=1, stream=sh)
@@ -286,6 +301,12 @@ def main() -> int:
             k(pa, pb, pc, N_ELEMS, grid=grid, stream=sh)
 
     add_row("kernelpack (int pointers, stream given)", kp_ints)
+
+    def kp_rule(count: int) -> None:
+        for _ in range(count):
+            k_rule(a, b, c, N_ELEMS)
+
+    add_row("kernelpack, grid from rule (LaunchSpec.grid)", kp_rule)
     from kernelpack.runtime import _launch
 
     def kp_gil(count: int) -> None:
@@ -397,7 +418,11 @@ def main() -> int:
 
     print(f"measuring {len(candidates)} rows: {REPS} interleaved host-only batches of {BATCH} launches each, then "
           f"steady state", flush=True)
+    python_before = (k.family.python_calls, k_rule.family.python_calls)
     rows = measure(candidates, spin, stream, torch)
+    slow = (k.family.python_calls - python_before[0], k_rule.family.python_calls - python_before[1])
+    if any(slow):
+        notes["C path check"] = f"launches that took the Python path while measuring (add, add_rule): {slow}"
     load = load_time(art_dir / "many.kpack")
     report(rows, notes, load, args.json, kernelpack.runtime.fast_path())
     return 0
@@ -451,7 +476,8 @@ def report(rows, notes, load, json_path, fast) -> None:  # type: ignore[no-untyp
     v = driver.get().version
     print(f"\nLaunch overhead, {time.strftime('%Y-%m-%d')}, {gpu}, CUDA driver {v // 1000}.{v % 1000 // 10}, "
           f"torch {torch.__version__}, Python {platform.python_version()}, kernelpack fast path {fast}")
-    print(f"{'path':58s} {'host-only ns':>13s} {'x raw C':>8s} {'p25-p75 ns':>12s} {'min ns':>8s} {'steady ns':>10s}")
+    print(f"{'path':58s} {'host-only ns':>13s} {'x raw C':>8s} {'p25-p75 ns':>12s} {'min ns':>8s} {'steady ns':>10s} "
+          f"{'steady p25-p75':>15s}")
     for name, r in rows.items():
         h = r["host"]
         med = f"{h['median']:.0f}" if h else "-"
@@ -459,7 +485,8 @@ def report(rows, notes, load, json_path, fast) -> None:  # type: ignore[no-untyp
         mn = f"{h['min']:.0f}" if h else "-"
         iqr = f"{h['p25']:.0f}-{h['p75']:.0f}" if h else "-"
         late = f" ({h['late']} late)" if h and h["late"] else ""
-        print(f"{name:58s} {med:>13s} {ratio:>8s} {iqr:>12s} {mn:>8s} {r['steady']:>10.0f}{late}")
+        siqr = f"{r['steady_p25']:.0f}-{r['steady_p75']:.0f}"
+        print(f"{name:58s} {med:>13s} {ratio:>8s} {iqr:>12s} {mn:>8s} {r['steady']:>10.0f} {siqr:>15s}{late}")
     for name, why in notes.items():
         print(f"{name:58s} not measured: {why}")
     if load:
