@@ -44,7 +44,7 @@ def dtype_enum(d: DType | None) -> str:
 def common_header() -> str:
     """Types shared by every kernelpack library; guarded, so several libraries' headers can be included together."""
     status = "\n".join(f"    {n} = {v}, /**< {doc} */" for n, v, doc in STATUS)
-    dtypes = "\n".join(f"    {n} = {v}," for n, v in DTYPE_ENUM.values())
+    dtypes = "\n".join(f"    {n} = {v}, /**< {d.c_type} */" for d, (n, v) in DTYPE_ENUM.items())
     return f"""#ifndef KP_COMMON_TYPES_V1
 #define KP_COMMON_TYPES_V1
 /** Result of every kernelpack call. Values never change between kernelpack versions; new ones are appended. */
@@ -112,6 +112,10 @@ class TypeNames:
             self._names[t] = name
             self._order.append(t)
 
+    def structs(self) -> list[Struct]:
+        """The structs, in definition order."""
+        return [t for t in self._order if isinstance(t, Struct)]
+
     def c_type(self, t: Scalar | Pointer | Struct | Opaque) -> str:
         if isinstance(t, (Struct, Opaque)):
             return self._names[t]
@@ -123,11 +127,11 @@ class TypeNames:
             name = self._names[t]
             if isinstance(t, Opaque):
                 out.append(f"/** Opaque {t.size}-byte parameter{f' ({t.name})' if t.name else ''}, {t.align}-byte "
-                           f"aligned. */\ntypedef struct {name} {{\n    unsigned char bytes[{t.size}];\n}} "
-                           f"__attribute__((aligned({t.align}))) {name};")
+                           f"aligned. */\ntypedef struct {name} {{\n    unsigned char bytes[{t.size}]; /**< the raw "
+                           f"bytes */\n}} __attribute__((aligned({t.align}))) {name};")
                 continue
             doc = _tensor_doc(t.tensor) if t.tensor is not None else f"By-value parameter struct {t.name}."
-            fields = "\n".join(f"    {self.c_type(f.type)} {f.name};" for f in t.fields)
+            fields = "\n".join(f"    {self.c_type(f.type)} {f.name}; /**< {_field_doc(t, f.name)} */" for f in t.fields)
             attr = f" __attribute__((aligned({t.min_align})))" if t.min_align > 1 else ""
             out.append(f"/** {doc} */\ntypedef struct {name} {{\n{fields}\n}}{attr} {name};")
         return "\n\n".join(out)
@@ -143,6 +147,16 @@ class TypeNames:
                 for f, off in zip(t.fields, t.field_offsets, strict=True):
                     out.append(f"KP_STATIC_ASSERT(offsetof({name}, {f.name}) == {off}, off_{name}_{f.name});")
         return "\n".join(out)
+
+
+def _field_doc(t: Struct, field: str) -> str:
+    if t.tensor is None:
+        return f"field {field} of {t.name}"
+    if field == "data":
+        return "device pointer to element [0, ..., 0]"
+    if field.startswith("shape"):
+        return f"extent of mode {field[5:]}"
+    return f"stride of mode {field[6:]}, in elements"
 
 
 def _tensor_doc(s: TensorSpec) -> str:

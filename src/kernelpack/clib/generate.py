@@ -19,9 +19,10 @@ from ..artifact import KernelArtifact
 from ..bundle import Bundle, read_manifest
 from ..errors import KernelpackError
 from .cdecl import TypeNames, archs_text, check_ident, param_decl, wrapper_name
+from .cppheader import RESERVED, cpp_header
 from .dataobj import c_declarations, data_asm
 from .family import Family, build_families, describe_arg, typed_constraint_checks
-from .headers import c_header, cpp_header
+from .headers import c_header
 from .launchgen import DescArg, Plan, desc_table
 
 if TYPE_CHECKING:
@@ -108,9 +109,9 @@ class _Gen:
                                                                   "status_name", "bundle", "set_default_device",
                                                                   "kp_host_error", "kp_bundle",
                                                                   "kp_bundle_size", "kp_blobs", "kp_bins")]:
-            if fn in seen:
-                raise KernelpackError(f"library {self.lib}: {what} and {seen[fn]} would both be named {fn}; rename a "
-                                      f"kernel or variant")
+            if fn in seen or fn.removeprefix(f"{self.lib}_") in RESERVED:
+                raise KernelpackError(f"library {self.lib}: {what} and {seen.get(fn, 'the C++ layer')} would both be "
+                                      f"named {fn}; rename a kernel or variant")
             seen[fn] = what
 
     # ------------------------------------------------------------ tables
