@@ -18,7 +18,7 @@ from gpu import requires_gpu
 from kernelpack.bundle import Bundle
 
 HERE = Path(__file__).parent
-THREADS, REPS = 32, 100
+THREADS, REPS = 32, int(os.environ.get("KERNELPACK_CONCURRENCY_REPS", "100"))
 
 
 @pytest.fixture(scope="module")
