@@ -118,10 +118,13 @@ def write_project(d: Path) -> int:
     return n
 
 
-def kp_build(d: Path, cache: Path, jobs: int) -> tuple[float, dict]:
+def kp_build(d: Path, cache: Path, jobs: int, bytecode: bool = True) -> tuple[float, dict]:
     # every compiler cache under `cache`: kernelpack's, Triton's, cuTile's, CuTe's (a cold build starts from none)
     env = dict(os.environ, KERNELPACK_CACHE_DIR=str(cache / "kernelpack"), TRITON_CACHE_DIR=str(cache / "triton"),
                CUDA_TILE_CACHE_DIR=str(cache / "cutile"), CUTE_DSL_CACHE_DIR=str(cache / "cute"))
+    if bytecode:  # as an installed package runs: Python bytecode cached (here under `cache`; the cold build writes it)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(cache / "pycache")
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "kernelpack.cli", "build", "-j", str(jobs), "--json"], cwd=d, env=env,
                        capture_output=True, text=True)
@@ -135,7 +138,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("-j", "--jobs", type=int, default=2)
     p.add_argument("--keep", default=None, help="build in this directory and keep it")
+    p.add_argument("--no-bytecode", action="store_true", help="compile every module from source in every process "
+                   "(as under PYTHONDONTWRITEBYTECODE=1 with no __pycache__)")
     args = p.parse_args()
+    bytecode = not args.no_bytecode
     d = Path(args.keep or tempfile.mkdtemp(prefix="kp-bench-build-"))
     d.mkdir(parents=True, exist_ok=True)
     cache = d / "cache"
@@ -143,7 +149,7 @@ def main() -> None:
     shutil.rmtree(d / "build", ignore_errors=True)
     n = write_project(d)
     rows = []
-    cold, rep = kp_build(d, cache, args.jobs)
+    cold, rep = kp_build(d, cache, args.jobs, bytecode)
     kernels = len(rep["kernels"])
     per_fe: dict[str, float] = {}
     for job, secs in rep["job_seconds"].items():
@@ -153,19 +159,20 @@ def main() -> None:
     lib = d / "build" / "lib" / "libbench100.so"
     rows.append(("cold build (empty cache)", cold, f"{kernels} specializations, {len(rep['jobs'])} steps; step "
                  f"seconds by frontend: {split}; libbench100.so {lib.stat().st_size / 1e6:.1f} MB", "-"))
-    noop, rep = kp_build(d, cache, args.jobs)
+    noop, rep = kp_build(d, cache, args.jobs, bytecode)
     rows.append(("no-op rebuild", noop, "up to date" if rep["up_to_date"] else "NOT up to date", "<= 1 s"))
     for label, f, old, new, job in (("one CUDA C++ kernel changed", "single.cu", "2.0f", "3.0f", "cuda:single.cu"),
                                     ("one Triton kernel changed", "tk_one.py", "* 2.0", "* 3.0", "triton:one")):
         path = d / f
         path.write_text(path.read_text().replace(old, new))
-        wall, rep = kp_build(d, cache, args.jobs)
+        wall, rep = kp_build(d, cache, args.jobs, bytecode)
         own = rep["job_seconds"][job]
         recompiled = [j for j, s in rep["jobs"].items() if s != "reused"]
         rows.append((label, wall, f"recompiled {', '.join(recompiled)} ({own:.2f} s in the step); library "
                      f"relinked in {rep['link_seconds']:.2f} s", f"<= {own + 1:.2f} s"))
     print(f"`python3 bench/build_times.py -j {args.jobs}` on {platform.node() or 'this machine'}: "
-          f"{os.cpu_count()} CPUs, Python {platform.python_version()}, {n} specializations declared\n")
+          f"{os.cpu_count()} CPUs, Python {platform.python_version()}, {n} specializations declared, Python bytecode "
+          f"{'cached' if bytecode else 'not cached'}\n")
     print("| build | wall (s) | target | what happened |\n|---|---:|---|---|")
     for label, wall, what, target in rows:
         print(f"| {label} | {wall:.2f} | {target} | {what} |")
