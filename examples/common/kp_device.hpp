@@ -78,6 +78,8 @@ template <class T> class Buffer {
     Buffer& operator=(const Buffer&) = delete;
 
     T* get() const noexcept { return reinterpret_cast<T*>(static_cast<uintptr_t>(ptr_)); }
+    /// The device pointer: with size(), a Buffer passes wherever a library takes a kp::device_span<T>.
+    T* data() const noexcept { return get(); }
     size_t size() const noexcept { return n_; }
     std::vector<T> download() const {
         std::vector<T> out(n_);

@@ -10,6 +10,7 @@
 int main() {
     try {
         kpx::Driver driver;
+        ex_cuda::Library kernels(0);  // loads every kernel for device 0 now (throws kp::Error on failure)
         const int n = 100003;
         std::vector<float> x(n), y(n);
         std::vector<double> z(n);
@@ -17,8 +18,8 @@ int main() {
         kpx::Buffer<float> dx(driver, x), dy(driver, y);
         kpx::Buffer<double> dz(driver, z), dr(driver, std::vector<double>(n, -1.0));
         const unsigned grid = (n + 255) / 256;
-        ex_cuda::check(ex_cuda::saxpy(kp::launch(grid, 256), 2.0f, dx.get(), dy.get(), n));
-        ex_cuda::check(ex_cuda::relu(kp::launch(grid, 256), dz.get(), dr.get(), n));  // picks relu[double]
+        ex_cuda::check(ex_cuda::saxpy(kp::launch(grid, 256), 2.0f, dx, dy, n));  // buffers pass as device views
+        ex_cuda::check(ex_cuda::relu(kp::launch(grid, 256), dz, dr, n));         // picks relu[double]
         driver.sync();
         std::vector<float> got = dy.download();
         std::vector<double> rel = dr.download();
