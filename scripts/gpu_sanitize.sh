@@ -4,7 +4,7 @@
 # the tests start are checked too. Prints one summary line per run with the error count; logs go to $OUT.
 # Artifacts come from .gpu/ (scripts/gpu_prepare.sh on the build machine), as for scripts/gpu_check.sh.
 #
-#   OUT=/tmp/kp-out bash scripts/gpu_sanitize.sh            # both tools, every frontend (about 6 minutes)
+#   OUT=/tmp/kp-out bash scripts/gpu_sanitize.sh            # both tools, every frontend (about 6-7 minutes)
 #   TOOLS=memcheck FRONTENDS="cuda clib" bash scripts/gpu_sanitize.sh
 # Driver API calls that fail on purpose are not counted (SANITIZER_ARGS defaults to --report-api-errors no): the C
 # library's one-device path launches first and binds a context only on CUDA_ERROR_INVALID_CONTEXT, and the tests
@@ -12,10 +12,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT/sanitize"
-export PYTHONUNBUFFERED=1 KERNELPACK_GPU_ARTIFACTS=$PWD/.gpu KERNELPACK_CACHE_DIR=off KERNELPACK_CONCURRENCY_REPS=3
+export PYTHONUNBUFFERED=1 KERNELPACK_GPU_ARTIFACTS=$PWD/.gpu KERNELPACK_CACHE_DIR=off KERNELPACK_CONCURRENCY_REPS=2
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
 SAN=${SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
-PER_RUN_S=${PER_RUN_S:-150}
+PER_RUN_S=${PER_RUN_S:-180}
 if ! ls src/kernelpack/runtime/_launch*.so >/dev/null 2>&1 || [ -n "${REBUILD:-}" ]; then
   rm -rf build src/kernelpack/runtime/*.so
   python3 setup.py -q build_ext --inplace > "$OUT/sanitize/build.log" 2>&1 || tail -20 "$OUT/sanitize/build.log"
@@ -46,8 +46,10 @@ for tool in $TOOLS; do
       --print-limit 20 ${SANITIZER_ARGS:---report-api-errors no} \
       python3 -m pytest -q -p no:cacheprovider -m gpu -x ${expr:+-k "$expr"} $files > "$dir/pytest.log" 2>&1
     rc=$?
-    errors=$(cat "$dir"/proc.*.log 2>/dev/null | awk '/ERROR SUMMARY:/ {s += $(NF-1)} END {print s + 0}')
-    procs=$(grep -l "ERROR SUMMARY" "$dir"/proc.*.log 2>/dev/null | wc -l)
+    # memcheck ends each process's log with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: ... (N errors"
+    errors=$(cat "$dir"/proc.*.log 2>/dev/null | sed -n -e 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' \
+      -e 's/.*RACECHECK SUMMARY: .*(\([0-9]*\) error.*/\1/p' | awk '{s += $1} END {print s + 0}')
+    procs=$(grep -lE "ERROR SUMMARY|RACECHECK SUMMARY" "$dir"/proc.*.log 2>/dev/null | wc -l)
     tests=$(grep -Eo "[0-9]+ (passed|failed|skipped|error)" "$dir/pytest.log" | paste -sd, -)
     verdict=CLEAN
     [ "${errors:-0}" != 0 ] && verdict=ERRORS
