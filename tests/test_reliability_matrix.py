@@ -338,3 +338,25 @@ def markdown() -> str:
 if __name__ == "__main__":
     sys.path.insert(0, str(HERE))
     print(markdown())
+
+
+def test_c_rows_and_a_storm_under_address_and_ub_sanitizers(clib, tmp_path):
+    """Every C row (hostile ranks and dtypes included) and 3 storm repetitions, with ASan + UBSan aborting on error."""
+    from clib_support import CC, results, run
+
+    env, _ = clib
+    src = env.demo.sources
+    exe = tmp_path / "reliability_harness_asan"
+    subprocess.run([CC, "-std=c99", "-D_POSIX_C_SOURCE=200809L", "-g", "-O1", "-fsanitize=address,undefined",
+                    "-fno-sanitize-recover=all", f"-I{env.demo.include_dir}", f"-Wa,-I{src}",
+                    *[str(p) for p in sorted(src.glob("*.[cs]"))], str(HERE / "reliability_harness.c"), "-o",
+                    str(exe), "-ldl", "-lpthread"], check=True)
+    for row_id, cases in C_CASES.items():
+        for case, extra, status, _ in cases:
+            extra = dict(extra)
+            fake = None if extra.pop("NO_DRIVER", None) else env.fake
+            r = run(exe, env.root, fake, "row", case, **{"FAKECUDA_CC": "9.0", **extra})
+            assert r.returncode == 0 and "Sanitizer" not in r.stderr and "runtime error" not in r.stderr, r.stderr
+            assert results(r)[case][0] == status, row_id
+    r = run(exe, env.root, env.fake, "storm", "3", FAKECUDA_CC="9.0")
+    assert r.returncode == 0 and "storm done" in r.stdout and "Sanitizer" not in r.stderr, r.stderr[-3000:]
