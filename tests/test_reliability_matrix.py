@@ -302,8 +302,6 @@ class _Null:
         return False
 
 
-@pytest.mark.xfail(strict=True, reason="runtime: driver-level refusals (no libcuda.so.1, pre-12.0 driver) raise "
-                   "DriverError without the kernel's name; reported to the lead (runtime is helper-9's)")
 @pytest.mark.parametrize("setup", ["nodriver", "old"])
 def test_python_driver_refusals_name_the_kernel(rt, setup):
     import kernelpack

@@ -24,7 +24,7 @@ from ..tma import encode_args
 from . import checks, streams
 from .adapters import TensorView, as_view, is_torch_tensor
 from .driver import DeviceInfo, Driver
-from .errors import ArgumentTypeError, ArgumentValueError, NoMatchingSpecialization
+from .errors import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization
 from .loader import LaunchFacts, Loader, binary_quality
 from .plan import OP_DESC, OP_DESC_FIELD, Plan, Slot
 
@@ -171,7 +171,10 @@ class KernelFamily:
              cluster: Any = None, **named: Any) -> None:
         self.python_calls += 1
         values = self._bind(args, named)
-        d = self.loader.driver
+        try:
+            d = self.loader.driver
+        except DriverError as e:  # no driver / a driver too old: say which launch could not happen
+            raise DriverError(f"kernel {self.label}: {e}", code=e.code, name=e.name) from None
         views = [self._view(v, d) for v in values]
         ordinal = self._device(values, views, d)
         state = self.device_state(ordinal)
