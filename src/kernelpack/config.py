@@ -4,6 +4,7 @@
 ``KERNELPACK_CUDA_COMPILER``  ``auto`` (NVRTC when importable, else nvcc), ``nvrtc`` or ``nvcc``
 ``KERNELPACK_NVCC``           path of nvcc (default: ``$CUDA_HOME/bin/nvcc``, then ``nvcc`` on PATH)
 ``CUDA_HOME``/``CUDA_PATH``   toolkit root, for nvcc and the CUDA headers
+``CC``/``AR``                 the C compiler and archiver that build libraries (default ``cc``, ``ar``)
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ class Knobs:
     cuda_compiler: str
     nvcc: str | None
     cuda_home: Path | None
+    cc: str = "cc"
+    ar: str = "ar"
 
 
 _overrides: dict[str, object] = {}
@@ -44,7 +47,8 @@ def _from_env() -> Knobs:
         raise KernelpackError(f"KERNELPACK_CUDA_COMPILER={compiler!r}: expected one of {', '.join(CUDA_COMPILERS)}")
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     cuda_home = Path(home) if home else (Path("/usr/local/cuda") if Path("/usr/local/cuda").is_dir() else None)
-    return Knobs(cache_dir, compiler, os.environ.get("KERNELPACK_NVCC") or None, cuda_home)
+    return Knobs(cache_dir, compiler, os.environ.get("KERNELPACK_NVCC") or None, cuda_home,
+                 os.environ.get("CC") or "cc", os.environ.get("AR") or "ar")
 
 
 def knobs() -> Knobs:

@@ -24,11 +24,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import config
 from ..artifact import KernelArtifact
 from ..bundle import Bundle
 from ..cache import CompileCache, cache_key
 from ..cute_host.program import HostProgram
 from ..errors import KernelpackError
+from ..toolchain import run_tool
 from .generate import Sources, generate
 
 Item = KernelArtifact | Bundle | HostProgram | str | os.PathLike
@@ -68,9 +70,6 @@ def _load(item: KernelArtifact | Bundle | str | os.PathLike[str]) -> Bundle:
     return Bundle.read(path)
 
 
-def _run(cmd: Sequence[str], what: str, cwd: Path) -> None:
-    _run_all([(cmd, what)], cwd)
-
 
 def _run_all(steps: Sequence[tuple[Sequence[str], str]], cwd: Path) -> None:
     """Run independent commands at once; the first failure (in order) is raised with its log."""
@@ -105,8 +104,8 @@ class Library:
         self.programs = tuple(i for i in items if isinstance(i, HostProgram))
         self.bundle = Bundle.of(*(_load(i) for i in items if not isinstance(i, HostProgram)))  # type: ignore[arg-type]
         self.ld, self.objcopy = ld, objcopy
-        self.cc = cc or os.environ.get("CC") or "cc"
-        self.ar = ar or os.environ.get("AR") or "ar"
+        self.cc = cc or config.knobs().cc
+        self.ar = ar or config.knobs().ar
         self.cflags = tuple(cflags)
         self.version = version
 
@@ -151,7 +150,7 @@ class Library:
             src = self.generate()
             self._write_sources(t, src)
             self._compile_c(t, src, CompileCache.default() if cache is None else cache)
-            _run(self.assemble_command(), f"assembling the data of library {name}", t)
+            run_tool(self.assemble_command(), f"assembling the data of library {name}", t)
             objs = [t / f"{name}.o", t / f"{name}_data.o"]
             if self.programs:
                 objs = [self._link_programs(t, objs, src)]
@@ -189,7 +188,7 @@ class Library:
         if hit is not None:
             obj.write_bytes(hit.data)
             return
-        _run(cmd, f"compiling library {self.name}", t)
+        run_tool(cmd, f"compiling library {self.name}", t)
         cache.put(key, {"kind": "clib-object", "library": self.name}, obj.read_bytes())
 
     def _link_programs(self, t: Path, objs: list[Path], src: Sources) -> Path:
@@ -201,8 +200,8 @@ class Library:
         cute_obj, _, _ = link_object(self.name, self.programs, work, cc=self.cc, ld=self.ld, objcopy=self.objcopy,
                                      names=src.type_names, library_header=src.header)
         combined = t / f"{self.name}_all.o"
-        _run([self.ld, "-r", "-o", str(combined), *map(str, objs), str(cute_obj)], "ld -r (kernels + host programs)",
-             t)
+        run_tool([self.ld, "-r", "-o", str(combined), *map(str, objs), str(cute_obj)],
+                 "ld -r (kernels + host programs)", t)
         return combined
 
 

@@ -10,17 +10,16 @@ its own ``_cudaLaunchKernelEx`` & co). Only the system C compiler and binutils a
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from .. import config
 from ..clib.cdecl import TypeNames
-from ..errors import KernelpackError
+from ..toolchain import run_tool
 from .entry import generate
 from .program import HostProgram
 
@@ -41,15 +40,6 @@ def shim_source() -> str:
     return resources.files("kernelpack.cute_host").joinpath("shim.c").read_text()
 
 
-def _run(cmd: Sequence[str], what: str, cwd: Path) -> None:
-    try:
-        proc = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True)
-    except FileNotFoundError:
-        raise KernelpackError(f"{what}: {cmd[0]!r} not found (needs a C compiler and binutils)") from None
-    if proc.returncode != 0:
-        raise KernelpackError(f"{what} failed (exit {proc.returncode}): {shlex.join(cmd)}",
-                              log=proc.stdout + proc.stderr)
-
 
 def link_object(lib: str, programs: Sequence[HostProgram], workdir: Path, *, cc: str | None = None,
                 ld: str = "ld", objcopy: str = "objcopy", names: TypeNames | None = None,
@@ -61,15 +51,15 @@ def link_object(lib: str, programs: Sequence[HostProgram], workdir: Path, *, cc:
     which already declares the entries, with ``names`` its TypeNames) the entries report errors through the
     library's own last-error state and the header returned is only the declarations (see ``entry.generate``).
     """
-    cc = cc or os.environ.get("CC") or "cc"
+    cc = cc or config.knobs().cc
     integrated = library_header is not None
     header, source = generate(lib, programs, names, integrated=integrated)
     (workdir / f"{lib}.h").write_text(library_header if library_header is not None else header)
     (workdir / f"{lib}_entry.c").write_text(source)
     (workdir / "kp_cute_shim.c").write_text(shim_source())
     flags = ["-std=gnu11", "-O2", "-fPIC", "-fvisibility=hidden", "-Wall", "-Werror", f"-I{workdir}"]
-    _run([cc, *flags, "-c", f"{lib}_entry.c", "-o", "entry.o"], f"compiling {lib}_entry.c", workdir)
-    _run([cc, *flags, "-c", "kp_cute_shim.c", "-o", "shim.o"], "compiling the kernelpack CuTe shim", workdir)
+    run_tool([cc, *flags, "-c", f"{lib}_entry.c", "-o", "entry.o"], f"compiling {lib}_entry.c", workdir)
+    run_tool([cc, *flags, "-c", "kp_cute_shim.c", "-o", "shim.o"], "compiling the kernelpack CuTe shim", workdir)
     objs = []
     for prog in programs:
         for o in prog.objects:
@@ -77,12 +67,12 @@ def link_object(lib: str, programs: Sequence[HostProgram], workdir: Path, *, cc:
             path.write_bytes(o.data)
             objs.append(path.name)
     combined = workdir / f"lib{lib}_cute.o"
-    _run([ld, "-r", "-o", combined.name, "entry.o", "shim.o", *objs], "ld -r (combining objects)", workdir)
+    run_tool([ld, "-r", "-o", combined.name, "entry.o", "shim.o", *objs], "ld -r (combining objects)", workdir)
     api = ["set_default_device"] if integrated else ["last_error", "last_cuda_error", "set_default_device"]
     exports = tuple(sorted([f"{lib}_{p.symbol}" for p in programs] + [f"{lib}_{n}" for n in api]))
     keep = workdir / "exports.txt"
     keep.write_text("\n".join(exports) + "\n")
-    _run([objcopy, f"--keep-global-symbols={keep.name}", combined.name], "objcopy (localizing symbols)", workdir)
+    run_tool([objcopy, f"--keep-global-symbols={keep.name}", combined.name], "objcopy (localizing symbols)", workdir)
     return combined, exports, header
 
 
@@ -92,14 +82,14 @@ def build_host_library(lib: str, programs: Sequence[HostProgram], out_dir: str |
     out = Path(out_dir)
     (out / "lib").mkdir(parents=True, exist_ok=True)
     (out / "include").mkdir(parents=True, exist_ok=True)
-    cc = cc or os.environ.get("CC") or "cc"
-    ar = ar or os.environ.get("AR") or "ar"
+    cc = cc or config.knobs().cc
+    ar = ar or config.knobs().ar
     with tempfile.TemporaryDirectory(prefix=f"kp-cute-{lib}-") as tmp:
         work = Path(tmp)
         combined, exports, header = link_object(lib, programs, work, cc=cc)
-        _run([cc, "-shared", "-o", f"lib{lib}.so", combined.name, "-ldl", "-lpthread", "-Wl,-z,noexecstack",
+        run_tool([cc, "-shared", "-o", f"lib{lib}.so", combined.name, "-ldl", "-lpthread", "-Wl,-z,noexecstack",
               "-Wl,-z,defs", "-Wl,--no-undefined"], f"linking lib{lib}.so", work)
-        _run([ar, "rcs", f"lib{lib}.a", combined.name], f"archiving lib{lib}.a", work)
+        run_tool([ar, "rcs", f"lib{lib}.a", combined.name], f"archiving lib{lib}.a", work)
         for f in (f"lib{lib}.so", f"lib{lib}.a", combined.name):
             shutil.copy2(work / f, out / "lib" / f)
         (out / "include" / f"{lib}.h").write_text(header)

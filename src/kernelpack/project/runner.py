@@ -167,7 +167,7 @@ def project_digest(project: Project) -> str:
         files += static_files(e, project.root)
     frontends = FRONTENDS_ALL if project.includes else sorted({e.frontend for e in project.entries})
     blob = {"files": digest_files(files), "versions": {f: tool_versions(f) for f in frontends},
-            "library": repr(project.library), "cc": os.environ.get("CC", ""), "state": STATE_VERSION}
+            "library": repr(project.library), "cc": config.knobs().cc, "state": STATE_VERSION}
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -183,7 +183,7 @@ def _stamp(project: Project, bundle: Bundle, programs: list[Any]) -> str:
     for p in programs:
         h.update(pickle.dumps(p))
     lib = project.library
-    h.update(json.dumps([lib.name, lib.version, list(lib.cflags), os.environ.get("CC", ""),
+    h.update(json.dumps([lib.name, lib.version, list(lib.cflags), config.knobs().cc,
                          tool_versions("cuda")["kernelpack"]]).encode())
     return h.hexdigest()
 
