@@ -46,6 +46,13 @@ def run_demo(out: str | Path, archs: list[str] | None = None) -> int:
         from .clib import build_library
     except ImportError:
         return 0
+    t0 = time.perf_counter()
     result = build_library("kpdemo", [path], out / "lib")
-    console.print(f"[green]built[/] C/C++ library: {result}")
+    console.print(f"[green]built[/] the C/C++ library in {time.perf_counter() - t0:.2f} s (needs only libc, libdl and "
+                  f"the NVIDIA driver at run time):")
+    outputs = (("shared", result.shared), ("static", result.static), ("C header", result.header),
+               ("C++ header", result.cpp_header), ("CMake", result.cmake_config), ("pkg-config", result.pkgconfig))
+    for label, p in outputs:
+        size = f" ({p.stat().st_size} bytes)" if label in ("shared", "static") else ""
+        console.print(f"  {label:<10} {p}{size}")
     return 0
