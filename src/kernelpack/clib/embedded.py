@@ -1,6 +1,7 @@
 """Find the kernelpack bundle(s) embedded in a built library: an ELF shared object, executable, object file, or a
 static archive of them. The generator places each bundle, 64-byte aligned, in section ``.kpack``; a program that
-statically links several kernelpack libraries holds several bundles there, one after another.
+statically links several kernelpack libraries holds several bundles there, one after another. CuTe host programs
+linked in are described in section ``.kpack_host`` (``kernelpack.cute_host.manifest``).
 """
 
 from __future__ import annotations
@@ -8,9 +9,13 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..bundle import HEADER_SIZE, MAGIC, Bundle, read_manifest
+from ..cute_host.manifest import SECTION as HOST_SECTION
+from ..cute_host.manifest import HostEntryInfo
+from ..cute_host.manifest import parse as parse_hosts
 from ..errors import BundleError
 from .dataobj import SECTION
 
@@ -75,26 +80,44 @@ def _bundles_in(section: bytes, source: str) -> Iterator[bytes]:
         pos = -(-end // 64) * 64
 
 
-def read_embedded_bundles(path: str | os.PathLike[str]) -> list[Bundle]:
-    """Every bundle embedded in a library, object or program, in section order (archive members in order)."""
+@dataclass(frozen=True)
+class Embedded:
+    """What a built library, object or program carries: its bundles and its CuTe host programs' descriptions."""
+
+    bundles: tuple[Bundle, ...]
+    host_programs: tuple[HostEntryInfo, ...]
+    archive: bool  # a static archive: Python can read it but not call its host programs
+
+
+def read_embedded(path: str | os.PathLike[str]) -> Embedded:
+    """Every bundle (section ``.kpack``) and host-program description (``.kpack_host``) in a library, object or
+    program, in section order (archive members in order); either may be empty."""
     source = str(path)
     try:
         data = Path(path).read_bytes()
     except OSError as e:
         raise BundleError(f"cannot read {source}: {e.strerror}") from None
-    objects = list(_ar_members(data, source)) if data.startswith(_AR_MAGIC) else [(Path(path).name, data)]
-    out = []
+    archive = data.startswith(_AR_MAGIC)
+    objects = list(_ar_members(data, source)) if archive else [(Path(path).name, data)]
+    bundles, hosts = [], []
     for member, blob in objects:
-        where = f"{source}({member})" if data.startswith(_AR_MAGIC) else source
+        where = f"{source}({member})" if archive else source
         section = _elf_section(blob, SECTION, where)
-        if section is None:
-            continue
-        for raw in _bundles_in(section, where):
+        for raw in _bundles_in(section or b"", where):
             read_manifest(raw, source=where)
-            out.append(Bundle.from_bytes(raw, source=where))
-    if not out:
-        raise BundleError(f"{source}: no kernelpack bundle inside (no {SECTION} section; not built by kernelpack?)")
-    return out
+            bundles.append(Bundle.from_bytes(raw, source=where))
+        host = _elf_section(blob, HOST_SECTION, where)
+        if host is not None:
+            hosts += parse_hosts(host, where)
+    return Embedded(tuple(bundles), tuple(hosts), archive)
+
+
+def read_embedded_bundles(path: str | os.PathLike[str]) -> list[Bundle]:
+    """Every bundle embedded in a library, object or program, in section order (archive members in order)."""
+    found = read_embedded(path)
+    if not found.bundles:
+        raise BundleError(f"{path}: no kernelpack bundle inside (no {SECTION} section; not built by kernelpack?)")
+    return list(found.bundles)
 
 
 def read_embedded_bundle(path: str | os.PathLike[str]) -> Bundle:

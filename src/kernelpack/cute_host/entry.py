@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from ..abi import Struct
 from ..clib.cdecl import TypeNames, check_ident, common_header
 from ..errors import KernelpackError
+from .manifest import c_definition
 from .program import HostProgram
 
 MAX_DEVICES = 64
@@ -223,7 +224,7 @@ static kp_status kp_prepare(const char* label, int first, int n, kp_cute_object*
 }}
 
 {chr(10).join(bodies)}
-"""
+{c_definition(lib, programs)}"""
 
 
 def _entry(lib: str, prog: HostProgram, names: TypeNames, first: int) -> str:
