@@ -4,25 +4,31 @@ from __future__ import annotations
 
 import os
 import types
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..bundle import MAGIC, Bundle
 from ..errors import BundleError
 from . import docs
 from .family import KernelFamily
-from .fast import make_launcher, prepare_fast_path
+from .fast import PyLauncher, make_launcher, prepare_fast_path
+from .host import HostFamily, SharedLibrary
 from .loader import Loader
+
+if TYPE_CHECKING:
+    from ..cute_host.manifest import HostEntryInfo
 
 
 class KernelModule(types.ModuleType):
-    """The kernels of one bundle: ``mod.name(*args, grid=..., ...)`` launches family ``name``.
+    """The kernels of one bundle: ``mod.name(*args, grid=..., ...)`` launches family ``name``; a built library's
+    CuTe host programs are callables too (``mod.gemm(a, b, c)``, see :mod:`kernelpack.runtime.host`).
 
     Nothing touches the driver until the first launch on a device (or :meth:`preload`); each binary is loaded once
     per process, each device's choice of binaries once per device.
     """
 
-    def __init__(self, bundle: Bundle, source: str) -> None:
+    def __init__(self, bundle: Bundle, source: str, host: Sequence[HostEntryInfo] = (), archive: bool = False) -> None:
         name = Path(source).name.split(".")[0] if source != "<bundle>" else "bundle"
         super().__init__(f"kernelpack.loaded.{name}")
         self.__file__ = source
@@ -40,13 +46,22 @@ class KernelModule(types.ModuleType):
             launcher.family = fam
             self._families[fname] = fam
             setattr(self, fname, launcher)
-        self.__all__ = sorted(self._families)
+        self._hosts = _host_families(host, source, archive)
+        for hname, hfam in self._hosts.items():
+            if hname not in self._families:
+                setattr(self, hname, _host_callable(hfam, self.__name__, source))
+        self.__all__ = sorted(set(self._families) | set(self._hosts))
         self.__doc__ = self._doc(source)
 
     def _doc(self, source: str) -> str:
-        lines = [f"{len(self._families)} kernel famil{'ies' if len(self._families) != 1 else 'y'} "
-                 f"({len(self._bundle)} specializations) loaded from {source}:"]
+        lines = []
+        if self._families or not self._hosts:
+            lines.append(f"{len(self._families)} kernel famil{'ies' if len(self._families) != 1 else 'y'} "
+                         f"({len(self._bundle)} specializations) loaded from {source}:")
         lines += [f"  {docs.signature_text(f)}" for f in self._families.values()]
+        if self._hosts:
+            lines.append(f"{len(self._hosts)} CuTe host program(s) (C entries of {source}):")
+            lines += [f"  {h.signature_text()}" for h in self._hosts.values()]
         return "\n".join(lines)
 
     @property
@@ -56,6 +71,11 @@ class KernelModule(types.ModuleType):
     @property
     def families(self) -> dict[str, KernelFamily]:
         return dict(self._families)
+
+    @property
+    def host_programs(self) -> dict[str, HostFamily]:
+        """The CuTe host programs by name (also attributes, unless a kernel family has the same name)."""
+        return dict(self._hosts)
 
     def preload(self, device: int | None = None) -> None:
         """Load every kernel for ``device`` (default: every visible device) now instead of at first launch."""
@@ -67,17 +87,23 @@ class KernelModule(types.ModuleType):
                 fam.preload(o)
 
     def __repr__(self) -> str:
-        return f"<kernelpack module from {self.__file__!r}: {', '.join(self._families) or 'no kernels'}>"
+        names = [*self._families, *(h for h in self._hosts if h not in self._families)]
+        return f"<kernelpack module from {self.__file__!r}: {', '.join(names) or 'no kernels'}>"
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        known = ", ".join(sorted(self._families)) or "none"
+        known = ", ".join(sorted(set(self._families) | set(self._hosts))) or "none"
         raise AttributeError(f"{self.__file__} has no kernel {name!r}; kernels: {known}")
 
 
 def read_any(path: str | os.PathLike[str]) -> Bundle:
     """A ``.kpack`` bundle, or the bundle embedded in a library built by kernelpack (``libNAME.so``/``.a``)."""
+    return _read(path)[0]
+
+
+def _read(path: str | os.PathLike[str]) -> tuple[Bundle, tuple[HostEntryInfo, ...], bool]:
+    """The bundle, the host programs' descriptions and whether ``path`` is a static archive."""
     p = Path(path)
     try:
         with open(p, "rb") as f:
@@ -85,23 +111,63 @@ def read_any(path: str | os.PathLike[str]) -> Bundle:
     except OSError as e:
         raise BundleError(f"cannot read {path}: {e.strerror}") from None
     if head == MAGIC:
-        return Bundle.read(p)
+        return Bundle.read(p), (), False
     try:
-        from ..clib.embedded import read_embedded_bundle
+        from ..clib.embedded import read_embedded
     except ImportError as e:
         raise BundleError(f"{path} is not a .kpack bundle, and reading kernels from built libraries needs "
                           f"kernelpack.clib ({e})") from None
-    return read_embedded_bundle(p)
+    found = read_embedded(p)
+    if not found.bundles and not found.host_programs:
+        raise BundleError(f"{path}: no kernelpack bundle inside (no .kpack section; not built by kernelpack?)")
+    bundle = found.bundles[0] if len(found.bundles) == 1 else Bundle.of(*found.bundles)
+    return bundle, found.host_programs, found.archive
 
 
 def load(source: str | os.PathLike[str] | Bundle) -> KernelModule:
     """Load a ``.kpack`` bundle, a built ``libNAME.so`` / ``libNAME.a``, or a :class:`Bundle` in memory.
 
-    Returns a module with one callable per kernel family::
+    Returns a module with one callable per kernel family, and one per CuTe host program linked into a library::
 
         kernels = kernelpack.load("kernels.kpack")
         kernels.axpy(0.5, x, y, x.numel(), grid=blocks, block=256)
+        lib = kernelpack.load("libgemm.so")
+        lib.gemm(a, b, c)  # host program: its C entry computes grid, TMA descriptors, cluster launch
+
+    Host programs need the shared library: Python cannot load a static archive's code, so from ``libNAME.a`` they
+    are listed but refuse to run.
     """
     if isinstance(source, Bundle):
         return KernelModule(source, "<bundle>")
-    return KernelModule(read_any(source), str(source))
+    bundle, hosts, archive = _read(source)
+    return KernelModule(bundle, str(source), hosts, archive)
+
+
+def _host_families(infos: Sequence[HostEntryInfo], source: str, archive: bool) -> dict[str, HostFamily]:
+    """One callable per host-program name; variants that take different arguments get one each (``name_variant``)."""
+    if not infos:
+        return {}
+    lib = SharedLibrary(source, archive)
+    groups: dict[str, list[HostEntryInfo]] = {}
+    for i in infos:
+        groups.setdefault(i.name, []).append(i)
+    out: dict[str, HostFamily] = {}
+    for name, group in groups.items():
+        try:
+            out[name] = HostFamily(name, group, lib)
+        except ValueError:
+            for i in group:
+                out[i.symbol.removeprefix(f"{i.library}_")] = HostFamily(i.symbol.removeprefix(f"{i.library}_"),
+                                                                         [i], lib)
+    return out
+
+
+def _host_callable(fam: HostFamily, module: str, source: str) -> PyLauncher:
+    fn = PyLauncher(fam)
+    fn.__name__ = fn.__qualname__ = fam.name  # type: ignore[attr-defined]
+    fn.__module__ = module
+    fn.__doc__ = fam.doc(source)
+    fn.__signature__ = fam.signature()  # type: ignore[attr-defined]
+    fn._kp_repr = fam.repr_text()  # type: ignore[attr-defined]
+    fn.host_program = fam  # type: ignore[attr-defined]
+    return fn

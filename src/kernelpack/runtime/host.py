@@ -1,0 +1,254 @@
+"""CuTe host programs of a built library, callable from Python: ``mod.gemm(a, b, c, stream=None)``.
+
+The typed C entry (``kernelpack.cute_host.entry``) stays the one place that runs CuTe's host code; Python checks
+the arguments as for a kernel, fills the entry's tensor descriptors from each tensor's pointer, shape and strides,
+makes the tensors' device current, and calls the exported symbol through ctypes (the library is ``dlopen``-ed on
+the first call). A failure comes back from the entry's ``kp_status`` and ``NAME_last_error()`` as the runtime's
+exception classes. Cost: the checks and one ctypes call with by-value structs, a few microseconds per call — about
+what the host program's own host work (TMA descriptor encoding) costs; kernels launched by families stay on the
+fast path.
+
+Programs sharing a name (variants such as ``gemm[f16]``/``gemm[bf16]``) are one callable dispatching on the
+arguments, like a kernel family.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import inspect
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from ..cute_host.manifest import HostEntryInfo
+from ..errors import LaunchError
+from . import streams
+from .adapters import TensorView, as_view, is_torch_tensor
+from .driver import get as get_driver
+from .errors import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization
+from .hostargs import HostCall
+
+STATUS_NAMES = {0: "KP_SUCCESS", 1: "KP_ERROR_NO_DRIVER", 2: "KP_ERROR_DRIVER_TOO_OLD", 3: "KP_ERROR_NO_DEVICE",
+                4: "KP_ERROR_CUDA", 5: "KP_ERROR_NO_BINARY_FOR_ARCH", 6: "KP_ERROR_NO_MATCHING_SPECIALIZATION",
+                7: "KP_ERROR_INVALID_ARGUMENT", 8: "KP_ERROR_INVALID_LAUNCH", 9: "KP_ERROR_OUT_OF_MEMORY"}
+_DRIVER_STATUS = (1, 2, 3, 4)
+
+
+class SharedLibrary:
+    """The built library, ``dlopen``-ed on first use; refuses a static archive with the reason."""
+
+    def __init__(self, path: str, archive: bool) -> None:
+        self.path = os.path.abspath(path)
+        self.archive = archive
+        self._lib: ctypes.CDLL | None = None
+        self._lock = threading.Lock()
+
+    def function(self, symbol: str, argtypes: list[Any], label: str) -> Any:
+        if self.archive:
+            raise LaunchError(f"host program {label}: {self.path} is a static archive, which Python cannot load; "
+                              f"load the shared library (lib*.so) built with it to call CuTe host programs (the "
+                              f"archive's kernel families work)")
+        with self._lock:
+            if self._lib is None:
+                try:
+                    self._lib = ctypes.CDLL(self.path, mode=ctypes.RTLD_LOCAL)
+                except OSError as e:
+                    raise LaunchError(f"host program {label}: cannot load {self.path}: {e}") from None
+        try:
+            fn = getattr(self._lib, symbol)
+        except AttributeError:
+            raise LaunchError(f"host program {label}: {self.path} does not export {symbol}") from None
+        fn.argtypes, fn.restype = argtypes, ctypes.c_int
+        return fn
+
+    def text(self, symbol: str, restype: Any) -> Any:
+        fn = getattr(self._lib, symbol)
+        fn.argtypes, fn.restype = [], restype
+        return fn()
+
+
+class HostFamily:
+    """The host programs of one name; ``__call__`` checks, picks the first that fits, and calls its entry."""
+
+    def __init__(self, name: str, infos: Sequence[HostEntryInfo], library: SharedLibrary) -> None:
+        self.name = name
+        calls = [HostCall(i) for i in infos]
+        self.calls = tuple(sorted(calls, key=lambda c: (-c.specificity[0], -c.specificity[1])))
+        self.arg_names = self.calls[0].arg_names
+        self.has_stream = self.calls[0].has_stream
+        for c in self.calls[1:]:
+            if c.arg_names != self.arg_names or c.has_stream != self.has_stream:
+                raise ValueError(f"{c.label} takes ({', '.join(c.arg_names)}), {self.calls[0].label} takes "
+                                 f"({', '.join(self.arg_names)})")
+        self.library = library
+        self._fns: dict[str, Any] = {}
+
+    @property
+    def label(self) -> str:
+        return self.calls[0].label if len(self.calls) == 1 else self.name
+
+    def __call__(self, *args: Any, stream: Any = None, **named: Any) -> None:
+        values = self._bind(args, named, stream)
+        views = {n: _view(self.label, n, v) for n, v in values.items()}
+        ordinal = self._device(views)
+        call, packed = self._dispatch(values, views)
+        if stream is not None and not call.has_stream:
+            raise ArgumentTypeError(f"host program {call.label}: takes no stream (its CuTe function has no stream "
+                                    f"argument); leave stream out")
+        saw_torch = any(v is not None and v.source == "torch" for v in views.values())
+        handle = streams.resolve(stream, ordinal or 0, saw_torch, call.label) if call.has_stream else 0
+        if call.argtypes is None:
+            raise LaunchError(f"host program {call.label}: {call.unsupported}; ctypes cannot pass it exactly: call "
+                              f"{call.info.symbol} from C")
+        fn = self._fns.get(call.info.symbol)
+        if fn is None:
+            fn = self._fns[call.info.symbol] = self.library.function(call.info.symbol, call.argtypes, call.label)
+        c_args = call.c_args(packed, handle)
+        status = _on_device(ordinal, lambda: fn(*c_args), call.label)
+        if status != 0:
+            raise self._error(call, status)
+
+    def _bind(self, args: tuple[Any, ...], named: dict[str, Any], stream: Any) -> dict[str, Any]:
+        n, sig = len(self.arg_names), ", ".join(self.arg_names)
+        if len(args) > n:
+            raise ArgumentTypeError(f"host program {self.label}: takes {n} arguments ({sig}), got {len(args)}")
+        values = dict(zip(self.arg_names, args))
+        for key, v in named.items():
+            if key not in self.arg_names:
+                opts = "; keyword: stream" if self.has_stream else ""
+                raise ArgumentTypeError(f"host program {self.label}: unknown keyword argument '{key}' (arguments: "
+                                        f"{sig}{opts})")
+            if key in values:
+                raise ArgumentTypeError(f"host program {self.label}: argument '{key}' given twice")
+            values[key] = v
+        missing = [a for a in self.arg_names if a not in values]
+        if missing:
+            raise ArgumentTypeError(f"host program {self.label}: takes {n} arguments ({sig}), got {n - len(missing)}: "
+                                    f"missing {', '.join(missing)}")
+        return values
+
+    def _device(self, views: dict[str, TensorView | None]) -> int | None:
+        ordinal, first = None, ""
+        for i, (name, v) in enumerate(views.items()):
+            if v is None:
+                continue
+            if v.device is None:
+                raise ArgumentValueError(f"host program {self.label}: argument {i} '{name}' is a {v.describe()}; "
+                                         f"host programs need CUDA device memory (move it with .cuda())")
+            if ordinal is None:
+                ordinal, first = v.device, name
+            elif v.device != ordinal:
+                raise ArgumentValueError(f"host program {self.label}: '{first}' is on cuda:{ordinal} but '{name}' is "
+                                         f"on cuda:{v.device}; all tensors of a call must be on one device")
+        return ordinal
+
+    def _dispatch(self, values: dict[str, Any], views: dict[str, TensorView | None]) -> tuple[HostCall, list[Any]]:
+        reasons: list[tuple[str, LaunchError]] = []
+        for c in self.calls:
+            try:
+                return c, c.fit(values, views)
+            except (ArgumentTypeError, ArgumentValueError) as e:
+                if len(self.calls) == 1:
+                    raise
+                reasons.append((c.label, e))
+        if all(type(e) is ArgumentTypeError for _, e in reasons):
+            raise reasons[0][1]
+        detail = "; ".join(f"{label}: {e.message.split(': ', 1)[-1]}" for label, e in reasons)
+        raise NoMatchingSpecialization(f"host program {self.name}: no variant accepts these arguments; {detail}")
+
+    def _error(self, call: HostCall, status: int) -> LaunchError:
+        lib = call.info.library
+        message = self.library.text(f"{lib}_last_error", ctypes.c_char_p) or b""
+        cuda = int(self.library.text(f"{lib}_last_cuda_error", ctypes.c_int))
+        text = (f"host program {call.label}: {call.info.symbol} returned {STATUS_NAMES.get(status, status)}: "
+                f"{message.decode(errors='replace')}")
+        if status == 7:
+            return ArgumentValueError(text)
+        if status in _DRIVER_STATUS:
+            return DriverError(text, code=cuda, name=f"CUresult {cuda}" if cuda else "")
+        return LaunchError(text)
+
+    # ------------------------------------------------------------ what help() and repr show
+
+    def signature_text(self) -> str:
+        args = ", ".join(self._arg_text(i) for i in range(len(self.arg_names)))
+        tail = ", *, stream=None" if self.has_stream else ""
+        return f"{self.name}({args}{tail})"
+
+    def _arg_text(self, i: int) -> str:
+        texts: list[str] = []
+        for c in self.calls:
+            t = c.describe_arg(i).split(": ", 1)[1]
+            if t not in texts:
+                texts.append(t)
+        return f"{self.arg_names[i]}: {' | '.join(texts)}"
+
+    def signature(self) -> inspect.Signature:
+        P = inspect.Parameter
+        params = [P(n, P.POSITIONAL_OR_KEYWORD, annotation=self._arg_text(i).split(": ", 1)[1])
+                  for i, n in enumerate(self.arg_names)]
+        if self.has_stream:
+            params.append(P("stream", P.KEYWORD_ONLY, default=None))
+        return inspect.Signature(params, return_annotation=None)
+
+    def doc(self, source: str) -> str:
+        lines = [self.signature_text(), "",
+                 f"CuTe host program {self.name} from {source}: {len(self.calls)} variant(s), tried in this order:"]
+        for c in self.calls:
+            lines.append(f"  {c.label}  (C entry {c.info.symbol}; {', '.join(c.info.archs)}; zero extents: "
+                         f"{'return without running' if c.info.zero_extent == 'skip' else 'refused'})")
+            lines.append(f"      {c.describe()}")
+            if c.unsupported:
+                lines.append(f"      not callable from Python: {c.unsupported}")
+        if self.library.archive:
+            lines.append("Not callable here: loaded from a static archive; load the shared library.")
+        lines.append("Arguments: torch tensors, __cuda_array_interface__ or DLPack arrays on one CUDA device for "
+                     "tensors; Python numbers for scalars. stream: None (torch's current stream with torch tensors, "
+                     "else the default stream), an int handle, or a stream object.")
+        return "\n".join(lines)
+
+    def repr_text(self) -> str:
+        return f"<kernelpack host program {self.signature_text()} [{', '.join(c.info.symbol for c in self.calls)}]>"
+
+
+def _view(label: str, name: str, value: Any) -> TensorView | None:
+    if value is None or isinstance(value, (int, float, bytes, bytearray, memoryview, str)):
+        return None
+    if not (is_torch_tensor(value) or hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__")):
+        return None
+    try:
+        return as_view(value, _pointer_device)
+    except (AttributeError, TypeError, ValueError, KeyError) as e:
+        raise ArgumentTypeError(f"host program {label}: cannot read array argument '{name}' of type "
+                                f"{type(value).__name__}: {e}") from None
+
+
+def _pointer_device(ptr: int) -> int | None:
+    try:
+        return get_driver().pointer_device(ptr)
+    except DriverError:
+        return None
+
+
+def _on_device(ordinal: int | None, fn: Any, label: str) -> int:
+    """Run ``fn`` with device ``ordinal``'s primary context current (the entry runs on the current device). With
+    no driver the entry is called as it is: it returns without running on empty tensors, else reports why."""
+    if ordinal is None:
+        return int(fn())
+    try:
+        d = get_driver()
+    except DriverError:
+        return int(fn())
+    try:
+        target = d.device(ordinal).context
+        saved = d.current_context()
+        if saved != target:
+            d.set_current(target)
+    except DriverError as e:
+        raise DriverError(f"host program {label}: {e}", code=e.code, name=e.name) from None
+    try:
+        return int(fn())
+    finally:
+        if saved and saved != target:
+            d.set_current(saved)
