@@ -5,7 +5,8 @@ carried to the GPU machine, which has no CuTe DSL).
     .gpu/cute/kernels.kpack      kernel-level artifacts: ew_add (f32, bf16; sm_80 + sm_90a), scale_shift
     .gpu/cute/kpkern/            the C library kernelpack.Library builds from kernels.kpack
     .gpu/cute/kpcute/            host programs linked with the driver shim: ew_add_{f32,bf16}, scale_shift,
-                                 gemm_{f16,bf16} (sm_90a): lib/libkpcute.{so,a}, include/kpcute.h
+                                 gemm_{f16,bf16} (sm_90a): lib/libkpcute.{so,a}, include/kpcute.h; the .so also
+                                 loads with kernelpack.load (tests/test_cute_host_runtime_gpu.py: mod.gemm(a, b, c))
     .gpu/cute/kpmix/             one kernelpack.Library of all of it plus .gpu/frontends/*.kpack (run
                                  gpu_prepare_frontends.py first): lib/libkpmix.{so,a}, include/kpmix.h{,pp}
     .gpu/cute/manifest.json      what was built (read by tests/test_cute_gpu.py and bench/cute_gemm.py)
