@@ -596,7 +596,7 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
     unsigned char buf[KP_BUF] __attribute__((aligned(16)));
     void* ptrs[KP_MAX_SLOTS];
 
-    if (KP_UNLIKELY(nargs != self->nargs || bridge == NULL || cu_launch == NULL)) goto slow;
+    if (KP_UNLIKELY(nargs != self->nargs || cu_launch == NULL)) goto slow;
     if (kwnames != NULL) {
         int8_t map[K_N];
         int nk = map_kwnames(kwnames, map);
@@ -627,6 +627,7 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
         } else if (o == Py_True || o == Py_False) { /* only a bool param takes one (else the Python path refuses) */
             x->kind = A_BOOL, x->i = o == Py_True;
         } else {
+            if (bridge == NULL) goto slow; /* tensors are read in C only through the torch bridge */
             int r = bridge->unpack(o, &x->v);
             if (r != 1) {
                 if (r == 0 && PyBytes_CheckExact(o)) {
