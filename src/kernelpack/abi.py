@@ -66,6 +66,12 @@ class DType(str, Enum):
     def is_integer(self) -> builtins.bool:  # `bool` here would name the member
         return self.value[0] in "iu"
 
+    @property
+    def int_range(self) -> tuple[int, int]:
+        """The smallest and largest value of an integer dtype."""
+        bits = 8 * self.size
+        return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if self.is_signed else (0, (1 << bits) - 1)
+
     @classmethod
     def parse(cls, text: str | DType) -> DType:
         try:

@@ -13,9 +13,6 @@ from typing import Any
 from .abi import Abi, DType, Opaque, ParamType, Pointer, Scalar, Struct
 from .errors import KernelpackError
 
-_INT_RANGE = {dt: ((-(1 << (8 * dt.size - 1)), (1 << (8 * dt.size - 1)) - 1) if dt.is_signed
-                   else (0, (1 << (8 * dt.size)) - 1)) for dt in DType if dt.is_integer}
-
 
 def bf16_bits(value: float) -> int:
     """Round a float to bfloat16 (nearest even) and return its 16 bits."""
@@ -29,7 +26,7 @@ def _scalar(dt: DType, value: Any, where: str) -> bytes:
     if dt.is_integer:
         if isinstance(value, bool) or not isinstance(value, int):
             raise KernelpackError(f"{where}: expected an int for {dt.c_type}, got {type(value).__name__}")
-        lo, hi = _INT_RANGE[dt]
+        lo, hi = dt.int_range
         if not lo <= value <= hi:
             raise KernelpackError(f"{where}: {value} does not fit {dt.c_type} [{lo}, {hi}]")
         return struct.pack("<" + dt.struct_format, value)

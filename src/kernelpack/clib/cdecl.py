@@ -17,10 +17,9 @@ DTYPE_ENUM: dict[DType, tuple[str, int]] = {
                            DType.f16, DType.bf16, DType.f32, DType.f64, DType.bool])
 }
 
+# values a kp_tensor (int64_t shape/stride fields) can carry for each integer dtype
 INT_RANGE: dict[DType, tuple[int, int]] = {
-    DType.i8: (-(2**7), 2**7 - 1), DType.i16: (-(2**15), 2**15 - 1), DType.i32: (-(2**31), 2**31 - 1),
-    DType.i64: (-(2**63), 2**63 - 1), DType.u8: (0, 2**8 - 1), DType.u16: (0, 2**16 - 1),
-    DType.u32: (0, 2**32 - 1), DType.u64: (0, 2**63 - 1),  # kp_tensor holds int64_t
+    d: (d.int_range[0], min(d.int_range[1], 2**63 - 1)) for d in DType if d.is_integer
 }
 
 STATUS = [

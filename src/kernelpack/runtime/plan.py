@@ -31,8 +31,7 @@ OP_NULL, OP_PTR, OP_SCALAR, OP_TENSOR, OP_BYTES = 0, 1, 2, 3, 4
 # first param of a tensor descriptor (the caller's tensor), and the other params that descriptor fills
 OP_SCRATCH, OP_DESC, OP_DESC_FIELD = 5, 6, 7
 
-INT_RANGE = {d: ((-(1 << (8 * d.size - 1)), (1 << (8 * d.size - 1)) - 1) if d.is_signed
-                 else (0, (1 << (8 * d.size)) - 1)) for d in DTYPES if d.is_integer}
+INT_RANGE = {d: d.int_range for d in DTYPES if d.is_integer}
 
 
 @dataclass(frozen=True)
