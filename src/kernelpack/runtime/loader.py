@@ -25,9 +25,9 @@ def binary_quality(b: Binary, major: int, minor: int) -> int:
         if a.suffix == "a":
             return 1000 + a.sm if exact else 0
         return 1000 + a.sm if a.sm <= major * 10 + minor else 0
-    if a.suffix == "a":
-        return 3000 if exact else 0
-    return 2000 + a.minor if a.major == major and a.minor <= minor else 0
+    if not a.runs_on(major, minor):
+        return 0
+    return 3000 if a.suffix == "a" else 2000 + a.minor
 
 
 @dataclass(frozen=True)
