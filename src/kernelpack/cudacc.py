@@ -59,23 +59,28 @@ class CompileOutput:
     compiler: str  # e.g. "nvrtc 13.5" or "nvcc 13.0"
 
 
-def cuda_include_dirs() -> list[str]:
-    """Directories holding cuda.h / cuda_fp16.h: the toolkit's, else the pip nvidia-* packages'."""
-    out = []
+_PIP_CUDA_DIRS = ("cu13", "cu12", "cuda_runtime", "cuda_nvrtc", "cuda_cuobjdump", "cuda_nvdisasm")
+
+
+def toolkit_paths(rel: str) -> list[Path]:
+    """Existing files ``rel`` (e.g. ``include/cuda.h``, ``bin/cuobjdump``) in the CUDA toolkit, then in the pip
+    nvidia-* packages, in that order of preference."""
+    out: list[Path] = []
     home = config.knobs().cuda_home
-    if home is not None and (home / "include" / "cuda.h").is_file():
-        out.append(str(home / "include"))
+    if home is not None:
+        out.append(home / rel)
     try:
         import nvidia  # type: ignore[import-not-found]
 
-        for base in nvidia.__path__:
-            for sub in ("cu13", "cu12", "cuda_runtime", "cuda_nvrtc"):
-                inc = Path(base) / sub / "include"
-                if (inc / "cuda.h").is_file() and str(inc) not in out:
-                    out.append(str(inc))
+        out += [Path(base) / sub / rel for base in nvidia.__path__ for sub in _PIP_CUDA_DIRS]
     except ImportError:
         pass
-    return out
+    return [p for p in out if p.is_file()]
+
+
+def cuda_include_dirs() -> list[str]:
+    """Directories holding cuda.h / cuda_fp16.h: the toolkit's, else the pip nvidia-* packages'."""
+    return list(dict.fromkeys(str(p.parent) for p in toolkit_paths("include/cuda.h")))
 
 
 def nvrtc_available() -> bool:

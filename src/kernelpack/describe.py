@@ -20,21 +20,10 @@ def find_cuda_tool(name: str) -> str | None:
     found = shutil.which(name)
     if found:
         return found
-    from . import config
+    from .cudacc import toolkit_paths
 
-    home = config.knobs().cuda_home
-    if home is not None and (home / "bin" / name).is_file():
-        return str(home / "bin" / name)
-    try:
-        import nvidia  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    for base in nvidia.__path__:
-        for sub in ("cu13", "cu12", "cuda_cuobjdump", "cuda_nvdisasm"):
-            cand = Path(base) / sub / "bin" / name
-            if cand.is_file():
-                return str(cand)
-    return None
+    candidates = toolkit_paths(f"bin/{name}")
+    return str(candidates[0]) if candidates else None
 
 
 def load_any(path: str | os.PathLike[str]) -> Cubin | Bundle:
