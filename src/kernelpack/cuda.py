@@ -84,7 +84,8 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     exprs = [r.expr for r in requests]
 
     outputs = {a: _compile_cached(text, filename, a, opts, exprs, backend, version, cache) for a in archs}
-    cubins = {a: read_cubin(o.cubin) for a, o in outputs.items()}
+    shared = {a: Binary(a, o.cubin) for a, o in outputs.items()}  # one parsed cubin per arch for every kernel
+    cubins = {a: b.cubin for a, b in shared.items()}
     first = archs[0]
     symbols = {r.expr: _symbol(r, outputs[first], cubins[first]) for r in requests}
     for a in archs[1:]:
@@ -104,7 +105,7 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
         user_sig = (signatures or {}).get(r.name)
         abi = _abi(r, symbol, ck, text, user_sig, probed.get(r.expr))
         spec = launch.get(r.name, LaunchSpec()) if isinstance(launch, Mapping) else (launch or LaunchSpec())
-        binaries = tuple(Binary(a, outputs[a].cubin) for a in archs)
+        binaries = tuple(shared[a] for a in archs)
         artifacts.append(KernelArtifact(r.name, symbol, abi, binaries, spec, provenance, r.variant))
     return Bundle(tuple(artifacts))
 
