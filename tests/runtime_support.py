@@ -7,6 +7,7 @@ import ctypes
 import dataclasses
 import shutil
 import subprocess
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -150,6 +151,33 @@ def build_fake(out: Path) -> Path:
     subprocess.run([cc, "-O1", "-shared", "-fPIC", "-Wall", "-Wl,-soname,libkpfakecuda.so",
                     str(HERE / "fakecuda_rt.c"), "-o", str(path), "-lpthread"], check=True)
     return path
+
+
+@contextmanager
+def fake_driver_session(out: Path) -> Iterator[FakeDriver]:
+    """The fake driver built under ``out`` and installed as the runtime's driver for the block's duration."""
+    from kernelpack.runtime import driver
+
+    fake = FakeDriver(build_fake(out))
+    driver.use_library(str(fake.path))
+    try:
+        yield fake
+    finally:
+        driver.use_library()
+
+
+@contextmanager
+def fake_for(fake: FakeDriver, bundle: Bundle) -> Iterator[FakeDriver]:
+    """A reset fake (one sm_90 device, ``bundle``'s kernels registered) behind a fresh runtime Driver."""
+    from kernelpack.runtime import driver
+
+    fake.reset((9, 0))
+    fake.register(bundle, "sm_90a")
+    driver.use_library(str(fake.path))  # a fresh Driver: no devices cached from earlier tests
+    try:
+        yield fake
+    finally:
+        fake.set_current(-1)
 
 
 def reqntid_cubin(out: Path, arch: str) -> bytes:

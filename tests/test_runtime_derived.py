@@ -14,14 +14,13 @@ import pytest
 import kernelpack
 from kernelpack.artifact import GRID_OPS, LaunchSpec, evaluate_grid
 from kernelpack.bundle import Bundle
-from kernelpack.runtime import driver
 from kernelpack.tma import encode_args
 from runtime_support import (
-    FakeDriver,
     assert_singletons_intact,
-    build_fake,
     build_test_bundle,
     cpu_tensors_as_cuda,
+    fake_driver_session,
+    fake_for,
     python_path,
 )
 
@@ -83,19 +82,14 @@ def bundle(base):
 
 @pytest.fixture(scope="module")
 def fake_lib(tmp_path_factory):
-    fake = FakeDriver(build_fake(tmp_path_factory.mktemp("fake")))
-    driver.use_library(str(fake.path))
-    yield fake
-    driver.use_library()
+    with fake_driver_session(tmp_path_factory.mktemp("fake")) as fake:
+        yield fake
 
 
 @pytest.fixture
 def fake(fake_lib, bundle):
-    fake_lib.reset((9, 0))
-    fake_lib.register(bundle, "sm_90a")
-    driver.use_library(str(fake_lib.path))
-    yield fake_lib
-    fake_lib.set_current(-1)
+    with fake_for(fake_lib, bundle) as f:
+        yield f
     assert_singletons_intact()
 
 

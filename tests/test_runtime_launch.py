@@ -16,14 +16,14 @@ import pytest
 import kernelpack
 from kernelpack.errors import LaunchError
 from kernelpack.packing import pack_params
-from kernelpack.runtime import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization, driver
+from kernelpack.runtime import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization
 from runtime_support import (
     CudaArray,
-    FakeDriver,
     assert_singletons_intact,
-    build_fake,
     build_test_bundle,
     cpu_tensors_as_cuda,
+    fake_driver_session,
+    fake_for,
     python_path,
 )
 
@@ -37,19 +37,14 @@ def bundle(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def fake_lib(tmp_path_factory):
-    fake = FakeDriver(build_fake(tmp_path_factory.mktemp("fake")))
-    driver.use_library(str(fake.path))
-    yield fake
-    driver.use_library()
+    with fake_driver_session(tmp_path_factory.mktemp("fake")) as fake:
+        yield fake
 
 
 @pytest.fixture
 def fake(fake_lib, bundle):
-    fake_lib.reset((9, 0))
-    fake_lib.register(bundle, "sm_90a")
-    driver.use_library(str(fake_lib.path))  # a fresh Driver: no devices cached from earlier tests
-    yield fake_lib
-    fake_lib.set_current(-1)
+    with fake_for(fake_lib, bundle) as f:
+        yield f
 
 
 @pytest.fixture(autouse=True)
