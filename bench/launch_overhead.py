@@ -8,7 +8,10 @@ Triton's two hidden scratch pointers) compiled once by Triton's JIT; every other
 * steady state: back-to-back launches of the tiny kernel with the GPU working, until a final synchronize.
 
 Rows are interleaved round by round (the starting row rotated), so drift hits every row alike; each row reports
-the median over its rounds and the p25-p75 spread.
+the median over its rounds, the p25-p75 spread, and the "paired" ratio: the median over rounds of the row's time
+over raw C's time in the same round (less sensitive to a noisy host than the ratio of medians). The measuring
+thread is pinned to one CPU (after CUDA is initialised, so the driver's own threads keep theirs); --no-pin keeps
+it free.
 
 Also: ``import kernelpack`` + ``kernelpack.load`` + first launch of a 100-kernel bundle, in a fresh process.
 
@@ -152,9 +155,13 @@ def steady_batch(run, stream):  # type: ignore[no-untyped-def]
     return (time.perf_counter_ns() - t0) / STEADY
 
 
+RAW_ROW = "raw C cuLaunchKernel (same process)"
+
+
 def measure(candidates, spin, stream, torch):  # type: ignore[no-untyped-def]
     """Every row's batches interleaved round by round (start rotated), so drift hits all rows alike."""
     host: dict[str, list[float]] = {name: [] for name, _ in candidates}
+    rounds: dict[str, dict[int, float]] = {name: {} for name, _ in candidates}
     late: dict[str, int] = {name: 0 for name, _ in candidates}
     steady: dict[str, list[float]] = {name: [] for name, _ in candidates}
     for rnd in range(WARMUP + REPS):
@@ -167,6 +174,8 @@ def measure(candidates, spin, stream, torch):  # type: ignore[no-untyped-def]
                 late[name] += 1
             else:
                 host[name].append(t)
+                rounds[name][rnd] = t
+    raw = rounds.get(RAW_ROW, {})
     for rnd in range(STEADY_REPS):
         k = rnd % len(candidates)
         for name, run in candidates[k:] + candidates[:k]:
@@ -174,8 +183,10 @@ def measure(candidates, spin, stream, torch):  # type: ignore[no-untyped-def]
     out = {}
     for name, _ in candidates:
         h, st = host[name], steady[name]
+        paired = [t / raw[r] for r, t in rounds[name].items() if r in raw]  # this row over raw C, same round
         out[name] = {"host": {"median": statistics.median(h), "min": min(h), "p25": _quantile(h, 0.25),
-                              "p75": _quantile(h, 0.75), "late": late[name], "n": len(h)} if h else None,
+                              "p75": _quantile(h, 0.75), "late": late[name], "n": len(h),
+                              "paired": statistics.median(paired) if paired else None} if h else None,
                      "steady": statistics.median(st), "steady_p25": _quantile(st, 0.25),
                      "steady_p75": _quantile(st, 0.75)}
     return out
@@ -194,6 +205,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--artifacts", default=os.environ.get("KERNELPACK_GPU_ARTIFACTS", ".gpu") + "/runtime")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--no-pin", action="store_true", help="do not pin the measuring thread to one CPU")
     args = ap.parse_args()
     art_dir = Path(args.artifacts)
 
@@ -204,6 +216,12 @@ def main() -> int:
     from kernelpack.bundle import Bundle
 
     torch.cuda.init()
+    torch.cuda.synchronize()
+    pinned = None
+    if not args.no_pin and hasattr(os, "sched_setaffinity"):
+        pinned = max(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {pinned})  # this thread only: threads the driver started keep their CPUs
+    print(f"measuring thread pinned to CPU {pinned}" if pinned is not None else "measuring thread not pinned")
     dev = torch.device("cuda", 0)
     stream = torch.cuda.Stream(device=dev)
     torch.cuda.set_stream(stream)
@@ -270,7 +288,7 @@ def main() -> int:
             raise RuntimeError(f"cuLaunchKernel failed: {-ns}")
         return ns
 
-    add_row("raw C cuLaunchKernel (same process)", raw_run)
+    add_row(RAW_ROW, raw_run)
     raw.kb_loop_ctx.restype = ctypes.c_double
     raw.kb_loop_ctx.argtypes = raw.kb_loop.argtypes
     assert raw.kb_init_ctx() == 0
@@ -470,23 +488,25 @@ def report(rows, notes, load, json_path, fast) -> None:  # type: ignore[no-untyp
 
     from kernelpack.runtime import driver
 
-    raw = rows.get("raw C cuLaunchKernel (same process)")
+    raw = rows.get(RAW_ROW)
     base = raw["host"]["median"] if raw and raw["host"] else None
     gpu = torch.cuda.get_device_name(0)
     v = driver.get().version
     print(f"\nLaunch overhead, {time.strftime('%Y-%m-%d')}, {gpu}, CUDA driver {v // 1000}.{v % 1000 // 10}, "
           f"torch {torch.__version__}, Python {platform.python_version()}, kernelpack fast path {fast}")
-    print(f"{'path':58s} {'host-only ns':>13s} {'x raw C':>8s} {'p25-p75 ns':>12s} {'min ns':>8s} {'steady ns':>10s} "
-          f"{'steady p25-p75':>15s}")
+    print(f"{'path':58s} {'host-only ns':>13s} {'x raw C':>8s} {'paired x':>9s} {'p25-p75 ns':>12s} {'min ns':>8s} "
+          f"{'steady ns':>10s} {'steady p25-p75':>15s}")
     for name, r in rows.items():
         h = r["host"]
         med = f"{h['median']:.0f}" if h else "-"
         ratio = f"{h['median'] / base:.2f}" if h and base else "-"
+        paired = f"{h['paired']:.3f}" if h and h["paired"] else "-"
         mn = f"{h['min']:.0f}" if h else "-"
         iqr = f"{h['p25']:.0f}-{h['p75']:.0f}" if h else "-"
         late = f" ({h['late']} late)" if h and h["late"] else ""
         siqr = f"{r['steady_p25']:.0f}-{r['steady_p75']:.0f}"
-        print(f"{name:58s} {med:>13s} {ratio:>8s} {iqr:>12s} {mn:>8s} {r['steady']:>10.0f} {siqr:>15s}{late}")
+        print(f"{name:58s} {med:>13s} {ratio:>8s} {paired:>9s} {iqr:>12s} {mn:>8s} {r['steady']:>10.0f} "
+              f"{siqr:>15s}{late}")
     for name, why in notes.items():
         print(f"{name:58s} not measured: {why}")
     if load:

@@ -14,7 +14,7 @@ if [ -z "${SKIP_BUILD:-}" ]; then  # the runtime's extensions, built in place fo
   ( time $PY setup.py -q build_ext --inplace ) > "$OUT/build.log" 2>&1 || tail -20 "$OUT/build.log"
   ls src/kernelpack/runtime/*.so
 fi
-$PY -m pytest -m gpu -q -p no:cacheprovider ${GPU_TESTS:-tests} 2>&1 | tee "$OUT/gpu_tests.log"
+$PY -m pytest -m gpu -q -rs -p no:cacheprovider --junitxml="$OUT/gpu_tests.xml" ${GPU_TESTS:-tests} 2>&1 | tee "$OUT/gpu_tests.log"
 status=${PIPESTATUS[0]}
 for b in ${GPU_BENCH:-}; do
   echo "=== $b"; $PY "$b" 2>&1 | tee -a "$OUT/bench.log"

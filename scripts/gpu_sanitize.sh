@@ -49,13 +49,13 @@ for tool in $TOOLS; do
     # memcheck ends each process's log with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: ... (N errors"
     errors=$(cat "$dir"/proc.*.log 2>/dev/null | sed -n -e 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' \
       -e 's/.*RACECHECK SUMMARY: .*(\([0-9]*\) error.*/\1/p' | awk '{s += $1} END {print s + 0}')
-    procs=$(grep -lE "ERROR SUMMARY|RACECHECK SUMMARY" "$dir"/proc.*.log 2>/dev/null | wc -l)
+    logs=$(grep -lE "ERROR SUMMARY|RACECHECK SUMMARY" "$dir"/proc.*.log 2>/dev/null | wc -l)
     tests=$(grep -Eo "[0-9]+ (passed|failed|skipped|error)" "$dir/pytest.log" | paste -sd, -)
     verdict=CLEAN
     [ "${errors:-0}" != 0 ] && verdict=ERRORS
     [ "$rc" = 124 ] && verdict="TIMEOUT(${PER_RUN_S}s)"
     [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$verdict" = CLEAN ] && verdict="TESTS-FAILED(rc=$rc)"
-    printf '%-9s %-12s errors=%-4s processes=%-3s tests=[%s] %ss %s\n' "$tool" "$fe" "${errors:-0}" "$procs" \
+    printf '%-9s %-12s errors=%-4s summaries=%-3s tests=[%s] %ss %s\n' "$tool" "$fe" "${errors:-0}" "$logs" \
       "$tests" $((SECONDS - t0)) "$verdict" | tee -a "$summary"
     [ "$verdict" != CLEAN ] && status=1
   done

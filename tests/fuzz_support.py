@@ -16,6 +16,7 @@ import resource
 import signal
 import struct
 import tempfile
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from kernelpack.bundle import HEADER_SIZE, MAGIC, Bundle
+from kernelpack.bundle import FLAG_ZLIB_MANIFEST, HEADER_SIZE, MAGIC, Bundle, read_manifest
 from kernelpack.clib.embedded import read_embedded_bundle
 from kernelpack.cubin import read_cubin
 from kernelpack.errors import BundleError, CubinError, KernelpackError
@@ -214,13 +215,14 @@ def edit_manifest(manifest: Any, edits: list[tuple[int, str, Any]]) -> Any:
 def forge(bundle: bytes, body: bytes) -> bytes:
     """``bundle`` with its manifest replaced by ``body`` and the header (size, SHA-256) made consistent."""
     _, version, flags, moff, _, _ = struct.unpack_from("<8sIIQQ32s", bundle)
+    if flags & FLAG_ZLIB_MANIFEST:
+        body = zlib.compress(body)
     head = struct.pack("<8sIIQQ32s", MAGIC, version, flags, moff, len(body), hashlib.sha256(body).digest())
     return head + bundle[HEADER_SIZE:moff] + body
 
 
 def manifest_of(bundle: bytes) -> Any:
-    moff, msize = struct.unpack_from("<QQ", bundle, 16)
-    return json.loads(bundle[moff:moff + msize])
+    return read_manifest(bundle)
 
 
 def encode(obj: Any) -> bytes:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+import zlib
 
 import pytest
 
-from kernelpack.bundle import HEADER_SIZE, MAGIC, Bundle, read_manifest
+from kernelpack.bundle import FLAG_ZLIB_MANIFEST, HEADER_SIZE, MAGIC, MAX_MANIFEST, Bundle, read_manifest
 from kernelpack.cudacc import find_nvcc, nvrtc_available
 from kernelpack.demo import compile_examples
 from kernelpack.errors import BundleError
@@ -91,13 +92,13 @@ def test_not_a_bundle_is_refused(tmp_path):
 
 def test_a_manifest_lying_about_its_abi_is_refused_by_verification(bundle):
     data = bundle.to_bytes()
-    moff, msize = struct.unpack_from("<QQ", data, 16)
-    manifest = json.loads(data[moff:moff + msize])
+    moff = struct.unpack_from("<Q", data, 16)[0]
+    manifest = read_manifest(data)
     axpy = next(a for a in manifest["artifacts"] if a["name"] == "axpy")
     axpy["abi"][0]["type"] = {"kind": "scalar", "dtype": "f64"}  # fp32 alpha claimed as double
-    body = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
+    body = zlib.compress(json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode())
     forged = data[:moff] + body
-    header = struct.pack("<8sIIQQ32s", MAGIC, 1, 0, moff, len(body), hashlib.sha256(body).digest())
+    header = struct.pack("<8sIIQQ32s", MAGIC, 1, FLAG_ZLIB_MANIFEST, moff, len(body), hashlib.sha256(body).digest())
     with pytest.raises(BundleError, match=r"axpy \(sm_80\): parameter 0 'alpha'"):
         Bundle.from_bytes(header + forged[HEADER_SIZE:])
 
@@ -105,3 +106,34 @@ def test_a_manifest_lying_about_its_abi_is_refused_by_verification(bundle):
 def test_duplicate_name_and_variant_is_refused(bundle):
     with pytest.raises(BundleError, match="same name and variant: axpy"):
         Bundle.of(bundle, bundle.artifacts[1])
+
+
+def _with_manifest(data: bytes, body: bytes, flags: int) -> bytes:
+    moff = struct.unpack_from("<Q", data, 16)[0]
+    head = struct.pack("<8sIIQQ32s", MAGIC, 1, flags, moff, len(body), hashlib.sha256(body).digest())
+    return head + data[HEADER_SIZE:moff] + body
+
+
+def test_the_manifest_is_stored_compressed_and_a_plain_one_still_loads(bundle):
+    data = bundle.to_bytes()
+    moff, msize = struct.unpack_from("<QQ", data, 16)
+    assert struct.unpack_from("<I", data, 12)[0] == FLAG_ZLIB_MANIFEST
+    plain = zlib.decompress(data[moff:moff + msize])
+    assert msize < len(plain) / 3
+    assert json.loads(plain) == read_manifest(data)
+    again = Bundle.from_bytes(_with_manifest(data, plain, 0))  # flags 0: plain JSON, as written before
+    assert [(a.name, a.variant) for a in again] == [(a.name, a.variant) for a in bundle]
+
+
+def test_a_manifest_that_is_not_zlib_or_expands_too_far_is_refused(bundle):
+    data = bundle.to_bytes()
+    moff, msize = struct.unpack_from("<QQ", data, 16)
+    with pytest.raises(BundleError, match="not valid zlib data"):
+        Bundle.from_bytes(_with_manifest(data, b"{}", FLAG_ZLIB_MANIFEST))
+    with pytest.raises(BundleError, match="truncated or followed by extra bytes"):
+        Bundle.from_bytes(_with_manifest(data, data[moff:moff + msize - 4], FLAG_ZLIB_MANIFEST))
+    with pytest.raises(BundleError, match="truncated or followed by extra bytes"):
+        Bundle.from_bytes(_with_manifest(data, data[moff:moff + msize] + b"x", FLAG_ZLIB_MANIFEST))
+    bomb = zlib.compress(b" " * (MAX_MANIFEST + 1), 9)  # ~256 KB that would expand past the limit
+    with pytest.raises(BundleError, match="expands to more than"):
+        Bundle.from_bytes(_with_manifest(data, bomb, FLAG_ZLIB_MANIFEST))

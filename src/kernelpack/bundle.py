@@ -2,11 +2,13 @@
 
 Layout (little-endian)::
 
-    header   64 bytes: magic b"\\x7fKPACK\\r\\n", u32 format version, u32 flags (0),
-             u64 manifest offset, u64 manifest size, 32 bytes SHA-256 of the manifest
+    header   64 bytes: magic b"\\x7fKPACK\\r\\n", u32 format version, u32 flags,
+             u64 manifest offset, u64 manifest size, 32 bytes SHA-256 of the manifest as stored
     blobs    each binary once (deduplicated by SHA-256), each starting at a 64-byte boundary
     manifest canonical JSON (sorted keys, no whitespace): format, generator, blobs [{offset,size,sha256}],
-             artifacts [{name, variant, entry, abi, launch, provenance, binaries [{arch, kind, blob}]}]
+             artifacts [{name, variant, entry, abi, launch, provenance, binaries [{arch, kind, blob}]}];
+             zlib-compressed when flag 0x1 is set (what the writer does: manifests repeat their keys, and a
+             library of 1000 small kernels carries ~0.5 MB of them uncompressed, ~30 KB compressed)
 
 The manifest ends the file, so truncation is always detected. Loading parses JSON and bytes only (no pickle,
 no code). Identical artifacts give identical bytes: no timestamps, artifacts sorted by (name, variant).
@@ -19,6 +21,7 @@ import json
 import os
 import struct
 import tempfile
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +36,8 @@ FORMAT_VERSION = 1
 _HEADER = struct.Struct("<8sIIQQ32s")
 HEADER_SIZE = _HEADER.size  # 64
 BLOB_ALIGN = 64
+FLAG_ZLIB_MANIFEST = 0x1
+MAX_MANIFEST = 256 << 20  # bytes of JSON a compressed manifest may expand to
 
 
 def _canonical_json(obj: Any) -> bytes:
@@ -108,19 +113,19 @@ class Bundle:
                 "provenance": a.provenance.to_json(),
                 "binaries": bins,
             })
-        manifest = _canonical_json({
+        manifest = zlib.compress(_canonical_json({
             "format": FORMAT_VERSION,
             "generator": f"kernelpack {__version__}",
             "blobs": blob_meta,
             "artifacts": arts,
-        })
+        }), 9)
         out = bytearray(_HEADER.pack(MAGIC, FORMAT_VERSION, 0, 0, 0, b"\0" * 32))
         for meta, data in zip(blob_meta, blobs):
             out += b"\0" * (meta["offset"] - len(out))
             out += data
         manifest_offset = len(out)
         out += manifest
-        out[:HEADER_SIZE] = _HEADER.pack(MAGIC, FORMAT_VERSION, 0, manifest_offset, len(manifest),
+        out[:HEADER_SIZE] = _HEADER.pack(MAGIC, FORMAT_VERSION, FLAG_ZLIB_MANIFEST, manifest_offset, len(manifest),
                                          hashlib.sha256(manifest).digest())
         return bytes(out)
 
@@ -175,7 +180,7 @@ def read_manifest(data: bytes, *, source: str = "<bytes>") -> dict[str, Any]:
         newer = "newer than" if version > FORMAT_VERSION else "older than"
         raise BundleError(f"{source}: bundle format version {version} is {newer} the supported version "
                           f"{FORMAT_VERSION}; rebuild the bundle with this kernelpack or upgrade kernelpack")
-    if flags != 0:
+    if flags & ~FLAG_ZLIB_MANIFEST:
         raise BundleError(f"{source}: header flags 0x{flags:x} are not defined in bundle format version {version}")
     if moff < HEADER_SIZE or moff + msize != len(data):
         raise BundleError(f"{source}: truncated or padded: the header says {moff + msize} bytes, the file has "
@@ -183,6 +188,8 @@ def read_manifest(data: bytes, *, source: str = "<bytes>") -> dict[str, Any]:
     body = data[moff:moff + msize]
     if hashlib.sha256(body).digest() != mhash:
         raise BundleError(f"{source}: manifest SHA-256 mismatch (the file was altered)")
+    if flags & FLAG_ZLIB_MANIFEST:
+        body = _inflate(body, source)
     try:
         manifest = json.loads(body, parse_constant=_no_constant)
     except (ValueError, RecursionError) as e:  # bad JSON, bad UTF-8, NaN/Infinity, too many digits, too deep
@@ -194,6 +201,20 @@ def read_manifest(data: bytes, *, source: str = "<bytes>") -> dict[str, Any]:
         if not isinstance(manifest.get(key), list):
             raise BundleError(f"{source}: manifest has no '{key}' list")
     return manifest
+
+
+def _inflate(body: bytes, source: str) -> bytes:
+    """A zlib manifest, expanded to at most MAX_MANIFEST bytes (a small file cannot claim gigabytes)."""
+    d = zlib.decompressobj()
+    try:
+        out = d.decompress(body, MAX_MANIFEST)
+    except zlib.error as e:
+        raise BundleError(f"{source}: manifest is not valid zlib data ({e})") from None
+    if d.unconsumed_tail:
+        raise BundleError(f"{source}: manifest expands to more than {MAX_MANIFEST} bytes")
+    if not d.eof or d.unused_data:
+        raise BundleError(f"{source}: manifest zlib stream is truncated or followed by extra bytes")
+    return out
 
 
 def _no_constant(name: str) -> Any:

@@ -18,7 +18,7 @@ EXAMPLE_KERNELS = {
 
 
 def example_path(name: str) -> Path:
-    return Path(str(resources.files("kernelpack").joinpath("examples", name)))
+    return Path(str(resources.files("kernelpack").joinpath("examples").joinpath(name)))
 
 
 def compile_examples(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS):  # type: ignore[no-untyped-def]

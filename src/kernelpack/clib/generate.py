@@ -44,7 +44,7 @@ class Sources:
 
 
 def _csrc(name: str) -> str:
-    return resources.files("kernelpack").joinpath("csrc", name).read_text()
+    return resources.files("kernelpack").joinpath("csrc").joinpath(name).read_text()
 
 
 def _cstr(text: str) -> str:

@@ -122,13 +122,13 @@ def _scalar(kernel: str, s: Slot, value: Any, view: TensorView | None) -> Any:
         raise ArgumentTypeError(f"{_where(kernel, s)}: expected a bool, got {_got(value, None)}")
     if isinstance(value, bool) or not (isinstance(value, (int, float)) or hasattr(value, "__float__")):
         raise ArgumentTypeError(f"{_where(kernel, s)}: expected a float for {dt.value}, got {_got(value, None)}")
-    v = float(value)
+    f = float(value)
     if dt in (DType.f16, DType.bf16, DType.f32):
         try:
-            struct.pack("<e" if dt is DType.f16 else "<f", v)
+            struct.pack("<e" if dt is DType.f16 else "<f", f)
         except OverflowError:
-            raise ArgumentValueError(f"{_where(kernel, s)}: {v!r} overflows {dt.value}") from None
-    return v
+            raise ArgumentValueError(f"{_where(kernel, s)}: {f!r} overflows {dt.value}") from None
+    return f
 
 
 def _tensor(kernel: str, s: Slot, value: Any, view: TensorView | None) -> tuple[int, tuple[int, ...], tuple[int, ...]]:

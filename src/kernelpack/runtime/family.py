@@ -225,7 +225,8 @@ class KernelFamily:
                                     f"{type(value).__name__}: {e}") from None
 
     def _device(self, values: list[Any], views: list[TensorView | None], d: Driver) -> int:
-        ordinal, first = None, None
+        ordinal: int | None = None
+        first = 0
         for i, v in enumerate(views):
             if v is None:
                 continue

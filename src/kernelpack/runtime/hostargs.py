@@ -96,7 +96,7 @@ class HostCall:
 
     def fit(self, values: dict[str, Any], views: dict[str, TensorView | None]) -> list[Any]:
         """The checked values, in parameter order (the stream's is None here)."""
-        out = []
+        out: list[Any] = []
         for p, s in zip(self.params, self.slots):
             if p.stream:
                 out.append(None)
