@@ -12,7 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT/sanitize"
-export PYTHONUNBUFFERED=1 KERNELPACK_GPU_ARTIFACTS=$PWD/.gpu KERNELPACK_CACHE_DIR=off KERNELPACK_CONCURRENCY_REPS=2
+export PYTHONUNBUFFERED=1 KERNELPACK_GPU_ARTIFACTS=$PWD/.gpu KERNELPACK_CACHE_DIR=off KERNELPACK_CONCURRENCY_REPS=${KERNELPACK_CONCURRENCY_REPS:-2}
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
 SAN=${SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
 PER_RUN_S=${PER_RUN_S:-180}
