@@ -8,7 +8,8 @@ from kernelpack.demo import compile_examples
 path = compile_examples(("sm_80", "sm_90a")).write(".gpu/demo.kpack")
 print("wrote", path, path.stat().st_size, "bytes")
 PY
-for prep in scripts/gpu_prepare_cute.py scripts/gpu_prepare_frontends.py scripts/gpu_runtime_prepare.py \
+# frontends before cute: gpu_prepare_cute.py links .gpu/frontends/*.kpack into the mixed library (.gpu/cute/kpmix)
+for prep in scripts/gpu_prepare_frontends.py scripts/gpu_prepare_cute.py scripts/gpu_runtime_prepare.py \
             scripts/gpu_prepare_examples.py; do
   if [ -f "$prep" ]; then echo "== $prep"; python3 "$prep" | tail -2; fi
 done

@@ -63,8 +63,10 @@ def main() -> None:
                  for dt, v in ((cutlass.Float16, "f16"), (cutlass.BFloat16, "bf16"))]
     lib = build_host_library("kpcute", programs, OUT / "kpcute")
     # one library holding everything: CuTe host programs, CuTe kernel-level artifacts, Triton/cuTile kernels
-    frontends = [p for p in (ROOT / ".gpu" / "frontends" / "triton.kpack", ROOT / ".gpu" / "frontends" / "cutile.kpack")
-                 if p.is_file()]
+    frontends = [ROOT / ".gpu" / "frontends" / "triton.kpack", ROOT / ".gpu" / "frontends" / "cutile.kpack"]
+    missing = [str(p) for p in frontends if not p.is_file()]
+    if missing:  # the mixed library's GPU test calls Triton and cuTile kernels: never build it without them
+        raise SystemExit(f"gpu_prepare_cute.py: {', '.join(missing)} missing; run gpu_prepare_frontends.py first")
     hosts = [p for p in programs if p.name == "gemm"]  # the others share names with the kernel-level families
     kernelpack.Library("kpmix", kernels, *[Bundle.read(p) for p in frontends], *hosts).build(OUT / "kpmix")
 

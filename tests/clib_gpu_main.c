@@ -19,6 +19,11 @@ static int (*cuInit)(unsigned);
 static int (*cuDevicePrimaryCtxRetain)(void**, int);
 static int (*cuCtxSetCurrent)(void*);
 static int (*cuCtxSynchronize)(void);
+static int (*cuDeviceGetCount)(int*);
+static int (*cuCtxGetDevice)(int*);
+static int (*cuStreamCreate)(void**, unsigned);
+static int (*cuStreamSynchronize)(void*);
+static int (*cuStreamDestroy)(void*);
 static int (*cuMemAlloc)(dptr*, size_t);
 static int (*cuMemFree)(dptr);
 static int (*cuMemcpyHtoD)(dptr, const void*, size_t);
@@ -45,6 +50,11 @@ static void load_driver(void) {
     SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     SYM(cuCtxSetCurrent, "cuCtxSetCurrent");
     SYM(cuCtxSynchronize, "cuCtxSynchronize");
+    SYM(cuDeviceGetCount, "cuDeviceGetCount");
+    SYM(cuCtxGetDevice, "cuCtxGetDevice");
+    SYM(cuStreamCreate, "cuStreamCreate");
+    SYM(cuStreamSynchronize, "cuStreamSynchronize");
+    SYM(cuStreamDestroy, "cuStreamDestroy_v2");
     SYM(cuMemAlloc, "cuMemAlloc_v2");
     SYM(cuMemFree, "cuMemFree_v2");
     SYM(cuMemcpyHtoD, "cuMemcpyHtoD_v2");
@@ -257,6 +267,64 @@ static void test_fresh_thread(void) {
     cuMemFree(j.x), cuMemFree(j.y), cuMemFree(j.out), free(x), free(y), free(out);
 }
 
+/* Several GPUs: the launch runs on the device of the current context (its own per-device module and binary
+ * choice), and a thread with no context launching on a device-1 stream is bound to device 1's context. */
+typedef struct stream_job {
+    void* stream;
+    dptr x, y, out;
+    int n, device_after;
+    kp_status status;
+} stream_job;
+
+static void* stream_thread(void* arg) {
+    stream_job* j = (stream_job*)arg;
+    kp_launch l = L((j->n + 255) / 256, 256);
+    l.stream = j->stream;
+    j->status = demo_add(&l, (void*)(uintptr_t)j->x, KP_F32, (void*)(uintptr_t)j->y, KP_F32,
+                         (void*)(uintptr_t)j->out, KP_F32, j->n);
+    j->device_after = -1;
+    cuCtxGetDevice(&j->device_after);
+    return NULL;
+}
+
+static int check_add(dptr dout, const float* x, const float* y, int n) {
+    float* out = malloc(n * 4);
+    CHECK_CU(cuMemcpyDtoH(out, dout, n * 4));
+    int bad = 0;
+    for (int i = 0; i < n; i++) bad += !(out[i] == x[i] + y[i]);
+    free(out);
+    return bad == 0;
+}
+
+static void test_second_device(void* ctx0) {
+    int count = 0;
+    CHECK_CU(cuDeviceGetCount(&count));
+    if (count < 2) {
+        printf("SKIP second_device: %d device(s)\n", count);
+        return;
+    }
+    void* ctx1;
+    CHECK_CU(cuDevicePrimaryCtxRetain(&ctx1, 1));
+    CHECK_CU(cuCtxSetCurrent(ctx1));
+    expect_ok("second_device_preload", demo_preload(1));
+    test_add_f32(300001, 0, "second_device_add_f32");  /* current context: device 1 */
+    int n = 70000;
+    float *x = malloc(n * 4), *y = malloc(n * 4);
+    for (int i = 0; i < n; i++) x[i] = frand(), y[i] = frand();
+    stream_job j = {NULL, upload(x, n * 4), upload(y, n * 4), sentinel(n * 4), n, -1, KP_SUCCESS};
+    CHECK_CU(cuStreamCreate(&j.stream, 0));
+    pthread_t th;
+    pthread_create(&th, NULL, stream_thread, &j);
+    pthread_join(th, NULL);
+    expect_ok("second_device_stream_in_fresh_thread", j.status);
+    CHECK_CU(cuStreamSynchronize(j.stream));
+    report("second_device_stream_in_fresh_thread", j.status == KP_SUCCESS && check_add(j.out, x, y, n) &&
+           j.device_after == 1, "wrong or unwritten elements, or the thread was not bound to device 1");
+    cuStreamDestroy(j.stream), cuMemFree(j.x), cuMemFree(j.y), cuMemFree(j.out), free(x), free(y);
+    CHECK_CU(cuCtxSetCurrent(ctx0));
+    test_add_f32(4099, 0, "second_device_then_device0_again");
+}
+
 int main(void) {
     srand((unsigned)time(NULL) ^ (unsigned)getpid());
     load_driver();
@@ -275,6 +343,7 @@ int main(void) {
     test_fixed_block_and_hidden();
     test_no_binary();
     test_fresh_thread();
+    test_second_device(ctx);
     printf(failures ? "FAILED %d\n" : "ALL PASSED\n", failures);
     return failures != 0;
 }

@@ -235,6 +235,42 @@ def test_other_gpus(mod, torch):
 
 
 @requires_gpu
+def test_launches_alternating_between_two_gpus_take_the_c_path(mod, torch):
+    """The tensors' device picks the context on every launch, in the C extension too (no Python fallback), with
+    torch's current stream of that device or a stream given for it; int pointers follow the current context."""
+    if gpu_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    n = 4099
+    xs = {d: (torch.randn(n, device=f"cuda:{d}"), torch.randn(n, device=f"cuda:{d}")) for d in (0, 1)}
+    outs = {d: torch.full((n,), float("nan"), device=f"cuda:{d}") for d in (0, 1)}
+    side = torch.cuda.Stream(device="cuda:1")
+    for d in (0, 1):  # first launches: load the kernel on each device
+        mod.add(*xs[d], outs[d], n, grid=(n + 255) // 256, block=256)
+    fast = mod.add.family.fast is not None  # the C launcher (the "python" parameter runs without it)
+    before = mod.add.family.python_calls
+    for i in range(50):
+        d = i % 2
+        outs[d].fill_(float("nan"))
+        if d == 1 and i % 4 == 1:
+            side.wait_stream(torch.cuda.current_stream("cuda:1"))
+            mod.add(*xs[1], outs[1], n, grid=(n + 255) // 256, block=256, stream=side)
+            torch.cuda.current_stream("cuda:1").wait_stream(side)
+        else:
+            mod.add(*xs[d], outs[d], n, grid=(n + 255) // 256, block=256)
+        torch.testing.assert_close(outs[d], xs[d][0] + xs[d][1])
+    with torch.cuda.device(1):  # raw pointers: the current context's device
+        outs[1].fill_(float("nan"))
+        torch.cuda.synchronize(1)
+        a, b = xs[1]
+        mod.add(a.data_ptr(), b.data_ptr(), outs[1].data_ptr(), n, grid=(n + 255) // 256, block=256,
+                stream=torch.cuda.current_stream(1).cuda_stream)
+        torch.testing.assert_close(outs[1], a + b)
+    assert torch.cuda.current_device() == 0
+    if fast:
+        assert mod.add.family.python_calls == before, "a two-GPU launch fell back to the Python path"
+
+
+@requires_gpu
 def test_torch_compile_fullgraph(bundle, torch):
     import kernelpack.torch as kt
 
