@@ -1,0 +1,22 @@
+"""Package attributes imported on first use (PEP 562), so that importing one submodule of a package does not
+import all the others: the runtime reads embedded bundles and host-program descriptions without loading the
+library generator and the builders that sit beside them."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+
+def lazy_exports(package: str, namespace: dict[str, Any], where: dict[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``package`` resolving each name in ``where`` from its submodule on first use."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in where:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f".{where[name]}", package), name)
+        namespace[name] = value
+        return value
+
+    return __getattr__
