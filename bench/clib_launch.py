@@ -15,6 +15,7 @@ import ctypes
 import os
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from kernelpack.abi import Abi, DType, Param, Pointer, Scalar
 from kernelpack.artifact import Binary, KernelArtifact
+from kernelpack.bundle import MAGIC, read_manifest
 from kernelpack.cache import CompileCache
 from kernelpack.clib import Library
 
@@ -95,9 +97,17 @@ def big_library(n: int, arch: str, tmp: Path) -> tuple[dict[str, float], Path]:
     total = sum(map(len, cubins))
     stripped = tmp / "libbig.stripped.so"
     subprocess.run(["strip", "--strip-all", str(res.shared), "-o", str(stripped)], check=True)
+    stored = sum(b["size"] for b in read_embedded_manifest(res.shared)["blobs"])  # the cubins as the library holds them
     return {"cubins": n, "compile_s": t1 - t0, "artifacts_s": t2 - t1, "build_s": t3 - t2, "cubin_bytes": total,
-            "so_bytes": res.shared.stat().st_size, "stripped_bytes": stripped.stat().st_size,
+            "stored_bytes": stored, "so_bytes": res.shared.stat().st_size, "stripped_bytes": stripped.stat().st_size,
             "a_bytes": res.static.stat().st_size}, res.shared
+
+
+def read_embedded_manifest(so: Path) -> dict:
+    data = so.read_bytes()
+    pos = data.find(MAGIC)
+    moff, msize = struct.unpack_from("<QQ", data, pos + 16)
+    return read_manifest(data[pos:pos + moff + msize])
 
 
 def launch_library(arch: str, tmp: Path) -> tuple[Path, Path]:
@@ -170,11 +180,13 @@ def main() -> int:
         rows += [
             (f"build a {args.kernels}-cubin library (generate + cc + ar)", f"{big['build_s']:.2f} s", "≤ 5 s"),
             (f"  (making the {args.kernels} artifacts: cubin parse + ABI verify)", f"{big['artifacts_s']:.2f} s", ""),
-            ("libbig.so size vs cubins", f"{big['so_bytes']:,} B = cubins {big['cubin_bytes']:,} B + "
-             f"{over / 1024:.1f} KiB ({over / args.kernels:.0f} B/kernel)", "≤ cubins + 64 KiB"),
-            ("  the same after `strip --strip-all` (static symbol table dropped)",
-             f"cubins + {(big['stripped_bytes'] - big['cubin_bytes']) / 1024:.1f} KiB "
-             f"({(big['stripped_bytes'] - big['cubin_bytes']) / args.kernels:.0f} B/kernel)", ""),
+            ("libbig.so size vs cubins", f"{big['so_bytes']:,} B = {big['so_bytes'] / big['cubin_bytes']:.2f}× the "
+             f"cubins' {big['cubin_bytes']:,} B ({'within' if over <= 64 * 1024 else 'over'} cubins + 64 KiB)",
+             "≤ cubins + 64 KiB"),
+            ("  cubins as stored (zlib) / everything else", f"{big['stored_bytes']:,} B / "
+             f"{(big['so_bytes'] - big['stored_bytes']) / 1024:.1f} KiB "
+             f"({(big['so_bytes'] - big['stored_bytes']) / args.kernels:.0f} B/kernel)", ""),
+            ("  the same library after `strip --strip-all`", f"{big['stripped_bytes']:,} B", ""),
             ("libbig.a size", f"{big['a_bytes']:,} B", ""),
         ]
         if gpu:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 import struct
+from pathlib import Path
 
 import pytest
 
 from clib_support import PACK_DTYPES, fnv1a, results, run, session_env
+from kernelpack.bundle import MAGIC, read_manifest
 
 
 @pytest.fixture(scope="session")
@@ -171,6 +174,27 @@ def test_preload_and_embedded_bundle(clib_env):
     assert len(r.calls("cuLibraryLoadData")) == 1  # every test kernel lives in one cubin: loaded once
     assert len(r.calls("cuLibraryGetKernel")) == 15  # one kernel per entry (spec_cluster has no sm_90 binary)
     assert "aligned=1" in r.stdout and "magic=7fKPACK" in r.stdout
+
+
+def test_a_damaged_compressed_binary_is_refused_as_a_corrupt_library(clib_env, tmp_path):
+    """The library stores its cubins zlib-compressed; a flipped byte in one is found when that blob is first
+    expanded (Adler-32 / structure), reported as KP_ERROR_CORRUPT_LIBRARY, and nothing reaches the driver."""
+    so = Path(clib_env.demo.shared).read_bytes()
+    pos = so.find(MAGIC)
+    moff, msize = struct.unpack_from("<QQ", so, pos + 16)
+    bad = bytearray(so)
+    for blob in read_manifest(so[pos:pos + moff + msize])["blobs"]:
+        assert blob["encoding"] == "zlib" and blob["raw_size"] > blob["size"]
+        bad[pos + blob["offset"] + blob["size"] // 2] ^= 0x10
+    libs = tmp_path / "libs"  # the damaged library first on LD_LIBRARY_PATH (the harness's rpath is a RUNPATH)
+    libs.mkdir()
+    (libs / Path(clib_env.demo.shared).name).write_bytes(bytes(bad))
+    shutil.copy(clib_env.fake / "libcuda.so.1", libs)
+    r = run(clib_env.harness, tmp_path, libs, "preload")
+    status, msg = results(r)["preload0"]
+    assert status == "KP_ERROR_CORRUPT_LIBRARY"
+    assert "compressed binary (blob " in msg and ") does not expand to" in msg and "the library is damaged" in msg
+    assert not r.calls("cuLibraryLoadData")
 
 
 def test_no_driver(clib_env):

@@ -4,8 +4,12 @@ Layout (little-endian)::
 
     header   64 bytes: magic b"\\x7fKPACK\\r\\n", u32 format version, u32 flags,
              u64 manifest offset, u64 manifest size, 32 bytes SHA-256 of the manifest as stored
-    blobs    each binary once (deduplicated by SHA-256), each starting at a 64-byte boundary
-    manifest canonical JSON (sorted keys, no whitespace): format, generator, blobs [{offset,size,sha256}],
+    blobs    each binary once (deduplicated by content), each starting at a 64-byte boundary;
+             stored as a zlib stream when that is smaller (blob entry "encoding": "zlib", "raw_size"; header flag
+             0x2): cubins shrink 3.7-5.6x, PTX more
+    manifest canonical JSON (sorted keys, no whitespace): format, generator,
+             blobs [{offset, size, sha256, encoding?, raw_size?}] (size and SHA-256 of the bytes as stored: every
+             byte of the file is checked, the unused bits of a zlib stream's last byte too),
              artifacts [{name, variant, entry, abi, launch, provenance, binaries [{arch, kind, blob}]}];
              zlib-compressed when flag 0x1 is set (what the writer does: manifests repeat their keys, and a
              library of 1000 small kernels carries ~0.5 MB of them uncompressed, ~30 KB compressed)
@@ -37,6 +41,10 @@ _HEADER = struct.Struct("<8sIIQQ32s")
 HEADER_SIZE = _HEADER.size  # 64
 BLOB_ALIGN = 64
 FLAG_ZLIB_MANIFEST = 0x1
+FLAG_ZLIB_BLOBS = 0x2  # blob entries may say "encoding": "zlib"
+KNOWN_FLAGS = FLAG_ZLIB_MANIFEST | FLAG_ZLIB_BLOBS
+MAX_BLOB = 1 << 31  # bytes a compressed blob may expand to (the C library's tables hold 32-bit sizes)
+BLOB_ZLIB_LEVEL = 6
 MAX_MANIFEST = 256 << 20  # bytes of JSON a compressed manifest may expand to
 
 
@@ -86,10 +94,11 @@ class Bundle:
 
     # ------------------------------------------------------------ writing
 
-    def to_bytes(self) -> bytes:
+    def to_bytes(self, *, compress: bool = True) -> bytes:
+        """The bundle's bytes; ``compress`` stores each binary as a zlib stream where that is smaller."""
         from . import __version__
 
-        blobs: list[bytes] = []
+        blobs: list[bytes] = []  # as stored
         index: dict[str, int] = {}
         blob_meta: list[dict[str, Any]] = []
         arts: list[dict[str, Any]] = []
@@ -100,9 +109,16 @@ class Bundle:
                 if b.sha256 not in index:
                     offset = -(-offset // BLOB_ALIGN) * BLOB_ALIGN
                     index[b.sha256] = len(blobs)
-                    blobs.append(b.data)
-                    blob_meta.append({"offset": offset, "size": len(b.data), "sha256": b.sha256})
-                    offset += len(b.data)
+                    stored = zlib.compress(b.data, BLOB_ZLIB_LEVEL) if compress else b.data
+                    meta: dict[str, Any] = {"offset": offset}
+                    if len(stored) < len(b.data):
+                        meta.update(encoding="zlib", raw_size=len(b.data))
+                    else:
+                        stored = b.data
+                    meta.update(size=len(stored), sha256=hashlib.sha256(stored).hexdigest())
+                    blobs.append(stored)
+                    blob_meta.append(meta)
+                    offset += len(stored)
                 bins.append({"arch": str(b.arch), "kind": b.kind, "blob": index[b.sha256]})
             arts.append({
                 "name": a.name,
@@ -119,20 +135,21 @@ class Bundle:
             "blobs": blob_meta,
             "artifacts": arts,
         }), 9)
+        flags = FLAG_ZLIB_MANIFEST | (FLAG_ZLIB_BLOBS if any("encoding" in m for m in blob_meta) else 0)
         out = bytearray(_HEADER.pack(MAGIC, FORMAT_VERSION, 0, 0, 0, b"\0" * 32))
         for meta, data in zip(blob_meta, blobs):
             out += b"\0" * (meta["offset"] - len(out))
             out += data
         manifest_offset = len(out)
         out += manifest
-        out[:HEADER_SIZE] = _HEADER.pack(MAGIC, FORMAT_VERSION, FLAG_ZLIB_MANIFEST, manifest_offset, len(manifest),
+        out[:HEADER_SIZE] = _HEADER.pack(MAGIC, FORMAT_VERSION, flags, manifest_offset, len(manifest),
                                          hashlib.sha256(manifest).digest())
         return bytes(out)
 
-    def write(self, path: str | os.PathLike[str]) -> Path:
+    def write(self, path: str | os.PathLike[str], *, compress: bool = True) -> Path:
         """Write atomically (temp file + rename) and return the path."""
         path = Path(path)
-        data = self.to_bytes()
+        data = self.to_bytes(compress=compress)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
@@ -157,7 +174,7 @@ class Bundle:
     @classmethod
     def from_bytes(cls, data: bytes, *, source: str = "<bytes>") -> Bundle:
         manifest = read_manifest(data, source=source)
-        blobs = _blobs(manifest, data, source)
+        blobs = _blobs(manifest, data, source, zlib_blobs=bool(_HEADER.unpack_from(data)[2] & FLAG_ZLIB_BLOBS))
         shared: dict[tuple[int, str, str], Binary] = {}  # one Binary per blob: its cubin is parsed once
         try:
             return cls(tuple(_artifact(a, blobs, shared) for a in manifest["artifacts"]))
@@ -180,7 +197,7 @@ def read_manifest(data: bytes, *, source: str = "<bytes>") -> dict[str, Any]:
         newer = "newer than" if version > FORMAT_VERSION else "older than"
         raise BundleError(f"{source}: bundle format version {version} is {newer} the supported version "
                           f"{FORMAT_VERSION}; rebuild the bundle with this kernelpack or upgrade kernelpack")
-    if flags & ~FLAG_ZLIB_MANIFEST:
+    if flags & ~KNOWN_FLAGS:
         raise BundleError(f"{source}: header flags 0x{flags:x} are not defined in bundle format version {version}")
     if moff < HEADER_SIZE or moff + msize != len(data):
         raise BundleError(f"{source}: truncated or padded: the header says {moff + msize} bytes, the file has "
@@ -221,20 +238,41 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _blobs(manifest: dict[str, Any], data: bytes, source: str) -> list[bytes]:
+def _blobs(manifest: dict[str, Any], data: bytes, source: str, *, zlib_blobs: bool) -> list[bytes]:
     out = []
     for i, b in enumerate(manifest["blobs"]):
         try:
             off, size, digest = int(b["offset"]), int(b["size"]), str(b["sha256"])
-        except (KeyError, TypeError, ValueError, OverflowError):
+            encoding = b.get("encoding")
+            raw_size = int(b["raw_size"]) if encoding is not None else None
+        except (KeyError, TypeError, ValueError, OverflowError, AttributeError):
             raise BundleError(f"{source}: blob {i} entry is malformed: {b!r:.300}") from None
         if off < HEADER_SIZE or size <= 0 or off + size > len(data):
             raise BundleError(f"{source}: blob {i} (offset {off}, size {size}) lies outside the file")
         blob = data[off:off + size]
         if hashlib.sha256(blob).hexdigest() != digest:
             raise BundleError(f"{source}: blob {i} SHA-256 mismatch (the binary was altered)")
+        if encoding is not None:
+            if encoding != "zlib" or not zlib_blobs:
+                raise BundleError(f"{source}: blob {i} has encoding {encoding!r}; this bundle allows "
+                                  f"{'zlib' if zlib_blobs else 'none (header flag 0x2 is clear)'}")
+            blob = _inflate_blob(blob, raw_size, i, source)
         out.append(blob)
     _check_padding(data, sorted((int(b["offset"]), int(b["size"])) for b in manifest["blobs"]), source)
+    return out
+
+
+def _inflate_blob(stored: bytes, raw_size: int | None, i: int, source: str) -> bytes:
+    """A zlib-stored blob, expanded to exactly raw_size bytes (refused unexpanded when raw_size is out of range)."""
+    if raw_size is None or not 0 < raw_size <= MAX_BLOB:
+        raise BundleError(f"{source}: blob {i} raw_size {raw_size} is outside (0, {MAX_BLOB}]")
+    d = zlib.decompressobj()
+    try:
+        out = d.decompress(stored, raw_size)
+    except zlib.error as e:
+        raise BundleError(f"{source}: blob {i} is not valid zlib data: {e} (the binary was altered)") from None
+    if len(out) != raw_size or d.unconsumed_tail or not d.eof or d.unused_data:
+        raise BundleError(f"{source}: blob {i} does not expand to its raw_size {raw_size} (the binary was altered)")
     return out
 
 

@@ -33,6 +33,7 @@ STATUS = [
     ("KP_ERROR_INVALID_ARGUMENT", 7, "An argument breaks the kernel's requirements (NULL, alignment, divisibility)."),
     ("KP_ERROR_INVALID_LAUNCH", 8, "The launch shape breaks the kernel's requirements (block, cluster, smem)."),
     ("KP_ERROR_OUT_OF_MEMORY", 9, "Host memory ran out."),
+    ("KP_ERROR_CORRUPT_LIBRARY", 10, "The library's embedded data is damaged (a compressed binary did not expand)."),
 ]
 
 

@@ -255,7 +255,7 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
         api = self.lib.upper() + "_API"
         lib = self.lib
         runtime_h = _csrc("kp_runtime.h")
-        runtime_c = "\n".join(_csrc(f) for f in ("kp_runtime.c", "kp_launch.c", "kp_args.c"))
+        runtime_c = "\n".join(_csrc(f) for f in ("kp_inflate.c", "kp_runtime.c", "kp_launch.c", "kp_args.c"))
         public = f"""{api} const char* {lib}_last_error(void) {{ return kp_tls_msg; }}
 {api} int {lib}_last_cuda_error(void) {{ return kp_tls_cuerr; }}
 {api} const char* {lib}_status_name(kp_status status) {{ return kp_status_name(status); }}

@@ -109,6 +109,7 @@ static const char* kp_status_name(kp_status s) {
     case KP_ERROR_INVALID_ARGUMENT: return "KP_ERROR_INVALID_ARGUMENT";
     case KP_ERROR_INVALID_LAUNCH: return "KP_ERROR_INVALID_LAUNCH";
     case KP_ERROR_OUT_OF_MEMORY: return "KP_ERROR_OUT_OF_MEMORY";
+    case KP_ERROR_CORRUPT_LIBRARY: return "KP_ERROR_CORRUPT_LIBRARY";
     }
     return "KP_ERROR_UNKNOWN";
 }
@@ -310,17 +311,25 @@ static int kp_rebind(const kp_ctx* c, const kp_launch* l, kp_CUresult r, kp_stat
 static kp_status kp_load_library(const char* fn, const char* label, uint32_t blob) {
     const kp_blob_info* bl = &kp_blobs[blob];
     const unsigned char* image = kp_bundle + bl->offset;
-    char* text = NULL;
-    if (bl->is_ptx) { /* PTX must be NUL-terminated; the bundle stores it as is */
-        text = (char*)malloc(bl->size + 1);
-        if (text == NULL) return kp_fail(KP_ERROR_OUT_OF_MEMORY, "%s: kernel %s: out of memory for PTX", fn, label);
-        memcpy(text, image, bl->size);
-        text[bl->size] = 0;
-        image = (const unsigned char*)text;
+    unsigned char* copy = NULL;
+    if (bl->raw_size != 0 || bl->is_ptx) { /* a zlib stream to expand, or PTX to NUL-terminate */
+        size_t n = bl->raw_size != 0 ? bl->raw_size : bl->size;
+        copy = (unsigned char*)malloc(n + 1);
+        if (copy == NULL)
+            return kp_fail(KP_ERROR_OUT_OF_MEMORY, "%s: kernel %s: out of memory for its %zu-byte binary", fn, label, n);
+        if (bl->raw_size == 0) {
+            memcpy(copy, image, n);
+        } else if (kp_inflate(image, bl->size, copy, n) != 0) {
+            free(copy);
+            return kp_fail(KP_ERROR_CORRUPT_LIBRARY, "%s: kernel %s: its compressed binary (blob %u) does not expand to %zu "
+                           "bytes: the library is damaged", fn, label, (unsigned)blob, n);
+        }
+        copy[n] = 0;
+        image = copy;
     }
-    kp_CUlibrary lib = NULL;
+    kp_CUlibrary lib = NULL; /* the driver copies the image: ours can go right after */
     kp_CUresult r = kp_cu.LibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0);
-    free(text);
+    free(copy);
     if (r != KP_CUDA_SUCCESS) return kp_cuda_fail(r, fn, label, "cuLibraryLoadData");
     KP_STORE(kp_libraries[blob], lib);
     return KP_SUCCESS;

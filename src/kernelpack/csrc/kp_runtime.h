@@ -73,16 +73,18 @@ typedef struct kp_bin_info {
     uint32_t static_smem;
 } kp_bin_info;
 
-/* A blob of the embedded bundle: byte range of a cubin or PTX text (bundles are < 4 GiB). */
+/* A blob of the embedded bundle: byte range of a cubin or PTX text (bundles are < 4 GiB), stored as is
+ * (raw_size 0) or as a zlib stream that expands to raw_size bytes. */
 typedef struct kp_blob_info {
     uint32_t offset, size;
     uint32_t is_ptx;
+    uint32_t raw_size;
 } kp_blob_info;
 
 KP_STATIC_ASSERT(sizeof(kp_bin_info) == 32 && offsetof(kp_bin_info, reqntid) == 8 &&
                      offsetof(kp_bin_info, cluster) == 20 && offsetof(kp_bin_info, max_threads) == 26 &&
                      offsetof(kp_bin_info, static_smem) == 28, bin_info_layout);
-KP_STATIC_ASSERT(sizeof(kp_blob_info) == 12, blob_info_layout);
+KP_STATIC_ASSERT(sizeof(kp_blob_info) == 16, blob_info_layout);
 
 /* Strings live in one pool (kp_strtab) and are referred to by offset: no relocations per kernel. */
 #define KP_STR(off) (kp_strtab + (off))

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from ..clib.cdecl import STATUS
 from ..cute_host.manifest import HostEntryInfo
 from ..errors import LaunchError
 from . import streams
@@ -29,9 +30,7 @@ from .driver import get as get_driver
 from .errors import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization
 from .hostargs import HostCall
 
-STATUS_NAMES = {0: "KP_SUCCESS", 1: "KP_ERROR_NO_DRIVER", 2: "KP_ERROR_DRIVER_TOO_OLD", 3: "KP_ERROR_NO_DEVICE",
-                4: "KP_ERROR_CUDA", 5: "KP_ERROR_NO_BINARY_FOR_ARCH", 6: "KP_ERROR_NO_MATCHING_SPECIALIZATION",
-                7: "KP_ERROR_INVALID_ARGUMENT", 8: "KP_ERROR_INVALID_LAUNCH", 9: "KP_ERROR_OUT_OF_MEMORY"}
+STATUS_NAMES = {value: name for name, value, _ in STATUS}
 _DRIVER_STATUS = (1, 2, 3, 4)
 
 
