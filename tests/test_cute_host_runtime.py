@@ -195,7 +195,7 @@ def test_cpu_tensors_and_mixed_devices_are_refused(mod, monkeypatch) -> None:
                                                  "host programs need CUDA device memory"):
         mod.gemm(half(*A), half(*B), half(*C))
     arrays = [CudaArray(0x10000, s, "<f2", device=d) for s, d in ((A, 0), (B, 1), (C, 0))]
-    with pytest.raises(ArgumentValueError, match="'a' is on cuda:0 but 'b' is on cuda:1"):
+    with pytest.raises(ArgumentValueError, match="argument 0 'a' is on cuda:0 but argument 1 'b' is on cuda:1"):
         mod.gemm(*arrays)
 
 

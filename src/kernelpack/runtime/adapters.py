@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import ctypes
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ..abi import DType
+from .errors import ArgumentValueError
 
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
 
@@ -195,6 +197,29 @@ def dlpack_view(obj: Any) -> TensorView:
     ptr = (t.data or 0) + t.byte_offset
     del capsule
     return TensorView(ptr, dtype, name, shape, strides, ordinal, dev_name, "dlpack")
+
+
+def launch_device(owner: str, views: Iterable[tuple[str, TensorView | None]], *, kind: str = "parameter",
+                  needs: str = "kernels") -> int | None:
+    """The CUDA device every array of one launch is on (None when no argument is an array).
+
+    ``owner`` names the callee in messages ("kernel add", "host program gemm"), ``kind`` its arguments
+    ("parameter", "argument"), ``needs`` what needs device memory ("kernels", "host programs"). Memory that is not
+    on a CUDA device, or arrays on two devices: ArgumentValueError naming the arguments."""
+    ordinal: int | None = None
+    first = ""
+    for i, (name, v) in enumerate(views):
+        if v is None:
+            continue
+        if v.device is None:
+            raise ArgumentValueError(f"{owner}: {kind} {i} '{name}' is a {v.describe()}; {needs} need "
+                                     f"CUDA device memory (move it with .cuda())")
+        if ordinal is None:
+            ordinal, first = v.device, f"{kind} {i} '{name}'"
+        elif v.device != ordinal:
+            raise ArgumentValueError(f"{owner}: {first} is on cuda:{ordinal} but {kind} {i} '{name}' is on "
+                                     f"cuda:{v.device}; all tensors of a launch must be on one device")
+    return ordinal
 
 
 def as_view(obj: Any, pointer_device: Any) -> TensorView | None:

@@ -22,7 +22,7 @@ from ..artifact import Binary, KernelArtifact, evaluate_grid, grid_params
 from ..errors import KernelpackError, LaunchError
 from ..tma import encode_args
 from . import checks, streams
-from .adapters import TensorView, as_view, is_torch_tensor
+from .adapters import TensorView, as_view, is_torch_tensor, launch_device
 from .driver import DeviceInfo, Driver
 from .errors import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization
 from .loader import LaunchFacts, Loader, binary_quality
@@ -225,20 +225,7 @@ class KernelFamily:
                                     f"{type(value).__name__}: {e}") from None
 
     def _device(self, values: list[Any], views: list[TensorView | None], d: Driver) -> int:
-        ordinal: int | None = None
-        first = 0
-        for i, v in enumerate(views):
-            if v is None:
-                continue
-            if v.device is None:
-                raise ArgumentValueError(f"kernel {self.label}: parameter {i} '{self.arg_names[i]}' is a "
-                                         f"{v.describe()}; kernels need CUDA device memory (move it with .cuda())")
-            if ordinal is None:
-                ordinal, first = v.device, i
-            elif v.device != ordinal:
-                raise ArgumentValueError(f"kernel {self.label}: parameter {first} '{self.arg_names[first]}' is on "
-                                         f"cuda:{ordinal} but parameter {i} '{self.arg_names[i]}' is on "
-                                         f"cuda:{v.device}; all tensors of a launch must be on one device")
+        ordinal = launch_device(f"kernel {self.label}", zip(self.arg_names, views))
         if ordinal is None:
             current = d.current_device()
             ordinal = current if current is not None else 0

@@ -25,7 +25,7 @@ from ..clib.cdecl import STATUS
 from ..cute_host.manifest import HostEntryInfo
 from ..errors import LaunchError
 from . import streams
-from .adapters import TensorView, as_view, is_torch_tensor
+from .adapters import TensorView, as_view, is_torch_tensor, launch_device
 from .driver import get as get_driver
 from .errors import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization
 from .hostargs import HostCall
@@ -128,19 +128,8 @@ class HostFamily:
         return values
 
     def _device(self, views: dict[str, TensorView | None]) -> int | None:
-        ordinal, first = None, ""
-        for i, (name, v) in enumerate(views.items()):
-            if v is None:
-                continue
-            if v.device is None:
-                raise ArgumentValueError(f"host program {self.label}: argument {i} '{name}' is a {v.describe()}; "
-                                         f"host programs need CUDA device memory (move it with .cuda())")
-            if ordinal is None:
-                ordinal, first = v.device, name
-            elif v.device != ordinal:
-                raise ArgumentValueError(f"host program {self.label}: '{first}' is on cuda:{ordinal} but '{name}' is "
-                                         f"on cuda:{v.device}; all tensors of a call must be on one device")
-        return ordinal
+        return launch_device(f"host program {self.label}", views.items(), kind="argument",
+                             needs="host programs")
 
     def _dispatch(self, values: dict[str, Any], views: dict[str, TensorView | None]) -> tuple[HostCall, list[Any]]:
         reasons: list[tuple[str, LaunchError]] = []
