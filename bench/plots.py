@@ -9,7 +9,7 @@ Charts, each drawn only when its section exists and parses (missing or reshaped 
   path, p25-p75 whiskers, one panel per run, kernelpack highlighted;
 * ``cold_start.png``: tables with ``import``/``load``/``first launch`` columns (stacked ms per run), plus any table
   row that names a cold start (e.g. the C library's dlopen + first launch);
-* ``build_times.png``: the ``## Build times`` table: wall seconds per build against its target.
+* ``build_times.png``: the last ``## Build times`` table (the newest run): wall seconds per build against its target.
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def build_times(secs: dict[str, list[Table]], plt, out: Path) -> str:  # type: i
     tabs = [t for _, ts in find(secs, r"build times") for t in ts if t.col("wall") is not None]
     if not tabs:
         return "skipped build_times.png: no '## Build times' table"
-    t = tabs[0]
+    t = tabs[-1]  # the newest run
     wc, tc = t.col("wall"), t.col("target")
     rows = [r for r in t.rows if number(r[wc]) is not None]  # type: ignore[index]
     fig, ax = plt.subplots(figsize=(8, 0.6 * len(rows) + 1.2))

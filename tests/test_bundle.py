@@ -184,3 +184,16 @@ def test_a_zlib_blob_without_the_header_flag_is_refused(bundle):
     struct.pack_into("<I", data, 12, FLAG_ZLIB_MANIFEST)
     with pytest.raises(BundleError, match=r"encoding 'zlib'; this bundle allows none \(header flag 0x2 is clear\)"):
         Bundle.from_bytes(bytes(data))
+
+
+def test_merging_read_bundles_reuses_their_compressed_streams(bundle, monkeypatch):
+    data = bundle.to_bytes()
+    again = Bundle.from_bytes(data)
+    real = zlib.compress
+    calls: list[int] = []
+    monkeypatch.setattr("kernelpack.bundle.zlib.compress", lambda d, lvl=-1: calls.append(len(d)) or real(d, lvl))
+    assert Bundle.of(again).to_bytes() == data  # the same bytes, from the streams the blobs were read as
+    assert len(calls) == 1  # the manifest only
+    calls.clear()
+    bundle.to_bytes()  # artifacts that never were in a bundle: every blob compressed, and the manifest
+    assert len(calls) == 1 + len(read_manifest(data)["blobs"])

@@ -45,6 +45,7 @@ FLAG_ZLIB_BLOBS = 0x2  # blob entries may say "encoding": "zlib"
 KNOWN_FLAGS = FLAG_ZLIB_MANIFEST | FLAG_ZLIB_BLOBS
 MAX_BLOB = 1 << 31  # bytes a compressed blob may expand to (the C library's tables hold 32-bit sizes)
 BLOB_ZLIB_LEVEL = 6
+_ZLIB_ATTR = "_kp_zlib_stream"  # on a Binary read from a bundle: the stream it was stored as
 MAX_MANIFEST = 256 << 20  # bytes of JSON a compressed manifest may expand to
 
 
@@ -109,7 +110,7 @@ class Bundle:
                 if b.sha256 not in index:
                     offset = -(-offset // BLOB_ALIGN) * BLOB_ALIGN
                     index[b.sha256] = len(blobs)
-                    stored = zlib.compress(b.data, BLOB_ZLIB_LEVEL) if compress else b.data
+                    stored = _zlib_form(b) if compress else b.data
                     meta: dict[str, Any] = {"offset": offset}
                     if len(stored) < len(b.data):
                         meta.update(encoding="zlib", raw_size=len(b.data))
@@ -177,7 +178,11 @@ class Bundle:
         blobs = _blobs(manifest, data, source, zlib_blobs=bool(_HEADER.unpack_from(data)[2] & FLAG_ZLIB_BLOBS))
         shared: dict[tuple[int, str, str], Binary] = {}  # one Binary per blob: its cubin is parsed once
         try:
-            return cls(tuple(_artifact(a, blobs, shared) for a in manifest["artifacts"]))
+            arts = tuple(_artifact(a, [raw for raw, _ in blobs], shared) for a in manifest["artifacts"])
+            for (idx, _, _), binary in shared.items():
+                if blobs[idx][1] is not None:  # keep the stream it came as: merging bundles compresses nothing again
+                    vars(binary)[_ZLIB_ATTR] = blobs[idx][1]
+            return cls(arts)
         except BundleError:
             raise
         except KernelpackError as e:
@@ -238,8 +243,16 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _blobs(manifest: dict[str, Any], data: bytes, source: str, *, zlib_blobs: bool) -> list[bytes]:
-    out = []
+def _zlib_form(b: Binary) -> bytes:
+    """b's bytes as a zlib stream: the stream it was read as when it came from a bundle (the same bytes this writer
+    produces, for a given zlib), else compressed now."""
+    stream = vars(b).get(_ZLIB_ATTR)
+    return stream if isinstance(stream, bytes) else zlib.compress(b.data, BLOB_ZLIB_LEVEL)
+
+
+def _blobs(manifest: dict[str, Any], data: bytes, source: str, *, zlib_blobs: bool) -> list[tuple[bytes, bytes | None]]:
+    """Each blob's binary, and the zlib stream it was stored as (None when stored as is)."""
+    out: list[tuple[bytes, bytes | None]] = []
     for i, b in enumerate(manifest["blobs"]):
         try:
             off, size, digest = int(b["offset"]), int(b["size"]), str(b["sha256"])
@@ -256,8 +269,9 @@ def _blobs(manifest: dict[str, Any], data: bytes, source: str, *, zlib_blobs: bo
             if encoding != "zlib" or not zlib_blobs:
                 raise BundleError(f"{source}: blob {i} has encoding {encoding!r}; this bundle allows "
                                   f"{'zlib' if zlib_blobs else 'none (header flag 0x2 is clear)'}")
-            blob = _inflate_blob(blob, raw_size, i, source)
-        out.append(blob)
+            out.append((_inflate_blob(blob, raw_size, i, source), blob))
+            continue
+        out.append((blob, None))
     _check_padding(data, sorted((int(b["offset"]), int(b["size"])) for b in manifest["blobs"]), source)
     return out
 
