@@ -194,6 +194,10 @@ def test_merging_read_bundles_reuses_their_compressed_streams(bundle, monkeypatc
     monkeypatch.setattr("kernelpack.bundle.zlib.compress", lambda d, lvl=-1: calls.append(len(d)) or real(d, lvl))
     assert Bundle.of(again).to_bytes() == data  # the same bytes, from the streams the blobs were read as
     assert len(calls) == 1  # the manifest only
+    fresh = Bundle.from_bytes(bundle.to_bytes(compress=False))  # binaries never stored compressed
     calls.clear()
-    bundle.to_bytes()  # artifacts that never were in a bundle: every blob compressed, and the manifest
+    fresh.to_bytes()  # every blob compressed, and the manifest
     assert len(calls) == 1 + len(read_manifest(data)["blobs"])
+    calls.clear()
+    fresh.to_bytes()  # once per binary: its stream is kept
+    assert len(calls) == 1

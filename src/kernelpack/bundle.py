@@ -44,8 +44,6 @@ FLAG_ZLIB_MANIFEST = 0x1
 FLAG_ZLIB_BLOBS = 0x2  # blob entries may say "encoding": "zlib"
 KNOWN_FLAGS = FLAG_ZLIB_MANIFEST | FLAG_ZLIB_BLOBS
 MAX_BLOB = 1 << 31  # bytes a compressed blob may expand to (the C library's tables hold 32-bit sizes)
-BLOB_ZLIB_LEVEL = 6
-_ZLIB_ATTR = "_kp_zlib_stream"  # on a Binary read from a bundle: the stream it was stored as
 MAX_MANIFEST = 256 << 20  # bytes of JSON a compressed manifest may expand to
 
 
@@ -110,7 +108,7 @@ class Bundle:
                 if b.sha256 not in index:
                     offset = -(-offset // BLOB_ALIGN) * BLOB_ALIGN
                     index[b.sha256] = len(blobs)
-                    stored = _zlib_form(b) if compress else b.data
+                    stored = b.zlib if compress else b.data
                     meta: dict[str, Any] = {"offset": offset}
                     if len(stored) < len(b.data):
                         meta.update(encoding="zlib", raw_size=len(b.data))
@@ -149,18 +147,7 @@ class Bundle:
 
     def write(self, path: str | os.PathLike[str], *, compress: bool = True) -> Path:
         """Write atomically (temp file + rename) and return the path."""
-        path = Path(path)
-        data = self.to_bytes(compress=compress)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return write_atomic(path, self.to_bytes(compress=compress))
 
     # ------------------------------------------------------------ reading
 
@@ -178,17 +165,28 @@ class Bundle:
         blobs = _blobs(manifest, data, source, zlib_blobs=bool(_HEADER.unpack_from(data)[2] & FLAG_ZLIB_BLOBS))
         shared: dict[tuple[int, str, str], Binary] = {}  # one Binary per blob: its cubin is parsed once
         try:
-            arts = tuple(_artifact(a, [raw for raw, _ in blobs], shared) for a in manifest["artifacts"])
-            for (idx, _, _), binary in shared.items():
-                if blobs[idx][1] is not None:  # keep the stream it came as: merging bundles compresses nothing again
-                    vars(binary)[_ZLIB_ATTR] = blobs[idx][1]
-            return cls(arts)
+            return cls(tuple(_artifact(a, blobs, shared) for a in manifest["artifacts"]))
         except BundleError:
             raise
         except KernelpackError as e:
             raise BundleError(f"{source}: {e.message}") from None
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, RecursionError) as e:
             raise BundleError(f"{source}: malformed manifest entry: {e!r:.300}") from None
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
+    """``data`` to ``path`` through a temp file and a rename: readers see the old file or the new one, never half."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
 
 
 def read_manifest(data: bytes, *, source: str = "<bytes>") -> dict[str, Any]:
@@ -211,7 +209,7 @@ def read_manifest(data: bytes, *, source: str = "<bytes>") -> dict[str, Any]:
     if hashlib.sha256(body).digest() != mhash:
         raise BundleError(f"{source}: manifest SHA-256 mismatch (the file was altered)")
     if flags & FLAG_ZLIB_MANIFEST:
-        body = _inflate(body, source)
+        body = _expand(body, MAX_MANIFEST, None, f"{source}: manifest", "the file was altered")
     try:
         manifest = json.loads(body, parse_constant=_no_constant)
     except (ValueError, RecursionError) as e:  # bad JSON, bad UTF-8, NaN/Infinity, too many digits, too deep
@@ -225,29 +223,26 @@ def read_manifest(data: bytes, *, source: str = "<bytes>") -> dict[str, Any]:
     return manifest
 
 
-def _inflate(body: bytes, source: str) -> bytes:
-    """A zlib manifest, expanded to at most MAX_MANIFEST bytes (a small file cannot claim gigabytes)."""
+def _expand(stored: bytes, limit: int, exact: int | None, what: str, altered: str) -> bytes:
+    """A zlib stream expanded to at most ``limit`` bytes (``exact`` bytes when given): a small file cannot claim
+    gigabytes, and a stream cut short, followed by bytes or expanding to another size is refused (naming ``what``
+    and, as the likely cause, ``altered``)."""
     d = zlib.decompressobj()
     try:
-        out = d.decompress(body, MAX_MANIFEST)
+        out = d.decompress(stored, limit)
     except zlib.error as e:
-        raise BundleError(f"{source}: manifest is not valid zlib data ({e})") from None
-    if d.unconsumed_tail:
-        raise BundleError(f"{source}: manifest expands to more than {MAX_MANIFEST} bytes")
+        raise BundleError(f"{what} is not valid zlib data: {e} ({altered})") from None
+    if d.unconsumed_tail and exact is None:
+        raise BundleError(f"{what} expands to more than {limit} bytes")
+    if exact is not None and (len(out) != exact or d.unconsumed_tail):
+        raise BundleError(f"{what} does not expand to its raw_size {exact} ({altered})")
     if not d.eof or d.unused_data:
-        raise BundleError(f"{source}: manifest zlib stream is truncated or followed by extra bytes")
+        raise BundleError(f"{what}: zlib stream is truncated or followed by extra bytes ({altered})")
     return out
 
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
-
-
-def _zlib_form(b: Binary) -> bytes:
-    """b's bytes as a zlib stream: the stream it was read as when it came from a bundle (the same bytes this writer
-    produces, for a given zlib), else compressed now."""
-    stream = vars(b).get(_ZLIB_ATTR)
-    return stream if isinstance(stream, bytes) else zlib.compress(b.data, BLOB_ZLIB_LEVEL)
 
 
 def _blobs(manifest: dict[str, Any], data: bytes, source: str, *, zlib_blobs: bool) -> list[tuple[bytes, bytes | None]]:
@@ -269,24 +264,12 @@ def _blobs(manifest: dict[str, Any], data: bytes, source: str, *, zlib_blobs: bo
             if encoding != "zlib" or not zlib_blobs:
                 raise BundleError(f"{source}: blob {i} has encoding {encoding!r}; this bundle allows "
                                   f"{'zlib' if zlib_blobs else 'none (header flag 0x2 is clear)'}")
-            out.append((_inflate_blob(blob, raw_size, i, source), blob))
+            if raw_size is None or not 0 < raw_size <= MAX_BLOB:
+                raise BundleError(f"{source}: blob {i} raw_size {raw_size} is outside (0, {MAX_BLOB}]")
+            out.append((_expand(blob, raw_size, raw_size, f"{source}: blob {i}", "the binary was altered"), blob))
             continue
         out.append((blob, None))
     _check_padding(data, sorted((int(b["offset"]), int(b["size"])) for b in manifest["blobs"]), source)
-    return out
-
-
-def _inflate_blob(stored: bytes, raw_size: int | None, i: int, source: str) -> bytes:
-    """A zlib-stored blob, expanded to exactly raw_size bytes (refused unexpanded when raw_size is out of range)."""
-    if raw_size is None or not 0 < raw_size <= MAX_BLOB:
-        raise BundleError(f"{source}: blob {i} raw_size {raw_size} is outside (0, {MAX_BLOB}]")
-    d = zlib.decompressobj()
-    try:
-        out = d.decompress(stored, raw_size)
-    except zlib.error as e:
-        raise BundleError(f"{source}: blob {i} is not valid zlib data: {e} (the binary was altered)") from None
-    if len(out) != raw_size or d.unconsumed_tail or not d.eof or d.unused_data:
-        raise BundleError(f"{source}: blob {i} does not expand to its raw_size {raw_size} (the binary was altered)")
     return out
 
 
@@ -299,7 +282,8 @@ def _check_padding(data: bytes, spans: list[tuple[int, int]], source: str) -> No
         pos = max(pos, off + size)
 
 
-def _artifact(a: dict[str, Any], blobs: list[bytes], shared: dict[tuple[int, str, str], Binary]) -> KernelArtifact:
+def _artifact(a: dict[str, Any], blobs: list[tuple[bytes, bytes | None]],
+              shared: dict[tuple[int, str, str], Binary]) -> KernelArtifact:
     bins = []
     for b in a["binaries"]:
         idx = int(b["blob"])
@@ -307,7 +291,10 @@ def _artifact(a: dict[str, Any], blobs: list[bytes], shared: dict[tuple[int, str
             raise BundleError(f"kernel {a.get('name')}: binary refers to blob {idx}, the bundle has {len(blobs)}")
         key = (idx, str(b["arch"]), str(b["kind"]))
         if key not in shared:
-            shared[key] = Binary(b["arch"], blobs[idx], b["kind"])
+            raw, stream = blobs[idx]
+            shared[key] = Binary(b["arch"], raw, b["kind"])
+            if stream is not None:
+                shared[key].with_zlib(stream)
         bins.append(shared[key])
     return KernelArtifact(
         name=a["name"],

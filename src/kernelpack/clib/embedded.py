@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..bundle import HEADER_SIZE, MAGIC, Bundle, read_manifest
+from ..bundle import HEADER_SIZE, MAGIC, Bundle
 from ..cute_host.manifest import SECTION as HOST_SECTION
 from ..cute_host.manifest import HostEntryInfo
 from ..cute_host.manifest import parse as parse_hosts
@@ -104,7 +104,6 @@ def read_embedded(path: str | os.PathLike[str]) -> Embedded:
         where = f"{source}({member})" if archive else source
         section = _elf_section(blob, SECTION, where)
         for raw in _bundles_in(section or b"", where):
-            read_manifest(raw, source=where)
             bundles.append(Bundle.from_bytes(raw, source=where))
         host = _elf_section(blob, HOST_SECTION, where)
         if host is not None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import config
-from ..bundle import Bundle
+from ..bundle import Bundle, write_atomic
 from ..errors import BundleError, KernelpackError
 from .deps import FRONTENDS_ALL, digest_files, python_deps, tool_versions
 from .jobs import Job, Outcome, execute, fingerprint, plan, run, static_files
@@ -253,7 +253,7 @@ def _write_outputs(project: Project, bundle: Bundle, programs: list[Any], state:
         path = out / f"{lib.name}.kpack"
         data = bundle.to_bytes()
         if force or not path.is_file() or path.read_bytes() != data:
-            bundle.write(path)
+            write_atomic(path, data)
         outputs["bundle"] = path
     if "library" not in lib.outputs:
         return outputs, False
