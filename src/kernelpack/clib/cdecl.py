@@ -37,6 +37,12 @@ STATUS = [
 ]
 
 
+def status_name_body() -> str:
+    """The C body of NAME_status_name(kp_status status), from STATUS (the one table of status codes)."""
+    cases = "".join(f'    case {n}: return "{n}";\n' for n, _, _ in STATUS)
+    return f'    switch (status) {{\n{cases}    }}\n    return "KP_ERROR_UNKNOWN";\n'
+
+
 def dtype_enum(d: DType | None) -> str:
     return "KP_DTYPE_ANY" if d is None else DTYPE_ENUM[d][0]
 

@@ -18,7 +18,7 @@ from ..abi import Struct
 from ..artifact import KernelArtifact
 from ..bundle import Bundle, read_manifest
 from ..errors import KernelpackError
-from .cdecl import TypeNames, archs_text, check_ident, param_decl, wrapper_name
+from .cdecl import TypeNames, archs_text, check_ident, param_decl, status_name_body, wrapper_name
 from .cppheader import RESERVED, cpp_header
 from .dataobj import c_declarations, data_asm
 from .family import Family, build_families, describe_arg, typed_constraint_checks
@@ -258,7 +258,8 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
         runtime_c = "\n".join(_csrc(f) for f in ("kp_inflate.c", "kp_runtime.c", "kp_launch.c", "kp_args.c"))
         public = f"""{api} const char* {lib}_last_error(void) {{ return kp_tls_msg; }}
 {api} int {lib}_last_cuda_error(void) {{ return kp_tls_cuerr; }}
-{api} const char* {lib}_status_name(kp_status status) {{ return kp_status_name(status); }}
+{api} const char* {lib}_status_name(kp_status status) {{
+{status_name_body()}}}
 {api} kp_status {lib}_preload(int device) {{ return kp_preload(device); }}{self._host_hook()}
 {api} const void* {lib}_bundle(size_t* size) {{
     if (size != NULL) *size = (size_t)KP_BUNDLE_SIZE;

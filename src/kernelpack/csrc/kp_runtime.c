@@ -97,23 +97,6 @@ static kp_status kp_cuda_fail(kp_CUresult r, const char* fn, const char* label, 
     return s;
 }
 
-static const char* kp_status_name(kp_status s) {
-    switch (s) {
-    case KP_SUCCESS: return "KP_SUCCESS";
-    case KP_ERROR_NO_DRIVER: return "KP_ERROR_NO_DRIVER";
-    case KP_ERROR_DRIVER_TOO_OLD: return "KP_ERROR_DRIVER_TOO_OLD";
-    case KP_ERROR_NO_DEVICE: return "KP_ERROR_NO_DEVICE";
-    case KP_ERROR_CUDA: return "KP_ERROR_CUDA";
-    case KP_ERROR_NO_BINARY_FOR_ARCH: return "KP_ERROR_NO_BINARY_FOR_ARCH";
-    case KP_ERROR_NO_MATCHING_SPECIALIZATION: return "KP_ERROR_NO_MATCHING_SPECIALIZATION";
-    case KP_ERROR_INVALID_ARGUMENT: return "KP_ERROR_INVALID_ARGUMENT";
-    case KP_ERROR_INVALID_LAUNCH: return "KP_ERROR_INVALID_LAUNCH";
-    case KP_ERROR_OUT_OF_MEMORY: return "KP_ERROR_OUT_OF_MEMORY";
-    case KP_ERROR_CORRUPT_LIBRARY: return "KP_ERROR_CORRUPT_LIBRARY";
-    }
-    return "KP_ERROR_UNKNOWN";
-}
-
 /* ------------------------------------------------------------------ driver */
 
 static kp_status kp_driver_fail(kp_status status, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
