@@ -15,7 +15,6 @@ import ctypes
 import os
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -25,9 +24,8 @@ from pathlib import Path
 
 from kernelpack.abi import Abi, DType, Param, Pointer, Scalar
 from kernelpack.artifact import Binary, KernelArtifact
-from kernelpack.bundle import MAGIC, read_manifest
 from kernelpack.cache import CompileCache
-from kernelpack.clib import Library
+from kernelpack.clib import Library, read_embedded_bundle
 
 HERE = Path(__file__).parent
 NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
@@ -97,17 +95,11 @@ def big_library(n: int, arch: str, tmp: Path) -> tuple[dict[str, float], Path]:
     total = sum(map(len, cubins))
     stripped = tmp / "libbig.stripped.so"
     subprocess.run(["strip", "--strip-all", str(res.shared), "-o", str(stripped)], check=True)
-    stored = sum(b["size"] for b in read_embedded_manifest(res.shared)["blobs"])  # the cubins as the library holds them
+    embedded = {b.sha256: b for a in read_embedded_bundle(res.shared) for b in a.binaries}
+    stored = sum(min(len(b.zlib), len(b.data)) for b in embedded.values())  # the cubins as the library holds them
     return {"cubins": n, "compile_s": t1 - t0, "artifacts_s": t2 - t1, "build_s": t3 - t2, "cubin_bytes": total,
             "stored_bytes": stored, "so_bytes": res.shared.stat().st_size, "stripped_bytes": stripped.stat().st_size,
             "a_bytes": res.static.stat().st_size}, res.shared
-
-
-def read_embedded_manifest(so: Path) -> dict:
-    data = so.read_bytes()
-    pos = data.find(MAGIC)
-    moff, msize = struct.unpack_from("<QQ", data, pos + 16)
-    return read_manifest(data[pos:pos + moff + msize])
 
 
 def launch_library(arch: str, tmp: Path) -> tuple[Path, Path]:
