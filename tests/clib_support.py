@@ -118,6 +118,10 @@ def demo_artifacts(k: TestKernels) -> list[KernelArtifact]:
         KernelArtifact("tma2d", "tma2d", TMA_ABI, bins(k, "80", "90a"), launch=LaunchSpec(tensor_descs=(TMA_SPEC,))),
         KernelArtifact("desc_dec", "desc_dec", DEC_ABI, bins(k, "80", "90a"),
                        launch=LaunchSpec(tensor_descs=(DEC_SPEC,))),
+        # the TMA kernel taking its CUtensorMap by pointer (no descriptor spec): a typed entry and a family
+        KernelArtifact("tmap", "tma2d", TMA_ABI, bins(k, "80", "90a"), variant="f32"),
+        KernelArtifact("tmap", "tma2d", Abi((*TMA_ABI.params[:-1], Param("out", Pointer(DType.f64)))),
+                       bins(k, "80", "90a"), variant="f64"),
     ]
 
 

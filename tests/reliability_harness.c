@@ -101,6 +101,10 @@ static int row(const char* name) {
         ROW(demo_cluster2(&l, out));
     } else if (!strcmp(name, "arch_not_carried") || !strcmp(name, "no_driver") || !strcmp(name, "driver_too_old")) {
         ROW(demo_add_f64(&l, (const double*)at(0x10000), (const double*)at(0x20000), (double*)at(0x30000), 100));
+    } else if (!strcmp(name, "null_struct")) { /* a 128-byte CUtensorMap passed by pointer: NULL */
+        ROW(demo_tmap_f32(&l, NULL, 64, 64, 64, 1, 7, out));
+    } else if (!strcmp(name, "null_struct_family")) {
+        ROW(demo_tmap(&l, NULL, 64, 64, 64, 1, 7, out, KP_F32));
     } else {
         printf("unknown row %s\n", name);
         return 2;

@@ -160,3 +160,35 @@ def test_unknown_object_format_is_refused(programs: list[HostProgram]) -> None:
     sneaky = obj.data.replace(b"_cudaGetDevice\0", b"_cudaGetDevicX\0")
     with pytest.raises(ObjectFormatError, match="does not provide"):
         read_object(sneaky, obj.prefix)
+
+
+def test_host_program_parameters_with_reserved_names(programs: list[HostProgram], tmp_path: Path) -> None:
+    """Parameters named like the entry's locals (``o``), C/C++ keywords, macros, Python keywords and kernelpack's
+    prefix: renamed in C (the header says so), the library builds warning-free, the entry works, and
+    ``kernelpack.load`` names the Python arguments after the user's names."""
+    import dataclasses
+    import inspect
+
+    import kernelpack
+
+    gemm = next(p for p in programs if p.label == "gemm[f16]")
+    hostile = ["o", "default", "kp_ret"]
+    params = tuple(dataclasses.replace(p, name=n) if not p.stream else p for p, n in zip(gemm.params, hostile + [""]))
+    prog = dataclasses.replace(gemm, name="lambda", variant="", params=params)
+    lib = build_host_library("hostile", [prog], tmp_path / "out")
+    header = lib.header.read_text()
+    assert "kp_status hostile_lambda(hostile_tensor_f16_dxd_Dx1 o, hostile_tensor_f16_dxd_Dx1 default_, " \
+           "hostile_tensor_f16_dxd_Dx1 u_kp_ret, void* stream);" in header
+    assert "default_ (default, renamed: reserved in C/C++)" in header
+    for compiler, std in ((CC, "-std=c99"), (shutil.which("c++") or shutil.which("g++"), "-std=c++17")):
+        src = tmp_path / f"use{std}.{'c' if 'c++' not in std else 'cpp'}"
+        src.write_text('#include "hostile.h"\nint use(void) { return (int)KP_SUCCESS; }\n')
+        subprocess.run([compiler, std, "-Wall", "-Wextra", "-Werror", "-pedantic", "-c", f"-I{lib.header.parent}",
+                        str(src), "-o", str(tmp_path / "use.o")], check=True)
+    c = ctypes.CDLL(str(lib.shared))
+    entry = c.hostile_lambda
+    entry.argtypes = [Tensor2, Tensor2, Tensor2, ctypes.c_void_p]
+    assert entry(Tensor2(0x1000, 0, 64, 64), Tensor2(0x1000, 64, 64, 64), Tensor2(0x1000, 0, 64, 64), None) == 0
+    mod = kernelpack.load(lib.shared)
+    assert list(inspect.signature(mod.lambda_).parameters) == ["o", "default", "kp_ret", "stream"]
+    assert mod["lambda"] is mod.lambda_

@@ -56,6 +56,8 @@ MATRIX = [
     Row("driver_too_old", "driver too old", "KP_ERROR_DRIVER_TOO_OLD", "DriverError"),
     Row("null_launch", "NULL launch configuration (C) / bad keyword (Python)", "KP_ERROR_INVALID_ARGUMENT",
         "ArgumentTypeError"),
+    Row("null_struct", "NULL for a value passed by pointer (C: a 128-byte CUtensorMap; typed and family entries) / "
+        "None for a by-value struct (Python)", "KP_ERROR_INVALID_ARGUMENT", "ArgumentTypeError"),
 ]
 
 
@@ -108,6 +110,11 @@ C_CASES: dict[str, list[tuple[str, dict[str, str], str, tuple[str, ...]]]] = {
          ("demo", "cuLibraryLoadData")),
     ],
     "null_launch": [("null_launch", {}, "KP_ERROR_INVALID_ARGUMENT", ("demo_add_f32", "launch", "NULL"))],
+    "null_struct": [
+        ("null_struct", {}, "KP_ERROR_INVALID_ARGUMENT", ("demo_tmap_f32", "kernel tmap[f32]", "parameter 0 'm'",
+                                                          "NULL")),
+        ("null_struct_family", {}, "KP_ERROR_INVALID_ARGUMENT", ("demo_tmap", "argument 'm'", "NULL")),
+    ],
 }
 
 # rows C refuses at compile time: (program body, diagnostic) compiled against demo.h with the usual -Werror
@@ -253,6 +260,8 @@ PY_CASES = {
                         ("predates CUDA 12.0",))],
     "null_launch": [("1gpu", lambda m, a, b, c: m.add(a, b, c, 8, grid=1, block=32, bogus=1), "ArgumentTypeError",
                      (r"kernel add", "unknown keyword argument 'bogus'"))],
+    "null_struct": [("1gpu", lambda m, a, b, c: m.affine(a, b, None, 8, grid=1, block=32), "ArgumentTypeError",
+                     (r"kernel affine", r"parameter 2 'p'"))],
 }
 
 

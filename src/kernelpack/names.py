@@ -10,7 +10,9 @@ Strings that are not names (versions, messages, paths) are escaped for the langu
 
 from __future__ import annotations
 
+import keyword
 import re
+from collections.abc import Collection, Sequence
 
 from .errors import KernelpackError
 
@@ -92,6 +94,60 @@ def c_name(name: str) -> str:
     return out
 
 
+def py_name(name: str, reserved: Collection[str] = ()) -> str:
+    """How a user's name is spelled in Python (a module attribute, a keyword argument): itself, unless it is a
+    Python keyword, a dunder, or in ``reserved`` (what the object itself defines: launch keywords, the module's
+    own attributes); then renamed as :func:`c_name` does (``lambda`` -> ``lambda_``, ``__class__`` -> ``u_class_``,
+    ``grid`` -> ``grid_``)."""
+    if keyword.iskeyword(name) or name in reserved:
+        return name + "_"
+    if name.startswith("__") and name.endswith("__"):
+        return "u_" + re.sub(r"_+", "_", name).strip("_") + "_"
+    return name
+
+
+def py_arg_names(names: Sequence[str], reserved: Collection[str] = ()) -> tuple[str, ...]:
+    """The Python (keyword-argument) names of a callable's parameters: :func:`py_name` of each, made unique by
+    further trailing ``_`` where a rename meets another parameter's own name (``lambda``, ``lambda_`` ->
+    ``lambda__``, ``lambda_``: a name that needs no rename keeps it)."""
+    out = [py_name(n, reserved) for n in names]
+    own = {n for n, o in zip(names, out) if n == o}
+    taken: set[str] = set()
+    for i, (n, o) in enumerate(zip(names, out)):
+        while o in taken or (o != n and o in own):
+            o += "_"
+        out[i] = o
+        taken.add(o)
+    return tuple(out)
+
+
+# the library's own entry points (NAME_preload, ...): an entry a user's name would give the same name gets a trailing _
+LIBRARY_API = ("preload", "last_error", "last_cuda_error", "status_name", "bundle", "set_default_device")
+
+
+def entry_name(lib: str, name: str) -> str:
+    """The exported C function of a family, specialization or host program called ``name`` in library ``lib``:
+    ``lib_name``. The library prefix keeps keywords harmless there (``lib_int``); what could still clash is
+    renamed: a double underscore (reserved in C++: ``_x`` -> ``lib_u_x``), the library's own API (``preload`` ->
+    ``lib_preload_``) and kernelpack's hidden ``lib_kp_*`` symbols (``kp_bundle`` -> ``lib_kp_bundle_``)."""
+    n = name
+    if n.startswith("_") or "__" in n:
+        n = "u_" + re.sub(r"_+", "_", n).lstrip("_")
+    if n in LIBRARY_API or n.startswith(GENERATED_PREFIXES):
+        n += "_"
+    return f"{lib}_{n}"
+
+
+# namespaces C++ reserves or a program already has at global scope: a library so named gets a trailing _ there
+CPP_GLOBAL_NAMES = frozenset(("main", "std", "posix", "kp"))
+
+
+def cpp_namespace(lib: str) -> str:
+    """The C++ namespace of library ``lib`` (``int`` -> ``int_``, ``main`` -> ``main_``, ``std`` -> ``std_``)."""
+    n = c_name(lib)
+    return n + "_" if n in CPP_GLOBAL_NAMES or re.fullmatch(r"std[0-9]+", n) else n
+
+
 def check_identifier(name: object, what: str) -> str:
     """``name`` if it is an ASCII identifier (letters, digits, ``_``; not starting with a digit), else
     KernelpackError naming ``what``."""
@@ -107,6 +163,9 @@ def check_library_name(name: object, what: str = "library name") -> str:
     is not a standard header's name nor starts with kernelpack's prefix. A C/C++ keyword is fine (the namespace
     is renamed, :func:`c_name`)."""
     name = check_identifier(name, what)
+    if name.startswith("_") or "__" in name:
+        raise KernelpackError(f"{what} {name!r} starts with _ or holds __: its symbols ({name}_...) would be reserved "
+                              f"identifiers in C and C++; choose another name")
     if len(name) > LIBRARY_NAME_MAX:
         raise KernelpackError(f"{what} {name[:20]}... is {len(name)} characters long; at most {LIBRARY_NAME_MAX}")
     if name in STD_HEADERS or name.lower() in STD_HEADERS:
@@ -164,8 +223,8 @@ def c_comment(text: str) -> str:
 
 def cmake_string(text: str) -> str:
     """``text`` as a CMake quoted argument (``"..."``): backslash, quote and ``$`` escaped (no variable reference or
-    generator expression can form), ``;`` escaped (it would split a list), newlines as ``\\n``."""
-    out = text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$").replace(";", "\\;")
+    generator expression can form), newlines as ``\\n`` (a quoted argument is never split at ``;``)."""
+    out = text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$")
     out = out.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in out):
         raise KernelpackError(f"a string for a CMake file holds control characters: {text!r}")

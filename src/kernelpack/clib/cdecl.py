@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..abi import DType, Opaque, Pointer, Scalar, Struct, TensorSpec
 from ..artifact import KernelArtifact
-from ..errors import KernelpackError
+from ..names import LIBRARY_API, c_comment, c_name, entry_name  # noqa: F401 - LIBRARY_API re-exported
 
 # kp_dtype enum values: stable, append-only (shared by every kernelpack library's header).
 DTYPE_ENUM: dict[DType, tuple[str, int]] = {
@@ -110,7 +110,7 @@ class TypeNames:
             for f in t.fields:
                 self.add(f.type)
         if isinstance(t, (Struct, Opaque)) and t not in self._names:
-            base = f"{self.lib}_{t.name if isinstance(t, Struct) else t.c_type.removeprefix('kp_')}"
+            base = f"{self.lib}_{c_name(t.name) if isinstance(t, Struct) else t.c_type.removeprefix('kp_')}"
             taken = set(self._names.values())
             name, k = base, 2
             while name in taken:
@@ -121,6 +121,10 @@ class TypeNames:
     def structs(self) -> list[Struct]:
         """The structs, in definition order."""
         return [t for t in self._order if isinstance(t, Struct)]
+
+    def types(self) -> list[Struct | Opaque]:
+        """Every struct and opaque type, in definition order."""
+        return list(self._order)
 
     def c_type(self, t: Scalar | Pointer | Struct | Opaque) -> str:
         if isinstance(t, (Struct, Opaque)):
@@ -137,7 +141,8 @@ class TypeNames:
                            f"bytes */\n}} __attribute__((aligned({t.align}))) {name};")
                 continue
             doc = _tensor_doc(t.tensor) if t.tensor is not None else f"By-value parameter struct {t.name}."
-            fields = "\n".join(f"    {self.c_type(f.type)} {f.name}; /**< {_field_doc(t, f.name)} */" for f in t.fields)
+            fields = "\n".join(f"    {self.c_type(f.type)} {c_name(f.name)}; /**< {_field_doc(t, f.name)} */"
+                               for f in t.fields)
             attr = f" __attribute__((aligned({t.min_align})))" if t.min_align > 1 else ""
             out.append(f"/** {doc} */\ntypedef struct {name} {{\n{fields}\n}}{attr} {name};")
         return "\n\n".join(out)
@@ -151,13 +156,14 @@ class TypeNames:
                        f"layout_{name});")
             if isinstance(t, Struct):
                 for f, off in zip(t.fields, t.field_offsets, strict=True):
-                    out.append(f"KP_STATIC_ASSERT(offsetof({name}, {f.name}) == {off}, off_{name}_{f.name});")
+                    out.append(f"KP_STATIC_ASSERT(offsetof({name}, {c_name(f.name)}) == {off}, "
+                               f"off_{name}_{c_name(f.name)});")
         return "\n".join(out)
 
 
 def _field_doc(t: Struct, field: str) -> str:
     if t.tensor is None:
-        return f"field {field} of {t.name}"
+        return f"field {field} of {t.name}" + renamed_note(field)
     if field == "data":
         return "device pointer to element [0, ..., 0]"
     if field.startswith("shape"):
@@ -182,13 +188,20 @@ def param_decl(names: TypeNames, t: Scalar | Pointer | Struct | Opaque, name: st
 
 def wrapper_name(lib: str, art: KernelArtifact) -> str:
     """The typed entry of one specialization: ``lib_name_variant`` (``default`` when it has none)."""
-    return f"{lib}_{art.name}_{art.variant or 'default'}"
+    return entry_name(lib, f"{art.name}_{art.variant or 'default'}")
 
 
 def archs_text(a: KernelArtifact) -> str:
     return ", ".join(f"{b.arch}{' PTX' if b.kind == 'ptx' else ''}" for b in a.binaries)
 
 
-def check_ident(name: str, what: str) -> None:
-    if not name.isidentifier() or not name.isascii():
-        raise KernelpackError(f"{what} {name!r} is not a C identifier")
+def renamed_note(name: str) -> str:
+    """`` (renamed: NAME is reserved in C/C++)`` when a user's name is spelled differently in generated code."""
+    c = c_name(name)
+    return "" if c == name else c_comment(f" ({c} = {name}, renamed: {name} is reserved in C/C++)")
+
+
+def renamed_params(names: list[str]) -> str:
+    """``; C names: default_ = default, ...`` for a doc comment, when any of ``names`` is renamed."""
+    pairs = [f"{c_name(n)} = {n}" for n in names if c_name(n) != n]
+    return c_comment(f"; renamed (reserved in C/C++): {', '.join(pairs)}") if pairs else ""

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..abi import DType, Pointer, Struct
-from .cdecl import dtype_enum, param_decl, wrapper_name
-from .launchgen import CallerArg, DescArg
+from ..names import c_name, cpp_namespace
+from .cdecl import dtype_enum, entry_name, param_decl, renamed_params, wrapper_name
+from .launchgen import LAUNCH, CallerArg, DescArg
 
 if TYPE_CHECKING:
     from .family import Family
@@ -26,15 +27,25 @@ CPP_TYPES = [(DType.i8, "int8_t"), (DType.i16, "int16_t"), (DType.i32, "int32_t"
              (DType.f16, "kp_f16"), (DType.bf16, "kp_bf16"), (DType.f32, "float"), (DType.f64, "double"),
              (DType.bool, "bool")]
 
-RESERVED = ("Library",)  # what the C++ layer names itself that no overload may be called
+# what the C++ layer declares in a library's namespace itself: an entry so named gets a trailing _ in C++
+LAYER_NAMES = frozenset(("Library", "check", "last_error", "status_name", "preload"))
 
-# C++ keywords that are valid C identifiers: an entry so named gets no C++ overload (its C function remains)
-CPP_KEYWORDS = frozenset(
-    "alignas alignof and and_eq asm bitand bitor bool catch char8_t char16_t char32_t class compl concept consteval "
-    "constexpr constinit const_cast co_await co_return co_yield decltype delete dynamic_cast explicit export false "
-    "friend mutable namespace new noexcept not not_eq nullptr operator or or_eq private protected public "
-    "reinterpret_cast requires static_assert static_cast template this thread_local throw true try typeid typename "
-    "using virtual wchar_t xor xor_eq".split())
+
+def cpp_name(name: str) -> str:
+    """A user's name (family, specialization, host program, library) as spelled in the C++ layer."""
+    c = c_name(name)
+    return c + "_" if c in LAYER_NAMES else c
+
+
+def cpp_names(g: Gen) -> list[tuple[str, str]]:
+    """(C++ name, what) of everything the library's namespace declares, for the generator's collision check."""
+    out = [(n, "the C++ layer") for n in LAYER_NAMES]
+    out += [(cpp_name(f.name), f"family {f.name}") for f in g.families]
+    out += [(cpp_name(wrapper_name(g.lib, a)[len(g.lib) + 1:]), f"specialization {a.label}") for a in g.arts]
+    out += [(cpp_name(p.symbol), f"CuTe host program {p.label}") for p in g.programs]
+    out += [(f"to_{g.names.c_type(t)[len(g.lib) + 1:]}", f"the converter of {t.name}") for t in g.names.structs()
+            if t.tensor is not None]
+    return out
 
 _COMMON_V1 = """#ifndef KP_CPP_COMMON_V1
 #define KP_CPP_COMMON_V1
@@ -227,8 +238,8 @@ class _Overloads:
         self.seen: set[tuple[str, str]] = set()
 
     def add(self, name: str, doc: str, params: list[str], call: str) -> None:
-        sig = ", ".join(["const kp_launch& launch", *params])
-        if (name, sig) in self.seen or name in CPP_KEYWORDS:
+        sig = ", ".join([f"const kp_launch& {LAUNCH}", *params])
+        if (name, sig) in self.seen:
             return
         self.seen.add((name, sig))
         self.out.append(f"/// {doc}\n[[nodiscard]] inline kp_status {name}({sig}) {{\n    return {call};\n}}")
@@ -237,56 +248,66 @@ class _Overloads:
         lib = self.g.lib
         for s in f.specs:
             for views in (False, True):
-                params, call = [], ["&launch"]
+                params, call = [], [f"&{LAUNCH}"]
                 for fa, p in zip(f.args, self.g.plan(s.artifact).args, strict=True):
+                    v = fa.cname
                     if fa.kind in ("tensor", "desc"):
-                        params.append(f"const kp_tensor& {fa.name}")
-                        call.append(f"&{fa.name}")
+                        params.append(f"const kp_tensor& {v}")
+                        call.append(f"&{v}")
                         continue
                     if fa.kind == "ptr":
                         assert not isinstance(p, DescArg) and isinstance(p.type, Pointer)
                         t = Pointer(p.type.pointee, fa.const) if fa.varying else p.type
                         span = _span_type(t) if views else None
-                        params.append(f"{span} {fa.name}" if span else f"{t.c_type} {fa.name}")
-                        call.append(f"{fa.name}.data()" if span else fa.name)
+                        params.append(f"{span} {v}" if span else f"{t.c_type} {v}")
+                        call.append(f"{v}.data()" if span else v)
                         if fa.varying:
                             call.append(dtype_enum(t.pointee))
                         continue
                     assert fa.type is not None
-                    params.append(param_decl(self.g.names, fa.type, fa.name))
-                    call.append(fa.name)
+                    params.append(param_decl(self.g.names, fa.type, v))
+                    call.append(v)
                 elems = ", ".join(sorted({p.type.pointee.value for p in self.g.plan(s.artifact).params
                                           if isinstance(p.type, Pointer) and p.type.pointee is not None}))
                 what = f"{elems} elements, " if len(f.specs) > 1 and elems else ""
-                doc = (f"Family `{f.name}`: {what}{'device views' if views else 'pointers'} (see {lib}_{f.name}; "
-                       f"dispatches over its specializations).")
-                self.add(f.name, doc, params, f"{lib}_{f.name}({', '.join(call)})")
+                fn = entry_name(lib, f.name)
+                doc = (f"Family `{f.name}`: {what}{'device views' if views else 'pointers'} (see {fn}; "
+                       f"dispatches over its specializations){_renamed(f.name, [fa.name for fa in f.args])}.")
+                self.add(cpp_name(f.name), doc, params, f"{fn}({', '.join(call)})")
 
     def typed(self, index: int) -> None:
         g = self.g
         a = g.arts[index]
-        c_name = wrapper_name(g.lib, a)
+        fn = wrapper_name(g.lib, a)
+        short = fn[len(g.lib) + 1:]
         for views in (False, True):
-            params, call = [], ["&launch"]
+            params, call = [], [f"&{LAUNCH}"]
             for p in g.plan(a).args:
                 decl, arg = self._typed_arg(p, views)
                 params.append(decl)
                 call.append(arg)
-            self.add(c_name[len(g.lib) + 1:], f"Specialization {a.label} with {'device views' if views else 'C types'}"
-                     f" (see {c_name}).", params, f"{c_name}({', '.join(call)})")
+            self.add(cpp_name(short), f"Specialization {a.label} with {'device views' if views else 'C types'}"
+                     f" (see {fn}){_renamed(short, [p.name for p in g.plan(a).args])}.", params,
+                     f"{fn}({', '.join(call)})")
 
     def _typed_arg(self, p: CallerArg, views: bool) -> tuple[str, str]:
-        names = self.g.names
+        names, v = self.g.names, c_name(p.name)
         if isinstance(p, DescArg):
-            return f"const kp_tensor& {p.name}", f"&{p.name}"
+            return f"const kp_tensor& {v}", f"&{v}"
         t = p.type
         if views and isinstance(t, Pointer) and (span := _span_type(t)):
-            return f"{span} {p.name}", f"{p.name}.data()"
+            return f"{span} {v}", f"{v}.data()"
         if views and isinstance(t, Struct) and t.tensor is not None:
             assert isinstance(t.fields[0].type, Pointer) and t.fields[0].type.pointee is not None
             view = f"kp::tensor_view<{t.fields[0].type.pointee.c_type}, {t.tensor.rank}>"
-            return f"const {view}& {p.name}", f"to_{names.c_type(t)[len(self.g.lib) + 1:]}({p.name})"
-        return param_decl(names, t, p.name), p.name
+            return f"const {view}& {v}", f"to_{names.c_type(t)[len(self.g.lib) + 1:]}({v})"
+        return param_decl(names, t, v), v
+
+
+def _renamed(name: str, params: list[str]) -> str:
+    """A doc note listing what the C++ layer spells differently from the user's names."""
+    note = renamed_params([name, *params]).removeprefix("; ")
+    return f" ({note})" if note else ""
 
 
 def _converters(g: Gen) -> list[str]:
@@ -314,13 +335,14 @@ def _converters(g: Gen) -> list[str]:
 def _host_cpp(g: Gen) -> list[str]:
     from ..cute_host.entry import call_args, params_decl
 
-    return [f"/// CuTe host program {p.label} (see {g.lib}_{p.symbol}).\n[[nodiscard]] inline kp_status {p.symbol}("
-            f"{params_decl(g.names, p).removesuffix('void')}) {{\n    return {g.lib}_{p.symbol}({call_args(p)});\n}}"
+    return [f"/// CuTe host program {p.label} (see {entry_name(g.lib, p.symbol)}).\n[[nodiscard]] inline kp_status "
+            f"{cpp_name(p.symbol)}({params_decl(g.names, p).removesuffix('void')}) {{\n    return "
+            f"{entry_name(g.lib, p.symbol)}({call_args(p)});\n}}"
             for p in g.programs]
 
 
 def cpp_header(g: Gen) -> str:
-    lib = g.lib
+    lib, ns = g.lib, cpp_namespace(g.lib)
     dtypes = "\n".join(f"/// {c} is {dtype_enum(d)}.\ntemplate <> struct dtype_of<{c}> {{ static constexpr kp_dtype "
                        f"value = {dtype_enum(d)}; }};" for d, c in CPP_TYPES)
     ov = _Overloads(g)
@@ -345,7 +367,7 @@ def cpp_header(g: Gen) -> str:
 {_COMMON_V1.replace("DTYPES", dtypes)}
 {_COMMON_V2}
 /// The kernels of lib{lib}: an RAII handle, error helpers, view converters and overloads of every entry of {lib}.h.
-namespace {lib} {{
+namespace {ns} {{
 
 /// Throws kp::Error carrying {lib}_last_error() unless `status` is KP_SUCCESS.
 inline void check(kp_status status) {{
@@ -365,5 +387,5 @@ inline const char* status_name(kp_status status) noexcept {{ return {lib}_status
 
 {chr(10).join([*_converters(g), *ov.out, *_host_cpp(g)])}
 
-}}  // namespace {lib}
+}}  // namespace {ns}
 """

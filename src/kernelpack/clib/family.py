@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from ..abi import DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
 from ..artifact import KernelArtifact
 from ..errors import KernelpackError
+from ..names import c_name
 from ..tma import TRITON_DTYPES
 from .cdecl import INT_RANGE, TypeNames, dtype_enum, param_decl
 from .launchgen import CallerArg, DescArg
@@ -31,16 +32,22 @@ class FamilyArg:
     varying: bool = False  # ptr whose pointee differs between specializations: passed as void* + kp_dtype
     const: bool = False
 
+    @property
+    def cname(self) -> str:
+        """The argument's name in generated C/C++ (kernelpack.names.c_name)."""
+        return c_name(self.name)
+
     def decl(self, names: TypeNames) -> str:
         if self.kind in ("tensor", "desc"):
-            return f"const kp_tensor* {self.name}"
+            return f"const kp_tensor* {self.cname}"
         if self.kind == "ptr" and self.varying:
-            return f"{'const ' if self.const else ''}void* {self.name}, kp_dtype {self.name}_dtype"
+            return f"{'const ' if self.const else ''}void* {self.cname}, kp_dtype {self.cname}_dtype"
         assert self.type is not None
-        return param_decl(names, self.type, self.name)
+        return param_decl(names, self.type, self.cname)
 
     def call_args(self) -> list[str]:
-        return [self.name, f"{self.name}_dtype"] if self.kind == "ptr" and self.varying else [self.name]
+        """The C names this argument takes in an entry's parameter list (a varying pointer adds its dtype)."""
+        return [self.cname, f"{self.cname}_dtype"] if self.kind == "ptr" and self.varying else [self.cname]
 
 
 @dataclass(frozen=True)
@@ -132,8 +139,8 @@ def _tensor_constraint(arg: str, spec: TensorSpec, index: int, pidx: int) -> tup
     def lit(v: int) -> str:
         return "INT64_MIN" if v == -(2**63) else f"INT64_C({v})"
 
-    expr = (f"kp_tensor_fits({arg}, {dtype_enum(spec.dtype)}, {spec.rank}, {tag}_shape, {tag}_stride, {spec.align}u, "
-            f"{lit(smin)}, {lit(smax)}, {lit(tmin)}, {lit(tmax)})")
+    expr = (f"kp_tensor_fits({c_name(arg)}, {dtype_enum(spec.dtype)}, {spec.rank}, {tag}_shape, {tag}_stride, "
+            f"{spec.align}u, {lit(smin)}, {lit(smax)}, {lit(tmin)}, {lit(tmax)})")
 
     def dims(v: tuple[int | None, ...]) -> str:
         return "[" + ", ".join("?" if d is None else str(d) for d in v) + "]"
@@ -152,8 +159,9 @@ def spec_constraints(art: KernelArtifact, args: tuple[FamilyArg, ...], index: in
         if isinstance(p, DescArg):
             dt = TRITON_DTYPES.get(p.spec.dtype)
             if several:  # dtype and rank pick between descriptor specializations
-                cond = f"{p.name} != NULL && {p.name}->rank == {p.spec.rank}" + (
-                    f" && {p.name}->dtype == {dtype_enum(dt)}" if dt else "")
+                v = c_name(p.name)
+                cond = f"{v} != NULL && {v}->rank == {p.spec.rank}"
+                cond += f" && {v}->dtype == {dtype_enum(dt)}" if dt else ""
                 out.append(Constraint(cond, f"{p.name}: {p.spec.dtype} rank {p.spec.rank} (TMA)", 0))
             continue
         t = p.type
@@ -164,21 +172,22 @@ def spec_constraints(art: KernelArtifact, args: tuple[FamilyArg, ...], index: in
             decls += d
             continue
         if fa.kind == "ptr" and fa.varying and isinstance(t, Pointer) and t.pointee is not None:
-            out.append(Constraint(f"{p.name}_dtype == {dtype_enum(t.pointee)}", f"{p.name}: {t.pointee.value}", 0))
+            out.append(Constraint(f"{c_name(p.name)}_dtype == {dtype_enum(t.pointee)}", f"{p.name}: {t.pointee.value}",
+                                  0))
         out += _divisibility(art, p)
     return tuple(out), decls
 
 
 def _divisibility(art: KernelArtifact, p: Param) -> list[Constraint]:
-    d, t = p.divisibility, p.type
+    d, t, v = p.divisibility, p.type, c_name(p.name)
     if d == 1:
         return []
     if isinstance(t, Pointer):
-        return [Constraint(f"(uintptr_t){p.name} % {d}u == 0", f"{p.name} {d}-byte aligned", _log2(d))]
+        return [Constraint(f"(uintptr_t){v} % {d}u == 0", f"{p.name} {d}-byte aligned", _log2(d))]
     if isinstance(t, Scalar) and t.dtype.is_integer:
-        return [Constraint(f"{p.name} % {d} == 0", f"{p.name} % {d} == 0", _log2(d))]
+        return [Constraint(f"{v} % {d} == 0", f"{p.name} % {d} == 0", _log2(d))]
     if isinstance(t, Struct) and t.tensor is not None:
-        return [Constraint(f"(uintptr_t){p.name}->data % {d}u == 0", f"{p.name}.data {d}-byte aligned", _log2(d))]
+        return [Constraint(f"(uintptr_t){v}->data % {d}u == 0", f"{p.name}.data {d}-byte aligned", _log2(d))]
     raise KernelpackError(f"kernel {art.label}: parameter {p.name} ({t.c_type}) has divisibility {d}, which only "
                           f"applies to pointers, integers and tensors")
 
@@ -201,40 +210,52 @@ def build_families(arts_by_name: dict[str, tuple[KernelArtifact, ...]], index_of
 
 
 def typed_constraint_checks(caller: tuple[CallerArg, ...]) -> list[tuple[str, str, str]]:
-    """(C condition that must hold, message format, format argument) for a typed wrapper's arguments: what it can
-    check without a kp_tensor (descriptor arguments are checked when they are encoded)."""
+    """(C condition that must hold, message format, format arguments or "") for a typed wrapper's arguments: what
+    it can check without a kp_tensor (descriptor arguments are checked when they are encoded)."""
     out = []
     for i, p in enumerate(caller):
         if isinstance(p, DescArg):
             continue
-        t, d = p.type, p.divisibility
-        if isinstance(t, Struct) and t.tensor is not None and max(t.tensor.align, d) > 1:
+        t, d, v = p.type, p.divisibility, c_name(p.name)
+        if isinstance(t, Opaque):  # passed by pointer: the driver would read through a NULL one
+            out.append((f"{v} != NULL", f"parameter {i} '{p.name}' ({t.size}-byte {t.name or 'opaque'} value, "
+                        f"passed by pointer) is NULL", ""))
+        elif isinstance(t, Struct) and t.tensor is not None and max(t.tensor.align, d) > 1:
             a = max(t.tensor.align, d)
-            out.append((f"(uintptr_t){p.name}.data % {a}u == 0",
-                        f"parameter {i} '{p.name}': data must be {a}-byte aligned, got %p", f"(void*){p.name}.data"))
+            out.append((f"(uintptr_t){v}.data % {a}u == 0",
+                        f"parameter {i} '{p.name}': data must be {a}-byte aligned, got %p", f"(void*){v}.data"))
         elif d > 1 and isinstance(t, Pointer):
-            out.append((f"(uintptr_t){p.name} % {d}u == 0",
-                        f"parameter {i} '{p.name}': must be {d}-byte aligned, got %p", f"(const void*){p.name}"))
+            out.append((f"(uintptr_t){v} % {d}u == 0",
+                        f"parameter {i} '{p.name}': must be {d}-byte aligned, got %p", f"(const void*){v}"))
         elif d > 1 and isinstance(t, Scalar) and t.dtype.is_integer:
-            out.append((f"{p.name} % {d} == 0", f"parameter {i} '{p.name}': must be a multiple of {d}, got %lld",
-                        f"(long long){p.name}"))
+            out.append((f"{v} % {d} == 0", f"parameter {i} '{p.name}': must be a multiple of {d}, got %lld",
+                        f"(long long){v}"))
     return out
+
+
+def null_checks(args: tuple[FamilyArg, ...]) -> list[tuple[str, str]]:
+    """(C name, description) of a family entry's arguments that are pointers the entry reads through: kp_tensor
+    arguments and opaque values passed by pointer. A NULL one is refused before anything else."""
+    return [(fa.cname, f"argument '{fa.name}' ({'kp_tensor*' if fa.kind in ('tensor', 'desc') else 'opaque value'})")
+            for fa in args if fa.kind in ("tensor", "desc") or isinstance(fa.type, Opaque)]
 
 
 def describe_arg(fa: FamilyArg) -> str:
     """C statement appending a description of a family argument to kp_sb ``sb``."""
-    n, t = fa.name, fa.type
+    n, t, v = fa.name, fa.type, fa.cname  # n: the user's name (messages); v: its C name
     if fa.kind in ("tensor", "desc"):
-        return f'kp_describe_tensor(&kp_sb_, "{n}", {n});'
+        return f'kp_describe_tensor(&kp_sb_, "{n}", {v});'
     if fa.kind == "ptr":
-        dt = f"(int){n}_dtype" if fa.varying else ("-1" if t.pointee is None else dtype_enum(t.pointee))  # type: ignore[union-attr]
-        return f'kp_describe_ptr(&kp_sb_, "{n}", (const void*){n}, {dt});'
+        dt = f"(int){v}_dtype" if fa.varying else ("-1" if t.pointee is None else dtype_enum(t.pointee))  # type: ignore[union-attr]
+        return f'kp_describe_ptr(&kp_sb_, "{n}", (const void*){v}, {dt});'
     if isinstance(t, Scalar):
         if t.dtype.is_integer:
-            return f'kp_describe_int(&kp_sb_, "{n}", (long long){n});'
+            return f'kp_describe_int(&kp_sb_, "{n}", (long long){v});'
         if t.dtype in (DType.f32, DType.f64):
-            return f'kp_sb_add(&kp_sb_, "{n} = %g", (double){n});'
+            return f'kp_sb_add(&kp_sb_, "{n} = %g", (double){v});'
         if t.dtype == DType.bool:
-            return f'kp_sb_add(&kp_sb_, "{n} = %d", (int){n});'
-        return f'kp_sb_add(&kp_sb_, "{n} = 0x%04x ({t.dtype.value})", (unsigned){n}.bits);'
-    return f'kp_sb_add(&kp_sb_, "{n}: {"opaque" if isinstance(t, Opaque) else "struct"}");'
+            return f'kp_sb_add(&kp_sb_, "{n} = %d", (int){v});'
+        return f'kp_sb_add(&kp_sb_, "{n} = 0x%04x ({t.dtype.value})", (unsigned){v}.bits);'
+    if isinstance(t, Opaque):
+        return f'kp_sb_add(&kp_sb_, "{n}: {t.size}-byte value at %p", (const void*){v});'
+    return f'(void){v};\n    kp_sb_add(&kp_sb_, "{n}: struct");'

@@ -18,12 +18,13 @@ from ..abi import Struct
 from ..artifact import KernelArtifact
 from ..bundle import Bundle, read_manifest
 from ..errors import KernelpackError
-from .cdecl import TypeNames, archs_text, check_ident, param_decl, status_name_body, wrapper_name
-from .cppheader import RESERVED, cpp_header
+from ..names import c_name, c_string, check_library_name
+from .cdecl import LIBRARY_API, TypeNames, archs_text, entry_name, param_decl, status_name_body, wrapper_name
+from .cppheader import cpp_header, cpp_names
 from .dataobj import c_declarations, data_asm
-from .family import Family, build_families, describe_arg, typed_constraint_checks
+from .family import Family, build_families, describe_arg, null_checks, typed_constraint_checks
 from .headers import c_header
-from .launchgen import DescArg, Plan, desc_table
+from .launchgen import LAUNCH, DescArg, Plan, desc_table
 
 if TYPE_CHECKING:
     from ..cute_host.program import HostProgram
@@ -47,8 +48,7 @@ def _csrc(name: str) -> str:
     return resources.files("kernelpack").joinpath("csrc").joinpath(name).read_text()
 
 
-def _cstr(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+_cstr = c_string
 
 
 def _dims(v: tuple[int, int, int] | None) -> str:
@@ -65,7 +65,7 @@ _archs = archs_text
 
 class _Gen:
     def __init__(self, lib: str, bundle: Bundle, programs: Sequence[HostProgram] = ()) -> None:
-        check_ident(lib, "library name")
+        check_library_name(lib)
         if not bundle.artifacts:
             raise KernelpackError(f"library {lib}: no kernels given" + (
                 "; for CuTe host programs alone use kernelpack.cute_host.build_host_library" if programs else ""))
@@ -96,23 +96,25 @@ class _Gen:
         return self.plans[self._index[id(a)]]
 
     def _check_names(self) -> None:
+        """User names are renamed where C or C++ reserves them (kernelpack.names.c_name); names that still collide
+        are refused here, before any file is written, naming both."""
         for a in self.arts:
-            for p in a.abi.params:
-                if p.name == "launch" or p.name.startswith("kp_"):
-                    raise KernelpackError(f"kernel {a.label}: parameter name {p.name!r} is reserved in generated C "
-                                          f"(launch, kp_*); rename it")
-        seen: dict[str, str] = {}
-        for fn, what in [(f"{self.lib}_{f.name}", f"family {f.name}") for f in self.families] + [
-                (wrapper_name(self.lib, a), f"specialization {a.label}") for a in self.arts] + [
-                (f"{self.lib}_{p.symbol}", f"CuTe host program {p.label}") for p in self.programs] + [
-                (f"{self.lib}_{n}", "the library API") for n in ("preload", "last_error", "last_cuda_error",
-                                                                  "status_name", "bundle", "set_default_device",
-                                                                  "kp_host_error", "kp_bundle",
-                                                                  "kp_bundle_size", "kp_blobs", "kp_bins")]:
-            if fn in seen or fn.removeprefix(f"{self.lib}_") in RESERVED:
-                raise KernelpackError(f"library {self.lib}: {what} and {seen.get(fn, 'the C++ layer')} would both be "
-                                      f"named {fn}; rename a kernel or variant")
-            seen[fn] = what
+            _unique([(LAUNCH, "the launch configuration")] + [(c_name(p.name), f"parameter '{p.name}'")
+                                                               for p in self.plan(a).args], f"kernel {a.label}")
+        for f in self.families:
+            _unique([(LAUNCH, "the launch configuration")] + [
+                (c, f"parameter '{fa.name}'" if c == fa.cname else f"the element type of parameter '{fa.name}'")
+                for fa in f.args for c in fa.call_args()], f"kernel family {f.name}")
+        for t in self.names.structs():
+            _unique([(c_name(fld.name), f"field '{fld.name}'") for fld in t.fields], f"struct {t.name}")
+        lib = self.lib
+        _unique([(entry_name(lib, f.name), f"family {f.name}") for f in self.families] + [
+            (wrapper_name(lib, a), f"specialization {a.label}") for a in self.arts] + [
+            (entry_name(lib, p.symbol), f"CuTe host program {p.label}") for p in self.programs] + [
+            (self.names.c_type(t), f"the C type of {t.name}") for t in self.names.types()] + [
+            (f"{lib}_{n}", "the library API") for n in (*LIBRARY_API, "kp_host_error", "kp_host_manifest", "kp_bundle",
+                                                        "kp_bundle_size", "kp_blobs", "kp_bins")], f"library {lib}")
+        _unique(cpp_names(self), f"library {lib} (C++ namespace)")
 
     # ------------------------------------------------------------ tables
 
@@ -152,29 +154,29 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
     # ------------------------------------------------------------ wrappers
 
     def typed_signature(self, a: KernelArtifact) -> str:
-        params = ["const kp_launch* launch"] + [
-            f"const kp_tensor* {p.name}" if isinstance(p, DescArg) else param_decl(self.names, p.type, p.name)
-            for p in self.plan(a).args]
+        params = [f"const kp_launch* {LAUNCH}"] + [
+            f"const kp_tensor* {c_name(p.name)}" if isinstance(p, DescArg)
+            else param_decl(self.names, p.type, c_name(p.name)) for p in self.plan(a).args]
         return f"kp_status {wrapper_name(self.lib, a)}({', '.join(params)})"
 
     def typed_wrapper(self, a: KernelArtifact, index: int) -> str:
         fn = wrapper_name(self.lib, a)
         if any(_aliased(f) and f.specs[0].index == index for f in self.families):
-            fn = f"{self.lib}_{a.name}"  # also reached as the family entry: name that in messages
+            fn = entry_name(self.lib, a.name)  # also reached as the family entry: name that in messages
         checks = "".join(
             f"    if (KP_UNLIKELY(!({cond})))\n        return kp_fail(KP_ERROR_INVALID_ARGUMENT, "
-            f"{_cstr(f'{fn}: kernel {a.label}: ' + msg)}, {arg});\n"
+            f"{_cstr(f'{fn}: kernel {a.label}: ' + msg)}{', ' + arg if arg else ''});\n"
             for cond, msg, arg in typed_constraint_checks(self.plan(a).args))
         return (f"{self.lib.upper()}_API {self.typed_signature(a)} {{\n{checks}    kp_ctx kp_c;\n"
-                f"    kp_status kp_s = kp_enter(\"{fn}\", launch, &kp_c);\n"
+                f"    kp_status kp_s = kp_enter(\"{fn}\", {LAUNCH}, &kp_c);\n"
                 f"    if (KP_UNLIKELY(kp_s != KP_SUCCESS)) return kp_s;\n{self.plan(a).body(index, '    ', {})}}}\n")
 
     def family_signature(self, f: Family) -> str:
-        params = ["const kp_launch* launch"] + [fa.decl(self.names) for fa in f.args]
-        return f"kp_status {self.lib}_{f.name}({', '.join(params)})"
+        params = [f"const kp_launch* {LAUNCH}"] + [fa.decl(self.names) for fa in f.args]
+        return f"kp_status {entry_name(self.lib, f.name)}({', '.join(params)})"
 
     def family_entry(self, f: Family) -> str:
-        fn = f"{self.lib}_{f.name}"
+        fn = entry_name(self.lib, f.name)
         if _aliased(f):
             # nothing to dispatch or check: the family entry is the typed wrapper under a second name
             return (f"{self.lib.upper()}_API {self.family_signature(f)}\n"
@@ -193,11 +195,10 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
                    f"\"accepts\");\n    {describe}\n"
                    f"    return kp_no_match(kp_c, &kp_sb_, kp_cm, {_cstr(carried)});\n}}\n")
         nulls = "".join(
-            f"    if (KP_UNLIKELY({fa.name} == NULL))\n        return kp_fail(KP_ERROR_INVALID_ARGUMENT, "
-            f"\"{fn}: argument '{fa.name}' (kp_tensor*) is NULL\");\n"
-            for fa in f.args if fa.kind in ("tensor", "desc"))
+            f"    if (KP_UNLIKELY({v} == NULL))\n        return kp_fail(KP_ERROR_INVALID_ARGUMENT, "
+            f"{_cstr(f'{fn}: {what} is NULL')});\n" for v, what in null_checks(f.args))
         body = [f"{self.lib.upper()}_API {self.family_signature(f)} {{\n{nulls}    kp_ctx kp_c;\n"
-                f"    kp_status kp_s = kp_enter(\"{fn}\", launch, &kp_c);\n"
+                f"    kp_status kp_s = kp_enter(\"{fn}\", {LAUNCH}, &kp_c);\n"
                 f"    if (KP_UNLIKELY(kp_s != KP_SUCCESS)) return kp_s;\n"
                 f"    int kp_best = -1, kp_cm = 0;\n    int32_t kp_q, kp_bq = 0;\n"]
         for gi, group in enumerate(f.groups()):
@@ -232,12 +233,12 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
                 continue
             t = p.type
             assert isinstance(t, Struct) and t.tensor is not None
-            v = f"kp_t_{p.name}"
+            v, arg = f"kp_t_{p.name}", c_name(p.name)
             out.append(f"        {self.names.c_type(t)} {v};\n        memset(&{v}, 0, sizeof {v});\n"
-                       f"        {v}.data = ({t.fields[0].type.c_type}){p.name}->data;\n")
+                       f"        {v}.data = ({t.fields[0].type.c_type}){arg}->data;\n")
             for fld in t.fields[1:]:
                 kind, idx = ("shape", fld.name[5:]) if fld.name.startswith("shape") else ("stride", fld.name[6:])
-                out.append(f"        {v}.{fld.name} = ({fld.type.c_type}){p.name}->{kind}[{idx}];\n")
+                out.append(f"        {v}.{fld.name} = ({fld.type.c_type}){arg}->{kind}[{idx}];\n")
         return "".join(out)
 
     # ------------------------------------------------------------ files
@@ -305,6 +306,16 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
 /* ------------------------------------------------------------------ family entries: dispatch */
 
 {families}"""
+
+
+def _unique(items: list[tuple[str, str]], where: str) -> None:
+    """Refuse two different things (``what``) that would share one generated name, naming both."""
+    seen: dict[str, str] = {}
+    for name, what in items:
+        if name in seen and seen[name] != what:
+            raise KernelpackError(f"{where}: {seen[name]} and {what} would both be named {name} in the generated "
+                                  f"code (reserved names are renamed, see kernelpack.names); rename one of them")
+        seen.setdefault(name, what)
 
 
 def generate(name: str, bundle: Bundle, programs: Sequence[HostProgram] = ()) -> Sources:

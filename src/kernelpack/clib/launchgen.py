@@ -11,8 +11,11 @@ from dataclasses import dataclass
 from ..abi import Opaque, Param
 from ..artifact import GridExpr, KernelArtifact, grid_params
 from ..errors import KernelpackError
+from ..names import c_name
 from ..tma import TRITON_DTYPES, TensorDescSpec, expected_params
 from .cdecl import DTYPE_ENUM
+
+LAUNCH = "kp_cfg"  # the generated entries' launch-configuration parameter (kp_-prefixed, as every generated name)
 
 _OPS = {"add": "kp_gadd", "sub": "kp_gsub", "mul": "kp_gmul", "div": "kp_gdiv", "ceil_div": "kp_gceil_div",
         "min": "kp_gmin", "max": "kp_gmax"}
@@ -65,18 +68,19 @@ class Plan:
         return tuple(a for a in self.args if isinstance(a, Param))
 
     def body(self, index: int, indent: str, values: dict[str, str]) -> str:
-        """Statements from a resolved kp_ctx (``kp_c``, ``kp_s``) to the launch; ``values`` renames arguments."""
+        """Statements from a resolved kp_ctx (``kp_c``, ``kp_s``) to the launch; ``values`` maps a user's argument
+        name to the C expression that holds it (default: its C name)."""
         out = []
         for k, d in enumerate(self.descs):
             out.append(f"{indent}kp_desc_vals kp_d{k};\n{indent}if (KP_UNLIKELY((kp_s = kp_desc_fill(&kp_c, {index}, "
-                       f"&kp_descs[{d.table}], {d.name}, &kp_d{k})) != KP_SUCCESS)) return kp_s;\n")
-        launch = "launch"
+                       f"&kp_descs[{d.table}], {c_name(d.name)}, &kp_d{k})) != KP_SUCCESS)) return kp_s;\n")
+        launch = LAUNCH
         if self.art.launch.grid is not None:
             exprs = ", ".join(_grid_c(e, values) for e in self.art.launch.grid)
-            out.append(f"{indent}const kp_launch* kp_lp = launch;\n{indent}kp_launch kp_l;\n"
-                       f"{indent}if (kp_dims_zero(launch->grid)) {{ /* the grid from the arguments */\n"
+            out.append(f"{indent}const kp_launch* kp_lp = {LAUNCH};\n{indent}kp_launch kp_l;\n"
+                       f"{indent}if (kp_dims_zero({LAUNCH}->grid)) {{ /* the grid from the arguments */\n"
                        f"{indent}    const int64_t kp_g[3] = {{{exprs}}};\n"
-                       f"{indent}    if (!kp_grid(&kp_c, {index}, launch, kp_g, &kp_l, &kp_s)) return kp_s;\n"
+                       f"{indent}    if (!kp_grid(&kp_c, {index}, {LAUNCH}, kp_g, &kp_l, &kp_s)) return kp_s;\n"
                        f"{indent}    kp_lp = &kp_l;\n{indent}}}\n")
             launch = "kp_lp"
         gs, ga, ps, pa = self.scratch
@@ -108,9 +112,9 @@ class Plan:
             elif p.name in self.filled:
                 items.append(f"(void*)&{self.filled[p.name]}")
             elif isinstance(p.type, Opaque):
-                items.append(f"(void*)(uintptr_t){values.get(p.name, p.name)}")
+                items.append(f"(void*)(uintptr_t){values.get(p.name, c_name(p.name))}")
             else:
-                items.append(f"(void*)&{values.get(p.name, p.name)}")
+                items.append(f"(void*)&{values.get(p.name, c_name(p.name))}")
         return ", ".join(items)
 
 
@@ -129,8 +133,8 @@ def _grid_c(e: GridExpr, values: dict[str, str]) -> str:
     if isinstance(e, int):
         return f"INT64_C({e})"
     if e[0] == "arg":
-        base = values.get(e[1], e[1])
-        return f"(int64_t){base}" if e[2] is None else f"(int64_t){base}.{e[2]}"
+        base = values.get(e[1], c_name(e[1]))
+        return f"(int64_t){base}" if e[2] is None else f"(int64_t){base}.{c_name(e[2])}"
     return f"{_OPS[e[0]]}({_grid_c(e[1], values)}, {_grid_c(e[2], values)})"
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .. import config
 from ..clib.cdecl import TypeNames
+from ..names import entry_name
 from ..toolchain import run_tool
 from .entry import generate
 from .program import HostProgram
@@ -69,7 +70,7 @@ def link_object(lib: str, programs: Sequence[HostProgram], workdir: Path, *, cc:
     combined = workdir / f"lib{lib}_cute.o"
     run_tool([ld, "-r", "-o", combined.name, "entry.o", "shim.o", *objs], "ld -r (combining objects)", workdir)
     api = ["set_default_device"] if integrated else ["last_error", "last_cuda_error", "set_default_device"]
-    exports = tuple(sorted([f"{lib}_{p.symbol}" for p in programs] + [f"{lib}_{n}" for n in api]))
+    exports = tuple(sorted([entry_name(lib, p.symbol) for p in programs] + [f"{lib}_{n}" for n in api]))
     keep = workdir / "exports.txt"
     keep.write_text("\n".join(exports) + "\n")
     run_tool([objcopy, f"--keep-global-symbols={keep.name}", combined.name], "objcopy (localizing symbols)", workdir)

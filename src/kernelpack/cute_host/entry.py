@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..abi import Struct
-from ..clib.cdecl import TypeNames, check_ident, common_header
+from ..clib.cdecl import TypeNames, common_header
 from ..errors import KernelpackError
+from ..names import c_name, check_library_name, entry_name
 from .manifest import c_definition
 from .program import HostProgram
 
@@ -20,11 +21,15 @@ MAX_DEVICES = 64
 
 
 def _params(names: TypeNames, prog: HostProgram) -> str:
-    out = []
+    out: list[str] = []
+    seen: dict[str, str] = {}
     for p in prog.params:
-        if p.name in ("kp_ret", "kp_args") or p.name.startswith("kp_"):
-            raise KernelpackError(f"host program {prog.label}: parameter name {p.name!r} is reserved (kp_*)")
-        out.append(f"void* {p.name}" if p.stream else f"{names.c_type(p.type)} {p.name}")
+        v = c_name(p.name)  # the entry's own locals are kp_-prefixed: a user's name never collides with them
+        if v in seen:
+            raise KernelpackError(f"host program {prog.label}: parameters '{seen[v]}' and '{p.name}' would both be "
+                                  f"named {v} in the generated C (reserved names are renamed); rename one")
+        seen[v] = p.name
+        out.append(f"void* {v}" if p.stream else f"{names.c_type(p.type)} {v}")
     return ", ".join(out) or "void"
 
 
@@ -32,26 +37,27 @@ def _doc(prog: HostProgram) -> str:
     lines = [f"/** Run the CuTe host program {prog.label} ({', '.join(str(o.arch) for o in prog.objects)}) on the "
              f"current device."]
     for p in prog.params:
+        v = c_name(p.name) + ("" if c_name(p.name) == p.name else f" ({p.name}, renamed: reserved in C/C++)")
         if p.stream:
-            lines.append(f" *  @param {p.name} CUstream/cudaStream_t to launch on (NULL = legacy default stream)")
+            lines.append(f" *  @param {v} CUstream/cudaStream_t to launch on (NULL = legacy default stream)")
         elif isinstance(p.type, Struct) and p.type.tensor is not None:
-            lines.append(f" *  @param {p.name} tensor descriptor (dynamic extents must be > 0"
+            lines.append(f" *  @param {v} tensor descriptor (dynamic extents must be > 0"
                          f"{', else nothing runs' if prog.zero_extent == 'skip' else ''})")
         else:
-            lines.append(f" *  @param {p.name} {p.type.c_type}")
+            lines.append(f" *  @param {v} {p.type.c_type}")
     lines.append(" *  @return KP_SUCCESS, or an error; NAME_last_error() says why. */")
     return "\n".join(lines)
 
 
 def declarations(lib: str, programs: Sequence[HostProgram], names: TypeNames) -> str:
     """The documented prototypes of the programs' entries (``names`` must know every parameter type)."""
-    return "\n\n".join(f"{_doc(p).replace('NAME_', lib + '_')}\nkp_status {lib}_{p.symbol}({_params(names, p)});"
-                       for p in programs)
+    return "\n\n".join(f"{_doc(p).replace('NAME_', lib + '_')}\nkp_status {entry_name(lib, p.symbol)}("
+                       f"{_params(names, p)});" for p in programs)
 
 
 def call_args(prog: HostProgram) -> str:
     """The entry's parameter names, comma-separated (for forwarding wrappers)."""
-    return ", ".join(p.name for p in prog.params)
+    return ", ".join(c_name(p.name) for p in prog.params)
 
 
 def params_decl(names: TypeNames, prog: HostProgram) -> str:
@@ -67,7 +73,7 @@ def generate(lib: str, programs: Sequence[HostProgram], names: TypeNames | None 
     then defines neither and hands each failure to the library's hidden ``NAME_kp_host_error(cuda, message)``;
     ``names`` must be the library's TypeNames (the header returned is then only the declarations).
     """
-    check_ident(lib, "library name")
+    check_library_name(lib)
     if not programs:
         raise KernelpackError(f"library {lib}: no host programs")
     syms = [p.symbol for p in programs]
@@ -228,33 +234,36 @@ static kp_status kp_prepare(const char* label, int first, int n, kp_cute_object*
 
 
 def _entry(lib: str, prog: HostProgram, names: TypeNames, first: int) -> str:
+    fn = entry_name(lib, prog.symbol)
     checks = []
-    for pname, field in prog.extents():
+    for user_name, field in prog.extents():
+        pname = c_name(user_name)
         if prog.zero_extent == "skip":
             checks.append(f"    if ({pname}.{field} == 0) return KP_SUCCESS; /* empty: nothing to compute */")
         else:
             checks.append(f"    if ({pname}.{field} == 0)\n        return kp_fail(KP_ERROR_INVALID_ARGUMENT, 0, "
-                          f"\"{lib}_{prog.symbol}: {pname}.{field} is 0 (zero extents are refused)\");")
+                          f"\"{fn}: {pname}.{field} is 0 (zero extents are refused)\");")
         checks.append(f"    if ({pname}.{field} < 0)\n        return kp_fail(KP_ERROR_INVALID_ARGUMENT, 0, "
-                      f"\"{lib}_{prog.symbol}: {pname}.{field} is negative\");")
+                      f"\"{fn}: {pname}.{field} is negative\");")
     for p in prog.params:
         for field, div in p.checks:
-            value = f"(uintptr_t){p.name}.data" if field == "data" else f"{p.name}.{field}"
+            v = c_name(p.name)
+            value = f"(uintptr_t){v}.data" if field == "data" else f"{v}.{field}"
             what = (f"{p.name}.data is not {div}-byte aligned" if field == "data"
                     else f"{p.name}.{field} is not a multiple of {div}")
             checks.append(f"    if ({value} % {div} != 0)\n        return kp_fail(KP_ERROR_INVALID_ARGUMENT, 0, "
-                          f"\"{lib}_{prog.symbol}: {what} (the kernel was compiled for it)\");")
-    args = ", ".join([f"&{p.name}" for p in prog.params] + ["&kp_ret"])
-    return f"""KP_EXPORT kp_status {lib}_{prog.symbol}({_params(names, prog)}) {{
+                          f"\"{fn}: {what} (the kernel was compiled for it)\");")
+    args = ", ".join([f"&{c_name(p.name)}" for p in prog.params] + ["&kp_ret"])
+    return f"""KP_EXPORT kp_status {fn}({_params(names, prog)}) {{
 {chr(10).join(checks)}
-    kp_cute_object* o = NULL;
-    kp_status s = kp_prepare("{prog.label}", {first}, {len(prog.objects)}, &o);
-    if (s != KP_SUCCESS) return s;
+    kp_cute_object* kp_o = NULL;
+    kp_status kp_st = kp_prepare("{prog.label}", {first}, {len(prog.objects)}, &kp_o);
+    if (kp_st != KP_SUCCESS) return kp_st;
     int32_t kp_ret = 0;
     void* kp_args[] = {{{args}}};
-    o->entry(kp_args, (int32_t)(sizeof kp_args / sizeof kp_args[0]));
+    kp_o->entry(kp_args, (int32_t)(sizeof kp_args / sizeof kp_args[0]));
     if (kp_ret != 0)
-        return kp_fail(KP_ERROR_CUDA, kp_ret, "{lib}_{prog.symbol}: the host program failed (CUresult %d)",
+        return kp_fail(KP_ERROR_CUDA, kp_ret, "{fn}: the host program failed (CUresult %d)",
                        (int)kp_ret);
     kp_err[0] = 0;
     kp_cuda_err = 0;

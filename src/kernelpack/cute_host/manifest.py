@@ -17,6 +17,7 @@ from typing import Any
 from .. import __version__
 from ..abi import Pointer, type_from_json, type_to_json
 from ..errors import AbiError, BundleError
+from ..names import entry_name
 from .program import ZERO_EXTENT_POLICIES, HostParam, HostProgram
 
 SECTION = ".kpack_host"
@@ -43,7 +44,7 @@ class HostEntryInfo:
 
 def describe(lib: str, programs: Sequence[HostProgram]) -> dict[str, Any]:
     return {"format": FORMAT, "kernelpack": __version__, "library": lib, "programs": [
-        {"name": p.name, "variant": p.variant, "symbol": f"{lib}_{p.symbol}", "zero_extent": p.zero_extent,
+        {"name": p.name, "variant": p.variant, "symbol": entry_name(lib, p.symbol), "zero_extent": p.zero_extent,
          "archs": [str(o.arch) for o in p.objects],
          "params": [{"name": q.name, "type": type_to_json(q.type), "stream": q.stream,
                      "checks": [list(c) for c in q.checks]} for q in p.params]} for p in programs]}

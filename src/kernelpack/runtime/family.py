@@ -20,6 +20,7 @@ from typing import Any
 from ..abi import Pointer, Scalar, Struct
 from ..artifact import Binary, KernelArtifact, evaluate_grid, grid_params
 from ..errors import KernelpackError, LaunchError
+from ..names import py_arg_names
 from ..tma import encode_args
 from . import checks, streams
 from .adapters import TensorView, as_view, is_torch_tensor, launch_device
@@ -107,7 +108,8 @@ class KernelFamily:
             specs.append(Specialization(a, plan, i, specificity(plan)))
         specs.sort(key=lambda s: (-s.specificity[0], -s.specificity[1], s.index))
         self.specs: tuple[Specialization, ...] = tuple(specs)
-        self.arg_names: tuple[str, ...] = tuple(s.name for s in specs[0].plan.args)
+        # Python keyword names: a parameter called like a launch option or a Python keyword gets a trailing _
+        self.arg_names: tuple[str, ...] = py_arg_names([s.name for s in specs[0].plan.args], LAUNCH_KEYWORDS)
         self._states: dict[int, DeviceState] = {}
         self._lock = threading.Lock()
         self.fast: Any = None  # the C launcher, when the extension is present

@@ -17,6 +17,7 @@ from typing import Any
 from ..abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct
 from ..cute_host.manifest import HostEntryInfo
 from ..cute_host.program import HostParam
+from ..names import py_arg_names
 from ..packing import bf16_bits
 from . import checks
 from .adapters import TensorView
@@ -71,7 +72,7 @@ class HostCall:
     def __init__(self, info: HostEntryInfo) -> None:
         self.info = info
         self.label = info.label
-        self.arg_names = tuple(p.name for p in info.params if not p.stream)
+        self.arg_names = py_arg_names([p.name for p in info.params if not p.stream], ("stream",))
         self.has_stream = any(p.stream for p in info.params)
         abi = Abi(tuple(Param(p.name, p.type, _data_align(p)) for p in info.params))
         self.plan = Plan.of(abi)

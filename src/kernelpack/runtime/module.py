@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import types
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..bundle import MAGIC, Bundle
 from ..errors import BundleError
+from ..names import py_name
 from . import docs
 from .family import KernelFamily
 from .fast import PyLauncher, make_launcher, prepare_fast_path
@@ -20,9 +22,28 @@ if TYPE_CHECKING:
     from ..cute_host.manifest import HostEntryInfo
 
 
+@dataclass
+class _State:
+    """A module's own state, kept off its attribute namespace (any identifier can be a kernel's name)."""
+
+    source: str
+    loader: Loader
+    bundle: Bundle
+    families: dict[str, KernelFamily] = field(default_factory=dict)
+    hosts: dict[str, HostFamily] = field(default_factory=dict)
+    callables: dict[str, Any] = field(default_factory=dict)  # every family and host program by its own name
+
+
+_STATE = "<kernelpack>"  # the key of _State in the module's __dict__: not an identifier, so no kernel can take it
+
+
 class KernelModule(types.ModuleType):
     """The kernels of one bundle: ``mod.name(*args, grid=..., ...)`` launches family ``name``; a built library's
     CuTe host programs are callables too (``mod.gemm(a, b, c)``, see :mod:`kernelpack.runtime.host`).
+
+    A kernel whose name is a Python keyword, a dunder or one of the module's own attributes (``preload``,
+    ``bundle``, ...) is reachable as ``name_`` (:func:`kernelpack.names.py_name`); ``mod["name"]`` reaches any
+    kernel by its own name.
 
     Nothing touches the driver until the first launch on a device (or :meth:`preload`); each binary is loaded once
     per process, each device's choice of binaries once per device.
@@ -32,11 +53,10 @@ class KernelModule(types.ModuleType):
         name = Path(source).name.split(".")[0] if source != "<bundle>" else "bundle"
         super().__init__(f"kernelpack.loaded.{name}")
         self.__file__ = source
-        self._loader = Loader(source)
-        self._bundle = bundle
-        self._families: dict[str, KernelFamily] = {}
+        st = _State(source, Loader(source), bundle)
+        vars(self)[_STATE] = st
         for fname, arts in bundle.families().items():
-            fam = KernelFamily(fname, arts, self._loader)
+            fam = KernelFamily(fname, arts, st.loader)
             launcher = make_launcher(fam)
             launcher.__name__ = launcher.__qualname__ = fname
             launcher.__module__ = self.__name__
@@ -44,57 +64,87 @@ class KernelModule(types.ModuleType):
             launcher.__signature__ = docs.signature(fam)
             launcher._kp_repr = docs.repr_text(fam)
             launcher.family = fam
-            self._families[fname] = fam
-            setattr(self, fname, launcher)
-        self._hosts = _host_families(host, source, archive)
-        for hname, hfam in self._hosts.items():
-            if hname not in self._families:
-                setattr(self, hname, _host_callable(hfam, self.__name__, source))
-        self.__all__ = sorted(set(self._families) | set(self._hosts))
+            st.families[fname] = fam
+            st.callables[fname] = launcher
+        st.hosts = _host_families(host, source, archive)
+        for hname, hfam in st.hosts.items():
+            if hname not in st.families:
+                st.callables[hname] = _host_callable(hfam, self.__name__, source)
+        self._publish(st.callables)
+        self.__all__ = sorted(n for n in vars(self) if n in st.callables or n.removesuffix("_") in st.callables)
         self.__doc__ = self._doc(source)
 
+    def _publish(self, callables: dict[str, Any]) -> None:
+        """Each callable as an attribute under its Python name; where a renamed one meets another kernel's own
+        name, the kernel that has that name keeps the attribute (the other stays reachable as ``mod[name]``)."""
+        ns = vars(self)
+        own = _own_names()
+        attrs = {n: py_name(n, own) for n in callables}
+        for n, attr in sorted(attrs.items(), key=lambda kv: kv[0] != kv[1]):  # unrenamed first
+            if attr not in ns:
+                ns[attr] = callables[n]
+
+    @property
+    def _st(self) -> _State:
+        return vars(self)[_STATE]  # type: ignore[no-any-return]
+
     def _doc(self, source: str) -> str:
+        st = self._st
         lines = []
-        if self._families or not self._hosts:
-            lines.append(f"{len(self._families)} kernel famil{'ies' if len(self._families) != 1 else 'y'} "
-                         f"({len(self._bundle)} specializations) loaded from {source}:")
-        lines += [f"  {docs.signature_text(f)}" for f in self._families.values()]
-        if self._hosts:
-            lines.append(f"{len(self._hosts)} CuTe host program(s) (C entries of {source}):")
-            lines += [f"  {h.signature_text()}" for h in self._hosts.values()]
+        if st.families or not st.hosts:
+            lines.append(f"{len(st.families)} kernel famil{'ies' if len(st.families) != 1 else 'y'} "
+                         f"({len(st.bundle)} specializations) loaded from {source}:")
+        lines += [f"  {docs.signature_text(f)}" for f in st.families.values()]
+        if st.hosts:
+            lines.append(f"{len(st.hosts)} CuTe host program(s) (C entries of {source}):")
+            lines += [f"  {h.signature_text()}" for h in st.hosts.values()]
         return "\n".join(lines)
 
     @property
     def bundle(self) -> Bundle:
-        return self._bundle
+        return self._st.bundle
 
     @property
     def families(self) -> dict[str, KernelFamily]:
-        return dict(self._families)
+        return dict(self._st.families)
 
     @property
     def host_programs(self) -> dict[str, HostFamily]:
         """The CuTe host programs by name (also attributes, unless a kernel family has the same name)."""
-        return dict(self._hosts)
+        return dict(self._st.hosts)
 
     def preload(self, device: int | None = None) -> None:
         """Load every kernel for ``device`` (default: every visible device) now instead of at first launch."""
         prepare_fast_path()
-        d = self._loader.driver
+        st = self._st
+        d = st.loader.driver
         ordinals = range(d.device_count()) if device is None else [device]
         for o in ordinals:
-            for fam in self._families.values():
+            for fam in st.families.values():
                 fam.preload(o)
 
+    def __getitem__(self, name: str) -> Any:
+        """The kernel family or host program called ``name`` (its own name, whatever its attribute is)."""
+        try:
+            return self._st.callables[name]
+        except KeyError:
+            raise KeyError(f"{self.__file__} has no kernel {name!r}; kernels: {self._known()}") from None
+
+    def _known(self) -> str:
+        return ", ".join(sorted(self._st.callables)) or "none"
+
     def __repr__(self) -> str:
-        names = [*self._families, *(h for h in self._hosts if h not in self._families)]
-        return f"<kernelpack module from {self.__file__!r}: {', '.join(names) or 'no kernels'}>"
+        return f"<kernelpack module from {self.__file__!r}: {', '.join(self._st.callables) or 'no kernels'}>"
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
+        if name.startswith("__") or _STATE not in vars(self):
             raise AttributeError(name)
-        known = ", ".join(sorted(set(self._families) | set(self._hosts))) or "none"
-        raise AttributeError(f"{self.__file__} has no kernel {name!r}; kernels: {known}")
+        raise AttributeError(f"{self.__file__} has no kernel {name!r}; kernels: {self._known()}")
+
+
+def _own_names() -> frozenset[str]:
+    """What a KernelModule defines itself: no kernel may shadow these."""
+    return frozenset(n for n in dir(KernelModule) if not n.startswith("_")) | {"__file__", "__all__", "__doc__"}
 
 
 def read_any(path: str | os.PathLike[str]) -> Bundle:
