@@ -101,6 +101,26 @@ static int row(const char* name) {
         ROW(demo_cluster2(&l, out));
     } else if (!strcmp(name, "arch_not_carried") || !strcmp(name, "no_driver") || !strcmp(name, "driver_too_old")) {
         ROW(demo_add_f64(&l, (const double*)at(0x10000), (const double*)at(0x20000), (double*)at(0x30000), 100));
+    } else if (!strcmp(name, "negative_extent")) {
+        t.shape[0] = -5; /* an i32 shape field: would be packed as 0xfffffffb */
+        ROW(demo_tsum(&l, &t, out));
+    } else if (!strcmp(name, "negative_extent_grid")) {
+        t.shape[0] = -5; /* gsum's grid is computed from shape[0]: would launch nothing and report success */
+        ROW(demo_gsum(&l, &t, out));
+    } else if (!strcmp(name, "negative_extent_desc")) {
+        kp_tensor p = T2(0x100000, KP_F32, 64, -5, 64, 1); /* decomposed descriptor: shapes go to the kernel */
+        ROW(demo_desc_dec(&l, &p, out));
+    } else if (!strcmp(name, "partial_block")) {
+        l.block[0] = 0, l.block[1] = 5; /* {0,5,0}: would launch as {1,5,1} */
+        ROW(demo_add_f32(&l, x, y, out, 8));
+    } else if (!strcmp(name, "partial_block_fixed")) {
+        l = L(2, 0);
+        l.block[2] = 1; /* {0,0,1} is not {0,0,0}: the fixed block is asked for with all zeros */
+        ROW(demo_fixed_block(&l, out));
+    } else if (!strcmp(name, "partial_cluster")) {
+        l = L(4, 64);
+        l.cluster[1] = 2; /* {0,2,0}: would launch as {1,2,1} */
+        ROW(demo_add_f32(&l, x, y, out, 8));
     } else {
         printf("unknown row %s\n", name);
         return 2;
