@@ -105,7 +105,8 @@ static int row(const char* name) {
         t.shape[0] = -5; /* an i32 shape field: would be packed as 0xfffffffb */
         ROW(demo_tsum(&l, &t, out));
     } else if (!strcmp(name, "negative_extent_grid")) {
-        t.shape[0] = -5; /* gsum's grid is computed from shape[0]: would launch nothing and report success */
+        t.shape[0] = -5; /* grid {0,0,0}: gsum's grid comes from shape[0]: launched nothing, reported success */
+        l.grid[0] = 0;
         ROW(demo_gsum(&l, &t, out));
     } else if (!strcmp(name, "negative_extent_desc")) {
         kp_tensor p = T2(0x100000, KP_F32, 64, -5, 64, 1); /* decomposed descriptor: shapes go to the kernel */

@@ -62,7 +62,7 @@ MATRIX = [
         "ArgumentTypeError", "not applicable: kp_tensor's fields and pointers are C integers"),
     Row("short_strides", "fewer strides than modes", "", "ArgumentValueError",
         "not applicable: a kp_tensor has one stride per mode by construction"),
-    Row("byte_order", "big-endian or impossible element type (`>f4`, `<f0`, `|f4`)", "", "ArgumentValueError",
+    Row("byte_order", "big-endian or impossible element type (`>f4`, `<f0`, `\\|f4`)", "", "ArgumentValueError",
         "not applicable: kp_dtype names little-endian types only (an invalid kp_dtype is row 2)"),
     Row("malformed_array", "malformed array description (`data=()`, pointer -1 or 2^70, no shape, DLPack ndim 100)",
         "", "ArgumentTypeError / ArgumentValueError", "not applicable: the C API takes typed pointers and kp_tensor"),
