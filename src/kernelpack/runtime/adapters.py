@@ -110,11 +110,15 @@ _TYPESTR = {"i1": DType.i8, "i2": DType.i16, "i4": DType.i32, "i8": DType.i64, "
 _TYPESTR_SIZES = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8, 16), "c": (8, 16, 32), "m": (8,),
                   "M": (8,)}
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_INT_ONLY = frozenset((int,))
+_TYPESTR_SEEN: dict[str, tuple[DType | None, int, str]] = {}  # typestrs already checked (a few per program)
 
 
 def _index(value: Any) -> int | None:
     """``value`` as an int when it is one (an int or an integer type with __index__), else None: a float, a bool
     or a str is never silently truncated into an address or an extent."""
+    if type(value) is int:
+        return value
     if isinstance(value, bool) or not hasattr(type(value), "__index__"):
         return None
     return operator.index(value)
@@ -127,6 +131,8 @@ def _got(value: Any) -> str:
 def _ints(value: Any, what: str) -> tuple[int, ...]:
     if not isinstance(value, (tuple, list)):
         raise ArgumentTypeError(f"{what} must be a tuple of ints, got {_got(value)}")
+    if _INT_ONLY.issuperset(map(type, value)):  # the common case, without a Python-level loop
+        return tuple(value)
     out = []
     for i, v in enumerate(value):
         n = _index(v)
@@ -140,6 +146,9 @@ def checked_extents(shape: tuple[int, ...], strides: tuple[int, ...], where: str
     """Extents in [0, 2**63) and strides (in elements) in int64, one stride per mode: what every tensor must
     satisfy before a check compares it with a parameter (a negative extent is always a lie; a negative stride can
     be a real view, and the parameter's own stride range decides)."""
+    if len(strides) == len(shape) and (not shape or (min(shape) >= 0 and max(shape) <= INT64_MAX and min(strides)
+                                                     >= INT64_MIN and max(strides) <= INT64_MAX)):
+        return
     if len(strides) != len(shape):
         raise ArgumentValueError(f"{where}: {len(strides)} strides {list(strides)} for {len(shape)} modes (shape "
                                  f"{list(shape)}); one stride per mode is required")
@@ -153,9 +162,12 @@ def checked_extents(shape: tuple[int, ...], strides: tuple[int, ...], where: str
                                      f"{list(strides)})")
 
 
-def _typestr(value: Any) -> tuple[DType | None, int]:
-    """The element type and size a typestr names: little-endian '<' (or any byte order for 1-byte elements, '|'
-    meaning "not applicable"), a kind and a size that exist (_TYPESTR_SIZES)."""
+def _typestr(value: Any) -> tuple[DType | None, int, str]:
+    """The element type, size and name (for messages) a typestr names: little-endian '<' (or any byte order for
+    1-byte elements, '|' meaning "not applicable"), a kind and a size that exist (_TYPESTR_SIZES)."""
+    known = _TYPESTR_SEEN.get(value) if type(value) is str else None
+    if known is not None:
+        return known
     where = "__cuda_array_interface__['typestr']"
     if not isinstance(value, str):
         raise ArgumentTypeError(f"{where} must be a str such as '<f4', got {_got(value)}")
@@ -173,7 +185,11 @@ def _typestr(value: Any) -> tuple[DType | None, int]:
         what = "big-endian" if order == ">" else "of no byte order ('|')"
         raise ArgumentValueError(f"{where} is {value!r}: {what}, but a {size}-byte element on a CUDA device is "
                                  f"little-endian; expected '<{kind}{size}'")
-    return _TYPESTR.get(f"{kind}{size}"), size
+    dtype = _TYPESTR.get(f"{kind}{size}")
+    known = dtype, size, dtype.value if dtype is not None else f"typestr {value!r}"
+    if len(_TYPESTR_SEEN) < 256:
+        _TYPESTR_SEEN[value] = known
+    return known
 
 
 def _data_pointer(data: Any) -> int:
@@ -195,13 +211,13 @@ def cai_view(obj: Any, cai: dict[str, Any], pointer_device: Any) -> TensorView:
     a pointer or extent that is not an int, a negative extent, strides for another rank, a byte order other than
     little-endian, an unknown element type, a mask -- raises ArgumentTypeError / ArgumentValueError saying which
     entry is wrong (the caller adds the kernel and the parameter)."""
-    for key in ("data", "shape", "typestr"):
-        if key not in cai:
-            raise ArgumentTypeError(f"__cuda_array_interface__ has no '{key}' entry (entries: {sorted(cai)})")
-    ptr = _data_pointer(cai["data"])
-    shape = _ints(cai["shape"], "__cuda_array_interface__['shape']")
-    dtype, itemsize = _typestr(cai["typestr"])
-    typestr = cai["typestr"]
+    try:
+        data, raw_shape, typestr = cai["data"], cai["shape"], cai["typestr"]
+    except KeyError as e:
+        raise ArgumentTypeError(f"__cuda_array_interface__ has no {e} entry (entries: {sorted(cai)})") from None
+    ptr = _data_pointer(data)
+    shape = _ints(raw_shape, "__cuda_array_interface__['shape']")
+    dtype, itemsize, label = _typestr(typestr)
     if cai.get("mask") is not None:
         raise ArgumentValueError("__cuda_array_interface__ has a mask; masked arrays are not supported (kernels "
                                  "would read the masked elements)")
@@ -229,7 +245,6 @@ def cai_view(obj: Any, cai: dict[str, Any], pointer_device: Any) -> TensorView:
         name = f"cuda:{ordinal}" if ordinal is not None else "cuda"
     else:
         ordinal, name = device
-    label = dtype.value if dtype is not None else f"typestr {typestr!r}"
     return TensorView(ptr, dtype, label, shape, elem_strides, ordinal, name, "cuda_array_interface")
 
 
