@@ -187,7 +187,7 @@ def _typestr(value: Any) -> tuple[DType | None, int, str]:
                                  f"little-endian; expected '<{kind}{size}'")
     dtype = _TYPESTR.get(f"{kind}{size}")
     known = dtype, size, dtype.value if dtype is not None else f"typestr {value!r}"
-    if len(_TYPESTR_SEEN) < 256:
+    if type(value) is str and len(_TYPESTR_SEEN) < 256:
         _TYPESTR_SEEN[value] = known
     return known
 
