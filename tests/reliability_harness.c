@@ -105,6 +105,27 @@ static int row(const char* name) {
         ROW(demo_tmap_f32(&l, NULL, 64, 64, 64, 1, 7, out));
     } else if (!strcmp(name, "null_struct_family")) {
         ROW(demo_tmap(&l, NULL, 64, 64, 64, 1, 7, out, KP_F32));
+    } else if (!strcmp(name, "negative_extent")) {
+        t.shape[0] = -5; /* an i32 shape field: would be packed as 0xfffffffb */
+        ROW(demo_tsum(&l, &t, out));
+    } else if (!strcmp(name, "negative_extent_grid")) {
+        t.shape[0] = -5; /* grid {0,0,0}: gsum's grid comes from shape[0]: launched nothing, reported success */
+        l.grid[0] = 0;
+        ROW(demo_gsum(&l, &t, out));
+    } else if (!strcmp(name, "negative_extent_desc")) {
+        kp_tensor p = T2(0x100000, KP_F32, 64, -5, 64, 1); /* decomposed descriptor: shapes go to the kernel */
+        ROW(demo_desc_dec(&l, &p, out));
+    } else if (!strcmp(name, "partial_block")) {
+        l.block[0] = 0, l.block[1] = 5; /* {0,5,0}: would launch as {1,5,1} */
+        ROW(demo_add_f32(&l, x, y, out, 8));
+    } else if (!strcmp(name, "partial_block_fixed")) {
+        l = L(2, 0);
+        l.block[2] = 1; /* {0,0,1} is not {0,0,0}: the fixed block is asked for with all zeros */
+        ROW(demo_fixed_block(&l, out));
+    } else if (!strcmp(name, "partial_cluster")) {
+        l = L(4, 64);
+        l.cluster[1] = 2; /* {0,2,0}: would launch as {1,2,1} */
+        ROW(demo_add_f32(&l, x, y, out, 8));
     } else {
         printf("unknown row %s\n", name);
         return 2;

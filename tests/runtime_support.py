@@ -236,6 +236,47 @@ class CudaArray:
             self.__dlpack_device__ = lambda: (2, device)
 
 
+class CaiArray:
+    """A ``__cuda_array_interface__`` with any entries: a valid f32 vector of 8 on cuda:0 unless told otherwise
+    (``CaiArray(data=(1.5, False))``, ``CaiArray(shape=(-5,))``, ``CaiArray(typestr=">f4")``)."""
+
+    def __init__(self, **entries: Any) -> None:
+        self.__cuda_array_interface__ = {"data": (0x1000, False), "shape": (8,), "typestr": "<f4", "strides": None,
+                                         "version": 3, **entries}
+        self.__dlpack_device__ = lambda: (2, 0)
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
+                ("ndim", ctypes.c_int32), ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                ("lanes", ctypes.c_uint16), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
+
+
+class DLPackArray:
+    """A DLPack producer describing whatever it is told (f32 on cuda:0): ``ndim`` may claim more modes than
+    ``shape`` has (the arrays hold 128 entries, so a reader that believes it stays in bounds)."""
+
+    def __init__(self, ptr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None = None,
+                 ndim: int | None = None) -> None:
+        self._shape = (ctypes.c_int64 * 128)(*shape)
+        self._strides = (ctypes.c_int64 * 128)(*strides) if strides is not None else None
+        self._t = _DLTensor(ptr, 2, 0, len(shape) if ndim is None else ndim, 2, 32, 1,
+                            ctypes.cast(self._shape, ctypes.POINTER(ctypes.c_int64)),
+                            ctypes.cast(self._strides, ctypes.POINTER(ctypes.c_int64)) if self._strides else None, 0)
+
+    def __dlpack__(self, stream: Any = None) -> Any:
+        return _capsule_new(ctypes.addressof(self._t), b"dltensor", None)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (2, 0)
+
+
 @contextmanager
 def python_path() -> Any:
     """Kernels loaded inside use the pure-Python launcher (as if the extension were missing)."""

@@ -197,6 +197,10 @@ def test_cpu_tensors_and_mixed_devices_are_refused(mod, monkeypatch) -> None:
     arrays = [CudaArray(0x10000, s, "<f2", device=d) for s, d in ((A, 0), (B, 1), (C, 0))]
     with pytest.raises(ArgumentValueError, match="argument 0 'a' is on cuda:0 but argument 1 'b' is on cuda:1"):
         mod.gemm(*arrays)
+    lying = [CudaArray(0x10000, (-16, 64), "<f2"), CudaArray(0x10000, B, "<f2"), CudaArray(0x10000, C, "<f2")]
+    with pytest.raises(ArgumentValueError, match=r"host program gemm\S*: argument 'a': __cuda_array_interface__: "
+                                                 r"shape\[0\] = -16 is negative"):
+        mod.gemm(*lying)
 
 
 # ---------------------------------------------------------------- what reaches the entry

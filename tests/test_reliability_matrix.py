@@ -58,6 +58,18 @@ MATRIX = [
         "ArgumentTypeError"),
     Row("null_struct", "NULL for a value passed by pointer (C: a 128-byte CUtensorMap; typed and family entries) / "
         "None for a by-value struct (Python)", "KP_ERROR_INVALID_ARGUMENT", "ArgumentTypeError"),
+    Row("negative_extent", "negative tensor extent (-5)", "KP_ERROR_NO_MATCHING_SPECIALIZATION (dispatch) / "
+        "KP_ERROR_INVALID_ARGUMENT (tensor descriptor)", "ArgumentValueError"),
+    Row("non_int_field", "float or bool where an array's pointer or extent is an int (1.5, 1.9, True)", "",
+        "ArgumentTypeError", "not applicable: kp_tensor's fields and pointers are C integers"),
+    Row("short_strides", "fewer strides than modes", "", "ArgumentValueError",
+        "not applicable: a kp_tensor has one stride per mode by construction"),
+    Row("byte_order", "big-endian or impossible element type (`>f4`, `<f0`, `\\|f4`)", "", "ArgumentValueError",
+        "not applicable: kp_dtype names little-endian types only (an invalid kp_dtype is row 2)"),
+    Row("malformed_array", "malformed array description (`data=()`, pointer -1 or 2^70, no shape, DLPack ndim 100)",
+        "", "ArgumentTypeError / ArgumentValueError", "not applicable: the C API takes typed pointers and kp_tensor"),
+    Row("partial_block", "block (or cluster) with x = 0 but y or z set (`{0,5,0}`)", "KP_ERROR_INVALID_LAUNCH",
+        "LaunchError"),
 ]
 
 
@@ -114,6 +126,23 @@ C_CASES: dict[str, list[tuple[str, dict[str, str], str, tuple[str, ...]]]] = {
         ("null_struct", {}, "KP_ERROR_INVALID_ARGUMENT", ("demo_tmap_f32", "kernel tmap[f32]", "parameter 0 'm'",
                                                           "NULL")),
         ("null_struct_family", {}, "KP_ERROR_INVALID_ARGUMENT", ("demo_tmap", "argument 'm'", "NULL")),
+    ],
+    "negative_extent": [
+        ("negative_extent", {}, "KP_ERROR_NO_MATCHING_SPECIALIZATION",
+         ("demo_tsum", "t: f32 tensor rank 2 shape [-5, 5]", "shape[0] = -5 is negative: extents must be >= 0",
+          "shape [?, ?]")),
+        ("negative_extent_grid", {}, "KP_ERROR_NO_MATCHING_SPECIALIZATION",
+         ("demo_gsum", "shape [-5, 5]", "shape[0] = -5 is negative")),
+        ("negative_extent_desc", {}, "KP_ERROR_INVALID_ARGUMENT",
+         ("demo_desc_dec", "kernel desc_dec", "tensor descriptor p", "shape[1] = -5 is negative")),
+    ],
+    "partial_block": [
+        ("partial_block", {}, "KP_ERROR_INVALID_LAUNCH",
+         ("demo_add_f32", "kernel add[f32]", "launch.block {0,5,0} has x = 0 but y or z set", "{0,0,0}")),
+        ("partial_block_fixed", {}, "KP_ERROR_INVALID_LAUNCH",
+         ("demo_fixed_block", "kernel fixed_block", "launch.block {0,0,1} has x = 0")),
+        ("partial_cluster", {}, "KP_ERROR_INVALID_LAUNCH",
+         ("demo_add_f32", "kernel add[f32]", "launch.cluster {0,2,0} has x = 0")),
     ],
 }
 
@@ -262,7 +291,67 @@ PY_CASES = {
                      (r"kernel add", "unknown keyword argument 'bogus'"))],
     "null_struct": [("1gpu", lambda m, a, b, c: m.affine(a, b, None, 8, grid=1, block=32), "ArgumentTypeError",
                      (r"kernel affine", r"parameter 2 'p'"))],
+    "negative_extent": [
+        ("1gpu", lambda m, a, b, c: m.row_sums(_cai(shape=(-5, 64)), c, grid=1, block=32), "ArgumentValueError",
+         (r"kernel row_sums: parameter 0 't'", r"shape\[0\] = -5 is negative", r"\[0, 2\*\*63\)")),
+        ("1gpu", lambda m, a, b, c: m.add(_cai(shape=(-5,)), b, c, 8, grid=1, block=32), "ArgumentValueError",
+         (r"kernel add: parameter 0 'a'", r"shape\[0\] = -5 is negative")),
+        ("1gpu", lambda m, a, b, c: m.row_sums(_dlpack(0x1000, (-5, 64)), c, grid=1, block=32), "ArgumentValueError",
+         (r"kernel row_sums: parameter 0 't'", r"DLPack tensor: shape\[0\] = -5 is negative")),
+    ],
+    "non_int_field": [
+        ("1gpu", lambda m, a, b, c: m.add(_cai(data=(1.5, False)), b, c, 8, grid=1, block=32), "ArgumentTypeError",
+         (r"kernel add: parameter 0 'a'", r"device pointer, must be an int, got float 1.5")),
+        ("1gpu", lambda m, a, b, c: m.row_sums(_cai(shape=(1.9, 64)), c, grid=1, block=32), "ArgumentTypeError",
+         (r"kernel row_sums: parameter 0 't'", r"\['shape'\]\[0\] must be an int, got float 1.9")),
+        ("1gpu", lambda m, a, b, c: m.add(a, _cai(data=(True, False)), c, 8, grid=1, block=32), "ArgumentTypeError",
+         (r"kernel add: parameter 1 'b'", r"must be an int, got bool True")),
+    ],
+    "short_strides": [
+        ("1gpu", lambda m, a, b, c: m.row_sums(_cai(shape=(10, 64), strides=(4,)), c, grid=1, block=32),
+         "ArgumentValueError", (r"kernel row_sums: parameter 0 't'", r"1 entry \[4\] for the 2 modes")),
+        ("1gpu", lambda m, a, b, c: m.add(_cai(shape=(2, 4), strides=(4,)), b, c, 8, grid=1, block=32),
+         "ArgumentValueError", (r"kernel add: parameter 0 'a'", r"1 entry \[4\] for the 2 modes")),
+    ],
+    "byte_order": [
+        ("1gpu", lambda m, a, b, c: m.add(_cai(typestr=">f4"), b, c, 8, grid=1, block=32), "ArgumentValueError",
+         (r"kernel add: parameter 0 'a'", r"'>f4': big-endian", "expected '<f4'")),
+        ("1gpu", lambda m, a, b, c: m.add(_cai(typestr="<f0"), b, c, 8, grid=1, block=32), "ArgumentValueError",
+         (r"kernel add: parameter 0 'a'", r"'<f0': element size 0 bytes", "size of at least 1 byte")),
+        ("1gpu", lambda m, a, b, c: m.add(_cai(typestr="|f4"), b, c, 8, grid=1, block=32), "ArgumentValueError",
+         (r"kernel add: parameter 0 'a'", r"'\|f4': of no byte order")),
+    ],
+    "malformed_array": [
+        ("1gpu", lambda m, a, b, c: m.add(_cai(data=()), b, c, 8, grid=1, block=32), "ArgumentTypeError",
+         (r"kernel add: parameter 0 'a'", r"\['data'\] must be a tuple \(pointer: int, read_only: bool\), got tuple")),
+        ("1gpu", lambda m, a, b, c: m.add(_cai(data=(-1, False)), b, c, 8, grid=1, block=32), "ArgumentValueError",
+         (r"kernel add: parameter 0 'a'", r"device pointer, is -1: outside \[0, 2\*\*64\)")),
+        ("1gpu", lambda m, a, b, c: m.add(_cai(data=(2**70, False)), b, c, 8, grid=1, block=32),
+         "ArgumentValueError", (r"kernel add: parameter 0 'a'", r"is 1180591620717411303424: outside")),
+        ("1gpu", lambda m, a, b, c: m.add(_cai(shape=None), b, c, 8, grid=1, block=32), "ArgumentTypeError",
+         (r"kernel add: parameter 0 'a'", r"\['shape'\] must be a tuple of ints, got NoneType")),
+        ("1gpu", lambda m, a, b, c: m.row_sums(_dlpack(0x1000, (4, 64), ndim=100), c, grid=1, block=32),
+         "ArgumentValueError", (r"kernel row_sums: parameter 0 't'", r"ndim 100; expected 0 to 64")),
+    ],
+    "partial_block": [
+        ("1gpu", lambda m, a, b, c: m.add(a, b, c, 8, grid=1, block=(0, 5)), "LaunchError",
+         (r"kernel add", r"block \(0, 5, 1\) has a dimension < 1")),
+        ("1gpu", lambda m, a, b, c: m.add(a, b, c, 8, grid=4, block=32, cluster=(0, 2)), "LaunchError",
+         (r"kernel add", r"cluster \(0, 2, 1\) has a dimension < 1")),
+    ],
 }
+
+
+def _cai(**entries):  # type: ignore[no-untyped-def]
+    from runtime_support import CaiArray
+
+    return CaiArray(**entries)
+
+
+def _dlpack(ptr: int, shape: tuple[int, ...], ndim: int | None = None):  # type: ignore[no-untyped-def]
+    from runtime_support import DLPackArray
+
+    return DLPackArray(ptr, shape, ndim=ndim)
 
 
 @pytest.fixture(params=["c", "python"])

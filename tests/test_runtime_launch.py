@@ -18,6 +18,7 @@ from kernelpack.errors import LaunchError
 from kernelpack.packing import pack_params
 from kernelpack.runtime import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization
 from runtime_support import (
+    CaiArray,
     CudaArray,
     assert_singletons_intact,
     build_test_bundle,
@@ -156,6 +157,27 @@ def test_cuda_array_interface_objects(mod, fake, bundle):
     assert rec["stream"] == 0, "no torch tensor and no stream: the default stream"
     with pytest.raises(ArgumentValueError, match="contiguous"):
         mod.add(CudaArray(0x7000_0000, (64,), strides=(8,)), b, c, 64, grid=1, block=64)
+
+
+def test_honest_array_descriptions_still_launch(mod, fake, bundle):
+    """What the array checks must keep accepting: an empty extent, a negative stride where the kernel's stride
+    field is signed, any byte order for 1-byte elements, shapes as lists, integer types other than int (numpy's)."""
+    out = CudaArray(0x7000_2000, (64,))
+    mod.row_sums(CaiArray(data=(0x7000_0000, False), shape=(0, 64)), out, grid=1, block=32)
+    ref = reference(bundle, "row_sums", [{"data": 0x7000_0000, "shape0": 0, "stride0": 64}, 0x7000_2000])
+    assert fake.last()["params"] == ref
+    rows = CaiArray(data=(0x7000_4000, False), shape=[3, 64], strides=(-256, 4))  # the rows in reverse order
+    mod.row_sums(rows, out, grid=1, block=32)
+    ref = reference(bundle, "row_sums", [{"data": 0x7000_4000, "shape0": 3, "stride0": -64}, 0x7000_2000])
+    assert fake.last()["params"] == ref
+    np = pytest.importorskip("numpy")
+    x = CaiArray(data=(np.uint64(0x7000_0000), False), shape=(np.int64(64),))
+    mod.add(x, x, out, 64, grid=1, block=32)
+    assert fake.last()["params"] == reference(bundle, "add", [0x7000_0000, 0x7000_0000, 0x7000_2000, 64])
+    for order in "<>|":
+        b = CaiArray(data=(0x7000_0000, False), shape=(64,), typestr=f"{order}u1")
+        with pytest.raises(ArgumentValueError, match="expected a f32 tensor, got a"):  # accepted as u8, then refused
+            mod.add(b, x, out, 64, grid=1, block=32)
 
 
 # ------------------------------------------------------------------ dispatch

@@ -146,6 +146,104 @@ def test_cuda_array_interface_view():
     assert not adapters.as_view(A(), lambda p: None).contiguous
 
 
+@pytest.mark.parametrize("typestr, dtype", [
+    ("<f4", DType.f32), ("<f2", DType.f16), ("<i8", DType.i64), ("|u1", DType.u8), ("<u1", DType.u8),
+    (">i1", DType.i8), ("|b1", DType.bool), ("<c8", None), ("<V2", None), ("<f16", None), ("<M8", None),
+])
+def test_typestrs_an_array_can_have(typestr, dtype):
+    v = adapters.as_view(_cai(typestr=typestr), lambda p: None)
+    assert v is not None and v.dtype == dtype
+    assert v.dtype_name == (dtype.value if dtype else f"typestr {typestr!r}")
+
+
+@pytest.mark.parametrize("typestr, why", [
+    (">f4", "big-endian"), ("|f4", "of no byte order"), (">c8", "big-endian"), ("<f0", "element size 0 bytes"),
+    ("=f4", "not of the form"), ("f4", "not of the form"), ("<f", "not of the form"), ("<f-4", "not of the form"),
+    ("<4f", "not of the form"), ("", "not of the form"), ("<f3", "not an element type"), ("<x4", "not an element type"),
+    ("<O8", "not an element type"), ("<i٣", "not of the form"),
+])
+def test_typestrs_refused(typestr, why):
+    with pytest.raises(ArgumentValueError, match=f"'typestr'\\] is {typestr!r}: {why}".replace("|", "\\|")):
+        adapters.as_view(_cai(typestr=typestr), lambda p: None)
+    with pytest.raises(ArgumentTypeError, match="must be a str such as '<f4', got bytes"):
+        adapters.as_view(_cai(typestr=b"<f4"), lambda p: None)
+
+
+@pytest.mark.parametrize("entries, error, message", [
+    ({"data": [4096, False]}, ArgumentTypeError, r"\['data'\] must be a tuple \(pointer: int, read_only: bool\), "
+                                                 r"got list"),
+    ({"data": (4096,)}, ArgumentTypeError, r"\['data'\] must be a tuple"),
+    ({"data": (None, False)}, ArgumentTypeError, r"device pointer, must be an int, got NoneType"),
+    ({"data": ("4096", False)}, ArgumentTypeError, r"device pointer, must be an int, got str"),
+    ({"data": (4096, 0)}, ArgumentTypeError, r"read-only flag, must be a bool, got int 0"),
+    ({"data": (2**64, False)}, ArgumentValueError, r"is 18446744073709551616: outside \[0, 2\*\*64\)"),
+    ({"shape": 8}, ArgumentTypeError, r"\['shape'\] must be a tuple of ints, got int 8"),
+    ({"shape": (8, False)}, ArgumentTypeError, r"\['shape'\]\[1\] must be an int, got bool False"),
+    ({"shape": (2**63,)}, ArgumentValueError, r"shape\[0\] = 9223372036854775808 is beyond int64"),
+    ({"shape": (4, -1)}, ArgumentValueError, r"shape\[1\] = -1 is negative"),
+    ({"strides": (4.0,)}, ArgumentTypeError, r"\['strides'\]\[0\] must be an int, got float 4.0"),
+    ({"strides": (4, 4)}, ArgumentValueError, r"has 2 entries \[4, 4\] for the 1 modes of shape \[8\]"),
+    ({"strides": (6,)}, ArgumentValueError, r"not multiples of the 4-byte element"),
+    ({"strides": (2**66,)}, ArgumentValueError, r"stride\[0\] = 18446744073709551616 elements does not fit int64"),
+    ({"mask": object()}, ArgumentValueError, r"has a mask; masked arrays are not supported"),
+])
+def test_array_interface_lies_refused(entries, error, message):
+    with pytest.raises(error, match=message):
+        adapters.as_view(_cai(**entries), lambda p: None)
+
+
+def test_array_interface_without_an_entry_and_failing_producers():
+    class NoData:
+        __cuda_array_interface__ = {"shape": (8,), "typestr": "<f4", "version": 3}
+
+    with pytest.raises(ArgumentTypeError, match="has no 'data' entry"):
+        adapters.as_view(NoData(), lambda p: None)
+
+    class Broken:
+        def __dlpack__(self, stream=None):
+            raise BufferError("cannot export a tensor that requires grad")
+
+        def __dlpack_device__(self):
+            return (2, 0)
+
+    def read(obj):  # type: ignore[no-untyped-def]
+        try:
+            return adapters.as_view(obj, lambda p: None)
+        except adapters.PRODUCER_ERRORS as e:
+            err = adapters.refusal(e, obj, "kernel k", "parameter 2 'x'")
+            raise err from err.__cause__
+
+    with pytest.raises(ArgumentTypeError, match="kernel k: parameter 2 'x': cannot read the array of type Broken: "
+                                                "BufferError: cannot export") as info:
+        read(Broken())
+    assert isinstance(info.value.__cause__, BufferError)
+    with pytest.raises(ArgumentValueError, match="^kernel k: parameter 2 'x': __cuda_array_interface__: shape") as info:
+        read(_cai(shape=(-5,)))
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_dlpack_lies_refused():
+    from runtime_support import DLPackArray
+
+    v = adapters.as_view(DLPackArray(4096, (3, 0), strides=(-1, 1)), lambda p: None)
+    assert v is not None and (v.shape, v.strides) == ((3, 0), (-1, 1))
+    with pytest.raises(ArgumentValueError, match=r"DLPack tensor: shape\[1\] = -2 is negative"):
+        adapters.as_view(DLPackArray(4096, (3, -2)), lambda p: None)
+    for ndim in (-1, 65, 2**30):
+        with pytest.raises(ArgumentValueError, match=f"DLPack tensor has ndim {ndim}; expected 0 to 64"):
+            adapters.as_view(DLPackArray(4096, (3, 2), ndim=ndim), lambda p: None)
+    with pytest.raises(ArgumentValueError, match=r"data pointer 0xfffffffffffffff0 \+ byte_offset 16 is beyond"):
+        big = DLPackArray(2**64 - 16, (3,))
+        big._t.byte_offset = 16
+        adapters.as_view(big, lambda p: None)
+
+
+def _cai(**entries):  # type: ignore[no-untyped-def]
+    from runtime_support import CaiArray
+
+    return CaiArray(**entries)
+
+
 def test_dlpack_view_of_a_torch_tensor():
     torch = pytest.importorskip("torch")
     t = torch.zeros(3, 8, dtype=torch.bfloat16)[:, 2:]

@@ -34,6 +34,7 @@ from typing import Any
 from .abi import Abi
 from .artifact import Binary, KernelArtifact, LaunchSpec, Provenance
 from .errors import BundleError, KernelpackError
+from .files import read_bounded
 
 MAGIC = b"\x7fKPACK\r\n"
 FORMAT_VERSION = 1
@@ -153,11 +154,12 @@ class Bundle:
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> Bundle:
-        try:
-            data = Path(path).read_bytes()
-        except OSError as e:
-            raise BundleError(f"cannot read bundle {path}: {e.strerror}") from None
-        return cls.from_bytes(data, source=str(path))
+        """Read a ``.kpack`` file: a regular file within ``KERNELPACK_MAX_FILE_BYTES`` (``kernelpack.files``) whose
+        header, checked before the rest is read, states the file's size."""
+        source = str(path)
+        data = read_bounded(path, "bundle", error=BundleError,
+                            check_head=lambda head, size: check_header(head, size, source), head_size=HEADER_SIZE)
+        return cls.from_bytes(data, source=source)
 
     @classmethod
     def from_bytes(cls, data: bytes, *, source: str = "<bytes>") -> Bundle:
@@ -189,11 +191,12 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
     return path
 
 
-def read_manifest(data: bytes, *, source: str = "<bytes>") -> dict[str, Any]:
-    """Check the header, size and manifest hash of a bundle and return the parsed manifest."""
-    if len(data) < HEADER_SIZE:
-        raise BundleError(f"{source}: {len(data)} bytes is too short for a kernelpack bundle (header is {HEADER_SIZE})")
-    magic, version, flags, moff, msize, mhash = _HEADER.unpack_from(data)
+def check_header(head: bytes, size: int, source: str) -> tuple[int, int, int, bytes]:
+    """Check a bundle's header (its first HEADER_SIZE bytes) against the size of the whole bundle; return flags,
+    manifest offset, manifest size and the manifest's SHA-256."""
+    if size < HEADER_SIZE:
+        raise BundleError(f"{source}: {size} bytes is too short for a kernelpack bundle (header is {HEADER_SIZE})")
+    magic, version, flags, moff, msize, mhash = _HEADER.unpack_from(head)
     if magic != MAGIC:
         raise BundleError(f"{source}: not a kernelpack bundle (bad magic {magic!r})")
     if version != FORMAT_VERSION:
@@ -202,9 +205,15 @@ def read_manifest(data: bytes, *, source: str = "<bytes>") -> dict[str, Any]:
                           f"{FORMAT_VERSION}; rebuild the bundle with this kernelpack or upgrade kernelpack")
     if flags & ~KNOWN_FLAGS:
         raise BundleError(f"{source}: header flags 0x{flags:x} are not defined in bundle format version {version}")
-    if moff < HEADER_SIZE or moff + msize != len(data):
+    if moff < HEADER_SIZE or moff + msize != size:
         raise BundleError(f"{source}: truncated or padded: the header says {moff + msize} bytes, the file has "
-                          f"{len(data)}")
+                          f"{size}")
+    return flags, moff, msize, mhash
+
+
+def read_manifest(data: bytes, *, source: str = "<bytes>") -> dict[str, Any]:
+    """Check the header, size and manifest hash of a bundle and return the parsed manifest."""
+    flags, moff, msize, mhash = check_header(data[:HEADER_SIZE], len(data), source)
     body = data[moff:moff + msize]
     if hashlib.sha256(body).digest() != mhash:
         raise BundleError(f"{source}: manifest SHA-256 mismatch (the file was altered)")

@@ -5,6 +5,12 @@
 ``KERNELPACK_NVCC``           path of nvcc (default: ``$CUDA_HOME/bin/nvcc``, then ``nvcc`` on PATH)
 ``CUDA_HOME``/``CUDA_PATH``   toolkit root, for nvcc and the CUDA headers
 ``CC``/``AR``                 the C compiler and archiver that build libraries (default ``cc``, ``ar``)
+``KERNELPACK_MAX_FILE_BYTES`` the largest bundle, library or cubin file kernelpack reads (``kernelpack.load``,
+                              ``Bundle.read``, ``kernelpack inspect``), in bytes or with a K/M/G/T (binary) suffix;
+                              default 4G. A file is read whole into memory, so this bounds what one read can take;
+                              4 GiB is the format's own ceiling (the C library's blob table holds 32-bit offsets, so
+                              no bundle a library carries is larger). Files that are not regular files (FIFOs,
+                              devices, directories) are refused whatever the limit.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from pathlib import Path
 from .errors import KernelpackError
 
 CUDA_COMPILERS = ("auto", "nvrtc", "nvcc")
+DEFAULT_MAX_FILE_BYTES = 4 << 30
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,7 @@ class Knobs:
     cuda_home: Path | None
     cc: str = "cc"
     ar: str = "ar"
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
 
 
 _overrides: dict[str, object] = {}
@@ -48,7 +57,21 @@ def _from_env() -> Knobs:
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     cuda_home = Path(home) if home else (Path("/usr/local/cuda") if Path("/usr/local/cuda").is_dir() else None)
     return Knobs(cache_dir, compiler, os.environ.get("KERNELPACK_NVCC") or None, cuda_home,
-                 os.environ.get("CC") or "cc", os.environ.get("AR") or "ar")
+                 os.environ.get("CC") or "cc", os.environ.get("AR") or "ar",
+                 max_file_bytes=_byte_count("KERNELPACK_MAX_FILE_BYTES", DEFAULT_MAX_FILE_BYTES))
+
+
+def _byte_count(name: str, default: int) -> int:
+    """A positive number of bytes from the environment: ``1048576``, ``512M``, ``4G``, ``4GiB`` (binary units)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    text = raw.upper().removesuffix("IB").removesuffix("B")
+    digits, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "")
+    if not (digits.isascii() and digits.isdigit()) or int(digits) < 1:
+        raise KernelpackError(f"{name}={raw!r}: expected a positive number of bytes, optionally with a K, M, G or T "
+                              f"suffix (binary units), e.g. 4G")
+    return int(digits) * _UNITS[unit]
 
 
 def knobs() -> Knobs:

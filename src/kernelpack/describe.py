@@ -9,10 +9,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .bundle import MAGIC, Bundle
+from .bundle import MAGIC, Bundle, check_header
 from .cubin import Cubin, CubinKernel, is_cubin, read_cubin
 from .demangle import demangle, is_mangled, spell
 from .errors import KernelpackError
+from .files import read_bounded
 
 
 def find_cuda_tool(name: str) -> str | None:
@@ -27,11 +28,9 @@ def find_cuda_tool(name: str) -> str | None:
 
 
 def load_any(path: str | os.PathLike[str]) -> Cubin | Bundle:
-    """Read a cubin, a .kpack bundle, or a library built by kernelpack (its embedded bundle)."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise KernelpackError(f"cannot read {path}: {e.strerror}") from None
+    """Read a cubin, a .kpack bundle, or a library built by kernelpack (its embedded bundle): a regular file within
+    ``KERNELPACK_MAX_FILE_BYTES`` (``kernelpack.files``), read once."""
+    data = read_bounded(path, "file", check_head=lambda head, size: _known_head(head, size, str(path)))
     if data.startswith(MAGIC):
         return Bundle.from_bytes(data, source=str(path))
     if is_cubin(data):
@@ -41,8 +40,17 @@ def load_any(path: str | os.PathLike[str]) -> Cubin | Bundle:
     except ImportError:
         read_embedded_bundle = None  # type: ignore[assignment]
     if read_embedded_bundle is not None:
-        return read_embedded_bundle(path)
+        return read_embedded_bundle(path, data=data)
     raise KernelpackError(f"{path}: not a cubin, a kernelpack bundle or a kernelpack library")
+
+
+def _known_head(head: bytes, size: int, source: str) -> None:
+    """Before the file is read whole: a bundle's header states its size; anything else must be an ELF file (cubin
+    or library) or an ar archive."""
+    if head.startswith(MAGIC):
+        check_header(head, size, source)
+    elif not head.startswith((b"\x7fELF", b"!<arch>\n")):
+        raise KernelpackError(f"{source}: not a cubin, a kernelpack bundle or a kernelpack library")
 
 
 def _resources(ck: CubinKernel) -> dict[str, Any]:
@@ -164,7 +172,7 @@ def disassemble(obj: Cubin | Bundle, path: str | os.PathLike[str]) -> str:
                               "(nvidia-cuda-cuobjdump) or install the CUDA toolkit")
     blobs: list[tuple[str, bytes]]
     if isinstance(obj, Cubin):
-        blobs = [(str(obj.arch), Path(path).read_bytes())]
+        blobs = [(str(obj.arch), read_bounded(path, "cubin"))]
     else:
         seen: dict[str, tuple[str, bytes]] = {}
         for a in obj.artifacts:

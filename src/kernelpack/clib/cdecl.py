@@ -77,11 +77,13 @@ typedef struct kp_tensor {{
     void* data;                   /**< device pointer to element [0, ..., 0] */
     kp_dtype dtype;               /**< element type */
     int32_t rank;                 /**< number of modes, at most KP_MAX_RANK */
-    int64_t shape[KP_MAX_RANK];   /**< extent of each mode */
+    int64_t shape[KP_MAX_RANK];   /**< extent of each mode, >= 0 (a negative one is refused) */
     int64_t stride[KP_MAX_RANK];  /**< stride of each mode, in elements */
 }} kp_tensor;
 
-/** How to launch a kernel. Zero-initialize it and set what you need. */
+/** How to launch a kernel. Zero-initialize it and set what you need. In grid, block and cluster, x must be >= 1
+ *  and a y or z of 0 means 1; block and cluster {{0,0,0}} ask for the kernel's own, and x = 0 with y or z set
+ *  (block {{0,5,0}}) is refused with KP_ERROR_INVALID_LAUNCH. */
 typedef struct kp_launch {{
     uint32_t grid[3];      /**< blocks per grid; y and z of 0 mean 1 */
     uint32_t block[3];     /**< threads per block; {{0,0,0}} = the kernel's fixed block (REQNTID or launch spec) */

@@ -17,6 +17,7 @@ from ..cute_host.manifest import SECTION as HOST_SECTION
 from ..cute_host.manifest import HostEntryInfo
 from ..cute_host.manifest import parse as parse_hosts
 from ..errors import BundleError
+from ..files import read_bounded
 from .dataobj import SECTION
 
 _AR_MAGIC = b"!<arch>\n"
@@ -45,6 +46,22 @@ def _elf_section(data: bytes, name: str, source: str) -> bytes | None:
                 raise BundleError(f"{source}: section {name} has no contents in the file")
             return data[off:off + size]
     return None
+
+
+def check_library_head(head: bytes, size: int, source: str) -> None:
+    """Before a library is read whole: its first 64 bytes must open an ar archive or a 64-bit little-endian ELF file
+    whose section table lies inside the file's ``size`` bytes (else there is no bundle to find)."""
+    if head.startswith(_AR_MAGIC):
+        return
+    if head[:4] != b"\x7fELF" or len(head) < 64:
+        raise BundleError(f"{source}: no kernelpack bundle inside (neither an ELF file nor an ar archive)")
+    if head[4] != 2 or head[5] != 1:
+        raise BundleError(f"{source}: only 64-bit little-endian ELF files are supported")
+    shoff, = struct.unpack_from("<Q", head, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", head, 0x3A)
+    if shoff + shnum * shentsize > size:
+        raise BundleError(f"{source}: truncated or malformed ELF section table (it ends at byte "
+                          f"{shoff + shnum * shentsize}, the file has {size})")
 
 
 def _ar_members(data: bytes, source: str) -> Iterator[tuple[str, bytes]]:
@@ -89,14 +106,14 @@ class Embedded:
     archive: bool  # a static archive: Python can read it but not call its host programs
 
 
-def read_embedded(path: str | os.PathLike[str]) -> Embedded:
+def read_embedded(path: str | os.PathLike[str], *, data: bytes | None = None) -> Embedded:
     """Every bundle (section ``.kpack``) and host-program description (``.kpack_host``) in a library, object or
-    program, in section order (archive members in order); either may be empty."""
+    program, in section order (archive members in order); either may be empty. ``data``: the file's bytes when the
+    caller read them already (else the file is read bounded, see ``kernelpack.files``)."""
     source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise BundleError(f"cannot read {source}: {e.strerror}") from None
+    if data is None:
+        data = read_bounded(path, "library", error=BundleError,
+                            check_head=lambda head, size: check_library_head(head, size, source))
     archive = data.startswith(_AR_MAGIC)
     objects = list(_ar_members(data, source)) if archive else [(Path(path).name, data)]
     bundles, hosts = [], []
@@ -111,15 +128,15 @@ def read_embedded(path: str | os.PathLike[str]) -> Embedded:
     return Embedded(tuple(bundles), tuple(hosts), archive)
 
 
-def read_embedded_bundles(path: str | os.PathLike[str]) -> list[Bundle]:
+def read_embedded_bundles(path: str | os.PathLike[str], *, data: bytes | None = None) -> list[Bundle]:
     """Every bundle embedded in a library, object or program, in section order (archive members in order)."""
-    found = read_embedded(path)
+    found = read_embedded(path, data=data)
     if not found.bundles:
         raise BundleError(f"{path}: no kernelpack bundle inside (no {SECTION} section; not built by kernelpack?)")
     return list(found.bundles)
 
 
-def read_embedded_bundle(path: str | os.PathLike[str]) -> Bundle:
+def read_embedded_bundle(path: str | os.PathLike[str], *, data: bytes | None = None) -> Bundle:
     """The bundle embedded in a kernelpack library (``libNAME.so`` / ``libNAME.a``); several are merged."""
-    bundles = read_embedded_bundles(path)
+    bundles = read_embedded_bundles(path, data=data)
     return bundles[0] if len(bundles) == 1 else Bundle.of(*bundles)

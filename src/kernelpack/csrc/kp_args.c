@@ -75,7 +75,10 @@ static kp_status kp_desc_fill(const kp_ctx* c, uint32_t spec, const kp_desc_info
         return kp_desc_bad(c, spec, di, "expected %s elements, got %s", kp_dtype_name(di->dtype),
                            kp_dtype_name((int)t->dtype));
     for (int i = 0; i < r; i++) {
-        if (t->shape[i] < INT32_MIN || t->shape[i] > INT32_MAX)
+        if (t->shape[i] < 0)
+            return kp_desc_bad(c, spec, di, "shape[%d] = %lld is negative: extents must be >= 0", i,
+                               (long long)t->shape[i]);
+        if (t->shape[i] > INT32_MAX)
             return kp_desc_bad(c, spec, di, "shape[%d] = %lld does not fit the kernel's 32-bit shape parameter", i,
                                (long long)t->shape[i]);
         v->shape64[i] = t->shape[i], v->shape32[i] = (int32_t)t->shape[i], v->stride[i] = t->stride[i];

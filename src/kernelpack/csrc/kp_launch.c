@@ -10,12 +10,18 @@ static void kp_dims_norm(const uint32_t in[3], uint32_t out[3]) {
 }
 static int kp_dims_eq(const uint32_t a[3], const uint32_t b[3]) { return a[0] == b[0] && a[1] == b[1] && a[2] == b[2]; }
 
-/* Block shape: the caller's, checked against what the kernel requires; or the kernel's fixed one. */
+/* Block shape: the caller's, checked against what the kernel requires; or the kernel's fixed one. {0,0,0} asks
+ * for the fixed one; otherwise x must be set and y, z of 0 mean 1 (as for the grid): {0,5,0} is refused, never
+ * launched as {1,5,1}. */
 static kp_status kp_block(const kp_ctx* c, uint32_t spec, const kp_bin_info* bi, const kp_launch* l,
                           uint32_t block[3]) {
     const kp_spec_info* sp = &kp_specs[spec];
     const uint32_t* fixed = sp->block[0] ? sp->block : bi->reqntid[0] ? bi->reqntid : NULL;
-    if (kp_dims_zero(l->block)) {
+    if (l->block[0] == 0) {
+        if (KP_UNLIKELY(l->block[1] || l->block[2]))
+            return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.block {0,%u,%u} has x = 0 but y or z set; "
+                           "set x too (y and z of 0 mean 1), or pass {0,0,0} for the kernel's fixed block", c->fn,
+                           KP_STR(sp->label), l->block[1], l->block[2]);
         if (fixed == NULL)
             return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.block is {0,0,0} and the kernel fixes no "
                            "block shape; set launch.block", c->fn, KP_STR(sp->label));
@@ -49,7 +55,13 @@ static kp_status kp_cluster(const kp_ctx* c, uint32_t spec, const kp_bin_info* b
                             const uint32_t grid[3], uint32_t out[3]) {
     const kp_spec_info* sp = &kp_specs[spec];
     uint32_t want[3] = {0, 0, 0}, check[3];
-    if (!kp_dims_zero(l->cluster)) kp_dims_norm(l->cluster, want);
+    if (!kp_dims_zero(l->cluster)) {
+        if (l->cluster[0] == 0)
+            return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.cluster {0,%u,%u} has x = 0 but y or z set; "
+                           "set x too (y and z of 0 mean 1), or pass {0,0,0} for the kernel's own cluster", c->fn,
+                           KP_STR(sp->label), l->cluster[1], l->cluster[2]);
+        kp_dims_norm(l->cluster, want);
+    }
     uint32_t bin_cluster[3] = {bi->cluster[0], bi->cluster[1], bi->cluster[2]};
     const uint32_t* fixed = bi->cluster[0] ? bin_cluster : sp->cluster[0] ? sp->cluster : NULL;
     if (fixed != NULL && want[0] && !kp_dims_eq(want, fixed))
@@ -188,11 +200,13 @@ static KP_UNUSED uint64_t kp_align_of(const void* p) {
     return a == 0 ? 256 : (uint64_t)(a & (~a + 1)) > 256 ? 256 : (uint64_t)(a & (~a + 1));
 }
 
-/* Does tensor t fit a specialization's tensor spec: dtype, rank, static modes, alignment, index ranges? */
+/* Does tensor t fit a specialization's tensor spec: dtype, rank, static modes, alignment, index ranges (extents
+ * never below 0; strides in the stride field's range, negative ones too where it is signed)? */
 static KP_UNUSED int kp_tensor_fits(const kp_tensor* t, int dtype, int rank, const int64_t* shape, const int64_t* stride,
                           uint64_t align, int64_t shape_min, int64_t shape_max, int64_t stride_min,
                           int64_t stride_max) {
     if ((int)t->dtype != dtype || t->rank != rank || (uintptr_t)t->data % align) return 0;
+    if (shape_min < 0) shape_min = 0; /* a negative extent is no tensor, whatever the shape field's type */
     for (int i = 0; i < rank; i++) {
         if (shape[i] == KP_DYN ? t->shape[i] < shape_min || t->shape[i] > shape_max : t->shape[i] != shape[i])
             return 0;
@@ -239,6 +253,12 @@ static KP_UNUSED void kp_describe_tensor(kp_sb* sb, const char* name, const kp_t
     kp_sb_add(sb, "] stride [");
     for (int i = 0; i < t->rank && i < KP_MAX_RANK; i++) kp_sb_add(sb, i ? ", %lld" : "%lld", (long long)t->stride[i]);
     kp_sb_add(sb, "] data %p (%llu-byte aligned)", t->data, (unsigned long long)kp_align_of(t->data));
+    for (int i = 0; i < t->rank && i < KP_MAX_RANK; i++) {
+        if (t->shape[i] < 0) {
+            kp_sb_add(sb, " (shape[%d] = %lld is negative: extents must be >= 0)", i, (long long)t->shape[i]);
+            break;
+        }
+    }
 }
 
 /* The end of a failed dispatch: no specialization fits (or one fits but carries no binary for the device). */

@@ -9,13 +9,15 @@ pure-Python path and every other kind of array.
 from __future__ import annotations
 
 import ctypes
+import operator
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ..abi import DType
-from .errors import ArgumentValueError
+from ..errors import LaunchError
+from .errors import ArgumentTypeError, ArgumentValueError
 
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
 
@@ -102,14 +104,123 @@ def torch_view(t: Any) -> TensorView:
 
 _TYPESTR = {"i1": DType.i8, "i2": DType.i16, "i4": DType.i32, "i8": DType.i64, "u1": DType.u8, "u2": DType.u16,
             "u4": DType.u32, "u8": DType.u64, "f2": DType.f16, "f4": DType.f32, "f8": DType.f64, "b1": DType.bool}
+# every (kind, size) a typestr may name: the ABI's types above, and element types the ABI cannot name (complex,
+# long double, datetimes) which only an untyped (void*) pointer parameter accepts; V (raw bytes, e.g. bfloat16 as
+# '<V2') may have any size
+_TYPESTR_SIZES = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8, 16), "c": (8, 16, 32), "m": (8,),
+                  "M": (8,)}
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_INT_ONLY = frozenset((int,))
+_TYPESTR_SEEN: dict[str, tuple[DType | None, int, str]] = {}  # typestrs already checked (a few per program)
+
+
+def _index(value: Any) -> int | None:
+    """``value`` as an int when it is one (an int or an integer type with __index__), else None: a float, a bool
+    or a str is never silently truncated into an address or an extent."""
+    if type(value) is int:
+        return value
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        return None
+    return operator.index(value)
+
+
+def _got(value: Any) -> str:
+    return f"{type(value).__name__} {value!r:.60}"
+
+
+def _ints(value: Any, what: str) -> tuple[int, ...]:
+    if not isinstance(value, (tuple, list)):
+        raise ArgumentTypeError(f"{what} must be a tuple of ints, got {_got(value)}")
+    if _INT_ONLY.issuperset(map(type, value)):  # the common case, without a Python-level loop
+        return tuple(value)
+    out = []
+    for i, v in enumerate(value):
+        n = _index(v)
+        if n is None:
+            raise ArgumentTypeError(f"{what}[{i}] must be an int, got {_got(v)} ({what} {value!r:.80})")
+        out.append(n)
+    return tuple(out)
+
+
+def checked_extents(shape: tuple[int, ...], strides: tuple[int, ...], where: str) -> None:
+    """Extents in [0, 2**63) and strides (in elements) in int64, one stride per mode: what every tensor must
+    satisfy before a check compares it with a parameter (a negative extent is always a lie; a negative stride can
+    be a real view, and the parameter's own stride range decides)."""
+    if len(strides) == len(shape) and (not shape or (min(shape) >= 0 and max(shape) <= INT64_MAX and min(strides)
+                                                     >= INT64_MIN and max(strides) <= INT64_MAX)):
+        return
+    if len(strides) != len(shape):
+        raise ArgumentValueError(f"{where}: {len(strides)} strides {list(strides)} for {len(shape)} modes (shape "
+                                 f"{list(shape)}); one stride per mode is required")
+    for i, n in enumerate(shape):
+        if not 0 <= n <= INT64_MAX:
+            raise ArgumentValueError(f"{where}: shape[{i}] = {n} is {'negative' if n < 0 else 'beyond int64'}; an "
+                                     f"extent must be in [0, 2**63) (shape {list(shape)})")
+    for i, n in enumerate(strides):
+        if not INT64_MIN <= n <= INT64_MAX:
+            raise ArgumentValueError(f"{where}: stride[{i}] = {n} elements does not fit int64 (strides "
+                                     f"{list(strides)})")
+
+
+def _typestr(value: Any) -> tuple[DType | None, int, str]:
+    """The element type, size and name (for messages) a typestr names: little-endian '<' (or any byte order for
+    1-byte elements, '|' meaning "not applicable"), a kind and a size that exist (_TYPESTR_SIZES)."""
+    known = _TYPESTR_SEEN.get(value) if type(value) is str else None
+    if known is not None:
+        return known
+    where = "__cuda_array_interface__['typestr']"
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"{where} must be a str such as '<f4', got {_got(value)}")
+    order, kind, digits = value[:1], value[1:2], value[2:]
+    size = int(digits) if digits.isascii() and digits.isdigit() else -1
+    if not order or order not in "<>|" or not kind.isalpha() or size < 1:
+        why = f"element size {size} bytes" if size == 0 else "not of the form <byte order><kind><size>"
+        raise ArgumentValueError(f"{where} is {value!r}: {why}; expected a byte order ('<', or '|' for 1-byte "
+                                 f"elements), a kind and a size of at least 1 byte, as '<f4'")
+    sizes = _TYPESTR_SIZES.get(kind)
+    if (sizes is None and kind != "V") or (sizes is not None and size not in sizes):
+        raise ArgumentValueError(f"{where} is {value!r}: not an element type an array can hold (kinds b, i, u, f, c, "
+                                 f"m, M, V with their sizes)")
+    if size > 1 and order != "<":
+        what = "big-endian" if order == ">" else "of no byte order ('|')"
+        raise ArgumentValueError(f"{where} is {value!r}: {what}, but a {size}-byte element on a CUDA device is "
+                                 f"little-endian; expected '<{kind}{size}'")
+    dtype = _TYPESTR.get(f"{kind}{size}")
+    known = dtype, size, dtype.value if dtype is not None else f"typestr {value!r}"
+    if type(value) is str and len(_TYPESTR_SEEN) < 256:
+        _TYPESTR_SEEN[value] = known
+    return known
+
+
+def _data_pointer(data: Any) -> int:
+    where = "__cuda_array_interface__['data']"
+    if not isinstance(data, tuple) or len(data) != 2:
+        raise ArgumentTypeError(f"{where} must be a tuple (pointer: int, read_only: bool), got {_got(data)}")
+    ptr = _index(data[0])
+    if ptr is None:
+        raise ArgumentTypeError(f"{where}[0], the device pointer, must be an int, got {_got(data[0])}")
+    if not 0 <= ptr < 1 << 64:
+        raise ArgumentValueError(f"{where}[0], the device pointer, is {ptr}: outside [0, 2**64)")
+    if not isinstance(data[1], bool):
+        raise ArgumentTypeError(f"{where}[1], the read-only flag, must be a bool, got {_got(data[1])}")
+    return ptr
 
 
 def cai_view(obj: Any, cai: dict[str, Any], pointer_device: Any) -> TensorView:
-    ptr = int(cai["data"][0] or 0)
-    shape = tuple(int(s) for s in cai["shape"])
-    typestr = str(cai["typestr"])
-    dtype = _TYPESTR.get(typestr[1:])
-    itemsize = int(typestr[2:]) if typestr[2:].isdigit() else 1
+    """A view of a ``__cuda_array_interface__`` (version 3): anything that does not describe an array honestly --
+    a pointer or extent that is not an int, a negative extent, strides for another rank, a byte order other than
+    little-endian, an unknown element type, a mask -- raises ArgumentTypeError / ArgumentValueError saying which
+    entry is wrong (the caller adds the kernel and the parameter)."""
+    try:
+        data, raw_shape, typestr = cai["data"], cai["shape"], cai["typestr"]
+    except KeyError as e:
+        raise ArgumentTypeError(f"__cuda_array_interface__ has no {e} entry (entries: {sorted(cai)})") from None
+    ptr = _data_pointer(data)
+    shape = _ints(raw_shape, "__cuda_array_interface__['shape']")
+    dtype, itemsize, label = _typestr(typestr)
+    if cai.get("mask") is not None:
+        raise ArgumentValueError("__cuda_array_interface__ has a mask; masked arrays are not supported (kernels "
+                                 "would read the masked elements)")
     if cai.get("strides") is None:
         strides, acc = [], 1
         for s in reversed(shape):
@@ -117,17 +228,24 @@ def cai_view(obj: Any, cai: dict[str, Any], pointer_device: Any) -> TensorView:
             acc *= s
         elem_strides = tuple(reversed(strides))
     else:
-        byte_strides = tuple(int(s) for s in cai["strides"])
+        byte_strides = _ints(cai["strides"], "__cuda_array_interface__['strides']")
+        if len(byte_strides) != len(shape):
+            n = len(byte_strides)
+            raise ArgumentValueError(f"__cuda_array_interface__['strides'] has {n} entr{'y' if n == 1 else 'ies'} "
+                                     f"{list(byte_strides)} for the {len(shape)} modes of shape {list(shape)}; one "
+                                     f"stride per mode is required")
         if any(s % itemsize for s in byte_strides):
-            raise ValueError(f"strides {list(byte_strides)} (bytes) are not multiples of the {itemsize}-byte element")
+            raise ArgumentValueError(f"__cuda_array_interface__['strides'] {list(byte_strides)} (bytes) are not "
+                                     f"multiples of the {itemsize}-byte element ({typestr!r})")
         elem_strides = tuple(s // itemsize for s in byte_strides)
+    checked_extents(shape, elem_strides, "__cuda_array_interface__")
     device = _dlpack_device(obj)
     if device is None:
         ordinal = pointer_device(ptr) if ptr else None
         name = f"cuda:{ordinal}" if ordinal is not None else "cuda"
     else:
         ordinal, name = device
-    return TensorView(ptr, dtype, typestr, shape, elem_strides, ordinal, name, "cuda_array_interface")
+    return TensorView(ptr, dtype, label, shape, elem_strides, ordinal, name, "cuda_array_interface")
 
 
 def _dlpack_device(obj: Any) -> tuple[int | None, str] | None:
@@ -168,12 +286,17 @@ _DL_CODES = {(0, 8): DType.i8, (0, 16): DType.i16, (0, 32): DType.i32, (0, 64): 
              (2, 64): DType.f64, (4, 16): DType.bf16, (6, 8): DType.bool}
 
 
+MAX_DLPACK_NDIM = 64  # numpy's own limit; a larger ndim is a producer's error, never read past
+
+
 def dlpack_view(obj: Any) -> TensorView:
     """Peek at a DLPack capsule without consuming it: the producer's capsule destructor frees it, and ``obj``
     keeps the memory alive for the call."""
     capsule = obj.__dlpack__()
     t = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
     ndim = t.ndim
+    if not 0 <= ndim <= MAX_DLPACK_NDIM:
+        raise ArgumentValueError(f"DLPack tensor has ndim {ndim}; expected 0 to {MAX_DLPACK_NDIM}")
     shape = tuple(t.shape[i] for i in range(ndim))
     if t.strides:
         strides = tuple(t.strides[i] for i in range(ndim))
@@ -196,6 +319,10 @@ def dlpack_view(obj: Any) -> TensorView:
         ordinal, dev_name = None, {KDL_CPU: "cpu", KDL_CUDA_HOST: "cuda_host"}.get(kind, f"DLPack device {kind}")
     ptr = (t.data or 0) + t.byte_offset
     del capsule
+    if ptr >= 1 << 64:
+        raise ArgumentValueError(f"DLPack tensor: data pointer 0x{t.data or 0:x} + byte_offset {t.byte_offset} is "
+                                 f"beyond 2**64")
+    checked_extents(shape, strides, "DLPack tensor")
     return TensorView(ptr, dtype, name, shape, strides, ordinal, dev_name, "dlpack")
 
 
@@ -222,6 +349,10 @@ def launch_device(owner: str, views: Iterable[tuple[str, TensorView | None]], *,
     return ordinal
 
 
+# what a producer's own code may raise while it describes an array (its properties, __dlpack__, ...)
+PRODUCER_ERRORS = (AttributeError, TypeError, ValueError, LookupError, ArithmeticError, BufferError)
+
+
 def as_view(obj: Any, pointer_device: Any) -> TensorView | None:
     """A view of ``obj`` when it is an array of any supported kind, else None."""
     if is_torch_tensor(obj):
@@ -232,3 +363,16 @@ def as_view(obj: Any, pointer_device: Any) -> TensorView | None:
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
         return dlpack_view(obj)
     return None
+
+
+def refusal(e: Exception, obj: Any, owner: str, where: str) -> LaunchError:
+    """The error to raise when reading array argument ``where`` of ``owner`` ("kernel add", "parameter 0 'x'")
+    raised ``e`` (one of :data:`PRODUCER_ERRORS`): the adapters' own ArgumentTypeError / ArgumentValueError with both
+    named, or ArgumentTypeError for what a producer's own code raised (its ``__cause__``: raise it ``from
+    err.__cause__``). Callers build the names only on this error path: reading an array stays cheap."""
+    if isinstance(e, (ArgumentTypeError, ArgumentValueError)):
+        return type(e)(f"{owner}: {where}: {e.message}")
+    err: LaunchError = ArgumentTypeError(f"{owner}: {where}: cannot read the array of type {type(obj).__name__}: "
+                            f"{type(e).__name__}: {e}")
+    err.__cause__ = e
+    return err

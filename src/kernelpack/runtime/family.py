@@ -23,7 +23,7 @@ from ..errors import KernelpackError, LaunchError
 from ..names import py_arg_names
 from ..tma import encode_args
 from . import checks, streams
-from .adapters import TensorView, as_view, is_torch_tensor, launch_device
+from .adapters import PRODUCER_ERRORS, TensorView, as_view, is_torch_tensor, launch_device, refusal
 from .driver import DeviceInfo, Driver
 from .errors import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization
 from .loader import LaunchFacts, Loader, binary_quality
@@ -177,7 +177,7 @@ class KernelFamily:
             d = self.loader.driver
         except DriverError as e:  # no driver / a driver too old: say which launch could not happen
             raise DriverError(f"kernel {self.label}: {e}", code=e.code, name=e.name) from None
-        views = [self._view(v, d) for v in values]
+        views = [self._view(i, v, d) for i, v in enumerate(values)]
         ordinal = self._device(values, views, d)
         state = self.device_state(ordinal)
         entry, packed = self._dispatch(state, values, views)
@@ -217,14 +217,14 @@ class KernelFamily:
                                     f"missing {', '.join(missing)}")
         return values
 
-    def _view(self, value: Any, d: Driver) -> TensorView | None:
+    def _view(self, i: int, value: Any, d: Driver) -> TensorView | None:
         if value is None or isinstance(value, (int, float, bytes, bytearray, memoryview, str)):
             return None
         try:
             return as_view(value, d.pointer_device)
-        except (AttributeError, TypeError, ValueError, KeyError) as e:
-            raise ArgumentTypeError(f"kernel {self.label}: cannot read array argument of type "
-                                    f"{type(value).__name__}: {e}") from None
+        except PRODUCER_ERRORS as e:
+            err = refusal(e, value, f"kernel {self.label}", f"parameter {i} '{self.arg_names[i]}'")
+            raise err from err.__cause__
 
     def _device(self, values: list[Any], views: list[TensorView | None], d: Driver) -> int:
         ordinal = launch_device(f"kernel {self.label}", zip(self.arg_names, views))

@@ -25,7 +25,7 @@ from ..clib.cdecl import STATUS
 from ..cute_host.manifest import HostEntryInfo
 from ..errors import LaunchError
 from . import streams
-from .adapters import TensorView, as_view, is_torch_tensor, launch_device
+from .adapters import PRODUCER_ERRORS, TensorView, as_view, is_torch_tensor, launch_device, refusal
 from .driver import get as get_driver
 from .errors import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization
 from .hostargs import HostCall
@@ -207,9 +207,9 @@ def _view(label: str, name: str, value: Any) -> TensorView | None:
         return None
     try:
         return as_view(value, _pointer_device)
-    except (AttributeError, TypeError, ValueError, KeyError) as e:
-        raise ArgumentTypeError(f"host program {label}: cannot read array argument '{name}' of type "
-                                f"{type(value).__name__}: {e}") from None
+    except PRODUCER_ERRORS as e:
+        err = refusal(e, value, f"host program {label}", f"argument '{name}'")
+        raise err from err.__cause__
 
 
 def _pointer_device(ptr: int) -> int | None:

@@ -154,13 +154,10 @@ def read_any(path: str | os.PathLike[str]) -> Bundle:
 
 def _read(path: str | os.PathLike[str]) -> tuple[Bundle, tuple[HostEntryInfo, ...], bool]:
     """The bundle, the host programs' descriptions and whether ``path`` is a static archive."""
+    from ..files import read_head
+
     p = Path(path)
-    try:
-        with open(p, "rb") as f:
-            head = f.read(len(MAGIC))
-    except OSError as e:
-        raise BundleError(f"cannot read {path}: {e.strerror}") from None
-    if head == MAGIC:
+    if read_head(p, len(MAGIC), "bundle or library", error=BundleError) == MAGIC:  # regular files within the limit
         return Bundle.read(p), (), False
     try:
         from ..clib.embedded import read_embedded
