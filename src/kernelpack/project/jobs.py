@@ -181,8 +181,8 @@ def _module_file(name: str, root: Path) -> Path | None:
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
+        spec = importlib.util.find_spec(name)  # imports the parent packages: the user's code, which may raise anything
+    except Exception:  # the job's own import reports it, with the traceback
         return None
     return Path(spec.origin) if spec is not None and spec.origin and spec.origin.endswith(".py") else None
 
