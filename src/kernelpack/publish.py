@@ -141,6 +141,7 @@ class Stage:
             self.dir = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=os.path.abspath(out)))
         except OSError as e:
             raise PublishError(f"cannot write into output directory {out}: {e.strerror}") from None
+        self.published = False  # True once every staged file is in place (even if a held signal is raised after)
         self.new = self.dir / "new"
         self.work = self.dir / "work"
         self.new.mkdir()
@@ -192,6 +193,7 @@ class Stage:
                 self._preflight(files)
                 with _signals_held():
                     self._publish(files)
+            self.published = True
         finally:
             self.discard()
 
@@ -240,6 +242,7 @@ class Stage:
             raise PublishError(f"cannot publish {self.out / files[len(done)]}: {e.strerror}; the previous outputs "
                                f"were restored") from None
         (self.out / JOURNAL).unlink()
+        self.published = True
 
 
 def _check_rel(rel: str) -> str:

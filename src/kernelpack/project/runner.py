@@ -154,32 +154,34 @@ def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | N
         raise BuildFailed(f"{len(failed)} of {len(all_jobs)} build step(s) failed:\n{lines}",
                           log="\n\n".join(f"== {o.job}\n{o.log}" for o in failed if o.log))
 
+    stage = Stage(out_dir)
     try:
-        _finish(project, out_dir, all_jobs, built, new_jobs, digest, state, force, report)
-    except BaseException:  # the link failed or was interrupted: keep the jobs that did compile
-        st.write(state_dir, partial)
+        with stage:  # outputs and state.json published together when the block ends
+            _finish(project, stage, all_jobs, built, new_jobs, digest, state, force, report)
+    except BaseException:
+        if not stage.published:  # the link failed or was interrupted: keep the jobs that did compile
+            st.write(state_dir, partial)
         raise
     report.seconds = time.perf_counter() - t0
     return report
 
 
-def _finish(project: Project, out_dir: Path, all_jobs: list[Job], built: dict[str, Built], new_jobs: dict[str, Any],
+def _finish(project: Project, stage: Stage, all_jobs: list[Job], built: dict[str, Built], new_jobs: dict[str, Any],
             digest: str, state: dict[str, Any], force: bool, report: BuildReport) -> None:
-    """Merge the jobs' outputs, link, and publish the outputs with the new state."""
+    """Merge the jobs' outputs, link, and stage the outputs with the new state."""
     bundle, programs, status = _merge(all_jobs, built, report.jobs)
-    with Stage(out_dir) as stage:  # outputs and state.json published together when the block ends
-        t_link = time.perf_counter()
-        outputs, report.linked = _write_outputs(project, stage, bundle, programs, state, force)
-        report.link_seconds = round(time.perf_counter() - t_link, 3)
-        report.outputs = {k: str(v) for k, v in outputs.items()}
-        report.rows = rows(bundle, project.library.archs, status)
-        report.rows += _host_rows(programs, project.library.archs)
-        stage.write(f"{STATE_DIR}/state.json", st.encode({
-            "version": STATE_VERSION, "digest": digest, "jobs": new_jobs,
-            "library_stamp": _stamp(project, bundle, programs),
-            "outputs": {str(p): _stat(stage.staged(p)) for p in outputs.values()}, "outputs_paths": report.outputs,
-            "rows": [r.to_json() for r in report.rows],
-        }))
+    t_link = time.perf_counter()
+    outputs, report.linked = _write_outputs(project, stage, bundle, programs, state, force)
+    report.link_seconds = round(time.perf_counter() - t_link, 3)
+    report.outputs = {k: str(v) for k, v in outputs.items()}
+    report.rows = rows(bundle, project.library.archs, status)
+    report.rows += _host_rows(programs, project.library.archs)
+    stage.write(f"{STATE_DIR}/state.json", st.encode({
+        "version": STATE_VERSION, "digest": digest, "jobs": new_jobs,
+        "library_stamp": _stamp(project, bundle, programs),
+        "outputs": {str(p): _stat(stage.staged(p)) for p in outputs.values()}, "outputs_paths": report.outputs,
+        "rows": [r.to_json() for r in report.rows],
+    }))
 
 
 def _load(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | None, *,
