@@ -136,6 +136,25 @@ def test_sigint_during_the_publish_is_held_until_the_set_is_complete(tmp_path: P
     assert tags(tmp_path) == {"B"} and leftovers(tmp_path) == []
 
 
+def test_a_rollback_killed_midway_is_finished_backwards(tmp_path: Path) -> None:
+    """The journal a failed rename leaves while it restores the previous files says "back"."""
+    write_set(tmp_path, "A")
+    stage = tmp_path / f"{STAGING_PREFIX}rollback"
+    for rel in FILES[:3]:  # 3 files were replaced by set B, then the 4th rename failed; killed while restoring
+        (stage / "old" / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.link(tmp_path / rel, stage / "old" / rel)
+        (tmp_path / rel).unlink()
+        (tmp_path / rel).write_text(f"B {rel}\n")
+    (tmp_path / "include/new_only.h").write_text("B\n")  # a file set A did not have
+    done = [*FILES[:3], "include/new_only.h"]
+    (tmp_path / JOURNAL).write_text(json.dumps({"staging": stage.name, "direction": "back", "files": done,
+                                                "had": FILES[:3]}))
+    os.replace(stage / "old" / FILES[2], tmp_path / FILES[2])  # the rollback had restored one file already
+    assert tags(tmp_path) == {"A", "B"}
+    recover(tmp_path)
+    assert tags(tmp_path) == {"A"} and not (tmp_path / "include/new_only.h").exists() and leftovers(tmp_path) == []
+
+
 def test_leftovers_of_killed_builds_are_removed_and_hostile_journals_ignored(tmp_path: Path) -> None:
     write_set(tmp_path, "A")
     (tmp_path / f"{STAGING_PREFIX}dead1/new/include").mkdir(parents=True)
@@ -144,16 +163,19 @@ def test_leftovers_of_killed_builds_are_removed_and_hostile_journals_ignored(tmp
     (tmp_path / (JOURNAL + ".tmp")).write_text("{")
     victim = tmp_path.parent / f"{tmp_path.name}-victim"
     victim.write_text("keep me\n")
-    for doc in ({"staging": "../..", "files": [f"../{victim.name}"]},
-                {"staging": f"{STAGING_PREFIX}dead1", "files": ["../x"]},
-                {"staging": f"{STAGING_PREFIX}dead1", "files": 5}, [1], "x"):
+    for doc in ({"staging": "../..", "direction": "forward", "files": [f"../{victim.name}"]},
+                {"staging": f"{STAGING_PREFIX}dead1", "direction": "forward", "files": ["../x"]},
+                {"staging": f"{STAGING_PREFIX}dead1", "direction": "forward", "files": 5},
+                {"staging": f"{STAGING_PREFIX}dead1", "direction": "sideways", "files": ["include/x.h"]},
+                {"staging": f"{STAGING_PREFIX}dead1", "direction": "back", "files": [], "had": ["include/x.h"]},
+                [1], "x"):
         (tmp_path / JOURNAL).write_text(json.dumps(doc))
         recover(tmp_path)
         assert leftovers(tmp_path) == [] and tags(tmp_path) == {"A"} and victim.read_text() == "keep me\n"
         (tmp_path / f"{STAGING_PREFIX}dead1/new/include").mkdir(parents=True)
     link = tmp_path / f"{STAGING_PREFIX}link"
     link.symlink_to(victim.parent, target_is_directory=True)
-    (tmp_path / JOURNAL).write_text(json.dumps({"staging": link.name, "files": [victim.name]}))
+    (tmp_path / JOURNAL).write_text(json.dumps({"staging": link.name, "direction": "forward", "files": [victim.name]}))
     recover(tmp_path)
     assert victim.read_text() == "keep me\n" and not os.path.lexists(link) and victim.parent.is_dir()
 

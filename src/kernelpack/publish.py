@@ -13,7 +13,8 @@ publishes:
 SIGINT/SIGTERM/SIGHUP arriving during steps 1-3 are held until the set is published. A process killed outright
 (SIGKILL, power loss) inside step 3 leaves a journal: the next build of that directory (:func:`recover`, run by
 :func:`output_dir`) rolls it forward — the new files are all there — before it reads anything. A rename that fails
-(a destination folder not writable) rolls the replaced files back from ``old/``. Staging folders without a journal
+(a destination folder not writable) rolls the replaced files back from ``old/``, under a "back" journal that the
+next build finishes the same way if that is interrupted. Staging folders without a journal
 are leftovers of killed builds and are removed. One build at a time per directory (``flock`` on the directory).
 
 Users see the usual layout with plain files (``include/``, ``lib/``, ``NAME.kpack``): several libraries can share one
@@ -23,7 +24,6 @@ prefix, and copying a folder out of it copies files, not links.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import re
@@ -225,19 +225,17 @@ class Stage:
                 except OSError:
                     shutil.copy2(dest, old / rel, follow_symlinks=False)
                 had.add(rel)
-        _write_journal(self.out, {"staging": self.dir.name, "files": files})
+        _write_journal(self.out, {"staging": self.dir.name, "direction": "forward", "files": files})
         done: list[str] = []
         try:
             for rel in files:
                 os.replace(self.new / rel, self.out / rel)
                 done.append(rel)
         except OSError as e:
-            for rel in reversed(done):  # roll back: the previous file where there was one
-                with contextlib.suppress(OSError):
-                    if rel in had:
-                        os.replace(old / rel, self.out / rel)
-                    else:
-                        os.unlink(self.out / rel)
+            # roll back, journaled too: a kill in the middle is finished backwards by the next build
+            _write_journal(self.out, {"staging": self.dir.name, "direction": "back", "files": done,
+                                      "had": sorted(had & set(done))})
+            _roll(self.out, self.dir, "back", done, had)
             (self.out / JOURNAL).unlink(missing_ok=True)
             raise PublishError(f"cannot publish {self.out / files[len(done)]}: {e.strerror}; the previous outputs "
                                f"were restored") from None
@@ -322,12 +320,16 @@ def _read_journal(path: Path) -> dict[str, Any] | None:
         doc = json.loads(path.read_bytes())
     except (OSError, ValueError, RecursionError):
         return None
-    if not isinstance(doc, dict) or not isinstance(doc.get("staging"), str) or not isinstance(doc.get("files"), list):
+    if not isinstance(doc, dict) or not isinstance(doc.get("staging"), str) or doc.get("direction") not in (
+            "forward", "back"):
         return None
-    if not _STAGING_NAME.fullmatch(doc["staging"]) or not all(isinstance(f, str) for f in doc["files"]):
+    files, had = doc.get("files"), doc.get("had", [])
+    if not _STAGING_NAME.fullmatch(doc["staging"]) or not isinstance(files, list) or not isinstance(had, list):
+        return None
+    if not all(isinstance(f, str) for f in files + had) or not set(had) <= set(files):
         return None
     try:
-        for f in doc["files"]:
+        for f in files:
             _check_rel(f)
     except PublishError:
         return None
@@ -338,19 +340,26 @@ def _roll_forward(out: Path, doc: dict[str, Any]) -> None:
     stage = out / doc["staging"]
     if not stage.is_dir() or stage.is_symlink():
         return
-    root, top = os.path.realpath(out), os.path.realpath(stage / "new")
-    for rel in doc["files"]:
-        src, dest = stage / "new" / rel, out / rel
-        if not os.path.lexists(src):
-            continue  # moved before the kill
-        if not _inside(os.path.dirname(src), top) or not _inside(os.path.dirname(dest), root):
+    _roll(out, stage, doc["direction"], doc["files"], set(doc.get("had", [])))
+
+
+def _roll(out: Path, stage: Path, direction: str, files: list[str], had: set[str]) -> None:
+    """Put the staged files in place ("forward"), or the previous ones back ("back"; a file that had none is
+    removed). Idempotent: a file already moved is skipped, so a kill in the middle is finished by running it again."""
+    source = stage / ("new" if direction == "forward" else "old")
+    root, top = os.path.realpath(out), os.path.realpath(source)
+    for rel in files if direction == "forward" else reversed(files):
+        src, dest = source / rel, out / rel
+        if not _inside(os.path.dirname(dest), root) or not _inside(os.path.dirname(src), top):
             continue  # a folder on the way is a link out of the tree: not something this module wrote
         try:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(src, dest)
+            if os.path.lexists(src):
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(src, dest)
+            elif direction == "back" and rel not in had:
+                dest.unlink(missing_ok=True)
         except OSError as e:
-            if e.errno not in (errno.ENOENT,):
-                raise PublishError(f"{out}: cannot finish the interrupted publish of {dest}: {e.strerror}") from None
+            raise PublishError(f"{out}: cannot finish the interrupted publish of {dest}: {e.strerror}") from None
 
 
 def _inside(path: str, root: str) -> bool:
