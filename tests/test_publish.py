@@ -127,13 +127,17 @@ def test_sigkill_between_two_renames_is_rolled_forward_by_the_next_build(tmp_pat
     assert tags(tmp_path) == {"B"} and leftovers(tmp_path) == []
 
 
-def test_sigint_during_the_publish_is_held_until_the_set_is_complete(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_during_the_publish_is_held_until_the_set_is_complete(tmp_path: Path, sig: str) -> None:
     write_set(tmp_path, "A")
-    code = KILLER.replace("os.kill(os.getpid(), signal.SIGKILL)", "os.kill(os.getpid(), signal.SIGINT)").format(
+    code = KILLER.replace("signal.SIGKILL", f"signal.{sig}").format(
         src=str(SRC), after=2, out=str(tmp_path), files=FILES) + "print('not reached')\n"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.returncode != 0 and "KeyboardInterrupt" in proc.stderr and "not reached" not in proc.stdout
-    assert tags(tmp_path) == {"B"} and leftovers(tmp_path) == []
+    if sig == "SIGINT":
+        assert proc.returncode != 0 and "KeyboardInterrupt" in proc.stderr and "not reached" not in proc.stdout
+    else:
+        assert proc.returncode == -signal.SIGTERM and proc.stdout == ""
+    assert tags(tmp_path) == {"B"} and leftovers(tmp_path) == []  # published, and the stage cleared first
 
 
 def test_a_rollback_killed_midway_is_finished_backwards(tmp_path: Path) -> None:

@@ -188,14 +188,14 @@ class Stage:
     def commit(self) -> None:
         """Publish every staged file (see the module docstring); the stage is gone afterwards."""
         files = self.files()
-        try:
-            if files:
-                self._preflight(files)
-                with _signals_held():
+        with _signals_held():  # a held SIGTERM ends the process only after the stage is cleared too
+            try:
+                if files:
+                    self._preflight(files)
                     self._publish(files)
-            self.published = True
-        finally:
-            self.discard()
+                self.published = True
+            finally:
+                self.discard()
 
     def _preflight(self, files: list[str]) -> None:
         for d in sorted({(self.out / rel).parent for rel in files}):
