@@ -25,3 +25,71 @@ def test_bad_arch_names_are_refused_clearly():
     with pytest.raises(KernelpackError, match="no target arch"):
         parse_archs([])
     assert parse_archs(["sm_80", "sm_80", "sm_90a"]) == (Arch(8, 0), Arch(9, 0, "a"))
+
+
+@pytest.mark.parametrize("bad,match", [
+    (90, r"must be a string such as 'sm_80'.*got int 90; write 'sm_90'"),
+    (9.0, "must be a string .*got float 9.0"),
+    (None, "must be a string .*got NoneType None"),
+    (b"sm_90", "must be a string .*got bytes"),
+    ("sm_9", "not a CUDA arch: 'sm_9'"),
+    ("sm_90\n", None),  # surrounding whitespace is fine
+    ("sm_\u0669\u0660", "not a CUDA arch"),  # Arabic-Indic digits are not digits here
+    ("sm_1000000000000000000000", "not a CUDA arch"),
+])
+def test_malformed_archs_are_kernelpack_errors(bad, match):
+    if match is None:
+        assert Arch.parse(bad) == Arch(9, 0)
+        return
+    with pytest.raises(KernelpackError, match=match):
+        Arch.parse(bad)
+    with pytest.raises(KernelpackError, match=match):
+        parse_archs([bad])
+
+
+@pytest.mark.parametrize("bad", [90, 9.0, None, {"sm_90": 1}, iter(["sm_90"])])
+def test_parse_archs_refuses_what_is_neither_a_name_nor_a_list(bad):
+    with pytest.raises(KernelpackError, match="arch must be an arch name such as 'sm_90a' or a list of them"):
+        parse_archs(bad)
+
+
+def test_every_frontend_refuses_an_int_arch_with_a_kernelpack_error(tmp_path):
+    """arch=90 (an int) used to be a TypeError deep inside the frontends."""
+    from kernelpack import cuda
+
+    src = tmp_path / "k.cu"
+    src.write_text('extern "C" __global__ void k(float* y) { y[0] = 1.0f; }\n')
+    with pytest.raises(KernelpackError, match="got int 90; write 'sm_90'"):
+        cuda.compile(src, ["k"], arch=90)  # type: ignore[arg-type]
+    tried = 1
+    try:
+        import frontend_builds as fb
+        import kernelpack.triton as kt
+        from triton_kernels import add_kernel
+    except ImportError:
+        pass
+    else:
+        with pytest.raises(KernelpackError, match="got int 90"):
+            kt.compile(add_kernel, fb.F32, constexprs={"BLOCK": 1024}, arch=90)  # type: ignore[arg-type]
+        tried += 1
+    try:
+        import cuda.tile as ct
+
+        import kernelpack.cutile as kc
+        from cutile_kernels import array, vadd
+    except ImportError:
+        pass
+    else:
+        sig = [array(ct.float32, 1), array(ct.float32, 1), array(ct.float32, 1), 256]
+        with pytest.raises(KernelpackError, match="got int 90"):
+            kc.compile(vadd, [sig], arch=90)  # type: ignore[arg-type]
+        tried += 1
+    try:
+        import kernelpack.cute as kcute
+    except ImportError:
+        pass
+    else:
+        with pytest.raises(KernelpackError, match="got int 90"):
+            kcute.compile(lambda: None, arch=90)  # type: ignore[arg-type]
+        tried += 1
+    assert tried >= 1

@@ -4,10 +4,15 @@ before any host code runs, unknown object formats refused."""
 
 from __future__ import annotations
 
+import copy
 import ctypes
+import json
+import pickle
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -192,3 +197,64 @@ def test_host_program_parameters_with_reserved_names(programs: list[HostProgram]
     mod = kernelpack.load(lib.shared)
     assert list(inspect.signature(mod.lambda_).parameters) == ["o", "default", "kp_ret", "stream"]
     assert mod["lambda"] is mod.lambda_
+
+
+def test_host_programs_round_trip_through_bytes(programs: list[HostProgram]) -> None:
+    for p in programs:
+        data = p.to_bytes()
+        back = HostProgram.from_bytes(data)
+        assert back == p and back.to_bytes() == data  # lossless and canonical
+        assert json.loads(data)["kernels"], p.label  # the kernels travel too, as one-artifact bundles
+
+
+def _mutations(doc: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """(path, replacement) for every node of a JSON document: other shapes in its place."""
+    for bad in (None, 5, -1, True, 1.5, "x", "", [], {}, [1], {"a": 1}):
+        if type(bad) is not type(doc) or bad != doc:
+            yield path, bad
+    children = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for k, v in children:
+        if isinstance(v, str) and len(v) > 200:  # base64 bodies: a few edits are enough
+            yield (*path, k), v[:-4]
+            yield (*path, k), "!" + v[1:]
+            continue
+        yield from _mutations(v, (*path, k))
+
+
+def _set(doc: Any, path: tuple[Any, ...], value: Any) -> Any:
+    if not path:
+        return value
+    out = copy.deepcopy(doc)
+    node = out
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    return out
+
+
+def test_malformed_host_program_bytes_are_refused_as_bundle_errors(programs: list[HostProgram]) -> None:
+    from kernelpack.errors import BundleError
+
+    p = next(p for p in programs if p.label == "gemm[f16]")
+    doc = json.loads(p.to_bytes())
+    tried = refused = 0
+    for path, value in _mutations(doc):
+        data = json.dumps(_set(doc, path, value)).encode()
+        tried += 1
+        try:
+            HostProgram.from_bytes(data, source="job")
+        except BundleError as e:
+            assert e.message.startswith("job: "), e.message
+            refused += 1
+        # any other exception fails the test
+    for cut in (0, 1, 100, len(p.to_bytes()) // 2):
+        with pytest.raises(BundleError):
+            HostProgram.from_bytes(p.to_bytes()[:cut])
+    with pytest.raises(BundleError, match="params.*expected list"):
+        HostProgram.from_bytes(json.dumps({**doc, "params": {}}).encode())
+    with pytest.raises(BundleError, match="must be JSON"):
+        HostProgram.from_bytes(b"[" * 100_000)
+    with pytest.raises(BundleError, match="must be JSON"):
+        HostProgram.from_bytes(pickle.dumps(p))
+    print(f"{tried} malformed host programs tried, {refused} refused as BundleError, {tried - refused} accepted")
+    assert tried > 300 and refused > 0.9 * tried

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from .errors import KernelpackError
 
-_ARCH_RE = re.compile(r"^(?:sm_|compute_)?(\d+)(\d)([af]?)$")
+_ARCH_RE = re.compile(r"(?:sm_|compute_)?([1-9][0-9]?)([0-9])([af]?)")  # fullmatch; ASCII digits only
 
 
 @dataclass(frozen=True, order=True)
@@ -25,11 +25,17 @@ class Arch:
 
     @classmethod
     def parse(cls, text: str | Arch) -> Arch:
+        """``sm_90a`` (also ``compute_90a``, ``90a``, any case) -> Arch; anything else (an int such as 90, a
+        malformed name) is a KernelpackError naming the value."""
         if isinstance(text, Arch):
             return text
-        m = _ARCH_RE.match(str(text).strip().lower())
+        if not isinstance(text, str):
+            hint = f"; write 'sm_{text}'" if isinstance(text, int) and not isinstance(text, bool) else ""
+            raise KernelpackError(f"a CUDA arch must be a string such as 'sm_80' or 'sm_90a' (got "
+                                  f"{type(text).__name__} {text!r:.40}{hint})")
+        m = _ARCH_RE.fullmatch(text.strip().lower())
         if not m:
-            raise KernelpackError(f"not a CUDA arch: {text!r} (expected e.g. 'sm_80', 'sm_90a', 'sm_100a')")
+            raise KernelpackError(f"not a CUDA arch: {text!r:.60} (expected e.g. 'sm_80', 'sm_90a', 'sm_100a')")
         return cls(int(m.group(1)), int(m.group(2)), m.group(3))
 
     @property
@@ -49,10 +55,17 @@ class Arch:
 
 def parse_archs(archs: str | Arch | Sequence[str | Arch]) -> tuple[Arch, ...]:
     """Parse one arch or a list of them; order kept, duplicates removed; at least one required."""
-    items = [archs] if isinstance(archs, (str, Arch)) else list(archs)
+    if isinstance(archs, (str, Arch)):
+        items: list[object] = [archs]
+    elif isinstance(archs, (list, tuple)):
+        items = list(archs)
+    else:
+        hint = f"; write 'sm_{archs}'" if isinstance(archs, int) and not isinstance(archs, bool) else ""
+        raise KernelpackError(f"arch must be an arch name such as 'sm_90a' or a list of them (got "
+                              f"{type(archs).__name__} {archs!r:.40}{hint})")
     out: list[Arch] = []
     for item in items:
-        a = Arch.parse(item)
+        a = Arch.parse(item)  # type: ignore[arg-type]  # checked inside
         if a not in out:
             out.append(a)
     if not out:

@@ -1,13 +1,25 @@
-"""The ``kernelpack`` command line: demo, inspect, build."""
+"""The ``kernelpack`` command line: demo, inspect, build.
+
+Exit status: 0 success; 2 a user error — any :class:`KernelpackError` (bad project file, compile error, build
+failure...) or an ``OSError`` from the environment (unreadable input, unwritable output, full disk) — reported as one
+line ``kernelpack: error: ...`` on stderr, followed by the tool's log where there is one; 1 an internal error (a bug
+in kernelpack: one line, ``--debug`` shows the traceback); 130 interrupted (Ctrl-C: one line, no traceback).
+``--debug`` prints the traceback of any error.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import traceback
 from collections.abc import Sequence
 
 from .errors import KernelpackError
+
+EXIT_USER_ERROR = 2
+EXIT_INTERNAL_ERROR = 1
+EXIT_INTERRUPTED = 130
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
@@ -25,11 +37,17 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
+    from .publish import check_out_dir
 
+    check_out_dir(args.out, "--out")
     return run_demo(args.out, archs=args.arch)
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
+    from .publish import check_out_dir
+
+    if args.out is not None:
+        check_out_dir(args.out, "-o/--out")
     if len(args.inputs) >= 2:
         return _build_bundles(args)
     from .project.ui import run_build
@@ -43,6 +61,9 @@ def _build_bundles(args: argparse.Namespace) -> int:
     if len(args.inputs) < 2 or args.out is None:
         raise KernelpackError("usage: kernelpack build NAME BUNDLE... -o DIR (or kernelpack build [PROJECT] for a "
                               "kernelpack.toml project)")
+    from .names import check_library_name
+
+    check_library_name(args.inputs[0], "library name")
     try:
         from .clib import build_library
     except ImportError as e:
@@ -54,20 +75,27 @@ def _build_bundles(args: argparse.Namespace) -> int:
 
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kernelpack", description="Compile GPU kernels once; ship them anywhere.")
+    debug_help = "print the traceback of an error"
+    p.add_argument("--debug", action="store_true", help=debug_help)
+    common = argparse.ArgumentParser(add_help=False)  # --debug after the command too (not overriding one before)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
     sub = p.add_subparsers(dest="command", required=True)
 
-    d = sub.add_parser("demo", help="compile the example kernels, write a bundle and a C library, inspect them")
+    d = sub.add_parser("demo", parents=[common],
+                       help="compile the example kernels, write a bundle and a C library, inspect them")
     d.add_argument("--out", default="kernelpack-demo", help="output directory (default: ./kernelpack-demo)")
     d.add_argument("--arch", action="append", default=None, help="target arch (repeatable; default sm_80, sm_90a)")
     d.set_defaults(func=_cmd_demo)
 
-    i = sub.add_parser("inspect", help="show kernels, parameters and resources of a cubin, bundle or library")
+    i = sub.add_parser("inspect", parents=[common],
+                       help="show kernels, parameters and resources of a cubin, bundle or library")
     i.add_argument("file")
     i.add_argument("--json", action="store_true", help="machine-readable output")
     i.add_argument("--sass", action="store_true", help="also print the SASS disassembly (needs cuobjdump)")
     i.set_defaults(func=_cmd_inspect)
 
-    b = sub.add_parser("build", help="build a project (kernelpack.toml) or link bundles into a C/C++ library",
+    b = sub.add_parser("build", parents=[common],
+                       help="build a project (kernelpack.toml) or link bundles into a C/C++ library",
                        description="kernelpack build [PROJECT] compiles every kernel a kernelpack.toml (or a Python "
                                    "project module) lists, in parallel, rebuilding only what changed, and links the "
                                    "library. kernelpack build NAME BUNDLE... -o DIR links .kpack bundles directly.")
@@ -79,7 +107,7 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("-j", "--jobs", type=int, default=None, help="parallel compile processes (default: CPU count)")
     b.add_argument("--force", action="store_true", help="rebuild every step and relink (the compile cache still "
                                                         "applies; KERNELPACK_CACHE_DIR=off for a cold build)")
-    b.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    b.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors (no progress, no summary)")
     b.add_argument("--json", action="store_true", help="print the build report as JSON on stdout")
     b.set_defaults(func=_cmd_build)
     return p
@@ -87,11 +115,34 @@ def make_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
+    debug = bool(getattr(args, "debug", False))
     try:
         return int(args.func(args))
+    except KeyboardInterrupt:
+        print("kernelpack: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except KernelpackError as e:
-        print(f"kernelpack: error: {e}", file=sys.stderr)
-        return 1
+        _traceback(debug)
+        print(f"kernelpack: error: {e.message}", file=sys.stderr)
+        if e.log:
+            print(f"--- log ---\n{e.log.rstrip()}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except OSError as e:  # the environment, not kernelpack: a file that cannot be read or written, a full disk
+        _traceback(debug)
+        where = f": {e.filename}" if e.filename else ""
+        print(f"kernelpack: error: {e.strerror or e}{where}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except Exception as e:
+        _traceback(debug)
+        print(f"kernelpack: internal error: {type(e).__name__}: {e} (a bug in kernelpack; "
+              f"{'see the traceback above' if debug else 'rerun with --debug for the traceback'} and report it)",
+              file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
+
+
+def _traceback(debug: bool) -> None:
+    if debug:
+        traceback.print_exc()
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
         ("" if len(signatures) == 1 else f"s{i}", s) for i, s in enumerate(signatures)]
     if not items:
         raise CompileError(f"kernel {kname}: no signatures given")
-    archs = parse_archs(arch if isinstance(arch, (str, Arch)) else list(arch))
+    archs = parse_archs(arch)
     cache = cache if cache is not None else CompileCache.default()
     try:
         source = inspect.getsource(pyfunc)

@@ -98,7 +98,7 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     kname = name or jit.__name__
     base_consts = dict(constexprs or {})
     specs = [_spec(s, kname) for s in specializations] if specializations else [Specialization()]
-    archs = parse_archs(arch if isinstance(arch, (str, Arch)) else list(arch))
+    archs = parse_archs(arch)
     cache = cache if cache is not None else CompileCache.default()
     variants = _variant_names(kname, specs, base_consts, num_warps, num_stages)
     source_sha = hashlib.sha256(jit.src.encode()).hexdigest()

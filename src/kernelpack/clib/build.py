@@ -19,7 +19,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from ..cache import CompileCache, cache_key
 from ..cute_host.program import HostProgram
 from ..errors import KernelpackError
 from ..names import check_library_name, check_version, cmake_string, version_major
+from ..publish import Stage, output_dir
 from ..toolchain import run_tool
 from .generate import Sources, generate
 
@@ -143,40 +143,44 @@ class Library:
               cache: CompileCache | None = None) -> BuildResult:
         """Generate, compile and install into ``out_dir``; returns the paths written. The compiled C object is
         reused from ``cache`` (default: the kernelpack compile cache) when its text, compiler and flags match, so a
-        rebuild whose kernels changed only in their binaries just reassembles the data object and relinks."""
-        out = Path(out_dir)
-        name = self.name
-        with tempfile.TemporaryDirectory(prefix=f"kp-{name}-") as tmp:
-            t = Path(tmp)
-            src = self.generate()
-            self._write_sources(t, src)
-            self._compile_c(t, src, CompileCache.default() if cache is None else cache)
-            run_tool(self.assemble_command(), f"assembling the data of library {name}", t)
-            objs = [t / f"{name}.o", t / f"{name}_data.o"]
-            if self.programs:
-                objs = [self._link_programs(t, objs, src)]
-            _run_all([([self.cc, "-shared", "-o", str(t / f"lib{name}.so"), *map(str, objs),
-                        f"-Wl,-soname,lib{name}.so", "-Wl,--no-undefined", "-Wl,-z,noexecstack", "-ldl"],
-                       f"linking lib{name}.so"),
-                      ([self.ar, "rcsD", str(t / f"lib{name}.a"), *map(str, objs)], f"archiving lib{name}.a")], t)
-            for sub in ("include", "lib/cmake/" + name, "lib/pkgconfig"):
-                (out / sub).mkdir(parents=True, exist_ok=True)
-            for f, dest in [(f"{name}.h", "include"), (f"{name}.hpp", "include"), (f"lib{name}.so", "lib"),
-                            (f"lib{name}.a", "lib")]:
-                _replace(t / f, out / dest / f)
-            sources = None
-            if keep_sources:
-                sources = out / "share" / name / "src"
-                sources.mkdir(parents=True, exist_ok=True)
-                for f in (f"{name}.c", f"{name}_data.s", f"{name}.kpack"):
-                    _replace(t / f, sources / f)
-        cmake_dir = out / "lib" / "cmake" / name
-        (cmake_dir / f"{name}Config.cmake").write_text(cmake_config(name, len(self.bundle)))
-        (cmake_dir / f"{name}ConfigVersion.cmake").write_text(cmake_version(self.version))
-        (out / "lib" / "pkgconfig" / f"{name}.pc").write_text(pkgconfig(name, self.version, len(self.bundle)))
+        rebuild whose kernels changed only in their binaries just reassembles the data object and relinks.
+
+        All outputs are published together (:mod:`kernelpack.publish`): a failed or interrupted build leaves the
+        previous ones as they were, never new headers beside an old library."""
+        with output_dir(out_dir) as out, Stage(out) as stage:
+            return self.stage(stage, keep_sources=keep_sources, cache=cache)
+
+    def stage(self, stage: Stage, *, keep_sources: bool = False, cache: CompileCache | None = None) -> BuildResult:
+        """Build into ``stage`` (published by its owner, with whatever else it holds); returns the final paths."""
+        out, name = stage.out, self.name
+        t = stage.work / f"lib{name}"
+        t.mkdir()
+        src = self.generate()
+        self._write_sources(t, src)
+        self._compile_c(t, src, CompileCache.default() if cache is None else cache)
+        run_tool(self.assemble_command(), f"assembling the data of library {name}", t)
+        objs = [t / f"{name}.o", t / f"{name}_data.o"]
+        if self.programs:
+            objs = [self._link_programs(t, objs, src)]
+        _run_all([([self.cc, "-shared", "-o", str(t / f"lib{name}.so"), *map(str, objs),
+                    f"-Wl,-soname,lib{name}.so", "-Wl,--no-undefined", "-Wl,-z,noexecstack", "-ldl"],
+                   f"linking lib{name}.so"),
+                  ([self.ar, "rcsD", str(t / f"lib{name}.a"), *map(str, objs)], f"archiving lib{name}.a")], t)
+        for f, dest in [(f"{name}.h", "include"), (f"{name}.hpp", "include"), (f"lib{name}.so", "lib"),
+                        (f"lib{name}.a", "lib")]:
+            os.replace(t / f, stage.path(f"{dest}/{f}"))
+        sources = None
+        if keep_sources:
+            sources = out / "share" / name / "src"
+            for f in (f"{name}.c", f"{name}_data.s", f"{name}.kpack"):
+                os.replace(t / f, stage.path(f"share/{name}/src/{f}"))
+        cmake = f"lib/cmake/{name}"
+        stage.write(f"{cmake}/{name}Config.cmake", cmake_config(name, len(self.bundle)))
+        stage.write(f"{cmake}/{name}ConfigVersion.cmake", cmake_version(self.version))
+        stage.write(f"lib/pkgconfig/{name}.pc", pkgconfig(name, self.version, len(self.bundle)))
         return BuildResult(name, out, out / "lib" / f"lib{name}.so", out / "lib" / f"lib{name}.a",
                            out / "include" / f"{name}.h", out / "include" / f"{name}.hpp",
-                           cmake_dir / f"{name}Config.cmake", out / "lib" / "pkgconfig" / f"{name}.pc", sources)
+                           out / cmake / f"{name}Config.cmake", out / "lib" / "pkgconfig" / f"{name}.pc", sources)
 
     def _compile_c(self, t: Path, src: Sources, cache: CompileCache) -> None:
         """NAME.o in ``t``: from the cache when the same text was compiled by the same compiler with the same flags."""
@@ -216,12 +220,6 @@ def _compiler_identity(cc: str) -> str:
     except (OSError, subprocess.SubprocessError):
         return path  # not runnable: the compile step reports it
     return f"{os.path.realpath(path)} {st.st_size} {st.st_mtime_ns} {version}"
-
-
-def _replace(src: Path, dest: Path) -> None:
-    tmp = dest.with_name(f".{dest.name}.tmp")
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, dest)
 
 
 def build_library(name: str, inputs: Iterable[Item], out_dir: str | os.PathLike[str], **opts: object) -> BuildResult:

@@ -10,8 +10,6 @@ its own ``_cudaLaunchKernelEx`` & co). Only the system C compiler and binutils a
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -20,6 +18,7 @@ from pathlib import Path
 from .. import config
 from ..clib.cdecl import TypeNames
 from ..names import entry_name
+from ..publish import Stage, output_dir
 from ..toolchain import run_tool
 from .entry import generate
 from .program import HostProgram
@@ -80,19 +79,16 @@ def link_object(lib: str, programs: Sequence[HostProgram], workdir: Path, *, cc:
 def build_host_library(lib: str, programs: Sequence[HostProgram], out_dir: str | os.PathLike[str], *,
                        cc: str | None = None, ar: str | None = None) -> HostLibrary:
     """Build ``out_dir/lib/lib<lib>.so``, ``lib<lib>.a`` and ``out_dir/include/<lib>.h``."""
-    out = Path(out_dir)
-    (out / "lib").mkdir(parents=True, exist_ok=True)
-    (out / "include").mkdir(parents=True, exist_ok=True)
     cc = cc or config.knobs().cc
     ar = ar or config.knobs().ar
-    with tempfile.TemporaryDirectory(prefix=f"kp-cute-{lib}-") as tmp:
-        work = Path(tmp)
+    with output_dir(out_dir) as out, Stage(out) as stage:  # all outputs at once, or none (kernelpack.publish)
+        work = stage.work
         combined, exports, header = link_object(lib, programs, work, cc=cc)
         run_tool([cc, "-shared", "-o", f"lib{lib}.so", combined.name, "-ldl", "-lpthread", "-Wl,-z,noexecstack",
               "-Wl,-z,defs", "-Wl,--no-undefined"], f"linking lib{lib}.so", work)
         run_tool([ar, "rcs", f"lib{lib}.a", combined.name], f"archiving lib{lib}.a", work)
         for f in (f"lib{lib}.so", f"lib{lib}.a", combined.name):
-            shutil.copy2(work / f, out / "lib" / f)
-        (out / "include" / f"{lib}.h").write_text(header)
+            os.replace(work / f, stage.path(f"lib/{f}"))
+        stage.write(f"include/{lib}.h", header)
     return HostLibrary(lib, out / "lib" / f"lib{lib}.so", out / "lib" / f"lib{lib}.a", out / "include" / f"{lib}.h",
                        out / "lib" / combined.name, exports)

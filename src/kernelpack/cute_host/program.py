@@ -81,6 +81,19 @@ class HostProgram:
     def label(self) -> str:
         return f"{self.name}[{self.variant}]" if self.variant else self.name
 
+    def to_bytes(self) -> bytes:
+        """This program as canonical JSON bytes (objects and kernels inside): see :mod:`kernelpack.cute_host.serial`."""
+        from .serial import to_bytes
+
+        return to_bytes(self)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, source: str = "<bytes>") -> HostProgram:
+        """The program :meth:`to_bytes` wrote; anything malformed is a BundleError (nothing in it is executed)."""
+        from .serial import from_bytes
+
+        return from_bytes(data, source=source)
+
     @property
     def symbol(self) -> str:
         """The entry name without the library prefix: ``name`` or ``name_variant``."""

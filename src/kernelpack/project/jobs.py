@@ -2,7 +2,7 @@
 
 A job is the smallest unit that compiles independently: a CUDA source (all its kernels, one compiler call per
 arch), a Triton specialization, a cuTile signature, a CuTe variant. Jobs run in worker processes (the DSLs are not
-thread-safe) and return bytes: a ``.kpack`` bundle, or a pickled CuTe ``HostProgram``.
+thread-safe) and return bytes: a ``.kpack`` bundle, or a CuTe ``HostProgram`` as JSON (``HostProgram.to_bytes``).
 
 The fingerprint of a job hashes what it is built from without compiling it: the entry's settings, the files it
 reads (source, local headers, the Python modules it imports), the frontend's package versions and kernelpack's.
@@ -17,7 +17,6 @@ import hashlib
 import importlib.util
 import inspect
 import json
-import pickle
 import re
 import time
 import traceback
@@ -48,7 +47,7 @@ class Outcome:
 
     job: str
     ok: bool
-    kind: str = "bundle"  # "bundle" (.kpack bytes) | "host" (pickled HostProgram)
+    kind: str = "bundle"  # "bundle" (.kpack bytes) | "host" (HostProgram.to_bytes())
     data: bytes = b""
     seconds: float = 0.0
     cache_hits: int = 0
@@ -182,8 +181,8 @@ def _module_file(name: str, root: Path) -> Path | None:
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
+        spec = importlib.util.find_spec(name)  # imports the parent packages: the user's code, which may raise anything
+    except Exception:  # the job's own import reports it, with the traceback
         return None
     return Path(spec.origin) if spec is not None and spec.origin and spec.origin.endswith(".py") else None
 
@@ -284,7 +283,7 @@ def _compile_cute(e: Cute, job: Job, root: Path, archs: list[str]) -> tuple[str,
     if e.mode == "host":
         program = kcute.export(fn, *args, arch=archs, name=name, variant=job.key, options=e.options,
                                zero_extent=e.zero_extent)
-        return "host", pickle.dumps(program)
+        return "host", program.to_bytes()
     raise ProjectError(f"cute entry {name}: mode must be 'kernel' or 'host' (got {e.mode!r})")
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bundle import Bundle
+from ..publish import Stage
 from .model import LibrarySpec
 
 
@@ -17,9 +18,10 @@ def expected_outputs(name: str, out: Path, programs: list[Any]) -> dict[str, Pat
             "pkgconfig": out / "lib" / "pkgconfig" / f"{name}.pc"}
 
 
-def link(lib: LibrarySpec, out: Path, bundle: Bundle, programs: list[Any]) -> dict[str, Path]:
-    """Build the library into ``out``; returns the files written."""
+def link(lib: LibrarySpec, stage: Stage, bundle: Bundle, programs: list[Any]) -> dict[str, Path]:
+    """Build the library into ``stage`` (published with the rest of the build); returns the final paths."""
     from ..clib import Library
 
-    Library(lib.name, *([bundle] if len(bundle) else []), *programs, cflags=lib.cflags, version=lib.version).build(out)
-    return {k: v for k, v in expected_outputs(lib.name, out, programs).items() if v.exists()}
+    Library(lib.name, *([bundle] if len(bundle) else []), *programs, cflags=lib.cflags,
+            version=lib.version).stage(stage)
+    return expected_outputs(lib.name, stage.out, programs)

@@ -46,19 +46,22 @@ import importlib.util
 import os
 import re
 import sys
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ..arch import Arch
 from ..errors import KernelpackError
+from ..names import check_library_name, check_version
+from . import fields as fl
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 OUTPUTS = ("library", "bundle")
 
 
@@ -74,6 +77,11 @@ class Entry:
     _: KW_ONLY
     archs: Sequence[str] | None = None  # default: the library's
     depends: Sequence[str] = ()  # extra files (globs, relative to the project) whose change rebuilds this entry
+
+    def __post_init__(self) -> None:
+        problem = entry_problem(type(self), {f.name: getattr(self, f.name) for f in fields(self) if f.name != "_"})
+        if problem:
+            raise ProjectError(f"{type(self).__name__} entry: {problem}")
 
 
 @dataclass(frozen=True)
@@ -151,8 +159,13 @@ class LibrarySpec:
     cflags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _IDENT.match(self.name):
-            raise ProjectError(f"[library] name must be a C identifier (got {self.name!r})")
+        try:
+            check_library_name(self.name, "[library] name")
+            check_version(self.version, "[library] version")
+            for a in self.archs:
+                Arch.parse(a)
+        except KernelpackError as e:
+            raise ProjectError(e.message) from None
         bad = [o for o in self.outputs if o not in OUTPUTS]
         if bad:
             raise ProjectError(f"[library] outputs: unknown {bad}; expected a subset of {list(OUTPUTS)}")
@@ -181,6 +194,16 @@ class Project:
         if not archs:
             raise ProjectError(f"{entry.frontend} entry {describe_entry(entry)}: no archs (set [library] archs)")
         return archs
+
+
+def entry_problem(cls: type[Entry], values: Mapping[str, Any]) -> str | None:
+    """What is wrong with the types of an entry's values (the first problem), or None."""
+    rules = {**fl.ENTRY, **fl.FIELDS.get(cls.frontend, {})}
+    for key, value in values.items():
+        problem = fl.check(key, value, rules[key]) if key in rules else None
+        if problem:
+            return problem
+    return None
 
 
 def describe_entry(e: Entry) -> str:
@@ -237,10 +260,11 @@ def load_project(where: str | os.PathLike[str] | None = None, *, import_includes
         if unknown:
             raise ProjectError(f"{path}: unknown table(s) {unknown}; expected [library], "
                                + ", ".join(f"[[{f}]]" for f in FRONTENDS))
-        includes = [_rel(path.parent, p) for p in _list(raw.get("library", {}).get("include", []), "include")]
+        _check_layout(raw, path)
+        includes = [_rel(path.parent, p) for p in raw.get("library", {}).get("include", [])]
     entries: list[Entry] = []
     for fe, cls in FRONTENDS.items():
-        for i, table in enumerate(_list(raw.get(fe, []), fe)):
+        for i, table in enumerate(raw.get(fe, [])):
             entries.append(_entry(cls, table, f"{path.name}: [[{fe}]] #{i + 1}"))
     lib_table = raw.get("library")
     if import_includes:
@@ -260,8 +284,24 @@ def load_project(where: str | os.PathLike[str] | None = None, *, import_includes
         lib_table = _static_library(path)
         if lib_table is None:
             raise ProjectError(f"{path}: define LIBRARY = {{'name': ..., 'archs': [...]}} (a literal dict)")
-    n_static = sum(len(_list(raw.get(fe, []), fe)) for fe in FRONTENDS)
+    n_static = sum(len(raw.get(fe, [])) for fe in FRONTENDS)
     return Project(path, _library(lib_table, path), tuple(entries), tuple(includes), n_static)
+
+
+def _check_layout(raw: dict[str, Any], path: Path) -> None:
+    """[library] is a table, each frontend an array of tables, and [library] include a list of files."""
+    lib = raw.get("library", {})
+    if not isinstance(lib, dict):
+        raise ProjectError(f"{path.name}: library must be a table ([library] with keys under it), got "
+                           f"{fl.given(lib)}")
+    problem = fl.check("include", lib.get("include", []), fl.STRINGS)
+    if problem:
+        raise ProjectError(f"{path.name}: [library] {problem}")
+    for fe in FRONTENDS:
+        v = raw.get(fe, [])
+        if not isinstance(v, list) or not all(isinstance(t, dict) for t in v):
+            raise ProjectError(f"{path.name}: {fe} must be an array of tables ([[{fe}]] above each entry's keys), "
+                               f"got {fl.given(v)}")
 
 
 def _static_library(path: Path) -> dict[str, Any] | None:
@@ -283,19 +323,20 @@ def _static_library(path: Path) -> dict[str, Any] | None:
 def _library(table: Any, path: Path) -> LibrarySpec:
     if not isinstance(table, Mapping) or "name" not in table:
         raise ProjectError(f"{path}: [library] with a name is required")
-    known = {"name", "archs", "out", "outputs", "version", "cflags", "include"}
+    known = set(fl.LIBRARY)
     unknown = sorted(set(table) - known)
     if unknown:
         raise ProjectError(f"{path}: [library]: unknown key(s) {unknown}; expected {sorted(known)}")
-    return LibrarySpec(table["name"], tuple(_list(table.get("archs", []), "archs")), Path(table.get("out", "build")),
-                       tuple(_list(table.get("outputs", list(OUTPUTS)), "outputs")), str(table.get("version", "1.0.0")),
-                       tuple(_list(table.get("cflags", []), "cflags")))
-
-
-def _list(v: Any, what: str) -> list[Any]:
-    if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
-        raise ProjectError(f"{what} must be a list (got {v!r})")
-    return list(v)
+    for key, value in table.items():
+        problem = fl.check(key, value, fl.LIBRARY[key])
+        if problem:
+            raise ProjectError(f"{path.name}: [library] {problem}")
+    try:
+        return LibrarySpec(table["name"], tuple(table.get("archs", ())), Path(table.get("out", "build")),
+                           tuple(table.get("outputs", OUTPUTS)), table.get("version", "1.0.0"),
+                           tuple(table.get("cflags", ())))
+    except ProjectError as e:
+        raise ProjectError(f"{path.name}: {e.message}") from None
 
 
 def _rel(root: Path, p: str) -> Path:
@@ -310,9 +351,12 @@ def _entry(cls: type[Entry], table: Any, where: str) -> Entry:
     unknown = sorted(set(table) - names)
     if unknown:
         raise ProjectError(f"{where}: unknown key(s) {unknown}; expected some of {sorted(names)}")
+    problem = entry_problem(cls, table)
+    if problem:
+        raise ProjectError(f"{where}: {problem}")
     try:
         return cls(**dict(table))
-    except TypeError as e:
+    except (TypeError, ProjectError) as e:
         raise ProjectError(f"{where}: {e}") from None
 
 
@@ -338,7 +382,14 @@ def import_file(path: Path) -> Any:
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     try:
-        spec.loader.exec_module(mod)
+        spec.loader.exec_module(mod)  # the user's own module, named in their project (never build state)
+    except KernelpackError as e:
+        del sys.modules[name]
+        raise ProjectError(f"{path}: {e.message}", log=e.log) from e
+    except Exception as e:
+        del sys.modules[name]
+        raise ProjectError(f"{path}: importing it raised {type(e).__name__}: {e}",
+                           log=traceback.format_exc()) from e
     except BaseException:
         del sys.modules[name]
         raise

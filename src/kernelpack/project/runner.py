@@ -8,7 +8,9 @@ Three levels of "nothing changed", cheapest first:
 3. **library stamp**: a hash of the merged bundle bytes and link settings -> the library is not relinked.
 
 Under that, each frontend's compile cache skips compilations whose precise inputs did not change. State lives in
-``<out>/.kernelpack-build/`` (``state.json``, one output file per job, ``report.json``).
+``<out>/.kernelpack-build/`` (``state.json``, one output file per job; see :mod:`.state`, which reads it as untrusted
+data). The outputs and the new ``state.json`` are published together (:mod:`kernelpack.publish`): an interrupted or
+failed build leaves the previous set, never half of each.
 """
 
 from __future__ import annotations
@@ -19,22 +21,26 @@ import hashlib
 import json
 import multiprocessing
 import os
-import pickle
+import signal
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import config
-from ..bundle import Bundle, write_atomic
+from ..bundle import Bundle
 from ..errors import BundleError, KernelpackError
+from ..publish import Stage, output_dir
+from . import state as st
 from .deps import FRONTENDS_ALL, digest_files, python_deps, tool_versions
 from .jobs import Job, Outcome, execute, fingerprint, plan, run, static_files
+from .link import expected_outputs
 from .model import Project, load_project
 from .report import Row, rows
+from .state import STATE_DIR, STATE_VERSION
 
-STATE_VERSION = 1
-STATE_DIR = ".kernelpack-build"
+Built = Any  # a job's decoded output: Bundle, or a CuTe HostProgram
 
 
 class BuildFailed(KernelpackError):
@@ -86,11 +92,19 @@ def build(where: str | os.PathLike[str] | None = None, *, jobs: int | None = Non
     output directory instead of the project's ``[library] out``."""
     t0 = time.perf_counter()
     static = _load(where, out, import_includes=False)
-    state_dir = static.out / STATE_DIR
-    state = _read_state(state_dir)
+    with output_dir(static.out, "output directory") as out_dir:
+        return _build(where, out, static, out_dir, jobs, force, events, t0)
+
+
+def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | None, static: Project, out_dir: Path,
+           jobs: int | None, force: bool, events: Events | None, t0: float) -> BuildReport:
+    state_dir = out_dir / STATE_DIR
+    st.prepare(state_dir)
+    expected = {str(p) for p in _expected_outputs(static).values()}
+    state = st.read_state(state_dir, expected)
     digest = project_digest(static)
     report = BuildReport(static.path, static.out)
-    if not force and state.get("digest") == digest and _outputs_intact(state):
+    if not force and state.get("digest") == digest and _outputs_intact(state, expected):
         report.up_to_date = True
         report.jobs = {j: "reused" for j in state.get("jobs", {})}
         report.outputs = dict(state.get("outputs_paths", {}))
@@ -107,44 +121,67 @@ def build(where: str | os.PathLike[str] | None = None, *, jobs: int | None = Non
     prints = {j.id: fingerprint(project, j, files[j.entry]) for j in all_jobs}
     old = state.get("jobs", {})
     outcomes: dict[str, Outcome] = {}
+    built: dict[str, Built] = {}
     stale = []
     for j in all_jobs:
         prev = old.get(j.id)
-        path = state_dir / "jobs" / prev["file"] if prev else None
-        if not force and prev and prev.get("fingerprint") == prints[j.id] and path is not None and path.is_file():
-            outcomes[j.id] = Outcome(j.id, True, prev["kind"], path.read_bytes(), prev.get("seconds", 0.0))
-            report.jobs[j.id] = "reused"
-        else:
+        reused = None
+        if not force and prev and prev["fingerprint"] == prints[j.id]:
+            reused = _decode_saved(state_dir, j.id, prev["kind"], prev["sha256"])
+        if reused is None:
             stale.append(j)
+            continue
+        built[j.id] = reused
+        outcomes[j.id] = Outcome(j.id, True, prev["kind"], seconds=prev.get("seconds", 0.0))
+        report.jobs[j.id] = "reused"
     cache_dir = config.knobs().cache_dir
     (events or Events()).planned(stale, len(all_jobs) - len(stale))
     for o in _run_all(project, stale, jobs or os.cpu_count() or 1, str(cache_dir) if cache_dir else None, events):
+        if o.ok:
+            try:
+                built[o.job] = _decode(o.job, o.kind, o.data)
+            except KernelpackError as err:
+                o = dataclasses.replace(o, ok=False, error=f"its output cannot be read back: {err.message}")
         outcomes[o.job] = o
         report.jobs[o.job] = o.status
         report.job_seconds[o.job] = round(o.seconds, 3)
     failed = [o for o in outcomes.values() if not o.ok]
     new_jobs = _save_jobs(state_dir, all_jobs, prints, outcomes, old)
+    partial = {**state, "version": STATE_VERSION, "digest": None, "jobs": new_jobs}  # the previous outputs, kept
     if failed:
-        _write_state(state_dir, {**state, "version": STATE_VERSION, "digest": None, "jobs": new_jobs})
+        st.write(state_dir, partial)
         lines = "\n".join(f"  {o.job}: {o.error}" for o in failed)
         raise BuildFailed(f"{len(failed)} of {len(all_jobs)} build step(s) failed:\n{lines}",
                           log="\n\n".join(f"== {o.job}\n{o.log}" for o in failed if o.log))
 
-    bundle, programs, status = _merge(all_jobs, outcomes, report.jobs)
+    stage = Stage(out_dir)
+    try:
+        with stage:  # outputs and state.json published together when the block ends
+            _finish(project, stage, all_jobs, built, new_jobs, digest, state, force, report)
+    except BaseException:
+        if not stage.published:  # the link failed or was interrupted: keep the jobs that did compile
+            st.write(state_dir, partial)
+        raise
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _finish(project: Project, stage: Stage, all_jobs: list[Job], built: dict[str, Built], new_jobs: dict[str, Any],
+            digest: str, state: dict[str, Any], force: bool, report: BuildReport) -> None:
+    """Merge the jobs' outputs, link, and stage the outputs with the new state."""
+    bundle, programs, status = _merge(all_jobs, built, report.jobs)
     t_link = time.perf_counter()
-    outputs, report.linked = _write_outputs(project, bundle, programs, state, force)
+    outputs, report.linked = _write_outputs(project, stage, bundle, programs, state, force)
     report.link_seconds = round(time.perf_counter() - t_link, 3)
     report.outputs = {k: str(v) for k, v in outputs.items()}
     report.rows = rows(bundle, project.library.archs, status)
     report.rows += _host_rows(programs, project.library.archs)
-    _write_state(state_dir, {
+    stage.write(f"{STATE_DIR}/state.json", st.encode({
         "version": STATE_VERSION, "digest": digest, "jobs": new_jobs,
         "library_stamp": _stamp(project, bundle, programs),
-        "outputs": {str(p): _stat(p) for p in outputs.values()}, "outputs_paths": report.outputs,
+        "outputs": {str(p): _stat(stage.staged(p)) for p in outputs.values()}, "outputs_paths": report.outputs,
         "rows": [r.to_json() for r in report.rows],
-    })
-    report.seconds = time.perf_counter() - t0
-    return report
+    }))
 
 
 def _load(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | None, *,
@@ -181,7 +218,7 @@ def _include_files(project: Project, job: Job) -> list[Path]:
 def _stamp(project: Project, bundle: Bundle, programs: list[Any]) -> str:
     h = hashlib.sha256(bundle.to_bytes())
     for p in programs:
-        h.update(pickle.dumps(p))
+        h.update(p.to_bytes())
     lib = project.library
     h.update(json.dumps([lib.name, lib.version, list(lib.cflags), config.knobs().cc,
                          tool_versions("cuda")["kernelpack"]]).encode())
@@ -208,7 +245,8 @@ def _run_all(project: Project, stale: list[Job], workers: int, cache_dir: str | 
     ctx = multiprocessing.get_context("spawn")  # the DSLs are neither thread- nor fork-safe
     results: list[Outcome] = []
     queue = list(stale)
-    with cf.ProcessPoolExecutor(max_workers=min(workers, len(stale)), mp_context=ctx) as pool:
+    pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(stale)), mp_context=ctx, initializer=_worker_init)
+    try:
         running: dict[cf.Future[Outcome], Job] = {}
         while queue or running:
             while queue and len(running) < workers:
@@ -224,20 +262,51 @@ def _run_all(project: Project, stale: list[Job], workers: int, cache_dir: str | 
                     o = Outcome(j.id, False, error=f"worker process failed: {type(err).__name__}: {err}")
                 ev.done(j, o)
                 results.append(o)
+    except BaseException:  # interrupted: stop the compilers now rather than wait for them
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            proc.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     return results
 
 
-def _merge(all_jobs: list[Job], outcomes: dict[str, Outcome],
+def _decode(job_id: str, kind: str, data: bytes) -> Built:
+    """A job's output bytes as a Bundle or HostProgram (BundleError if they are not one)."""
+    if kind == "host":
+        from ..cute_host.program import HostProgram
+
+        return HostProgram.from_bytes(data, source=job_id)
+    return Bundle.from_bytes(data, source=job_id)
+
+
+def _decode_saved(state_dir: Path, job_id: str, kind: str, sha256: str) -> Built | None:
+    """The previous build's output of a job, or None when it is missing, is not the file the state describes (a
+    build killed between writing it and its state), or is not readable (the job is rebuilt)."""
+    data = st.read_job(state_dir, job_id, kind)
+    if data is None or hashlib.sha256(data).hexdigest() != sha256:
+        return None
+    try:
+        return _decode(job_id, kind, data)
+    except KernelpackError:
+        return None
+
+
+def _worker_init() -> None:
+    """Workers leave Ctrl-C to the parent (it stops them), so an interrupt prints no worker tracebacks."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _merge(all_jobs: list[Job], built: dict[str, Built],
            statuses: dict[str, str]) -> tuple[Bundle, list[Any], dict[str, str]]:
     bundles, programs, status = [], [], {}
     for j in all_jobs:
-        o = outcomes[j.id]
-        if o.kind == "host":
-            programs.append(pickle.loads(o.data))  # our own state file, written by this build tool
-        else:
-            b = Bundle.from_bytes(o.data, source=j.id)
+        b = built[j.id]
+        if isinstance(b, Bundle):
             bundles.append(b)
             status.update({a.label: statuses.get(j.id, "") for a in b})
+        else:
+            programs.append(b)
     try:
         return Bundle.of(*bundles), programs, status
     except BundleError as err:
@@ -245,19 +314,30 @@ def _merge(all_jobs: list[Job], outcomes: dict[str, Outcome],
                           f"distinct names or variants)") from None
 
 
-def _write_outputs(project: Project, bundle: Bundle, programs: list[Any], state: dict[str, Any],
+def _expected_outputs(project: Project) -> dict[str, Path]:
+    """Every output path this project's build writes (the only paths a state file may name)."""
+    lib = project.library
+    out: dict[str, Path] = {}
+    if "bundle" in lib.outputs:
+        out["bundle"] = project.out / f"{lib.name}.kpack"
+    if "library" in lib.outputs:
+        out.update(expected_outputs(lib.name, project.out, []))
+    return out
+
+
+def _write_outputs(project: Project, stage: Stage, bundle: Bundle, programs: list[Any], state: dict[str, Any],
                    force: bool) -> tuple[dict[str, Path], bool]:
     lib, out = project.library, project.out
     outputs: dict[str, Path] = {}
     if "bundle" in lib.outputs:
         path = out / f"{lib.name}.kpack"
         data = bundle.to_bytes()
-        if force or not path.is_file() or path.read_bytes() != data:
-            write_atomic(path, data)
+        if force or not _holds(path, data):
+            stage.write(path.name, data)
         outputs["bundle"] = path
     if "library" not in lib.outputs:
         return outputs, False
-    from .link import expected_outputs, link
+    from .link import link
 
     expected = expected_outputs(lib.name, out, programs)
     stamp = _stamp(project, bundle, programs)
@@ -265,42 +345,36 @@ def _write_outputs(project: Project, bundle: Bundle, programs: list[Any], state:
         state.get("outputs", {}).get(str(p)) == _stat(p) for p in expected.values())
     if fresh and not force:
         return {**outputs, **{k: v for k, v in expected.items() if v.exists()}}, False
-    return {**outputs, **link(lib, out, bundle, programs)}, True
+    return {**outputs, **link(lib, stage, bundle, programs)}, True
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether ``path`` is a regular file with exactly ``data`` (a link or a device is never read)."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode) or os.path.getsize(path) != len(data):
+            return False
+        return path.read_bytes() == data
+    except OSError:
+        return False
 
 
 # ------------------------------------------------------------------------------------------------ state
 
 
-def _read_state(d: Path) -> dict[str, Any]:
-    try:
-        state = json.loads((d / "state.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return state if isinstance(state, dict) and state.get("version") == STATE_VERSION else {}
-
-
-def _write_state(d: Path, state: dict[str, Any]) -> None:
-    d.mkdir(parents=True, exist_ok=True)
-    tmp = d / "state.json.tmp"
-    tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
-    os.replace(tmp, d / "state.json")
-
-
 def _save_jobs(d: Path, all_jobs: list[Job], prints: dict[str, str], outcomes: dict[str, Outcome],
                old: dict[str, Any]) -> dict[str, Any]:
-    (d / "jobs").mkdir(parents=True, exist_ok=True)
+    """Write the outputs of the jobs that ran; the state's rows for every job that succeeded."""
     out: dict[str, Any] = {}
     for j in all_jobs:
         o = outcomes.get(j.id)
         if o is None or not o.ok:
             continue
-        name = hashlib.sha256(j.id.encode()).hexdigest()[:16] + (".kpack" if o.kind == "bundle" else ".pkl")
-        path = d / "jobs" / name
-        if not (path.is_file() and old.get(j.id, {}).get("fingerprint") == prints[j.id]):
-            tmp = path.with_suffix(".tmp")
-            tmp.write_bytes(o.data)
-            os.replace(tmp, path)
-        out[j.id] = {"fingerprint": prints[j.id], "file": name, "kind": o.kind, "seconds": round(o.seconds, 3)}
+        if o.data:  # ran now
+            st.save_job(d, j.id, o.kind, o.data)
+            sha = hashlib.sha256(o.data).hexdigest()
+        else:  # reused: its file is already there
+            sha = old[j.id]["sha256"]
+        out[j.id] = {"fingerprint": prints[j.id], "kind": o.kind, "seconds": round(o.seconds, 3), "sha256": sha}
     return out
 
 
@@ -312,9 +386,10 @@ def _stat(p: Path) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns]
 
 
-def _outputs_intact(state: dict[str, Any]) -> bool:
+def _outputs_intact(state: dict[str, Any], expected: set[str]) -> bool:
+    """Every output this build writes is recorded and still has the size and mtime recorded."""
     outs = state.get("outputs")
-    return isinstance(outs, dict) and all(_stat(Path(p)) == s for p, s in outs.items())
+    return isinstance(outs, dict) and set(outs) == expected and all(_stat(Path(p)) == s for p, s in outs.items())
 
 
 def _host_rows(programs: list[Any], archs: tuple[str, ...]) -> list[Row]:

@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from .jobs import Job, Outcome
 from .report import render
-from .runner import BuildFailed, BuildReport, Events, build
+from .runner import BuildReport, Events, build
 
 _STYLE = {"compiled": "green", "cached": "cyan", "failed": "bold red"}
 
@@ -66,14 +66,8 @@ def run_build(project: str | None, *, jobs: int | None, force: bool, quiet: bool
         if not console.is_terminal:
             console = Console(stderr=as_json, quiet=quiet, width=max(console.width, 160))
     workers = jobs or os.cpu_count() or 1
-    try:
-        with Display(console) as display:
-            report = build(project, jobs=workers, force=force, out=out, events=display)
-    except BuildFailed as err:
-        console.print(f"[bold red]build failed[/]: {escape(err.message)}")
-        if err.log:
-            console.print(err.log, markup=False, highlight=False)
-        return 1
+    with Display(console) as display:  # errors (BuildFailed included) go to the CLI: stderr, even with -q
+        report = build(project, jobs=workers, force=force, out=out, events=display)
     if as_json:
         print(json.dumps(report.to_json(), indent=1, sort_keys=True))
         return 0
