@@ -21,6 +21,7 @@ from pathlib import Path
 from setuptools import Extension, setup
 
 RUNTIME = "src/kernelpack/runtime"
+CSRC = "src/kernelpack/csrc"  # kp_model.h: the launch model both back ends include
 LIMITED = sys.version_info >= (3, 12) and not sysconfig.get_config_var("Py_GIL_DISABLED")
 
 
@@ -28,7 +29,7 @@ def launch_extension() -> Extension:
     return Extension(
         "kernelpack.runtime._launch",
         [f"{RUNTIME}/_launch.c"],
-        include_dirs=[RUNTIME],
+        include_dirs=[RUNTIME, CSRC],
         define_macros=[("Py_LIMITED_API", "0x030C0000")] if LIMITED else [],
         py_limited_api=LIMITED,
         extra_compile_args=["-O2", "-std=c11", "-fvisibility=hidden", "-Wall", "-Wno-missing-braces"],
@@ -60,7 +61,7 @@ def torch_bridge_extension() -> Extension | None:
     libs = ["c10", "torch", "torch_cpu", "torch_python"]
     macros = [("KP_TORCH_VERSION", f'"{torch.__version__}"'),
               ("_GLIBCXX_USE_CXX11_ABI", str(int(torch._C._GLIBCXX_USE_CXX11_ABI)))]
-    includes = [*cpp_extension.include_paths(), RUNTIME]
+    includes = [*cpp_extension.include_paths(), RUNTIME, CSRC]
     cuda_inc = _cuda_include(torch_dir) if torch.version.cuda else None
     if cuda_inc and (lib_dir / "libc10_cuda.so").exists() and (torch_dir / "include/c10/cuda/CUDAStream.h").exists():
         macros.append(("KP_TORCH_CUDA", "1"))

@@ -247,11 +247,12 @@ def test_driver_declarations_match_cuda_h(tmp_path):
     subprocess.run([CC, f"-I{include}", str(src), "-o", str(tmp_path / "layout")], check=True)
     got = subprocess.run([str(tmp_path / "layout")], capture_output=True, text=True, check=True).stdout.split()
     assert got == ["64", "72", "8", "56", "32", "40", "48", "4", "8", "75", "76", "97", "201"]
-    runtime = (Path(__file__).parents[1] / "src/kernelpack/csrc/kp_runtime.h").read_text()
+    csrc = Path(__file__).parents[1] / "src/kernelpack/csrc"
+    runtime = "".join((csrc / f).read_text() for f in ("kp_cuda.h", "kp_model.h"))
     for token in ["sizeof(kp_CUlaunchAttributeValue) == 64", "sizeof(kp_CUlaunchAttribute) == 72",
                   "sizeof(kp_CUlaunchConfig) == 56", "offsetof(kp_CUlaunchConfig, numAttrs) == 48",
-                  "CLUSTER_DIMENSION 4", "MAX_DYNAMIC_SHARED_SIZE_BYTES 8", "CC_MAJOR 75", "CC_MINOR 76",
-                  "MAX_SMEM_OPTIN 97", "INVALID_CONTEXT 201"]:
+                  "CLUSTER_DIMENSION 4", "MAX_DYNAMIC_SHARED_SIZE_BYTES 8", "COMPUTE_CAPABILITY_MAJOR 75",
+                  "COMPUTE_CAPABILITY_MINOR 76", "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN 97", "INVALID_CONTEXT 201"]:
         assert token in runtime
 
 

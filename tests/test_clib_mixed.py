@@ -108,5 +108,5 @@ def test_results_through_a_shared_library(mixed, tmp_path):
     exe = compile_program(src, tmp_path / "main_so", lib.include_dir,
                           [f"-L{lib.lib_dir}", "-lmix", f"-Wl,-rpath,{lib.lib_dir}"])
     r = run(exe, env.root, None)  # no driver: the host programs' own message through mix_last_error
-    assert "host_add 1 mix: host_add[f32]: cannot load libcuda.so.1" in r.stdout, r.stdout
+    assert "host_add 1 mix: host_add[f32]: cannot load the CUDA driver libcuda.so.1" in r.stdout, r.stdout
     assert "add 1" in r.stdout and results(r) == {}

@@ -61,10 +61,13 @@ def test_shim_layouts_match_the_cuda_headers(tmp_path: Path) -> None:
     inc = Path("/usr/local/cuda/include")
     if not (inc / "cuda.h").exists():
         pytest.skip("no CUDA headers")
-    src = tmp_path / "shim.c"
-    src.write_text(shim_source())
+    from kernelpack.cute_host.build import support_files
+
+    for name, text in support_files().items():
+        (tmp_path / name).write_text(text)
+    assert (tmp_path / "shim.c").read_text() == shim_source()
     subprocess.run([CC, "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", "-DKP_SHIM_CHECK_HEADERS",
-                    f"-I{inc}", str(src)], check=True)
+                    f"-I{inc}", f"-I{tmp_path}", str(tmp_path / "shim.c")], check=True)
 
 
 def test_programs_derive_typed_parameters(programs: list[HostProgram]) -> None:

@@ -246,7 +246,7 @@ def test_entry_status_becomes_the_runtime_exception(mod, library) -> None:
         with pytest.raises(DriverError) as e:
             mod.gemm(half(*A), half(*B), half(*C))
     assert str(e.value).startswith("host program gemm[f16]: kpcute_gemm_f16 returned KP_ERROR_NO_DRIVER: kpcute: "
-                                   "gemm[f16]: cannot load libcuda.so.1")
+                                   "gemm[f16]: cannot load the CUDA driver libcuda.so.1")
     rec = record(mod.gemm, "kpcute_gemm_f16", status=7)  # a status from a loaded library: the library's message
     with cpu_tensors_as_cuda(), pytest.raises(ArgumentValueError,
                                               match="kpcute_gemm_f16 returned KP_ERROR_INVALID_ARGUMENT: "):

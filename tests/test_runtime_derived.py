@@ -232,7 +232,7 @@ def test_formulas_read_every_integer_width(mod, fake, vals):
 
 
 def test_grid_programs_for_the_c_path(bundle):
-    from kernelpack.runtime.plan import G_CONST, G_LOAD, Plan, grid_program
+    from kernelpack.launch.plan import G_CONST, G_LOAD, Plan, grid_program
 
     plan = Plan.of(_art(bundle, "add").abi)
     n = next(s for s in plan.slots if s.name == "n")

@@ -14,13 +14,14 @@ from kernelpack.abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct, T
 from kernelpack.arch import Arch
 from kernelpack.artifact import Binary
 from kernelpack.errors import LaunchError
+from kernelpack.launch.plan import KP_DYN, OP_BYTES, OP_NULL, OP_PTR, OP_SCALAR, OP_TENSOR, Plan
 from kernelpack.packing import pack_params
 from kernelpack.runtime import adapters, checks
 from kernelpack.runtime.driver import DeviceInfo
 from kernelpack.runtime.errors import ArgumentTypeError, ArgumentValueError
 from kernelpack.runtime.family import specificity
 from kernelpack.runtime.loader import LaunchFacts, binary_quality
-from kernelpack.runtime.plan import KP_DYN, OP_BYTES, OP_NULL, OP_PTR, OP_SCALAR, OP_TENSOR, Plan
+from kernelpack.runtime.packer import pack
 
 ROWS = Struct.tensor_descriptor("Rows", TensorSpec(DType.f16, (None, 64), (None, 1), DType.i32, DType.i64, align=16))
 ABI = Abi((
@@ -52,7 +53,7 @@ def test_pack_matches_the_reference_packer():
     plan = Plan.of(ABI)
     tmap = bytes(range(128))
     values = [0x1000, (0x2000, (5, 64), (64, 1)), True, 0.333, tmap, -(2**40)]
-    buf, ptrs = plan.pack(values)
+    buf, ptrs = pack(plan, values)
     ref = pack_params(ABI, [0x1000, {"data": 0x2000, "shape0": 5, "stride0": 64}, True, 0.333, tmap, -(2**40), 0])
     assert bytes(buf)[:len(ref)] == ref
     base = ctypes.addressof(buf)
@@ -70,7 +71,7 @@ def test_f16_and_bf16_scalars_match_the_reference(v):
                 checks.check_arg("k", Plan.of(abi).slots[0], v, None)
             continue
         packed = checks.check_arg("k", Plan.of(abi).slots[0], v, None)
-        buf, _ = Plan.of(abi).pack([packed])
+        buf, _ = pack(Plan.of(abi), [packed])
         assert bytes(buf)[:dt.size] == ref
 
 

@@ -147,15 +147,18 @@ class Library:
 
         All outputs are published together (:mod:`kernelpack.publish`): a failed or interrupted build leaves the
         previous ones as they were, never new headers beside an old library."""
+        src = self.generate()  # every name and string checked before the output directory is touched
         with output_dir(out_dir) as out, Stage(out) as stage:
-            return self.stage(stage, keep_sources=keep_sources, cache=cache)
+            return self.stage(stage, keep_sources=keep_sources, cache=cache, sources=src)
 
-    def stage(self, stage: Stage, *, keep_sources: bool = False, cache: CompileCache | None = None) -> BuildResult:
-        """Build into ``stage`` (published by its owner, with whatever else it holds); returns the final paths."""
+    def stage(self, stage: Stage, *, keep_sources: bool = False, cache: CompileCache | None = None,
+              sources: Sources | None = None) -> BuildResult:
+        """Build into ``stage`` (published by its owner, with whatever else it holds); returns the final paths.
+        ``sources``: what :meth:`generate` returned, when the caller generated them already."""
         out, name = stage.out, self.name
         t = stage.work / f"lib{name}"
         t.mkdir()
-        src = self.generate()
+        src = sources if sources is not None else self.generate()
         self._write_sources(t, src)
         self._compile_c(t, src, CompileCache.default() if cache is None else cache)
         run_tool(self.assemble_command(), f"assembling the data of library {name}", t)
@@ -169,9 +172,9 @@ class Library:
         for f, dest in [(f"{name}.h", "include"), (f"{name}.hpp", "include"), (f"lib{name}.so", "lib"),
                         (f"lib{name}.a", "lib")]:
             os.replace(t / f, stage.path(f"{dest}/{f}"))
-        sources = None
+        kept = None
         if keep_sources:
-            sources = out / "share" / name / "src"
+            kept = out / "share" / name / "src"
             for f in (f"{name}.c", f"{name}_data.s", f"{name}.kpack"):
                 os.replace(t / f, stage.path(f"share/{name}/src/{f}"))
         cmake = f"lib/cmake/{name}"
@@ -180,7 +183,7 @@ class Library:
         stage.write(f"lib/pkgconfig/{name}.pc", pkgconfig(name, self.version, len(self.bundle)))
         return BuildResult(name, out, out / "lib" / f"lib{name}.so", out / "lib" / f"lib{name}.a",
                            out / "include" / f"{name}.h", out / "include" / f"{name}.hpp",
-                           out / cmake / f"{name}Config.cmake", out / "lib" / "pkgconfig" / f"{name}.pc", sources)
+                           out / cmake / f"{name}Config.cmake", out / "lib" / "pkgconfig" / f"{name}.pc", kept)
 
     def _compile_c(self, t: Path, src: Sources, cache: CompileCache) -> None:
         """NAME.o in ``t``: from the cache when the same text was compiled by the same compiler with the same flags."""

@@ -8,49 +8,25 @@ from __future__ import annotations
 
 from ..abi import DType, Opaque, Pointer, Scalar, Struct, TensorSpec
 from ..artifact import KernelArtifact
+from ..launch.codes import DTYPE_CODE, DTYPES, STATUS, dtype_enum_name  # noqa: E402 - the launch model
+from ..launch.codes import INT64_RANGE as INT_RANGE  # noqa: E402,F401 - values a kp_tensor field can carry
 from ..names import LIBRARY_API, c_comment, c_name, entry_name  # noqa: F401 - LIBRARY_API re-exported
-
-# kp_dtype enum values: stable, append-only (shared by every kernelpack library's header).
-DTYPE_ENUM: dict[DType, tuple[str, int]] = {
-    d: (f"KP_{d.value.upper()}", i + 1)
-    for i, d in enumerate([DType.i8, DType.i16, DType.i32, DType.i64, DType.u8, DType.u16, DType.u32, DType.u64,
-                           DType.f16, DType.bf16, DType.f32, DType.f64, DType.bool])
-}
-
-# values a kp_tensor (int64_t shape/stride fields) can carry for each integer dtype
-INT_RANGE: dict[DType, tuple[int, int]] = {
-    d: (d.int_range[0], min(d.int_range[1], 2**63 - 1)) for d in DType if d.is_integer
-}
-
-STATUS = [
-    ("KP_SUCCESS", 0, "The call succeeded."),
-    ("KP_ERROR_NO_DRIVER", 1, "libcuda.so.1 could not be loaded (no NVIDIA driver installed)."),
-    ("KP_ERROR_DRIVER_TOO_OLD", 2, "The driver predates CUDA 12.0 or lacks an entry point this library needs."),
-    ("KP_ERROR_NO_DEVICE", 3, "The driver found no CUDA device."),
-    ("KP_ERROR_CUDA", 4, "A driver call failed; the message names the call and the CUDA error."),
-    ("KP_ERROR_NO_BINARY_FOR_ARCH", 5, "The kernel carries no binary that runs on the device's architecture."),
-    ("KP_ERROR_NO_MATCHING_SPECIALIZATION", 6, "No specialization of a kernel family accepts these arguments."),
-    ("KP_ERROR_INVALID_ARGUMENT", 7, "An argument breaks the kernel's requirements (NULL, alignment, divisibility)."),
-    ("KP_ERROR_INVALID_LAUNCH", 8, "The launch shape breaks the kernel's requirements (block, cluster, smem)."),
-    ("KP_ERROR_OUT_OF_MEMORY", 9, "Host memory ran out."),
-    ("KP_ERROR_CORRUPT_LIBRARY", 10, "The library's embedded data is damaged (a compressed binary did not expand)."),
-]
 
 
 def status_name_body() -> str:
     """The C body of NAME_status_name(kp_status status), from STATUS (the one table of status codes)."""
-    cases = "".join(f'    case {n}: return "{n}";\n' for n, _, _ in STATUS)
+    cases = "".join(f'    case {st.name}: return "{st.name}";\n' for st in STATUS)
     return f'    switch (status) {{\n{cases}    }}\n    return "KP_ERROR_UNKNOWN";\n'
 
 
 def dtype_enum(d: DType | None) -> str:
-    return "KP_DTYPE_ANY" if d is None else DTYPE_ENUM[d][0]
+    return dtype_enum_name(d)
 
 
 def common_header() -> str:
     """Types shared by every kernelpack library; guarded, so several libraries' headers can be included together."""
-    status = "\n".join(f"    {n} = {v}, /**< {doc} */" for n, v, doc in STATUS)
-    dtypes = "\n".join(f"    {n} = {v}, /**< {d.c_type} */" for d, (n, v) in DTYPE_ENUM.items())
+    status = "\n".join(f"    {st.name} = {st.value}, /**< {st.doc} */" for st in STATUS)
+    dtypes = "\n".join(f"    {dtype_enum_name(d)} = {DTYPE_CODE[d]}, /**< {d.c_type} */" for d in DTYPES)
     return f"""#ifndef KP_COMMON_TYPES_V1
 #define KP_COMMON_TYPES_V1
 /** Result of every kernelpack call. Values never change between kernelpack versions; new ones are appended. */

@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .. import __version__
-from ..abi import DType, Pointer, Struct
+from ..abi import Pointer, Struct
+from ..launch.codes import DTYPES
 from ..names import c_name, cpp_namespace
 from .cdecl import dtype_enum, entry_name, param_decl, renamed_params, wrapper_name
 from .launchgen import LAUNCH, CallerArg, DescArg
@@ -22,10 +23,7 @@ if TYPE_CHECKING:
     from .family import Family
     from .generate import _Gen as Gen
 
-CPP_TYPES = [(DType.i8, "int8_t"), (DType.i16, "int16_t"), (DType.i32, "int32_t"), (DType.i64, "int64_t"),
-             (DType.u8, "uint8_t"), (DType.u16, "uint16_t"), (DType.u32, "uint32_t"), (DType.u64, "uint64_t"),
-             (DType.f16, "kp_f16"), (DType.bf16, "kp_bf16"), (DType.f32, "float"), (DType.f64, "double"),
-             (DType.bool, "bool")]
+CPP_TYPES = [(d, d.c_type) for d in DTYPES]  # the C spelling of each kp_dtype (kernelpack.abi)
 
 # what the C++ layer declares in a library's namespace itself: an entry so named gets a trailing _ in C++
 LAYER_NAMES = frozenset(("Library", "check", "last_error", "status_name", "preload"))

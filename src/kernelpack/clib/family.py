@@ -1,23 +1,23 @@
-"""Kernel families: the signature of the one dispatching entry per kernel name, and each specialization's
-constraints (dtype, pointer alignment, int divisibility, static tensor shape) as C expressions, ordered from the
-most specific specialization to the least.
+"""Kernel families rendered as C: the signature of the one dispatching entry per kernel name, each
+specialization's constraints as C expressions, in the launch model's dispatch order (:mod:`kernelpack.launch.family`
+decides consistency, constraints and order; this module only spells them).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..abi import DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
+from ..abi import DType, Opaque, Pointer, Scalar, Struct, TensorSpec
 from ..artifact import KernelArtifact
-from ..errors import KernelpackError
+from ..launch import family as model
+from ..launch.plan import Plan as LaunchPlan
 from ..names import c_name
 from ..tma import TRITON_DTYPES
 from .cdecl import INT_RANGE, TypeNames, dtype_enum, param_decl
 from .launchgen import CallerArg, DescArg
 
-ArgsOf = Callable[[KernelArtifact], tuple[CallerArg, ...]]
+PlanOf = Callable[[KernelArtifact], LaunchPlan]
 
 KP_DYN = "KP_DYN"
 
@@ -54,7 +54,6 @@ class FamilyArg:
 class Constraint:
     expr: str  # C expression over the family entry's arguments
     text: str  # for messages
-    weight: float  # how much it narrows (0 = a plain dtype test)
 
 
 @dataclass(frozen=True)
@@ -64,18 +63,14 @@ class Spec:
     index: int  # position in the library's spec table
     artifact: KernelArtifact
     constraints: tuple[Constraint, ...]
-
-    @property
-    def specificity(self) -> tuple[int, float]:
-        narrowing = [c for c in self.constraints if c.weight > 0]
-        return (len(narrowing), sum(c.weight for c in narrowing))
+    specificity: tuple[int, float]  # the launch model's dispatch key
 
 
 @dataclass(frozen=True)
 class Family:
     name: str
     args: tuple[FamilyArg, ...]
-    specs: tuple[Spec, ...]  # most specific first
+    specs: tuple[Spec, ...]  # dispatch order: most specific first
 
     def groups(self) -> list[list[Spec]]:
         """Specializations of equal specificity, most specific group first (arch quality breaks ties at run time)."""
@@ -88,45 +83,11 @@ class Family:
         return out
 
 
-def _family_args(name: str, arts: tuple[KernelArtifact, ...], args_of: ArgsOf) -> tuple[FamilyArg, ...]:
-    first = arts[0]
-    sig0 = [p.name for p in args_of(first)]
-    for a in arts[1:]:
-        if [p.name for p in args_of(a)] != sig0:
-            raise KernelpackError(f"kernel family {name}: specializations {first.label} ({', '.join(sig0)}) and "
-                                  f"{a.label} ({', '.join(p.name for p in args_of(a))}) take different arguments; "
-                                  f"give them different names")
-    out = []
-    for i, p0 in enumerate(args_of(first)):
-        items = [args_of(a)[i] for a in arts]
-        if all(isinstance(x, DescArg) for x in items):
-            out.append(FamilyArg(p0.name, "desc", None))
-            continue
-        if any(isinstance(x, DescArg) for x in items):
-            raise KernelpackError(f"kernel family {name}: argument {i} '{p0.name}' is a tensor descriptor in some "
-                                  f"specializations only")
-        types = [x.type for x in items]  # type: ignore[union-attr]
-        t0 = types[0]
-        if all(isinstance(t, Pointer) for t in types):
-            pointees = {t.pointee for t in types}  # type: ignore[union-attr]
-            out.append(FamilyArg(p0.name, "ptr", t0, len(pointees) > 1, all(t.const for t in types)))  # type: ignore[union-attr]
-        elif all(isinstance(t, Struct) and t.tensor is not None for t in types):
-            out.append(FamilyArg(p0.name, "tensor", t0))
-        elif all(t == t0 for t in types):
-            out.append(FamilyArg(p0.name, "value", t0))
-        else:
-            kinds = ", ".join(f"{a.label}: {t.c_type}" for a, t in zip(arts, types, strict=True))
-            raise KernelpackError(f"kernel family {name}: argument {i} '{p0.name}' has different types across "
-                                  f"specializations ({kinds}); only pointer element types and tensor descriptors "
-                                  f"may vary within a family")
-    return tuple(out)
+def _family_arg(fa: model.FamilyArg) -> FamilyArg:
+    return FamilyArg(fa.name, fa.kind, None if fa.kind == "desc" else fa.slot.param.type, fa.varying, fa.const)
 
 
-def _log2(n: int) -> float:
-    return math.log2(n) if n > 1 else 0.0
-
-
-def _tensor_constraint(arg: str, spec: TensorSpec, index: int, pidx: int) -> tuple[Constraint, list[str]]:
+def _tensor_constraint(arg: str, spec: TensorSpec, align: int, index: int, pidx: int) -> tuple[Constraint, list[str]]:
     """kp_tensor_fits(...) for one tensor param, plus the static arrays it refers to."""
     tag = f"kp_s{index}_p{pidx}"
     shape = ", ".join(KP_DYN if d is None else str(d) for d in spec.shape) or "0"
@@ -140,72 +101,55 @@ def _tensor_constraint(arg: str, spec: TensorSpec, index: int, pidx: int) -> tup
         return "INT64_MIN" if v == -(2**63) else f"INT64_C({v})"
 
     expr = (f"kp_tensor_fits({c_name(arg)}, {dtype_enum(spec.dtype)}, {spec.rank}, {tag}_shape, {tag}_stride, "
-            f"{spec.align}u, {lit(smin)}, {lit(smax)}, {lit(tmin)}, {lit(tmax)})")
+            f"{align}u, {lit(smin)}, {lit(smax)}, {lit(tmin)}, {lit(tmax)})")
 
     def dims(v: tuple[int | None, ...]) -> str:
         return "[" + ", ".join("?" if d is None else str(d) for d in v) + "]"
 
     text = (f"{arg}: {spec.dtype.value} rank {spec.rank} shape {dims(spec.shape)} stride {dims(spec.stride)}"
-            + (f" {spec.align}-byte aligned" if spec.align > 1 else ""))
-    static = sum(d is not None for d in spec.shape + spec.stride)
-    return Constraint(expr, text, static + _log2(spec.align)), decls
+            + (f" {align}-byte aligned" if align > 1 else ""))
+    return Constraint(expr, text), decls
 
 
-def spec_constraints(art: KernelArtifact, args: tuple[FamilyArg, ...], index: int, caller: tuple[CallerArg, ...],
-                     several: bool) -> tuple[tuple[Constraint, ...], list[str]]:
-    out: list[Constraint] = []
-    decls: list[str] = []
-    for pidx, (fa, p) in enumerate(zip(args, caller, strict=True)):
-        if isinstance(p, DescArg):
-            dt = TRITON_DTYPES.get(p.spec.dtype)
-            if several:  # dtype and rank pick between descriptor specializations
-                v = c_name(p.name)
-                cond = f"{v} != NULL && {v}->rank == {p.spec.rank}"
-                cond += f" && {v}->dtype == {dtype_enum(dt)}" if dt else ""
-                out.append(Constraint(cond, f"{p.name}: {p.spec.dtype} rank {p.spec.rank} (TMA)", 0))
-            continue
-        t = p.type
-        if fa.kind == "tensor":
-            assert isinstance(t, Struct) and t.tensor is not None
-            c, d = _tensor_constraint(p.name, t.tensor, index, pidx)
-            out.append(c)
-            decls += d
-            continue
-        if fa.kind == "ptr" and fa.varying and isinstance(t, Pointer) and t.pointee is not None:
-            out.append(Constraint(f"{c_name(p.name)}_dtype == {dtype_enum(t.pointee)}", f"{p.name}: {t.pointee.value}",
-                                  0))
-        out += _divisibility(art, p)
-    return tuple(out), decls
-
-
-def _divisibility(art: KernelArtifact, p: Param) -> list[Constraint]:
-    d, t, v = p.divisibility, p.type, c_name(p.name)
-    if d == 1:
-        return []
-    if isinstance(t, Pointer):
-        return [Constraint(f"(uintptr_t){v} % {d}u == 0", f"{p.name} {d}-byte aligned", _log2(d))]
-    if isinstance(t, Scalar) and t.dtype.is_integer:
-        return [Constraint(f"{v} % {d} == 0", f"{p.name} % {d} == 0", _log2(d))]
-    if isinstance(t, Struct) and t.tensor is not None:
-        return [Constraint(f"(uintptr_t){v}->data % {d}u == 0", f"{p.name}.data {d}-byte aligned", _log2(d))]
-    raise KernelpackError(f"kernel {art.label}: parameter {p.name} ({t.c_type}) has divisibility {d}, which only "
-                          f"applies to pointers, integers and tensors")
+def _render(c: model.Constraint, fa: FamilyArg, index: int) -> tuple[Constraint, list[str]]:
+    """The C expression of one model constraint on argument ``fa`` of specialization ``index``."""
+    v, name = fa.cname, fa.name
+    if c.kind == "desc":
+        d = c.desc
+        assert d is not None
+        dt = TRITON_DTYPES.get(d.dtype)
+        cond = f"{v} != NULL && {v}->rank == {d.rank}" + (f" && {v}->dtype == {dtype_enum(dt)}" if dt else "")
+        return Constraint(cond, f"{name}: {d.dtype} rank {d.rank} (TMA)"), []
+    if c.kind == "tensor":
+        assert c.tensor is not None and c.tensor.tensor is not None
+        return _tensor_constraint(name, c.tensor.tensor.spec, c.tensor.align, index, c.arg)
+    if c.kind == "dtype":
+        return Constraint(f"{v}_dtype == {dtype_enum(c.dtype)}", f"{name}: {c.dtype.value if c.dtype else 'any'}"), []
+    if c.kind == "align":
+        return Constraint(f"(uintptr_t){v} % {c.value}u == 0", f"{name} {c.value}-byte aligned"), []
+    return Constraint(f"{v} % {c.value} == 0", f"{name} % {c.value} == 0"), []
 
 
 def build_families(arts_by_name: dict[str, tuple[KernelArtifact, ...]], index_of: dict[int, int],
-                   args_of: ArgsOf) -> tuple[list[Family], list[str]]:
+                   plan_of: PlanOf) -> tuple[list[Family], list[str]]:
     """Families in name order, and the static arrays their constraints refer to. ``index_of[id(art)]`` is the spec
-    table index of an artifact."""
+    table index of an artifact; ``plan_of(art)`` its launch-model plan."""
     families, decls = [], []
     for name, arts in arts_by_name.items():
-        args = _family_args(name, arts, args_of)
+        margs = model.family_args(name, [(a.label, plan_of(a)) for a in arts])
+        args = tuple(_family_arg(fa) for fa in margs)
         specs = []
         for a in arts:
-            cons, d = spec_constraints(a, args, index_of[id(a)], args_of(a), len(arts) > 1)
-            decls += d
-            specs.append(Spec(index_of[id(a)], a, cons))
-        specs.sort(key=lambda s: (-s.specificity[0], -s.specificity[1], s.index))
-        families.append(Family(name, args, tuple(specs)))
+            index = index_of[id(a)]
+            mcons = model.constraints(margs, plan_of(a), len(arts) > 1)
+            rendered = []
+            for c in mcons:
+                r, d = _render(c, args[c.arg], index)
+                rendered.append(r)
+                decls += d
+            specs.append(Spec(index, a, tuple(rendered), model.specificity(mcons)))
+        order = model.dispatch_order([s.specificity for s in specs])
+        families.append(Family(name, args, tuple(specs[i] for i in order)))
     return families, decls
 
 

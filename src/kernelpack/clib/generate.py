@@ -8,6 +8,7 @@ points are exported.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -44,8 +45,11 @@ class Sources:
     data: str = ""  # NAME_data.s: incbins NAME.kpack; the tables that depend on the binaries' bytes
 
 
-def _csrc(name: str) -> str:
-    return resources.files("kernelpack").joinpath("csrc").joinpath(name).read_text()
+def _csrc(*names: str) -> str:
+    """The runtime sources ``names``, pasted into one translation unit in that order (their includes of one
+    another dropped: each is pasted once, before its users)."""
+    texts = [resources.files("kernelpack").joinpath("csrc").joinpath(n).read_text() for n in names]
+    return "\n".join(re.sub(r'(?m)^#include "kp_[a-z_]+\.[ch]".*\n', "", t) for t in texts)
 
 
 _cstr = c_string
@@ -89,7 +93,7 @@ class _Gen:
                 self.names.add(hp.type)
         self._index = {id(a): i for i, a in enumerate(self.arts)}
         self.families, self.const_decls = build_families(bundle.families(), self._index,
-                                                         lambda a: self.plan(a).args)
+                                                         lambda a: self.plan(a).model)
         self._check_names()
 
     def plan(self, a: KernelArtifact) -> Plan:
@@ -249,14 +253,13 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
         return (f"\n/* CuTe host programs (linked in; cute_host/entry.py) report their failures through this. */\n"
                 f"__attribute__((visibility(\"hidden\"))) void {self.lib}_kp_host_error(int cuda, const char* msg);\n"
                 f"void {self.lib}_kp_host_error(int cuda, const char* msg) {{\n"
-                f"    kp_fail(cuda ? KP_ERROR_CUDA : KP_ERROR_INVALID_ARGUMENT, \"%s\", msg);\n"
-                f"    kp_tls_cuerr = cuda;\n}}")
+                f"    kp_fail_cuda(cuda ? KP_ERROR_CUDA : KP_ERROR_INVALID_ARGUMENT, cuda, \"%s\", msg);\n}}")
 
     def tu(self) -> str:
         api = self.lib.upper() + "_API"
         lib = self.lib
-        runtime_h = _csrc("kp_runtime.h")
-        runtime_c = "\n".join(_csrc(f) for f in ("kp_inflate.c", "kp_runtime.c", "kp_launch.c", "kp_args.c"))
+        runtime_h = _csrc("kp_model.h", "kp_cuda.h", "kp_runtime.h")
+        runtime_c = _csrc("kp_error.c", "kp_inflate.c", "kp_runtime.c", "kp_launch.c", "kp_args.c")
         public = f"""{api} const char* {lib}_last_error(void) {{ return kp_tls_msg; }}
 {api} int {lib}_last_cuda_error(void) {{ return kp_tls_cuerr; }}
 {api} const char* {lib}_status_name(kp_status status) {{

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from ..abi import Opaque, Param
 from ..artifact import GridExpr, KernelArtifact, grid_params
 from ..errors import KernelpackError
+from ..launch.codes import DTYPE_CODE
+from ..launch.plan import OP_DESC
+from ..launch.plan import Plan as LaunchPlan
 from ..names import c_name
 from ..tma import TRITON_DTYPES, TensorDescSpec, expected_params
-from .cdecl import DTYPE_ENUM
 
 LAUNCH = "kp_cfg"  # the generated entries' launch-configuration parameter (kp_-prefixed, as every generated name)
 
@@ -38,20 +40,14 @@ class Plan:
 
     def __init__(self, art: KernelArtifact, first_desc: int) -> None:
         self.art = art
+        self.model = LaunchPlan.of(art.abi, art.launch)  # the launch model's argument plan: the caller's arguments
         self.descs = [DescArg(s.arg, s, first_desc + i) for i, s in enumerate(art.launch.tensor_descs)]
         self.filled: dict[str, str] = {}  # kernel param -> C lvalue the descriptor fill writes
-        by_first = {d.spec.params[0]: d for d in self.descs}
-        args: list[CallerArg] = []
-        skip: set[str] = set()
         for k, d in enumerate(self.descs):
-            slots = _slots(d.spec, f"kp_d{k}")
-            self.filled.update(zip(d.spec.params, slots, strict=True))
-            skip.update(d.spec.params)
-        for p in art.abi.args:
-            if p.name in by_first:
-                args.append(by_first[p.name])
-            elif p.name not in skip:
-                args.append(p)
+            self.filled.update(zip(d.spec.params, _slots(d.spec, f"kp_d{k}"), strict=True))
+        by_arg = {d.name: d for d in self.descs}
+        args: list[CallerArg] = [by_arg[s.desc.arg] if s.op == OP_DESC and s.desc is not None else s.param
+                                 for s in self.model.args]
         self.args = tuple(args)
         ls = art.launch
         self.scratch = (ls.global_scratch, ls.global_scratch_align, ls.profile_scratch, ls.profile_scratch_align)
@@ -147,6 +143,6 @@ def desc_table(plans: list[Plan], string: object) -> list[str]:
             dt = TRITON_DTYPES.get(s.dtype)
             box = ", ".join(str(b) for b in s.block_shape)
             rows.append(f"{{{string(d.name)}u, {{{box}}}, {s.rank}, {int(s.lowering != 'tma')}, {s.elem_size}, "  # type: ignore[operator]
-                        f"{s.elem_type}, {s.swizzle}, {int(s.fp4_padded)}, {DTYPE_ENUM[dt][1] if dt else 0}}}")
+                        f"{s.elem_type}, {s.swizzle}, {int(s.fp4_padded)}, {DTYPE_CODE[dt] if dt else 0}}}")
             assert len(expected_params(s.lowering, s.rank, len(s.flags))) == len(s.params)
     return rows

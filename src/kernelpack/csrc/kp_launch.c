@@ -39,10 +39,11 @@ static kp_status kp_block(const kp_ctx* c, uint32_t spec, const kp_bin_info* bi,
                        "fixed block {%u,%u,%u}; pass {0,0,0} to use it", c->fn, KP_STR(sp->label), block[0], block[1],
                        block[2], sp->block[0], sp->block[1], sp->block[2]);
     uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
-    if (KP_UNLIKELY(block[0] > 1024 || block[1] > 1024 || block[2] > 64 || threads > 1024))
-        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.block {%u,%u,%u} exceeds the device limits (x and "
-                       "y at most 1024, z at most 64, 1024 threads)", c->fn, KP_STR(sp->label), block[0], block[1],
-                       block[2]);
+    if (KP_UNLIKELY(block[0] > KP_MAX_BLOCK_X || block[1] > KP_MAX_BLOCK_Y || block[2] > KP_MAX_BLOCK_Z ||
+                    threads > KP_MAX_BLOCK_THREADS))
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.block {%u,%u,%u} exceeds the device limits (x at "
+                       "most %u, y %u, z %u, %u threads)", c->fn, KP_STR(sp->label), block[0], block[1], block[2],
+                       KP_MAX_BLOCK_X, KP_MAX_BLOCK_Y, KP_MAX_BLOCK_Z, KP_MAX_BLOCK_THREADS);
     if (bi->max_threads && threads > bi->max_threads)
         return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.block {%u,%u,%u} has %llu threads, the "
                        "kernel allows at most %u (__launch_bounds__)", c->fn, KP_STR(sp->label), block[0], block[1], block[2],
@@ -72,6 +73,11 @@ static kp_status kp_cluster(const kp_ctx* c, uint32_t spec, const kp_bin_info* b
     memset(out, 0, 3 * sizeof(uint32_t));
     if (want[0] == 0) return KP_SUCCESS;
     kp_dims_norm(want, check);
+    uint64_t size = (uint64_t)check[0] * check[1] * check[2];
+    if (size > KP_MAX_PORTABLE_CLUSTER)
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: cluster {%u,%u,%u} has %llu blocks; at most %u (the "
+                       "portable cluster size) are allowed", c->fn, KP_STR(sp->label), check[0], check[1], check[2],
+                       (unsigned long long)size, KP_MAX_PORTABLE_CLUSTER);
     if (grid[0] % check[0] || grid[1] % check[1] || grid[2] % check[2])
         return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.grid {%u,%u,%u} is not a multiple of the "
                        "cluster {%u,%u,%u}", c->fn, KP_STR(sp->label), grid[0], grid[1], grid[2], check[0], check[1],
@@ -110,9 +116,10 @@ static kp_status kp_run(const kp_ctx* c, uint32_t spec, const kp_launch* l, void
     if (KP_UNLIKELY(l->grid[0] == 0))
         return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.grid[0] is 0", c->fn, KP_STR(sp->label));
     kp_dims_norm(l->grid, grid);
-    if (KP_UNLIKELY(grid[0] > 0x7fffffffu || grid[1] > 65535u || grid[2] > 65535u))
+    if (KP_UNLIKELY(grid[0] > KP_MAX_GRID_X || grid[1] > KP_MAX_GRID_Y || grid[2] > KP_MAX_GRID_Z))
         return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.grid {%u,%u,%u} exceeds the device limits "
-                       "{2147483647,65535,65535}", c->fn, KP_STR(sp->label), grid[0], grid[1], grid[2]);
+                       "{%u,%u,%u}", c->fn, KP_STR(sp->label), grid[0], grid[1], grid[2], KP_MAX_GRID_X, KP_MAX_GRID_Y,
+                       KP_MAX_GRID_Z);
     if (KP_UNLIKELY((s = kp_block(c, spec, bi, l, block)) != KP_SUCCESS)) return s;
     uint32_t smem = l->dynamic_smem ? l->dynamic_smem : sp->dyn_smem;
     if (KP_UNLIKELY(smem < sp->dyn_smem))
@@ -189,8 +196,7 @@ static kp_status kp_run_scratch(const kp_ctx* c, uint32_t spec, const kp_launch*
 
 /* ------------------------------------------------------------------ dispatch helpers */
 
-static const char* const kp_dtype_names[] = {"any", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
-                                             "f16", "bf16", "f32", "f64", "bool"};
+static const char* const kp_dtype_names[] = KP_DTYPE_NAMES;
 static const char* kp_dtype_name(int dt) {
     return dt >= 0 && dt < (int)(sizeof kp_dtype_names / sizeof kp_dtype_names[0]) ? kp_dtype_names[dt] : "invalid";
 }

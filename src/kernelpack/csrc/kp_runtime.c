@@ -33,7 +33,6 @@ typedef struct kp_driver {
                                         const unsigned int*, const unsigned int*, int, int, int, int);
 } kp_driver;
 
-typedef kp_CUresult (*kp_GetProcAddress_v2)(const char*, void**, int, uint64_t, int*);
 
 /* Per-device state: the binary chosen for each specialization and the dynamic smem already allowed. */
 typedef struct kp_device {
@@ -62,8 +61,6 @@ static char kp_driver_msg[512];
 static kp_device* kp_devices[KP_MAX_DEVICES];
 static kp_CUlibrary kp_libraries[KP_NBIN]; /* by blob; blobs <= binaries (a blob is a deduplicated binary) */
 static kp_CUkernel kp_kernels[KP_NBIN];
-static __thread char kp_tls_msg[2048];
-static __thread int kp_tls_cuerr;
 
 #define KP_LOAD(p) __atomic_load_n(&(p), __ATOMIC_ACQUIRE)
 #define KP_STORE(p, v) __atomic_store_n(&(p), (v), __ATOMIC_RELEASE)
@@ -73,16 +70,6 @@ static __thread int kp_tls_cuerr;
 
 /* ------------------------------------------------------------------ errors */
 
-static kp_status kp_fail(kp_status status, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-static kp_status kp_fail(kp_status status, const char* fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(kp_tls_msg, sizeof kp_tls_msg, fmt, ap);
-    va_end(ap);
-    if (status != KP_ERROR_CUDA) kp_tls_cuerr = 0;
-    return status;
-}
-
 static const char* kp_cuda_name(kp_CUresult r) {
     const char* name = NULL;
     if (kp_cu.GetErrorName == NULL || kp_cu.GetErrorName(r, &name) != KP_CUDA_SUCCESS || name == NULL)
@@ -91,10 +78,8 @@ static const char* kp_cuda_name(kp_CUresult r) {
 }
 
 static kp_status kp_cuda_fail(kp_CUresult r, const char* fn, const char* label, const char* call) {
-    kp_status s = kp_fail(KP_ERROR_CUDA, "%s: %s%s%s%s failed with %s (%d)", fn, label ? "kernel " : "",
-                          label ? label : "", label ? ": " : "", call, kp_cuda_name(r), (int)r);
-    kp_tls_cuerr = (int)r;
-    return s;
+    return kp_fail_cuda(KP_ERROR_CUDA, (int)r, "%s: %s%s%s%s failed with %s (%d)", fn, label ? "kernel " : "",
+                        label ? label : "", label ? ": " : "", call, kp_cuda_name(r), (int)r);
 }
 
 /* ------------------------------------------------------------------ driver */
@@ -110,45 +95,23 @@ static kp_status kp_driver_fail(kp_status status, const char* fmt, ...) {
 }
 
 static kp_status kp_driver_open(void) {
-    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (h == NULL) {
-        const char* why = dlerror();
-        return kp_driver_fail(KP_ERROR_NO_DRIVER, "%s: cannot load the CUDA driver libcuda.so.1 (%s)", KP_LIBNAME,
-                              why ? why : "not found");
-    }
-    kp_GetProcAddress_v2 gpa = (kp_GetProcAddress_v2)(uintptr_t)dlsym(h, "cuGetProcAddress_v2");
-    kp_CUresult (*version)(int*) = (kp_CUresult(*)(int*))(uintptr_t)dlsym(h, "cuDriverGetVersion");
-    int v = 0;
-    if (version != NULL && version(&v) != KP_CUDA_SUCCESS) v = 0;
-    if (gpa == NULL || v < KP_CUDA_API_VERSION)
-        return kp_driver_fail(KP_ERROR_DRIVER_TOO_OLD,
-                              "%s: the CUDA driver supports CUDA %d.%d; this library needs CUDA 12.0 or newer "
-                              "(cuGetProcAddress_v2, cuLibraryLoadData)", KP_LIBNAME, v / 1000, v % 1000 / 10);
-    static const struct {
-        const char* name;
-        size_t offset;
-        int required;
-    } syms[] = {
-#define KP_SYM(name, req) {"cu" #name, offsetof(kp_driver, name), req}
-        KP_SYM(Init, 1), KP_SYM(DriverGetVersion, 1), KP_SYM(GetErrorName, 1), KP_SYM(DeviceGet, 1),
-        KP_SYM(DeviceGetCount, 1), KP_SYM(DeviceGetAttribute, 1), KP_SYM(CtxGetDevice, 1), KP_SYM(CtxSetCurrent, 1),
-        KP_SYM(DevicePrimaryCtxRetain, 1), KP_SYM(StreamGetCtx, 1), KP_SYM(LibraryLoadData, 1),
-        KP_SYM(LibraryGetKernel, 1), KP_SYM(KernelSetAttribute, 1), KP_SYM(LaunchKernel, 1),
-        KP_SYM(LaunchKernelEx, 1), KP_SYM(MemAllocAsync, 0), KP_SYM(MemFreeAsync, 0), KP_SYM(TensorMapEncodeTiled, 0),
-#undef KP_SYM
+    static const kp_driver_sym syms[] = {
+        KP_DRIVER_SYM(kp_driver, Init, 1), KP_DRIVER_SYM(kp_driver, DriverGetVersion, 1),
+        KP_DRIVER_SYM(kp_driver, GetErrorName, 1), KP_DRIVER_SYM(kp_driver, DeviceGet, 1),
+        KP_DRIVER_SYM(kp_driver, DeviceGetCount, 1), KP_DRIVER_SYM(kp_driver, DeviceGetAttribute, 1),
+        KP_DRIVER_SYM(kp_driver, CtxGetDevice, 1), KP_DRIVER_SYM(kp_driver, CtxSetCurrent, 1),
+        KP_DRIVER_SYM(kp_driver, DevicePrimaryCtxRetain, 1), KP_DRIVER_SYM(kp_driver, StreamGetCtx, 1),
+        KP_DRIVER_SYM(kp_driver, LibraryLoadData, 1), KP_DRIVER_SYM(kp_driver, LibraryGetKernel, 1),
+        KP_DRIVER_SYM(kp_driver, KernelSetAttribute, 1), KP_DRIVER_SYM(kp_driver, LaunchKernel, 1),
+        KP_DRIVER_SYM(kp_driver, LaunchKernelEx, 1), KP_DRIVER_SYM(kp_driver, MemAllocAsync, 0),
+        KP_DRIVER_SYM(kp_driver, MemFreeAsync, 0), KP_DRIVER_SYM(kp_driver, TensorMapEncodeTiled, 0),
     };
-    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-        void* fn = NULL;
-        int found = -1;
-        kp_CUresult r = gpa(syms[i].name, &fn, KP_CUDA_API_VERSION, 0, &found);
-        if (r != KP_CUDA_SUCCESS || found != 0 || fn == NULL) fn = NULL;
-        if (fn == NULL && syms[i].required)
-            return kp_driver_fail(KP_ERROR_DRIVER_TOO_OLD,
-                                  "%s: the CUDA driver (CUDA %d.%d) has no %s for CUDA 12.0 (cuGetProcAddress: "
-                                  "result %d, status %d)", KP_LIBNAME, v / 1000, v % 1000 / 10, syms[i].name, (int)r,
-                                  found);
-        memcpy((char*)&kp_cu + syms[i].offset, &fn, sizeof fn);
-    }
+    char why[384];
+    int v = 0;
+    int got = kp_driver_resolve(syms, sizeof syms / sizeof syms[0], &kp_cu, &v, why, sizeof why);
+    if (got != KP_DRIVER_READY)
+        return kp_driver_fail(got == KP_DRIVER_MISSING ? KP_ERROR_NO_DRIVER : KP_ERROR_DRIVER_TOO_OLD, "%s: %s",
+                              KP_LIBNAME, why);
     kp_CUresult r = kp_cu.Init(0);
     if (r == KP_CUDA_ERROR_NO_DEVICE)
         return kp_driver_fail(KP_ERROR_NO_DEVICE, "%s: cuInit found no CUDA device (CUDA_ERROR_NO_DEVICE)",
@@ -179,16 +142,9 @@ static kp_status kp_driver_ready(void) {
 
 /* ------------------------------------------------------------------ arch selection */
 
-/* How well binary b fits compute capability major.minor: 0 = cannot run; exact arch-specific SASS beats plain
- * SASS (higher minor first), which beats PTX (higher arch first). */
+/* How well binary b fits compute capability major.minor (0 = cannot run): the launch model's rule (kp_model.h). */
 static int32_t kp_bin_quality(const kp_bin_info* b, int major, int minor) {
-    int exact = b->major == major && b->minor == minor;
-    if (b->is_ptx) {
-        if (b->suffix == 'a') return exact ? 1000 + b->major * 10 + b->minor : 0;
-        return b->major * 10 + b->minor <= major * 10 + minor ? 1000 + b->major * 10 + b->minor : 0;
-    }
-    if (b->suffix == 'a') return exact ? 3000 : 0;
-    return b->major == major && b->minor <= minor ? 2000 + b->minor : 0;
+    return kp_bin_rule_quality(b->is_ptx, b->major, b->minor, b->suffix, major, minor);
 }
 
 static kp_status kp_device_create(const char* fn, kp_CUdevice dev, kp_device** out) {
@@ -196,9 +152,9 @@ static kp_status kp_device_create(const char* fn, kp_CUdevice dev, kp_device** o
     if (d == NULL) return kp_fail(KP_ERROR_OUT_OF_MEMORY, "%s: out of memory for device %d state", fn, (int)dev);
     d->dev = dev;
     d->ordinal = (int)dev;
-    kp_CUresult r = kp_cu.DeviceGetAttribute(&d->major, KP_CU_DEVICE_ATTRIBUTE_CC_MAJOR, dev);
-    if (r == KP_CUDA_SUCCESS) r = kp_cu.DeviceGetAttribute(&d->minor, KP_CU_DEVICE_ATTRIBUTE_CC_MINOR, dev);
-    if (r == KP_CUDA_SUCCESS) r = kp_cu.DeviceGetAttribute(&d->smem_optin, KP_CU_DEVICE_ATTRIBUTE_MAX_SMEM_OPTIN, dev);
+    kp_CUresult r = kp_cu.DeviceGetAttribute(&d->major, KP_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    if (r == KP_CUDA_SUCCESS) r = kp_cu.DeviceGetAttribute(&d->minor, KP_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    if (r == KP_CUDA_SUCCESS) r = kp_cu.DeviceGetAttribute(&d->smem_optin, KP_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
     if (r != KP_CUDA_SUCCESS) {
         free(d);
         return kp_cuda_fail(r, fn, NULL, "cuDeviceGetAttribute");

@@ -1,63 +1,13 @@
 /* kernelpack C runtime, part 1: driver API declarations and the table types the generator fills.
  *
- * Pasted (not #included) into every generated translation unit, after the public header. Everything here is
- * static or a type: two kernelpack libraries in one process, or two static archives in one program, never share
- * a symbol. No CUDA header is needed: the few driver types are declared here and their layouts locked with
- * static asserts against the sizes of CUDA 12/13's cuda.h (checked by the test suite against the real header).
+ * Pasted (not #included) into every generated translation unit, after the public header and the launch model
+ * (kp_model.h: every limit, code and rule both back ends share). Everything here is static or a type: two
+ * kernelpack libraries in one process, or two static archives in one program, never share a symbol. No CUDA header
+ * is needed: the few driver types are declared here and their layouts locked with static asserts against the
+ * sizes of CUDA 12/13's cuda.h (checked by the test suite against the real header).
  */
 
-#define KP_CUDA_SUCCESS 0
-#define KP_CUDA_ERROR_NO_DEVICE 100
-#define KP_CUDA_ERROR_INVALID_CONTEXT 201
-#define KP_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION 4
-#define KP_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
-#define KP_CU_DEVICE_ATTRIBUTE_CC_MAJOR 75
-#define KP_CU_DEVICE_ATTRIBUTE_CC_MINOR 76
-#define KP_CU_DEVICE_ATTRIBUTE_MAX_SMEM_OPTIN 97
-#define KP_CUDA_API_VERSION 12000 /* the driver API version every entry point is requested at */
-#define KP_SMEM_DEFAULT_LIMIT 49152u
-#define KP_MAX_DEVICES 64
-#define KP_DYN INT64_MIN /* a tensor mode passed at run time (dispatch tables) */
-
-typedef int kp_CUresult;
-typedef int kp_CUdevice;
-typedef struct kp_CUctx_st* kp_CUcontext;
-typedef struct kp_CUlib_st* kp_CUlibrary;
-typedef struct kp_CUkern_st* kp_CUkernel;
-typedef struct kp_CUfunc_st* kp_CUfunction;
-typedef struct kp_CUstream_st* kp_CUstream;
-typedef unsigned long long kp_CUdeviceptr;
-
-typedef union kp_CUlaunchAttributeValue {
-    char pad[64];
-    struct {
-        unsigned int x, y, z;
-    } clusterDim;
-} kp_CUlaunchAttributeValue;
-
-typedef struct kp_CUlaunchAttribute {
-    unsigned int id;
-    char pad[8 - sizeof(unsigned int)];
-    kp_CUlaunchAttributeValue value;
-} kp_CUlaunchAttribute;
-
-typedef struct kp_CUlaunchConfig {
-    unsigned int gridDimX, gridDimY, gridDimZ;
-    unsigned int blockDimX, blockDimY, blockDimZ;
-    unsigned int sharedMemBytes;
-    kp_CUstream hStream;
-    kp_CUlaunchAttribute* attrs;
-    unsigned int numAttrs;
-} kp_CUlaunchConfig;
-
 #define KP_STATIC_ASSERT(cond, tag) typedef char kp_static_assert_##tag[(cond) ? 1 : -1]
-KP_STATIC_ASSERT(sizeof(kp_CUlaunchAttributeValue) == 64, attr_value_size);
-KP_STATIC_ASSERT(sizeof(kp_CUlaunchAttribute) == 72, attr_size);
-KP_STATIC_ASSERT(offsetof(kp_CUlaunchAttribute, value) == 8, attr_value_offset);
-KP_STATIC_ASSERT(sizeof(kp_CUlaunchConfig) == 56, config_size);
-KP_STATIC_ASSERT(offsetof(kp_CUlaunchConfig, hStream) == 32, config_stream_offset);
-KP_STATIC_ASSERT(offsetof(kp_CUlaunchConfig, attrs) == 40, config_attrs_offset);
-KP_STATIC_ASSERT(offsetof(kp_CUlaunchConfig, numAttrs) == 48, config_nattrs_offset);
 KP_STATIC_ASSERT(sizeof(kp_f16) == 2 && sizeof(kp_bf16) == 2, half_size);
 
 /* One carried binary of one specialization, with the launch facts read from its cubin at build time. This table and

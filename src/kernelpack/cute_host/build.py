@@ -40,6 +40,15 @@ def shim_source() -> str:
     return resources.files("kernelpack.cute_host").joinpath("shim.c").read_text()
 
 
+def support_files() -> dict[str, str]:
+    """The C sources every host-program build compiles beside the generated entry: the shim, the entries' fixed part
+    (kp_host.c) and what they share with the C library's runtime (the launch model, driver types, error state)."""
+    pkg = resources.files("kernelpack")
+    out = {f: pkg.joinpath("csrc").joinpath(f).read_text() for f in ("kp_model.h", "kp_cuda.h", "kp_error.c")}
+    out.update({f: pkg.joinpath("cute_host").joinpath(f).read_text() for f in ("kp_host.c", "shim.c")})
+    return out
+
+
 
 def link_object(lib: str, programs: Sequence[HostProgram], workdir: Path, *, cc: str | None = None,
                 ld: str = "ld", objcopy: str = "objcopy", names: TypeNames | None = None,
@@ -56,7 +65,8 @@ def link_object(lib: str, programs: Sequence[HostProgram], workdir: Path, *, cc:
     header, source = generate(lib, programs, names, integrated=integrated)
     (workdir / f"{lib}.h").write_text(library_header if library_header is not None else header)
     (workdir / f"{lib}_entry.c").write_text(source)
-    (workdir / "kp_cute_shim.c").write_text(shim_source())
+    for fname, text in support_files().items():
+        (workdir / ("kp_cute_shim.c" if fname == "shim.c" else fname)).write_text(text)
     flags = ["-std=gnu11", "-O2", "-fPIC", "-fvisibility=hidden", "-Wall", "-Werror", f"-I{workdir}"]
     run_tool([cc, *flags, "-c", f"{lib}_entry.c", "-o", "entry.o"], f"compiling {lib}_entry.c", workdir)
     run_tool([cc, *flags, "-c", "kp_cute_shim.c", "-o", "shim.o"], "compiling the kernelpack CuTe shim", workdir)

@@ -15,35 +15,16 @@
  * against the real cuda.h and driver_types.h (the test suite does).
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "kp_cuda.h" /* the driver types and kp_driver_resolve, shared with the C library's runtime */
+
 #define KP_HIDDEN __attribute__((visibility("hidden")))
 #define KP_STATIC_ASSERT(cond, tag) typedef char kp_shim_assert_##tag[(cond) ? 1 : -1]
-
-typedef int kp_CUresult;
-typedef struct kp_CUctx_st* kp_CUcontext;
-typedef struct kp_CUlib_st* kp_CUlibrary;
-typedef struct kp_CUkern_st* kp_CUkernel;
-typedef struct kp_CUfunc_st* kp_CUfunction;
-typedef struct kp_CUstream_st* kp_CUstream;
-
-#define KP_SUCCESS 0
-#define KP_ERROR_NOT_INITIALIZED 3
-#define KP_ERROR_NOT_SUPPORTED 801
-#define KP_ERROR_INVALID_VALUE 1
-#define KP_API_VERSION 12000
-
-/* cudaLaunchAttribute and CUlaunchAttribute: id, pad to 8, a 64-byte value union. Ids are shared. */
-typedef struct kp_launch_attr {
-    unsigned int id;
-    char pad[8 - sizeof(unsigned int)];
-    unsigned char value[64];
-} kp_launch_attr;
 
 /* cudaLaunchConfig_t: dim3 grid, dim3 block, size_t dynamicSmemBytes, stream, attrs, numAttrs. */
 typedef struct kp_cuda_launch_config {
@@ -51,32 +32,15 @@ typedef struct kp_cuda_launch_config {
     unsigned int block[3];
     size_t dynamic_smem;
     kp_CUstream stream;
-    kp_launch_attr* attrs;
+    kp_CUlaunchAttribute* attrs;
     unsigned int num_attrs;
 } kp_cuda_launch_config;
 
-/* CUlaunchConfig: unsigned sharedMemBytes where the runtime has size_t. */
-typedef struct kp_cu_launch_config {
-    unsigned int grid[3];
-    unsigned int block[3];
-    unsigned int shared_mem_bytes;
-    kp_CUstream stream;
-    kp_launch_attr* attrs;
-    unsigned int num_attrs;
-} kp_cu_launch_config;
-
-KP_STATIC_ASSERT(sizeof(kp_launch_attr) == 72, attr_size);
-KP_STATIC_ASSERT(offsetof(kp_launch_attr, value) == 8, attr_value);
 KP_STATIC_ASSERT(sizeof(kp_cuda_launch_config) == 56, rt_config_size);
 KP_STATIC_ASSERT(offsetof(kp_cuda_launch_config, dynamic_smem) == 24, rt_config_smem);
 KP_STATIC_ASSERT(offsetof(kp_cuda_launch_config, stream) == 32, rt_config_stream);
 KP_STATIC_ASSERT(offsetof(kp_cuda_launch_config, attrs) == 40, rt_config_attrs);
 KP_STATIC_ASSERT(offsetof(kp_cuda_launch_config, num_attrs) == 48, rt_config_nattrs);
-KP_STATIC_ASSERT(sizeof(kp_cu_launch_config) == 56, cu_config_size);
-KP_STATIC_ASSERT(offsetof(kp_cu_launch_config, shared_mem_bytes) == 24, cu_config_smem);
-KP_STATIC_ASSERT(offsetof(kp_cu_launch_config, stream) == 32, cu_config_stream);
-KP_STATIC_ASSERT(offsetof(kp_cu_launch_config, attrs) == 40, cu_config_attrs);
-KP_STATIC_ASSERT(offsetof(kp_cu_launch_config, num_attrs) == 48, cu_config_nattrs);
 
 #ifdef KP_SHIM_CHECK_HEADERS
 #include <cuda.h>
@@ -87,14 +51,14 @@ KP_STATIC_ASSERT(offsetof(cudaLaunchConfig_t, dynamicSmemBytes) == offsetof(kp_c
 KP_STATIC_ASSERT(offsetof(cudaLaunchConfig_t, stream) == offsetof(kp_cuda_launch_config, stream), hdr_rt_stream);
 KP_STATIC_ASSERT(offsetof(cudaLaunchConfig_t, attrs) == offsetof(kp_cuda_launch_config, attrs), hdr_rt_attrs);
 KP_STATIC_ASSERT(offsetof(cudaLaunchConfig_t, numAttrs) == offsetof(kp_cuda_launch_config, num_attrs), hdr_rt_n);
-KP_STATIC_ASSERT(sizeof(CUlaunchConfig) == sizeof(kp_cu_launch_config), hdr_cu_config);
-KP_STATIC_ASSERT(offsetof(CUlaunchConfig, sharedMemBytes) == offsetof(kp_cu_launch_config, shared_mem_bytes),
+KP_STATIC_ASSERT(sizeof(CUlaunchConfig) == sizeof(kp_CUlaunchConfig), hdr_cu_config);
+KP_STATIC_ASSERT(offsetof(CUlaunchConfig, sharedMemBytes) == offsetof(kp_CUlaunchConfig, sharedMemBytes),
                  hdr_cu_smem);
-KP_STATIC_ASSERT(offsetof(CUlaunchConfig, hStream) == offsetof(kp_cu_launch_config, stream), hdr_cu_stream);
-KP_STATIC_ASSERT(offsetof(CUlaunchConfig, attrs) == offsetof(kp_cu_launch_config, attrs), hdr_cu_attrs);
-KP_STATIC_ASSERT(offsetof(CUlaunchConfig, numAttrs) == offsetof(kp_cu_launch_config, num_attrs), hdr_cu_n);
-KP_STATIC_ASSERT(sizeof(cudaLaunchAttribute) == sizeof(kp_launch_attr), hdr_rt_attr);
-KP_STATIC_ASSERT(sizeof(CUlaunchAttribute) == sizeof(kp_launch_attr), hdr_cu_attr);
+KP_STATIC_ASSERT(offsetof(CUlaunchConfig, hStream) == offsetof(kp_CUlaunchConfig, hStream), hdr_cu_stream);
+KP_STATIC_ASSERT(offsetof(CUlaunchConfig, attrs) == offsetof(kp_CUlaunchConfig, attrs), hdr_cu_attrs);
+KP_STATIC_ASSERT(offsetof(CUlaunchConfig, numAttrs) == offsetof(kp_CUlaunchConfig, numAttrs), hdr_cu_n);
+KP_STATIC_ASSERT(sizeof(cudaLaunchAttribute) == sizeof(kp_CUlaunchAttribute), hdr_rt_attr);
+KP_STATIC_ASSERT(sizeof(CUlaunchAttribute) == sizeof(kp_CUlaunchAttribute), hdr_cu_attr);
 KP_STATIC_ASSERT(offsetof(cudaLaunchAttribute, val) == offsetof(CUlaunchAttribute, value), hdr_attr_value);
 KP_STATIC_ASSERT((int)cudaLaunchAttributeClusterDimension == (int)CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, hdr_a_cl);
 KP_STATIC_ASSERT((int)cudaLaunchAttributeCooperative == (int)CU_LAUNCH_ATTRIBUTE_COOPERATIVE, hdr_a_coop);
@@ -120,9 +84,7 @@ KP_STATIC_ASSERT(sizeof(CUtensorMap) == 128, hdr_tmap);
 
 /* ------------------------------------------------------------------ the driver, opened once */
 
-typedef kp_CUresult (*kp_gpa_fn)(const char*, void**, int, uint64_t, int*);
-
-static struct {
+typedef struct kp_shim_driver {
     kp_CUresult (*Init)(unsigned int);
     kp_CUresult (*CtxGetCurrent)(kp_CUcontext*);
     kp_CUresult (*CtxSetCurrent)(kp_CUcontext);
@@ -137,56 +99,36 @@ static struct {
     kp_CUresult (*KernelGetFunction)(kp_CUfunction*, kp_CUkernel);            /* optional */
     kp_CUresult (*LaunchKernel)(kp_CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
                                 unsigned int, unsigned int, unsigned int, kp_CUstream, void**, void**);
-    kp_CUresult (*LaunchKernelEx)(const kp_cu_launch_config*, kp_CUfunction, void**, void**);
+    kp_CUresult (*LaunchKernelEx)(const kp_CUlaunchConfig*, kp_CUfunction, void**, void**);
     kp_CUresult (*OccupancyMaxActiveBlocksPerMultiprocessor)(int*, kp_CUfunction, int, size_t); /* optional */
     kp_CUresult (*TensorMapEncodeTiled)(void*, int, unsigned int, void*, const uint64_t*, const uint64_t*,
                                         const unsigned int*, const unsigned int*, int, int, int, int); /* optional */
-} kp_cu;
+} kp_shim_driver;
+static kp_shim_driver kp_cu;
 
 static pthread_once_t kp_once = PTHREAD_ONCE_INIT;
-static kp_CUresult kp_open_status = KP_ERROR_NOT_INITIALIZED;
-static char kp_open_msg[256] = "the CUDA driver was not opened yet";
+static kp_CUresult kp_open_status = KP_CUDA_ERROR_NOT_INITIALIZED;
+static char kp_open_msg[384] = "the CUDA driver was not opened yet";
 static int kp_default_device = 0;
 
 static void kp_open(void) {
-    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (h == NULL) {
-        snprintf(kp_open_msg, sizeof kp_open_msg, "cannot load libcuda.so.1: %s", dlerror());
-        return;
-    }
-    kp_gpa_fn gpa = (kp_gpa_fn)(uintptr_t)dlsym(h, "cuGetProcAddress_v2");
-    if (gpa == NULL) {
-        snprintf(kp_open_msg, sizeof kp_open_msg, "the CUDA driver has no cuGetProcAddress_v2 (needs CUDA 12.5+)");
-        return;
-    }
-    static const struct {
-        const char* name;
-        size_t offset;
-        int required;
-    } syms[] = {
-#define KP_SYM(n, req) {"cu" #n, offsetof(__typeof__(kp_cu), n), req}
-        KP_SYM(Init, 1), KP_SYM(CtxGetCurrent, 1), KP_SYM(CtxSetCurrent, 1), KP_SYM(CtxGetDevice, 1),
-        KP_SYM(DevicePrimaryCtxRetain, 1), KP_SYM(DeviceGetAttribute, 1), KP_SYM(LibraryLoadData, 1),
-        KP_SYM(LibraryGetKernel, 1), KP_SYM(KernelSetAttribute, 1), KP_SYM(KernelGetAttribute, 0),
-        KP_SYM(KernelGetFunction, 0), KP_SYM(LaunchKernel, 1), KP_SYM(LaunchKernelEx, 1),
-        KP_SYM(OccupancyMaxActiveBlocksPerMultiprocessor, 0), KP_SYM(TensorMapEncodeTiled, 0),
-#undef KP_SYM
+    static const kp_driver_sym syms[] = {
+        KP_DRIVER_SYM(kp_shim_driver, Init, 1), KP_DRIVER_SYM(kp_shim_driver, CtxGetCurrent, 1),
+        KP_DRIVER_SYM(kp_shim_driver, CtxSetCurrent, 1), KP_DRIVER_SYM(kp_shim_driver, CtxGetDevice, 1),
+        KP_DRIVER_SYM(kp_shim_driver, DevicePrimaryCtxRetain, 1), KP_DRIVER_SYM(kp_shim_driver, DeviceGetAttribute, 1),
+        KP_DRIVER_SYM(kp_shim_driver, LibraryLoadData, 1), KP_DRIVER_SYM(kp_shim_driver, LibraryGetKernel, 1),
+        KP_DRIVER_SYM(kp_shim_driver, KernelSetAttribute, 1), KP_DRIVER_SYM(kp_shim_driver, KernelGetAttribute, 0),
+        KP_DRIVER_SYM(kp_shim_driver, KernelGetFunction, 0), KP_DRIVER_SYM(kp_shim_driver, LaunchKernel, 1),
+        KP_DRIVER_SYM(kp_shim_driver, LaunchKernelEx, 1),
+        KP_DRIVER_SYM(kp_shim_driver, OccupancyMaxActiveBlocksPerMultiprocessor, 0),
+        KP_DRIVER_SYM(kp_shim_driver, TensorMapEncodeTiled, 0),
     };
-    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-        void* fn = NULL;
-        int found = -1;
-        kp_CUresult r = gpa(syms[i].name, &fn, KP_API_VERSION, 0, &found);
-        if (r != KP_SUCCESS || found != 0 || fn == NULL) {
-            fn = NULL;
-            if (syms[i].required) {
-                snprintf(kp_open_msg, sizeof kp_open_msg, "the CUDA driver has no %s for CUDA 12.0", syms[i].name);
-                return;
-            }
-        }
-        memcpy((char*)&kp_cu + syms[i].offset, &fn, sizeof fn);
-    }
+    int version = 0;
+    if (kp_driver_resolve(syms, sizeof syms / sizeof syms[0], &kp_cu, &version, kp_open_msg, sizeof kp_open_msg) !=
+        KP_DRIVER_READY)
+        return;
     kp_open_status = kp_cu.Init(0);
-    if (kp_open_status != KP_SUCCESS)
+    if (kp_open_status != KP_CUDA_SUCCESS)
         snprintf(kp_open_msg, sizeof kp_open_msg, "cuInit failed (CUresult %d)", kp_open_status);
     else
         kp_open_msg[0] = 0;
@@ -195,12 +137,12 @@ static void kp_open(void) {
 /* Open the driver once and make sure this thread has a current context. */
 KP_HIDDEN kp_CUresult kp_shim_enter(void) {
     pthread_once(&kp_once, kp_open);
-    if (kp_open_status != KP_SUCCESS) return kp_open_status;
+    if (kp_open_status != KP_CUDA_SUCCESS) return kp_open_status;
     kp_CUcontext ctx = NULL;
     kp_CUresult r = kp_cu.CtxGetCurrent(&ctx);
-    if (r != KP_SUCCESS || ctx != NULL) return r;
+    if (r != KP_CUDA_SUCCESS || ctx != NULL) return r;
     r = kp_cu.DevicePrimaryCtxRetain(&ctx, kp_default_device);
-    return r != KP_SUCCESS ? r : kp_cu.CtxSetCurrent(ctx);
+    return r != KP_CUDA_SUCCESS ? r : kp_cu.CtxSetCurrent(ctx);
 }
 
 /* Why the driver could not be opened ("" once it was). */
@@ -211,12 +153,12 @@ KP_HIDDEN void kp_shim_set_default_device(int device) { kp_default_device = devi
 
 KP_HIDDEN kp_CUresult kp_shim_current_device(int* device) {
     kp_CUresult r = kp_shim_enter();
-    return r != KP_SUCCESS ? r : kp_cu.CtxGetDevice(device);
+    return r != KP_CUDA_SUCCESS ? r : kp_cu.CtxGetDevice(device);
 }
 
 KP_HIDDEN kp_CUresult kp_shim_device_attribute(int* value, int attr, int device) {
     kp_CUresult r = kp_shim_enter();
-    return r != KP_SUCCESS ? r : kp_cu.DeviceGetAttribute(value, attr, device);
+    return r != KP_CUDA_SUCCESS ? r : kp_cu.DeviceGetAttribute(value, attr, device);
 }
 
 /* ------------------------------------------------------------------ what the CuTe object imports */
@@ -230,19 +172,19 @@ KP_HIDDEN int _cudaDeviceGetAttribute(int* value, int attr, int device) {
 KP_HIDDEN int _cudaLibraryLoadData(kp_CUlibrary* library, const void* code, void* jit_options, void** jit_values,
                                    unsigned int num_jit, void* lib_options, void** lib_values, unsigned int num_lib) {
     kp_CUresult r = kp_shim_enter();
-    if (r != KP_SUCCESS) return r;
+    if (r != KP_CUDA_SUCCESS) return r;
     /* cudaJitOption/cudaLibraryOption values equal CUjit_option/CUlibraryOption ones; CuTe passes none. */
     return kp_cu.LibraryLoadData(library, code, jit_options, jit_values, num_jit, lib_options, lib_values, num_lib);
 }
 
 KP_HIDDEN int _cudaLibraryGetKernel(kp_CUkernel* kernel, kp_CUlibrary library, const char* name) {
     kp_CUresult r = kp_shim_enter();
-    return r != KP_SUCCESS ? r : kp_cu.LibraryGetKernel(kernel, library, name);
+    return r != KP_CUDA_SUCCESS ? r : kp_cu.LibraryGetKernel(kernel, library, name);
 }
 
 KP_HIDDEN int _cudaKernelSetAttributeForDevice(kp_CUkernel kernel, int attr, int value, int device) {
     kp_CUresult r = kp_shim_enter();
-    return r != KP_SUCCESS ? r : kp_cu.KernelSetAttribute(attr, value, kernel, device);
+    return r != KP_CUDA_SUCCESS ? r : kp_cu.KernelSetAttribute(attr, value, kernel, device);
 }
 
 /* cudaFuncSetAttribute(func, attr, value) with func a cudaKernel_t (what CuTe passes): set it for the current
@@ -250,26 +192,26 @@ KP_HIDDEN int _cudaKernelSetAttributeForDevice(kp_CUkernel kernel, int attr, int
 KP_HIDDEN int _cudaFuncSetAttribute(const void* func, int attr, int value) {
     int device = 0;
     kp_CUresult r = kp_shim_current_device(&device);
-    return r != KP_SUCCESS ? r : kp_cu.KernelSetAttribute(attr, value, (kp_CUkernel)(uintptr_t)func, device);
+    return r != KP_CUDA_SUCCESS ? r : kp_cu.KernelSetAttribute(attr, value, (kp_CUkernel)(uintptr_t)func, device);
 }
 
 KP_HIDDEN int _cuKernelGetAttribute(int* value, int attr, kp_CUkernel kernel, int device) {
     kp_CUresult r = kp_shim_enter();
-    if (r != KP_SUCCESS) return r;
-    return kp_cu.KernelGetAttribute ? kp_cu.KernelGetAttribute(value, attr, kernel, device) : KP_ERROR_NOT_SUPPORTED;
+    if (r != KP_CUDA_SUCCESS) return r;
+    return kp_cu.KernelGetAttribute ? kp_cu.KernelGetAttribute(value, attr, kernel, device) : KP_CUDA_ERROR_NOT_SUPPORTED;
 }
 
 KP_HIDDEN int _cudaLaunchKernelEx(const kp_cuda_launch_config* config, const void* func, void** args) {
     kp_CUresult r = kp_shim_enter();
-    if (r != KP_SUCCESS) return r;
-    if (config == NULL || config->dynamic_smem > 0xffffffffu) return KP_ERROR_INVALID_VALUE;
-    kp_cu_launch_config c;
-    memcpy(c.grid, config->grid, sizeof c.grid);
-    memcpy(c.block, config->block, sizeof c.block);
-    c.shared_mem_bytes = (unsigned int)config->dynamic_smem;
-    c.stream = config->stream;
+    if (r != KP_CUDA_SUCCESS) return r;
+    if (config == NULL || config->dynamic_smem > 0xffffffffu) return KP_CUDA_ERROR_INVALID_VALUE;
+    kp_CUlaunchConfig c;
+    c.gridDimX = config->grid[0], c.gridDimY = config->grid[1], c.gridDimZ = config->grid[2];
+    c.blockDimX = config->block[0], c.blockDimY = config->block[1], c.blockDimZ = config->block[2];
+    c.sharedMemBytes = (unsigned int)config->dynamic_smem;
+    c.hStream = config->stream;
     c.attrs = config->attrs; /* cudaLaunchAttribute == CUlaunchAttribute: same layout and ids */
-    c.num_attrs = config->num_attrs;
+    c.numAttrs = config->num_attrs;
     /* A CUkernel may stand for the CUfunction of the current context in cuLaunchKernel(Ex). */
     return kp_cu.LaunchKernelEx(&c, (kp_CUfunction)(uintptr_t)func, args, NULL);
 }
@@ -277,8 +219,8 @@ KP_HIDDEN int _cudaLaunchKernelEx(const kp_cuda_launch_config* config, const voi
 KP_HIDDEN int _cudaLaunchKernel(const void* func, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
                                 unsigned int by, unsigned int bz, void** args, size_t smem, kp_CUstream stream) {
     kp_CUresult r = kp_shim_enter();
-    if (r != KP_SUCCESS) return r;
-    if (smem > 0xffffffffu) return KP_ERROR_INVALID_VALUE;
+    if (r != KP_CUDA_SUCCESS) return r;
+    if (smem > 0xffffffffu) return KP_CUDA_ERROR_INVALID_VALUE;
     return kp_cu.LaunchKernel((kp_CUfunction)(uintptr_t)func, gx, gy, gz, bx, by, bz, (unsigned int)smem, stream,
                               args, NULL);
 }
@@ -286,19 +228,19 @@ KP_HIDDEN int _cudaLaunchKernel(const void* func, unsigned int gx, unsigned int 
 KP_HIDDEN int _cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void* func, int block_size,
                                                              size_t smem) {
     kp_CUresult r = kp_shim_enter();
-    if (r != KP_SUCCESS) return r;
-    if (!kp_cu.OccupancyMaxActiveBlocksPerMultiprocessor || !kp_cu.KernelGetFunction) return KP_ERROR_NOT_SUPPORTED;
+    if (r != KP_CUDA_SUCCESS) return r;
+    if (!kp_cu.OccupancyMaxActiveBlocksPerMultiprocessor || !kp_cu.KernelGetFunction) return KP_CUDA_ERROR_NOT_SUPPORTED;
     kp_CUfunction f = NULL;
     r = kp_cu.KernelGetFunction(&f, (kp_CUkernel)(uintptr_t)func);
-    return r != KP_SUCCESS ? r : kp_cu.OccupancyMaxActiveBlocksPerMultiprocessor(blocks, f, block_size, smem);
+    return r != KP_CUDA_SUCCESS ? r : kp_cu.OccupancyMaxActiveBlocksPerMultiprocessor(blocks, f, block_size, smem);
 }
 
 KP_HIDDEN int _cuTensorMapEncodeTiled(void* map, int dtype, unsigned int rank, void* address, const uint64_t* dims,
                                       const uint64_t* strides, const unsigned int* box, const unsigned int* elem_strides,
                                       int interleave, int swizzle, int l2, int oob) {
     kp_CUresult r = kp_shim_enter();
-    if (r != KP_SUCCESS) return r;
-    if (!kp_cu.TensorMapEncodeTiled) return KP_ERROR_NOT_SUPPORTED;
+    if (r != KP_CUDA_SUCCESS) return r;
+    if (!kp_cu.TensorMapEncodeTiled) return KP_CUDA_ERROR_NOT_SUPPORTED;
     return kp_cu.TensorMapEncodeTiled(map, dtype, rank, address, dims, strides, box, elem_strides, interleave,
                                       swizzle, l2, oob);
 }

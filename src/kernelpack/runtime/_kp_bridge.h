@@ -13,7 +13,7 @@ typedef struct kp_view {
     const int64_t* shape;  /* valid while the tensor lives */
     const int64_t* stride; /* in elements */
     int32_t ndim;
-    int8_t dtype;       /* kernelpack dtype code (1 = i8 ... 13 = bool), 0 = none of them */
+    int8_t dtype;       /* kp_dtype code (KP_DT_* of kp_model.h), KP_DT_ANY = none of them */
     int8_t device_type; /* 1 = CUDA device memory, 0 = anything else */
     int16_t device;     /* CUDA ordinal */
     uint8_t contiguous; /* C-contiguous as torch defines it */

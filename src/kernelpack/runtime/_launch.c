@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "_kp_bridge.h"
+#include "kp_model.h" /* the launch model: dtype and op codes, limits, CUDA results (kernelpack/launch/) */
 
 #if PY_VERSION_HEX < 0x030C0000 || !defined(Py_LIMITED_API)
 #include <structmember.h>
@@ -35,18 +36,10 @@
 #endif
 
 #define KP_MAX_SLOTS 64
-#define KP_MAX_RANK 8
 #define KP_BUF 4096
-#define KP_MAX_DEVICES 64
-#define KP_DYN INT64_MIN
-#define KP_SMEM_DEFAULT 49152u
-#define KP_MAX_CLUSTER 8u
 #define KP_LIKELY(x) __builtin_expect(!!(x), 1)
 #define KP_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-enum { OP_NULL = 0, OP_PTR = 1, OP_SCALAR = 2, OP_TENSOR = 3, OP_BYTES = 4 };
-enum { DT_ANY = 0, DT_I8, DT_I16, DT_I32, DT_I64, DT_U8, DT_U16, DT_U32, DT_U64, DT_F16, DT_BF16, DT_F32, DT_F64,
-       DT_BOOL };
 
 /* ------------------------------------------------------------------ driver */
 
@@ -105,12 +98,11 @@ typedef struct {
 
 /* One step of a grid formula (LaunchSpec.grid) in postfix order: push a constant, push an integer read from the
  * packed parameters (offset, dtype), or combine the top two values. */
-enum { G_CONST = 0, G_LOAD, G_ADD, G_SUB, G_MUL, G_DIV, G_CEIL_DIV, G_MIN, G_MAX };
 #define KP_GRID_STACK 16
 typedef struct {
     uint8_t op;
     int8_t dtype;
-    int64_t v; /* G_CONST: the value; G_LOAD: the offset in the parameter buffer */
+    int64_t v; /* KP_G_CONST: the value; KP_G_LOAD: the offset in the parameter buffer */
 } kp_gop;
 
 typedef struct {
@@ -162,23 +154,23 @@ typedef struct {
 
 static int int_range_ok(int dt, int64_t v) {
     switch (dt) {
-    case DT_I8: return v >= INT8_MIN && v <= INT8_MAX;
-    case DT_I16: return v >= INT16_MIN && v <= INT16_MAX;
-    case DT_I32: return v >= INT32_MIN && v <= INT32_MAX;
-    case DT_I64: return 1;
-    case DT_U8: return v >= 0 && v <= UINT8_MAX;
-    case DT_U16: return v >= 0 && v <= UINT16_MAX;
-    case DT_U32: return v >= 0 && v <= (int64_t)UINT32_MAX;
-    case DT_U64: return v >= 0;
+    case KP_DT_I8: return v >= INT8_MIN && v <= INT8_MAX;
+    case KP_DT_I16: return v >= INT16_MIN && v <= INT16_MAX;
+    case KP_DT_I32: return v >= INT32_MIN && v <= INT32_MAX;
+    case KP_DT_I64: return 1;
+    case KP_DT_U8: return v >= 0 && v <= UINT8_MAX;
+    case KP_DT_U16: return v >= 0 && v <= UINT16_MAX;
+    case KP_DT_U32: return v >= 0 && v <= (int64_t)UINT32_MAX;
+    case KP_DT_U64: return v >= 0;
     }
     return 0;
 }
 
 static void store_int(unsigned char* p, int dt, uint64_t v) {
     switch (dt) {
-    case DT_I8: case DT_U8: case DT_BOOL: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
-    case DT_I16: case DT_U16: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
-    case DT_I32: case DT_U32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
+    case KP_DT_I8: case KP_DT_U8: case KP_DT_BOOL: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
+    case KP_DT_I16: case KP_DT_U16: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
+    case KP_DT_I32: case KP_DT_U32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
     default: memcpy(p, &v, 8);
     }
 }
@@ -217,11 +209,11 @@ static int to_half(double x, uint16_t* out) {
 
 /* Pack a float argument for scalar type dt; 0 when it does not fit (the Python path raises). */
 static int store_float(unsigned char* p, int dt, double x) {
-    if (dt == DT_F64) {
+    if (dt == KP_DT_F64) {
         memcpy(p, &x, 8);
         return 1;
     }
-    if (dt == DT_F16) {
+    if (dt == KP_DT_F16) {
         uint16_t h;
         if (to_half(x, &h) < 0) return 0;
         memcpy(p, &h, 2);
@@ -229,7 +221,7 @@ static int store_float(unsigned char* p, int dt, double x) {
     }
     float f = (float)x;
     if (isinf(f) && !isinf(x)) return 0;
-    if (dt == DT_F32) {
+    if (dt == KP_DT_F32) {
         memcpy(p, &f, 4);
         return 1;
     }
@@ -245,13 +237,13 @@ static int store_float(unsigned char* p, int dt, double x) {
 static int fit_slot(const kp_slot* s, const kp_arg* a, PyObject* obj, unsigned char* buf) {
     unsigned char* p = buf + s->offset;
     switch (s->op) {
-    case OP_NULL:
+    case KP_OP_NULL:
         memset(p, 0, s->size);
         return 1;
-    case OP_PTR: {
+    case KP_OP_PTR: {
         uint64_t ptr;
         if (a->kind == A_TENSOR) {
-            if (s->dtype != DT_ANY && a->v.dtype != s->dtype) return 0;
+            if (s->dtype != KP_DT_ANY && a->v.dtype != s->dtype) return 0;
             if (!a->v.contiguous) return 0;
             ptr = a->v.data;
         } else if (a->kind == A_INT && a->i >= 0) {
@@ -265,15 +257,15 @@ static int fit_slot(const kp_slot* s, const kp_arg* a, PyObject* obj, unsigned c
         memcpy(p, &ptr, 8);
         return 1;
     }
-    case OP_SCALAR:
-        if (s->dtype >= DT_F16 && s->dtype <= DT_F64) {
+    case KP_OP_SCALAR:
+        if (s->dtype >= KP_DT_F16 && s->dtype <= KP_DT_F64) {
             double x;
             if (a->kind == A_FLOAT) x = a->f;
             else if (a->kind == A_INT) x = (double)a->i;
             else return 0; /* huge ints: the Python path decides */
             return store_float(p, s->dtype, x);
         }
-        if (s->dtype == DT_BOOL) {
+        if (s->dtype == KP_DT_BOOL) {
             if ((a->kind != A_INT && a->kind != A_BOOL) || (a->i != 0 && a->i != 1)) return 0;
             *p = (unsigned char)a->i;
             return 1;
@@ -283,13 +275,13 @@ static int fit_slot(const kp_slot* s, const kp_arg* a, PyObject* obj, unsigned c
             store_int(p, s->dtype, (uint64_t)a->i);
             return 1;
         }
-        if (a->kind == A_UINT && s->dtype == DT_U64) {
+        if (a->kind == A_UINT && s->dtype == KP_DT_U64) {
             if (s->divisor > 1 && a->u % (uint64_t)s->divisor) return 0;
             memcpy(p, &a->u, 8);
             return 1;
         }
         return 0;
-    case OP_TENSOR: {
+    case KP_OP_TENSOR: {
         if (a->kind != A_TENSOR || a->v.dtype != s->dtype || a->v.ndim != s->rank) return 0;
         if (s->align > 1 && a->v.data % s->align) return 0;
         memcpy(p + s->data_off, &a->v.data, 8);
@@ -310,7 +302,7 @@ static int fit_slot(const kp_slot* s, const kp_arg* a, PyObject* obj, unsigned c
         }
         return 1;
     }
-    case OP_BYTES: {
+    case KP_OP_BYTES: {
         if (!PyBytes_Check(obj)) return 0;
         char* data;
         Py_ssize_t n;
@@ -428,14 +420,14 @@ static PyObject* driver_error(kp_family* self, const kp_plan* plan, int device, 
 /* An integer parameter value as packed; 0 when it does not fit int64 (a u64 above INT64_MAX: Python decides). */
 static int load_int(const unsigned char* p, int dt, int64_t* out) {
     switch (dt) {
-    case DT_I8: { int8_t x; memcpy(&x, p, 1); *out = x; return 1; }
-    case DT_I16: { int16_t x; memcpy(&x, p, 2); *out = x; return 1; }
-    case DT_I32: { int32_t x; memcpy(&x, p, 4); *out = x; return 1; }
-    case DT_I64: { int64_t x; memcpy(&x, p, 8); *out = x; return 1; }
-    case DT_U8: case DT_BOOL: { uint8_t x; memcpy(&x, p, 1); *out = x; return 1; }
-    case DT_U16: { uint16_t x; memcpy(&x, p, 2); *out = x; return 1; }
-    case DT_U32: { uint32_t x; memcpy(&x, p, 4); *out = x; return 1; }
-    case DT_U64: { uint64_t x; memcpy(&x, p, 8); *out = (int64_t)x; return x <= (uint64_t)INT64_MAX; }
+    case KP_DT_I8: { int8_t x; memcpy(&x, p, 1); *out = x; return 1; }
+    case KP_DT_I16: { int16_t x; memcpy(&x, p, 2); *out = x; return 1; }
+    case KP_DT_I32: { int32_t x; memcpy(&x, p, 4); *out = x; return 1; }
+    case KP_DT_I64: { int64_t x; memcpy(&x, p, 8); *out = x; return 1; }
+    case KP_DT_U8: case KP_DT_BOOL: { uint8_t x; memcpy(&x, p, 1); *out = x; return 1; }
+    case KP_DT_U16: { uint16_t x; memcpy(&x, p, 2); *out = x; return 1; }
+    case KP_DT_U32: { uint32_t x; memcpy(&x, p, 4); *out = x; return 1; }
+    case KP_DT_U64: { uint64_t x; memcpy(&x, p, 8); *out = (int64_t)x; return x <= (uint64_t)INT64_MAX; }
     }
     return 0;
 }
@@ -448,25 +440,25 @@ static int eval_grid(const kp_gop* code, int n, const unsigned char* buf, int64_
     int sp = 0;
     for (int i = 0; i < n; i++) {
         const kp_gop* g = &code[i];
-        if (g->op == G_CONST) {
+        if (g->op == KP_G_CONST) {
             st[sp++] = g->v;
             continue;
         }
-        if (g->op == G_LOAD) {
+        if (g->op == KP_G_LOAD) {
             if (!load_int(buf + g->v, g->dtype, &st[sp++])) return 0;
             continue;
         }
         int64_t b = st[--sp], a = st[sp - 1], r;
         switch (g->op) {
-        case G_ADD: if (__builtin_add_overflow(a, b, &r)) return 0; break;
-        case G_SUB: if (__builtin_sub_overflow(a, b, &r)) return 0; break;
-        case G_MUL: if (__builtin_mul_overflow(a, b, &r)) return 0; break;
-        case G_DIV:
+        case KP_G_ADD: if (__builtin_add_overflow(a, b, &r)) return 0; break;
+        case KP_G_SUB: if (__builtin_sub_overflow(a, b, &r)) return 0; break;
+        case KP_G_MUL: if (__builtin_mul_overflow(a, b, &r)) return 0; break;
+        case KP_G_DIV:
             if (b == 0) r = 0;
             else if (b == -1) { if (__builtin_sub_overflow((int64_t)0, a, &r)) return 0; }
             else r = a / b;
             break;
-        case G_CEIL_DIV:
+        case KP_G_CEIL_DIV:
             if (b <= 0) {
                 r = 0;
             } else {
@@ -476,8 +468,8 @@ static int eval_grid(const kp_gop* code, int n, const unsigned char* buf, int64_
                 if (m % b != 0 && m < 0) r--; /* floor, as Python's // */
             }
             break;
-        case G_MIN: r = a < b ? a : b; break;
-        case G_MAX: r = a > b ? a : b; break;
+        case KP_G_MIN: r = a < b ? a : b; break;
+        case KP_G_MAX: r = a > b ? a : b; break;
         default: return 0;
         }
         st[sp - 1] = r;
@@ -518,12 +510,11 @@ static CUresult launch_once(void* kernel, const uint32_t g[3], const uint32_t b[
     return cu_launch_ex(&cfg, kernel, ptrs, NULL);
 }
 
-#define CUDA_ERROR_INVALID_CONTEXT 201
 
 /* Launch in the context of the launch device (its primary context `ctx`), with the GIL released.
  *
  * One visible device: every context is on it, so no context is asked for. A thread with no current context is
- * told so by the launch itself (CUDA_ERROR_INVALID_CONTEXT): the device's primary context is made current -- and
+ * told so by the launch itself (KP_CUDA_ERROR_INVALID_CONTEXT): the device's primary context is made current -- and
  * stays current, as the Python path leaves it -- and the launch is retried once. (A context of the caller's own on
  * that device stays current and is launched in: the kernel handles are context-independent.)
  * Several devices: the current context is read; when it is not the launch device's, that one is made current for
@@ -533,7 +524,7 @@ static CUresult launch(void* ctx, void* kernel, const uint32_t g[3], const uint3
     CUresult r;
     if (KP_LIKELY(one_device)) {
         r = launch_once(kernel, g, b, smem, stream, c, ptrs);
-        if (KP_LIKELY(r != CUDA_ERROR_INVALID_CONTEXT)) return r;
+        if (KP_LIKELY(r != KP_CUDA_ERROR_INVALID_CONTEXT)) return r;
         r = cu_ctx_set(ctx);
         if (r != 0) {
             *call = "cuCtxSetCurrent";
@@ -714,7 +705,7 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
         } else {
             memcpy(want, cfixed, sizeof want);
         }
-        if (!dev->cluster_ok || (uint64_t)want[0] * want[1] * want[2] > KP_MAX_CLUSTER) goto slow;
+        if (!dev->cluster_ok || (uint64_t)want[0] * want[1] * want[2] > KP_MAX_PORTABLE_CLUSTER) goto slow;
         if (g[0] % want[0] || g[1] % want[1] || g[2] % want[2]) goto slow;
         if (!e->cluster[0]) memcpy(c, want, sizeof c); /* a compile-time cluster is never requested again */
     }
@@ -759,8 +750,8 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
     memset(s, 0, sizeof *s);
     s->op = (uint8_t)op, s->arg = (int16_t)arg, s->offset = (uint32_t)offset, s->size = (uint32_t)size;
     s->dtype = (int8_t)dtype, s->align = (uint32_t)align, s->divisor = divisor;
-    if (offset + size > KP_BUF || op < 0 || op > OP_BYTES) *ok = 0; /* op -1: a value derived at launch (Python) */
-    if (s->op == OP_TENSOR) {
+    if (offset + size > KP_BUF || op < 0 || op > KP_OP_BYTES) *ok = 0; /* op -1: a value derived at launch (Python) */
+    if (s->op == KP_OP_TENSOR) {
         PyObject *shape, *stride, *shape_off, *stride_off;
         long long data_off, shape_dt, stride_dt;
         if (!PyArg_ParseTuple(tensor, "OOLOOLL", &shape, &stride, &data_off, &shape_off, &stride_off, &shape_dt,
@@ -828,9 +819,9 @@ static int parse_grid(PyObject* t, kp_plan* pl) {
             long long v;
             if (!PyArg_ParseTuple(PyTuple_GetItem(steps, i), "iLi", &op, &v, &dtype)) return -1;
             g->op = (uint8_t)op, g->v = v, g->dtype = (int8_t)dtype;
-            if (op < G_CONST || op > G_MAX) ok = 0;
-            else if (op == G_LOAD && (v < 0 || v + 8 > KP_BUF)) ok = 0;
-            depth += op <= G_LOAD ? 1 : -1;
+            if (op < KP_G_CONST || op > KP_G_MAX) ok = 0;
+            else if (op == KP_G_LOAD && (v < 0 || v + 8 > KP_BUF)) ok = 0;
+            depth += op <= KP_G_LOAD ? 1 : -1;
             if (depth < 1 || depth > KP_GRID_STACK) ok = 0;
         }
         if (!ok || depth != 1) {

@@ -13,6 +13,7 @@
 
 extern "C" {
 #include "_kp_bridge.h"
+#include "kp_model.h"
 }
 
 #ifndef KP_TORCH_VERSION
@@ -25,19 +26,19 @@ int cpu_as_cuda = 0;  // tests without a GPU: CPU tensors read as tensors on cud
 
 int8_t dtype_code(c10::ScalarType t) {
     switch (t) {
-    case c10::ScalarType::Char: return 1;
-    case c10::ScalarType::Short: return 2;
-    case c10::ScalarType::Int: return 3;
-    case c10::ScalarType::Long: return 4;
-    case c10::ScalarType::Byte: return 5;
-    case c10::ScalarType::UInt16: return 6;
-    case c10::ScalarType::UInt32: return 7;
-    case c10::ScalarType::UInt64: return 8;
-    case c10::ScalarType::Half: return 9;
-    case c10::ScalarType::BFloat16: return 10;
-    case c10::ScalarType::Float: return 11;
-    case c10::ScalarType::Double: return 12;
-    case c10::ScalarType::Bool: return 13;
+    case c10::ScalarType::Char: return KP_DT_I8;
+    case c10::ScalarType::Short: return KP_DT_I16;
+    case c10::ScalarType::Int: return KP_DT_I32;
+    case c10::ScalarType::Long: return KP_DT_I64;
+    case c10::ScalarType::Byte: return KP_DT_U8;
+    case c10::ScalarType::UInt16: return KP_DT_U16;
+    case c10::ScalarType::UInt32: return KP_DT_U32;
+    case c10::ScalarType::UInt64: return KP_DT_U64;
+    case c10::ScalarType::Half: return KP_DT_F16;
+    case c10::ScalarType::BFloat16: return KP_DT_BF16;
+    case c10::ScalarType::Float: return KP_DT_F32;
+    case c10::ScalarType::Double: return KP_DT_F64;
+    case c10::ScalarType::Bool: return KP_DT_BOOL;
     default: return 0;
     }
 }

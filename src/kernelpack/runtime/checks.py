@@ -13,16 +13,14 @@ from typing import Any
 from ..abi import DType, Struct
 from ..artifact import Dim3
 from ..errors import KernelpackError, LaunchError
+from ..launch.codes import MAX_PORTABLE_CLUSTER, SMEM_DEFAULT_LIMIT  # noqa: F401 - SMEM_DEFAULT_LIMIT re-exported
+from ..launch.plan import INT_RANGE, OP_BYTES, OP_DESC, OP_PTR, OP_SCALAR, OP_TENSOR, Slot
 from ..packing import pack_value
 from ..tma import TRITON_DTYPES, encode_args
 from .adapters import TensorView
 from .driver import DeviceInfo
 from .errors import ArgumentTypeError, ArgumentValueError
 from .loader import LaunchFacts
-from .plan import INT_RANGE, OP_BYTES, OP_DESC, OP_PTR, OP_SCALAR, OP_TENSOR, Slot
-
-SMEM_DEFAULT_LIMIT = 48 * 1024
-MAX_PORTABLE_CLUSTER = 8
 
 
 def _where(kernel: str, s: Slot) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import inspect
 
 from ..artifact import GridExpr, KernelArtifact
+from ..launch.plan import OP_SCRATCH
 from .family import KernelFamily, Specialization
-from .plan import OP_SCRATCH
 
 
 def _dim(d: tuple[int, int, int] | None) -> str:

@@ -6,7 +6,8 @@ A wrong kind of argument is also a :class:`TypeError`, a wrong value (dtype, sha
 
 from __future__ import annotations
 
-from ..errors import LaunchError
+from ..errors import BundleError, KernelpackError, LaunchError
+from ..launch.codes import STATUS_BY_VALUE
 
 
 class ArgumentTypeError(LaunchError, TypeError):
@@ -28,3 +29,13 @@ class DriverError(LaunchError):
         super().__init__(message)
         self.code = code
         self.name = name
+
+
+def error_for_status(status: int) -> type[KernelpackError]:
+    """The class the runtime raises where the C library returns ``status`` (the launch model's STATUS table)."""
+    st = STATUS_BY_VALUE.get(status)
+    return _BY_NAME.get(st.python, LaunchError) if st is not None else LaunchError
+
+
+_BY_NAME: dict[str, type[KernelpackError]] = {c.__name__: c for c in (
+    LaunchError, BundleError, ArgumentTypeError, ArgumentValueError, NoMatchingSpecialization, DriverError)}

@@ -11,15 +11,16 @@ error). The C extension handles the common case itself and calls it for everythi
 
 from __future__ import annotations
 
-import math
 import struct
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..abi import Pointer, Scalar, Struct
+from ..abi import Scalar, Struct
 from ..artifact import Binary, KernelArtifact, evaluate_grid, grid_params
 from ..errors import KernelpackError, LaunchError
+from ..launch.family import dispatch_order, family_args, plan_specificity
+from ..launch.plan import OP_DESC, OP_DESC_FIELD, Plan, Slot
 from ..names import py_arg_names
 from ..tma import encode_args
 from . import checks, streams
@@ -27,7 +28,7 @@ from .adapters import PRODUCER_ERRORS, TensorView, as_view, is_torch_tensor, lau
 from .driver import DeviceInfo, Driver
 from .errors import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization
 from .loader import LaunchFacts, Loader, binary_quality
-from .plan import OP_DESC, OP_DESC_FIELD, Plan, Slot
+from .packer import pack
 
 LAUNCH_KEYWORDS = ("grid", "block", "smem", "stream", "cluster")
 
@@ -61,52 +62,21 @@ class DeviceState:
     missing: list[Specialization] = field(default_factory=list)  # no binary runs on this device
 
 
-def _log2(n: int) -> float:
-    return math.log2(n) if n > 1 else 0.0
-
-
 def specificity(plan: Plan) -> tuple[int, float]:
-    weights = []
-    for s in plan.args:
-        if s.tensor is not None:
-            spec = s.tensor.spec
-            weights.append(sum(d is not None for d in spec.shape + spec.stride) + _log2(s.align))
-        elif s.align > 1 or s.divisor > 1:
-            weights.append(_log2(max(s.align, s.divisor)))
-    narrowing = [w for w in weights if w > 0]
-    return len(narrowing), sum(narrowing)
-
-
-def _check_family(name: str, arts: tuple[KernelArtifact, ...]) -> None:
-    first = arts[0]
-    names0 = [p.name for p in first.abi.args]
-    for a in arts[1:]:
-        names = [p.name for p in a.abi.args]
-        if names != names0:
-            raise KernelpackError(f"kernel family {name}: specializations {first.label} ({', '.join(names0)}) and "
-                                  f"{a.label} ({', '.join(names)}) take different arguments")
-        for p0, p in zip(first.abi.args, a.abi.args):
-            same = p0.type == p.type or (isinstance(p0.type, Pointer) and isinstance(p.type, Pointer)) or (
-                isinstance(p0.type, Struct) and isinstance(p.type, Struct) and p0.type.tensor is not None
-                and p.type.tensor is not None)
-            if not same:
-                raise KernelpackError(f"kernel family {name}: argument '{p.name}' is {p0.type.c_type} in {first.label} "
-                                      f"but {p.type.c_type} in {a.label}; only pointer element types and tensor "
-                                      f"descriptors may differ within a family")
+    """The launch model's dispatch key of one specialization (kernelpack.launch.family)."""
+    return plan_specificity(plan)
 
 
 class KernelFamily:
     """The Python side of one callable kernel: specializations, per-device state, the full launch path."""
 
     def __init__(self, name: str, artifacts: tuple[KernelArtifact, ...], loader: Loader) -> None:
-        _check_family(name, artifacts)
         self.name = name
         self.loader = loader
-        specs = []
-        for i, a in enumerate(artifacts):
-            plan = Plan.of(a.abi, a.launch)
-            specs.append(Specialization(a, plan, i, specificity(plan)))
-        specs.sort(key=lambda s: (-s.specificity[0], -s.specificity[1], s.index))
+        plans = [Plan.of(a.abi, a.launch) for a in artifacts]
+        family_args(name, [(a.label, p) for a, p in zip(artifacts, plans, strict=True)])  # one family, or refused
+        keys = [specificity(p) for p in plans]
+        specs = [Specialization(artifacts[i], plans[i], i, keys[i]) for i in dispatch_order(keys)]
         self.specs: tuple[Specialization, ...] = tuple(specs)
         # Python keyword names: a parameter called like a launch option or a Python keyword gets a trailing _
         self.arg_names: tuple[str, ...] = py_arg_names([s.name for s in specs[0].plan.args], LAUNCH_KEYWORDS)
@@ -298,7 +268,7 @@ class KernelFamily:
             if plan.derived and _scratch_sizes(entry.spec.artifact):
                 _launch_with_scratch(d, entry, grid, block, smem, cluster, stream, packed, where)
             else:
-                buf, ptrs = plan.pack(packed)
+                buf, ptrs = pack(plan, packed)
                 d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where)
                 del buf
         finally:
@@ -377,7 +347,7 @@ def _launch_with_scratch(d: Driver, entry: DeviceEntry, grid: tuple[int, int, in
     try:
         start = (base + align - 1) // align * align if align > 256 else base
         scratch = {"global_scratch": start if gsize else 0, "profile_scratch": start + poff if psize else 0}
-        buf, ptrs = entry.spec.plan.pack(packed, scratch)
+        buf, ptrs = pack(entry.spec.plan, packed, scratch)
         d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where)
         del buf
     finally:

@@ -10,9 +10,9 @@ import sys
 import warnings
 from typing import Any
 
+from ..launch.plan import grid_program
 from . import driver as drv
 from . import streams
-from .plan import grid_program
 
 _state: dict[str, Any] = {"ext": None, "tried": False, "driver_gen": -1}
 

@@ -21,17 +21,16 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from ..clib.cdecl import STATUS
 from ..cute_host.manifest import HostEntryInfo
 from ..errors import LaunchError
+from ..launch.codes import STATUS
 from . import streams
 from .adapters import PRODUCER_ERRORS, TensorView, as_view, is_torch_tensor, launch_device, refusal
 from .driver import get as get_driver
-from .errors import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization
+from .errors import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization, error_for_status
 from .hostargs import HostCall
 
-STATUS_NAMES = {value: name for name, value, _ in STATUS}
-_DRIVER_STATUS = (1, 2, 3, 4)
+STATUS_NAMES = {st.value: st.name for st in STATUS}
 
 
 class SharedLibrary:
@@ -151,11 +150,10 @@ class HostFamily:
         cuda = int(self.library.text(f"{lib}_last_cuda_error", ctypes.c_int))
         text = (f"host program {call.label}: {call.info.symbol} returned {STATUS_NAMES.get(status, status)}: "
                 f"{message.decode(errors='replace')}")
-        if status == 7:
-            return ArgumentValueError(text)
-        if status in _DRIVER_STATUS:
+        cls = error_for_status(status)
+        if cls is DriverError:
             return DriverError(text, code=cuda, name=f"CUresult {cuda}" if cuda else "")
-        return LaunchError(text)
+        return cls(text)  # type: ignore[return-value]
 
     # ------------------------------------------------------------ what help() and repr show
 

@@ -17,12 +17,12 @@ from typing import Any
 from ..abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct
 from ..cute_host.manifest import HostEntryInfo
 from ..cute_host.program import HostParam
+from ..launch.plan import Plan, Slot
 from ..names import py_arg_names
 from ..packing import bf16_bits
 from . import checks
 from .adapters import TensorView
 from .errors import ArgumentTypeError, ArgumentValueError
-from .plan import Plan, Slot
 
 
 class _Half(ctypes.Structure):

@@ -13,21 +13,14 @@ import threading
 from dataclasses import dataclass
 
 from ..artifact import Binary, Dim3, KernelArtifact
+from ..launch.binaries import quality
 from . import driver as drv
 
 
 def binary_quality(b: Binary, major: int, minor: int) -> int:
-    """How well ``b`` fits compute capability major.minor (0: cannot run). Exact arch-specific SASS beats plain SASS
-    (higher minor first), which beats PTX (higher arch first): the C library's rule."""
-    a = b.arch
-    exact = (a.major, a.minor) == (major, minor)
-    if b.kind == "ptx":
-        if a.suffix == "a":
-            return 1000 + a.sm if exact else 0
-        return 1000 + a.sm if a.sm <= major * 10 + minor else 0
-    if not a.runs_on(major, minor):
-        return 0
-    return 3000 if a.suffix == "a" else 2000 + a.minor
+    """How well ``b`` fits compute capability major.minor (0: cannot run): the launch model's rule, which the C
+    library reads from kp_model.h (kernelpack.launch.binaries)."""
+    return quality(b.arch, b.kind == "ptx", major, minor)
 
 
 @dataclass(frozen=True)

@@ -1,37 +1,35 @@
-"""The packing plan of one specialization, derived once from its typed ABI (kernelpack.abi is the only source).
+"""The argument plan of one specialization, derived once from its typed ABI (kernelpack.abi is the only source).
 
 A plan is one :class:`Slot` per kernel parameter: where its value lives in a parameter buffer laid out at the
 ABI's natural offsets (base 0), how wide it is, which caller argument fills it and which constraints the
 argument must meet. The launch passes the driver one pointer per parameter (``kernelParams``), so the layout of
 the buffer never depends on the arch; the driver places each value at the cubin's own offset.
 
-The pure-Python path packs from a plan with :meth:`Plan.pack`; the C extension receives the same plan as tuples
-(:meth:`Plan.to_c`) and packs from it without looking at the ABI again.
+The C library's generator renders a plan as C statements (``clib/launchgen.py``); the runtime's pure-Python path
+packs from it (``runtime/packer.py``) and its C extension receives it as tuples (:meth:`Plan.to_c`) and packs from
+them without looking at the ABI again. The op and grid-step codes are in ``csrc/kp_model.h`` for C.
 """
 
 from __future__ import annotations
 
-import ctypes
 import math
-import struct
 from dataclasses import dataclass
 from typing import Any
 
 from ..abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
 from ..artifact import GRID_OPS, GridExpr, LaunchSpec
-from ..packing import bf16_bits
 from ..tma import TensorDescSpec
+from .codes import DTYPE_CODE, INT_RANGE  # noqa: F401 - INT_RANGE: the ranges every plan check uses
 
-DTYPES = tuple(DType)
-DTYPE_CODE = {d: i + 1 for i, d in enumerate(DTYPES)}  # 0 = any / unknown; same numbering as the C library
-KP_DYN = -(2**63)  # a mode passed at run time (C plans)
+KP_DYN = -(2**63)  # a mode passed at run time (C plans; KP_DYN in kp_model.h)
 
-OP_NULL, OP_PTR, OP_SCALAR, OP_TENSOR, OP_BYTES = 0, 1, 2, 3, 4
-# launch-derived values (the C extension leaves such plans to the Python path): a Triton scratch buffer, the
-# first param of a tensor descriptor (the caller's tensor), and the other params that descriptor fills
-OP_SCRATCH, OP_DESC, OP_DESC_FIELD = 5, 6, 7
-
-INT_RANGE = {d: d.int_range for d in DTYPES if d.is_integer}
+# how a parameter is filled; the C extension packs the first five itself and leaves plans with the others
+# (launch-derived values: a Triton scratch buffer, the first param of a tensor descriptor -- the caller's tensor --
+# and the other params that descriptor fills) to the Python path
+OPS: dict[str, int] = {"null": 0, "ptr": 1, "scalar": 2, "tensor": 3, "bytes": 4, "scratch": 5, "desc": 6,
+                       "desc_field": 7}
+OP_NULL, OP_PTR, OP_SCALAR, OP_TENSOR, OP_BYTES = OPS["null"], OPS["ptr"], OPS["scalar"], OPS["tensor"], OPS["bytes"]
+OP_SCRATCH, OP_DESC, OP_DESC_FIELD = OPS["scratch"], OPS["desc"], OPS["desc_field"]
 
 
 @dataclass(frozen=True)
@@ -158,49 +156,6 @@ class Plan:
         """Launches need values the C extension does not compute (scratch buffers, tensor maps)."""
         return any(s.op >= OP_SCRATCH for s in self.slots)
 
-    def pack(self, values: list[Any], scratch: dict[str, int] | None = None) -> tuple[Any, Any]:
-        """Pack already checked values (one per caller argument; ints for pointers, (ptr, shape, strides) for
-        tensors, numbers for scalars, bytes for structs, for a tensor descriptor the values of every param it
-        fills with the map as bytes) into (buffer, ``void*[]``); ``scratch``: role -> allocated address. Keep both
-        alive until the launch returns."""
-        buf = ctypes.create_string_buffer(self.nbytes)
-        base = ctypes.addressof(buf)
-        for s in self.slots:
-            if s.op == OP_NULL:
-                continue
-            if s.op == OP_SCRATCH:
-                struct.pack_into("<Q", buf, s.offset, (scratch or {}).get(s.param.role, 0))
-                continue
-            v = values[s.arg]
-            if s.op in (OP_DESC, OP_DESC_FIELD):
-                x = v[s.desc_pos]
-                t = s.param.type
-                if isinstance(t, Scalar):
-                    struct.pack_into("<" + t.dtype.struct_format, buf, s.offset, scalar_bits(t.dtype, x))
-                elif isinstance(x, bytes):
-                    struct.pack_into(f"{len(x)}s", buf, s.offset, x)
-                else:
-                    struct.pack_into("<Q", buf, s.offset, x)
-            elif s.op == OP_PTR:
-                struct.pack_into("<Q", buf, s.offset, v)
-            elif s.op == OP_SCALAR:
-                assert s.dtype is not None
-                struct.pack_into("<" + s.dtype.struct_format, buf, s.offset, scalar_bits(s.dtype, v))
-            elif s.op == OP_TENSOR:
-                assert s.tensor is not None
-                ptr, shape, strides = v
-                tf = s.tensor
-                struct.pack_into("<Q", buf, s.offset + tf.data, ptr)
-                for offs, vals, dt in ((tf.shape, shape, tf.spec.shape_dtype), (tf.stride, strides,
-                                                                               tf.spec.stride_dtype)):
-                    for off, val in zip(offs, vals):
-                        if off >= 0:
-                            struct.pack_into("<" + dt.struct_format, buf, s.offset + off, val)
-            else:
-                struct.pack_into(f"{s.size}s", buf, s.offset, bytes(v))
-        ptrs = (ctypes.c_void_p * max(len(self.slots), 1))(*(base + s.offset for s in self.slots))
-        return buf, ptrs
-
     def to_c(self) -> tuple[Any, ...]:
         """The plan as plain tuples for the C extension (see ``_launch.c``: ``kp_slot``)."""
         out = []
@@ -220,8 +175,10 @@ class Plan:
         return tuple(out)
 
 
-G_CONST, G_LOAD = 0, 1  # grid program steps (see _launch.c kp_gop); the operators follow in GRID_OPS order
-_G_OP = {op: 2 + i for i, op in enumerate(GRID_OPS)}
+# grid program steps (_launch.c kp_gop): push a constant, push a packed integer, or an operator of GRID_OPS
+GRID_OPS_CODES: dict[str, int] = {"const": 0, "load": 1, **{op: 2 + i for i, op in enumerate(GRID_OPS)}}
+G_CONST, G_LOAD = GRID_OPS_CODES["const"], GRID_OPS_CODES["load"]
+_G_OP = {op: GRID_OPS_CODES[op] for op in GRID_OPS}
 _G_STACK = 16  # the C evaluator's stack
 
 
@@ -286,14 +243,3 @@ def _grid_load(s: Slot | None, fld: str | None) -> tuple[int, int, int]:
         if f.name == fld and isinstance(f.type, Scalar):
             return (G_LOAD, s.offset + off, DTYPE_CODE[f.type.dtype])
     raise _NotInC
-
-
-def scalar_bits(dt: DType, value: Any) -> Any:
-    """The value :mod:`struct` packs for ``dt`` (f16 via 'e', bf16 as its 16 bits, bool as bool)."""
-    if dt is DType.bf16:
-        return bf16_bits(float(value))
-    if dt.is_float:
-        return float(value)
-    if dt is DType.bool:
-        return bool(value)
-    return int(value)

@@ -1,0 +1,105 @@
+"""The numbers both back ends agree on: element-type codes, status codes, the CUDA results and attributes the code
+reacts to, and the launch limits. The C side reads them from the generated ``csrc/kp_model.h``
+(:mod:`kernelpack.launch.header`); the Python side imports them from here. Nothing else restates one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..abi import DType
+
+# ------------------------------------------------------------------------------------------------ element types
+
+# kp_dtype numbering: stable, append-only (every kernelpack library's header, the runtime's plans, the C extension)
+DTYPES: tuple[DType, ...] = (DType.i8, DType.i16, DType.i32, DType.i64, DType.u8, DType.u16, DType.u32, DType.u64,
+                             DType.f16, DType.bf16, DType.f32, DType.f64, DType.bool)
+DTYPE_CODE: dict[DType, int] = {d: i + 1 for i, d in enumerate(DTYPES)}  # 0: any / untyped
+DTYPE_ANY = 0
+
+
+def dtype_enum_name(d: DType | None) -> str:
+    """The C enumerator of a dtype in ``kp_dtype`` (``KP_F32``; ``KP_DTYPE_ANY`` for None)."""
+    return "KP_DTYPE_ANY" if d is None else f"KP_{d.value.upper()}"
+
+
+# the values a 64-bit field (kp_tensor's shape/stride, the C extension's int64) can carry for each integer dtype
+INT_RANGE: dict[DType, tuple[int, int]] = {d: d.int_range for d in DTYPES if d.is_integer}
+INT64_RANGE: dict[DType, tuple[int, int]] = {d: (lo, min(hi, 2**63 - 1)) for d, (lo, hi) in INT_RANGE.items()}
+
+# ------------------------------------------------------------------------------------------------ status codes
+
+
+@dataclass(frozen=True)
+class Status:
+    """One ``kp_status``: C name, value (never changes; new ones are appended), meaning, and the class the Python
+    runtime raises for the same refusal (``kernelpack.runtime.errors`` / ``kernelpack.errors``)."""
+
+    name: str
+    value: int
+    doc: str
+    python: str
+
+
+STATUS: tuple[Status, ...] = (
+    Status("KP_SUCCESS", 0, "The call succeeded.", ""),
+    Status("KP_ERROR_NO_DRIVER", 1, "libcuda.so.1 could not be loaded (no NVIDIA driver installed).", "DriverError"),
+    Status("KP_ERROR_DRIVER_TOO_OLD", 2, "The driver predates CUDA 12.0 or lacks an entry point this library needs.",
+           "DriverError"),
+    Status("KP_ERROR_NO_DEVICE", 3, "The driver found no CUDA device.", "DriverError"),
+    Status("KP_ERROR_CUDA", 4, "A driver call failed; the message names the call and the CUDA error.", "DriverError"),
+    Status("KP_ERROR_NO_BINARY_FOR_ARCH", 5, "The kernel carries no binary that runs on the device's architecture.",
+           "LaunchError"),
+    Status("KP_ERROR_NO_MATCHING_SPECIALIZATION", 6, "No specialization of a kernel family accepts these arguments.",
+           "NoMatchingSpecialization"),
+    Status("KP_ERROR_INVALID_ARGUMENT", 7,
+           "An argument breaks the kernel's requirements (NULL, alignment, divisibility).", "ArgumentValueError"),
+    Status("KP_ERROR_INVALID_LAUNCH", 8, "The launch shape breaks the kernel's requirements (block, cluster, smem).",
+           "LaunchError"),
+    Status("KP_ERROR_OUT_OF_MEMORY", 9, "Host memory ran out.", "LaunchError"),
+    Status("KP_ERROR_CORRUPT_LIBRARY", 10,
+           "The library's embedded data is damaged (a compressed binary did not expand).", "BundleError"),
+)
+STATUS_BY_NAME: dict[str, Status] = {s.name: s for s in STATUS}
+STATUS_BY_VALUE: dict[int, Status] = {s.value: s for s in STATUS}
+KP_SUCCESS = STATUS_BY_NAME["KP_SUCCESS"].value
+KP_ERROR_INVALID_ARGUMENT = STATUS_BY_NAME["KP_ERROR_INVALID_ARGUMENT"].value
+DRIVER_STATUSES = tuple(s.value for s in STATUS if s.python == "DriverError")  # the driver could not be used
+
+# ------------------------------------------------------------------------------------------------ the CUDA driver
+
+CUDA_API_VERSION = 12000  # every driver entry point is requested at this version (cuGetProcAddress_v2)
+
+# CUresult values the code reacts to (cuda.h)
+CUDA_RESULTS: dict[str, int] = {
+    "CUDA_SUCCESS": 0,
+    "CUDA_ERROR_INVALID_VALUE": 1,
+    "CUDA_ERROR_NOT_INITIALIZED": 3,
+    "CUDA_ERROR_NO_DEVICE": 100,
+    "CUDA_ERROR_INVALID_CONTEXT": 201,
+    "CUDA_ERROR_NOT_FOUND": 500,
+    "CUDA_ERROR_NOT_SUPPORTED": 801,
+}
+CUDA_SUCCESS = CUDA_RESULTS["CUDA_SUCCESS"]
+CUDA_ERROR_INVALID_CONTEXT = CUDA_RESULTS["CUDA_ERROR_INVALID_CONTEXT"]
+
+# CUdevice_attribute, CUfunction_attribute, CUpointer_attribute and CUlaunchAttributeID values (cuda.h)
+DEVICE_ATTRIBUTES: dict[str, int] = {
+    "MAX_THREADS_PER_BLOCK": 1, "MAX_BLOCK_DIM_X": 2, "MAX_BLOCK_DIM_Y": 3, "MAX_BLOCK_DIM_Z": 4,
+    "MAX_GRID_DIM_X": 5, "MAX_GRID_DIM_Y": 6, "MAX_GRID_DIM_Z": 7, "MULTIPROCESSOR_COUNT": 16,
+    "COMPUTE_CAPABILITY_MAJOR": 75, "COMPUTE_CAPABILITY_MINOR": 76, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 97,
+    "CLUSTER_LAUNCH": 120,
+}
+FUNC_ATTRIBUTES: dict[str, int] = {"MAX_DYNAMIC_SHARED_SIZE_BYTES": 8, "NON_PORTABLE_CLUSTER_SIZE_ALLOWED": 14}
+POINTER_ATTRIBUTES: dict[str, int] = {"DEVICE_ORDINAL": 9}
+LAUNCH_ATTRIBUTES: dict[str, int] = {"CLUSTER_DIMENSION": 4}
+
+# ------------------------------------------------------------------------------------------------ launch limits
+
+MAX_DEVICES = 64  # per-device state is kept for ordinals 0..MAX_DEVICES-1
+MAX_RANK = 8  # kp_tensor modes
+SMEM_DEFAULT_LIMIT = 48 * 1024  # dynamic shared memory above this needs the kernel's opt-in (cuKernelSetAttribute)
+MAX_PORTABLE_CLUSTER = 8  # blocks per cluster every cluster-capable GPU runs (larger: non-portable, refused)
+MAX_BLOCK = (1024, 1024, 64)  # threads per block dimension on every supported GPU (the device may say less)
+MAX_BLOCK_THREADS = 1024
+MAX_GRID = (2**31 - 1, 65535, 65535)

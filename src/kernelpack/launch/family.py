@@ -1,0 +1,142 @@
+"""A kernel family: the specializations sharing one name, as both back ends dispatch it.
+
+* **Consistency** (:func:`family_args`): every specialization takes the same caller arguments by name; an argument
+  may differ between specializations only in a pointer's element type (the C entry then takes ``void*`` plus a
+  ``kp_dtype``) or a tensor's static shape/dtype; a tensor-descriptor argument is one in every specialization.
+* **Constraints** (:func:`constraints`): what an argument must satisfy for a specialization to accept it, as data
+  (the C generator renders each as a C expression, the runtime checks them in ``runtime/checks.py``).
+* **Dispatch order** (:func:`specificity`, :func:`dispatch_order`): the most specific specialization first -- how
+  many constraints narrow it, then how much (static tensor modes, log2 of alignment or divisibility) -- then, at
+  run time, the better binary for the device (:mod:`.binaries`), then bundle order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..abi import DType, Pointer
+from ..errors import KernelpackError
+from ..tma import TensorDescSpec
+from .plan import OP_DESC, OP_PTR, OP_TENSOR, Plan, Slot
+
+
+@dataclass(frozen=True)
+class FamilyArg:
+    """One caller-visible argument of a family, as every specialization takes it."""
+
+    name: str
+    kind: str  # "ptr" (element type may vary), "tensor", "desc" (a tensor descriptor), "value" (same type in all)
+    slot: Slot  # the first specialization's
+    varying: bool = False  # a pointer whose element type differs between specializations
+    const: bool = False  # a pointer that is const in every specialization
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """What argument ``arg`` (index into the family's arguments) must satisfy for one specialization.
+
+    ``kind``: ``dtype`` (a varying pointer's element type is ``value``), ``align`` (the pointer or tensor data is a
+    multiple of ``value`` bytes), ``divisible`` (the integer is a multiple of ``value``), ``tensor`` (dtype, rank,
+    static modes, index ranges and alignment of the tensor spec ``tensor``), ``desc`` (a tensor descriptor's dtype
+    and rank pick between specializations)."""
+
+    arg: int
+    kind: str
+    value: int = 0
+    dtype: DType | None = None
+    tensor: Slot | None = None
+    desc: TensorDescSpec | None = None
+
+    @property
+    def weight(self) -> float:
+        """How much it narrows (0: it only tells element types apart)."""
+        if self.kind in ("align", "divisible"):
+            return log2(self.value)
+        if self.kind == "tensor":
+            assert self.tensor is not None and self.tensor.tensor is not None
+            spec = self.tensor.tensor.spec
+            return sum(d is not None for d in spec.shape + spec.stride) + log2(self.tensor.align)
+        return 0.0
+
+
+def log2(n: int) -> float:
+    return math.log2(n) if n > 1 else 0.0
+
+
+def family_args(name: str, specs: Sequence[tuple[str, Plan]]) -> tuple[FamilyArg, ...]:
+    """The caller arguments of family ``name`` from its specializations' ``(label, plan)``; KernelpackError when
+    they are not one family."""
+    label0, plan0 = specs[0]
+    names0 = [s.name for s in plan0.args]
+    for label, plan in specs[1:]:
+        names = [s.name for s in plan.args]
+        if names != names0:
+            raise KernelpackError(f"kernel family {name}: specializations {label0} ({', '.join(names0)}) and "
+                                  f"{label} ({', '.join(names)}) take different arguments; give them different names")
+    out = []
+    for i, s0 in enumerate(plan0.args):
+        items = [(label, plan.args[i]) for label, plan in specs]
+        descs = [s.op == OP_DESC for _, s in items]
+        if all(descs):
+            out.append(FamilyArg(s0.name, "desc", s0))
+            continue
+        if any(descs):
+            raise KernelpackError(f"kernel family {name}: argument {i} '{s0.name}' is a tensor descriptor in some "
+                                  f"specializations only")
+        types = [s.param.type for _, s in items]
+        if all(s.op == OP_PTR for _, s in items):
+            ptrs = [t for t in types if isinstance(t, Pointer)]
+            out.append(FamilyArg(s0.name, "ptr", s0, len({t.pointee for t in ptrs}) > 1, all(t.const for t in ptrs)))
+        elif all(s.op == OP_TENSOR for _, s in items):
+            out.append(FamilyArg(s0.name, "tensor", s0))
+        elif all(t == types[0] for t in types):
+            out.append(FamilyArg(s0.name, "value", s0))
+        else:
+            kinds = ", ".join(f"{label}: {t.c_type}" for (label, _), t in zip(items, types, strict=True))
+            raise KernelpackError(f"kernel family {name}: argument {i} '{s0.name}' has different types across "
+                                  f"specializations ({kinds}); only pointer element types and tensor descriptors "
+                                  f"may vary within a family")
+    return tuple(out)
+
+
+def constraints(args: Sequence[FamilyArg], plan: Plan, several: bool) -> tuple[Constraint, ...]:
+    """What each argument must satisfy for the specialization ``plan`` (``several``: the family has more than one
+    specialization, so descriptor dtype/rank and pointer element types must be told apart)."""
+    out: list[Constraint] = []
+    for i, (fa, s) in enumerate(zip(args, plan.args, strict=True)):
+        if s.op == OP_DESC:
+            if several:
+                out.append(Constraint(i, "desc", desc=s.desc))
+            continue
+        if s.op == OP_TENSOR:
+            out.append(Constraint(i, "tensor", tensor=s))
+            continue
+        if fa.varying and s.dtype is not None:
+            out.append(Constraint(i, "dtype", dtype=s.dtype))
+        if s.align > 1:
+            out.append(Constraint(i, "align", s.align))
+        if s.divisor > 1:
+            out.append(Constraint(i, "divisible", s.divisor))
+    return tuple(out)
+
+
+def specificity(cons: Sequence[Constraint]) -> tuple[int, float]:
+    """(how many constraints narrow, how much in all): the dispatch order's key, most specific first."""
+    narrowing = [c.weight for c in cons if c.weight > 0]
+    return len(narrowing), sum(narrowing)
+
+
+def plan_specificity(plan: Plan) -> tuple[int, float]:
+    """The specificity of one specialization on its own (its constraints as the only member of a family)."""
+    return specificity(constraints(_args_of(plan), plan, False))
+
+
+def _args_of(plan: Plan) -> tuple[FamilyArg, ...]:
+    return tuple(FamilyArg(s.name, "value", s) for s in plan.args)
+
+
+def dispatch_order(keys: Sequence[tuple[int, float]]) -> list[int]:
+    """Indices of the specializations (their specificity keys in bundle order) in dispatch order."""
+    return sorted(range(len(keys)), key=lambda i: (-keys[i][0], -keys[i][1], i))
