@@ -79,8 +79,11 @@ def test_old_bundle_links_into_a_new_library_with_the_same_entries(tmp_path):
         # the same parameters in the same order and C types (the parameter names of the launch config differ)
         new_decl = next(line for line in header.splitlines() if f" relinked_{entry}(" in line)
         old_decl = next(line for line in old.splitlines() if f" kpdemo_{entry}(" in line)
-        strip = (lambda d, lib: d.split("(", 1)[1].replace(f"{lib}_", "").replace("kp_cfg", "launch"))
-        assert strip(new_decl, "relinked") == strip(old_decl, "kpdemo"), (new_decl, old_decl)
+        assert _params(new_decl, "relinked") == _params(old_decl, "kpdemo"), (new_decl, old_decl)
+
+
+def _params(decl: str, lib: str) -> str:
+    return decl.split("(", 1)[1].replace(f"{lib}_", "").replace("kp_cfg", "launch")
 
 
 @pytest.fixture(autouse=True)
