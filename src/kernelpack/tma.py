@@ -38,8 +38,9 @@ INTERLEAVE_NONE = 0
 L2_PROMOTION_128B = 2
 OOB_FILL_NONE, OOB_FILL_NAN_REQUEST_ZERO_FMA = 0, 1
 
-# Triton element type names -> kernelpack dtypes (None: no kernelpack dtype, e.g. fp8; pointers become void*)
-TRITON_DTYPES: dict[str, DType | None] = {
+# The element type names a TensorDescSpec stores (the .kpack format; they are Triton's, the first frontend to emit
+# descriptors) -> kernelpack dtypes (None: no kernelpack dtype, e.g. fp8; such pointers become void*)
+ELEMENT_TYPES: dict[str, DType | None] = {
     "i1": DType.bool, "u1": DType.bool, "i8": DType.i8, "i16": DType.i16, "i32": DType.i32, "i64": DType.i64,
     "u8": DType.u8, "u16": DType.u16, "u32": DType.u32, "u64": DType.u64,
     "fp16": DType.f16, "bf16": DType.bf16, "fp32": DType.f32, "f32": DType.f32, "fp64": DType.f64,
@@ -69,6 +70,11 @@ class TensorDescSpec:
     swizzle: int = 0
     fp4_padded: bool = False
     flags: tuple[str, ...] = ("padding_nan", "round_tf32")
+
+    @property
+    def element_dtype(self) -> DType | None:
+        """The kernelpack dtype of the elements (None: one kernelpack has no dtype for, e.g. fp8)."""
+        return ELEMENT_TYPES.get(self.dtype)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "block_shape", tuple(int(b) for b in self.block_shape))

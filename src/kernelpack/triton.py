@@ -33,7 +33,8 @@ from .bundle import Bundle
 from .cache import CompileCache, cache_key
 from .cubin import read_cubin
 from .errors import CompileError, KernelpackError
-from .tma import TENSOR_MAP, TRITON_DTYPES, TensorDescSpec, expected_params
+from .tma import ELEMENT_TYPES as TRITON_DTYPES  # Triton's element names are the descriptors'
+from .tma import TENSOR_MAP, TensorDescSpec, expected_params
 
 ArchSpec = str | Arch | Sequence[str | Arch]
 _DESC = re.compile(r"^tensordesc<\s*(\w+)\s*\[([\d,\s]+)\]\s*>$")

@@ -13,7 +13,6 @@ from ..artifact import KernelArtifact
 from ..launch import family as model
 from ..launch.plan import Plan as LaunchPlan
 from ..names import c_name
-from ..tma import TRITON_DTYPES
 from .cdecl import INT_RANGE, TypeNames, dtype_enum, param_decl
 from .launchgen import CallerArg, DescArg
 
@@ -117,7 +116,7 @@ def _render(c: model.Constraint, fa: FamilyArg, index: int) -> tuple[Constraint,
     if c.kind == "desc":
         d = c.desc
         assert d is not None
-        dt = TRITON_DTYPES.get(d.dtype)
+        dt = d.element_dtype
         cond = f"{v} != NULL && {v}->rank == {d.rank}" + (f" && {v}->dtype == {dtype_enum(dt)}" if dt else "")
         return Constraint(cond, f"{name}: {d.dtype} rank {d.rank} (TMA)"), []
     if c.kind == "tensor":

@@ -15,7 +15,7 @@ from ..launch.codes import DTYPE_CODE
 from ..launch.plan import OP_DESC
 from ..launch.plan import Plan as LaunchPlan
 from ..names import c_name
-from ..tma import TRITON_DTYPES, TensorDescSpec, expected_params
+from ..tma import TensorDescSpec, expected_params
 
 LAUNCH = "kp_cfg"  # the generated entries' launch-configuration parameter (kp_-prefixed, as every generated name)
 
@@ -140,7 +140,7 @@ def desc_table(plans: list[Plan], string: object) -> list[str]:
     for plan in plans:
         for d in plan.descs:
             s = d.spec
-            dt = TRITON_DTYPES.get(s.dtype)
+            dt = s.element_dtype
             box = ", ".join(str(b) for b in s.block_shape)
             rows.append(f"{{{string(d.name)}u, {{{box}}}, {s.rank}, {int(s.lowering != 'tma')}, {s.elem_size}, "  # type: ignore[operator]
                         f"{s.elem_type}, {s.swizzle}, {int(s.fp4_padded)}, {DTYPE_CODE[dt] if dt else 0}}}")

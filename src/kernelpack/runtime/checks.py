@@ -16,7 +16,7 @@ from ..errors import KernelpackError, LaunchError
 from ..launch.codes import MAX_PORTABLE_CLUSTER, SMEM_DEFAULT_LIMIT  # noqa: F401 - SMEM_DEFAULT_LIMIT re-exported
 from ..launch.plan import INT_RANGE, OP_BYTES, OP_DESC, OP_PTR, OP_SCALAR, OP_TENSOR, Slot
 from ..packing import pack_value
-from ..tma import TRITON_DTYPES, encode_args
+from ..tma import encode_args
 from .adapters import TensorView
 from .driver import DeviceInfo
 from .errors import ArgumentTypeError, ArgumentValueError
@@ -59,7 +59,7 @@ def _desc(kernel: str, s: Slot, value: Any, view: TensorView | None) -> TensorVi
     """A tensor for a tensor-descriptor argument; the launch encodes it (``kernelpack.tma.encode_args``)."""
     d = s.desc
     assert d is not None
-    want = TRITON_DTYPES.get(d.dtype)
+    want = d.element_dtype
     where = f"kernel {kernel}: tensor descriptor {d.arg} (parameter {s.index})"
     if view is None:
         raise ArgumentTypeError(f"{where}: expected a {d.dtype} tensor of rank {d.rank}, got {_got(value, view)}")
