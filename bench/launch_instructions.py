@@ -64,6 +64,7 @@ def prepare(work: Path) -> None:
 def measure(work: Path, launches: int) -> None:
     """Inside valgrind: one callgrind dump per row."""
     import ctypes
+    import gc
 
     import torch
 
@@ -129,9 +130,12 @@ def measure(work: Path, launches: int) -> None:
         for i, (name, run) in enumerate(rows):
             before = (fam.python_calls, famr.python_calls, fake.count())
             run(10)
+            gc.collect()
+            gc.disable()  # a collection inside the window would count the heap's size, not the launch path
             helper.kb_start()
             run(launches)
             helper.kb_stop(f"row{i}".encode())
+            gc.enable()
             slow = (fam.python_calls, famr.python_calls) != before[:2]
             names.append(name + (" [Python path]" if slow else ""))
         print(json.dumps(names))
