@@ -127,13 +127,18 @@ def test_model_header_compiles_standalone_as_c99_and_cpp17(tmp_path):
                         str(tmp_path / f"m_{ext}.o")], check=True)
 
 
-def test_statuses_name_a_runtime_exception():
-    from kernelpack.runtime.errors import error_for_status
+def test_statuses_name_a_runtime_exception_which_names_the_status():
+    from kernelpack.runtime.errors import DriverError, error_for_status
 
     names = {s.name for s in codes.STATUS}
     assert len(names) == len(codes.STATUS) and sorted(s.value for s in codes.STATUS) == list(range(len(codes.STATUS)))
     for s in codes.STATUS[1:]:
-        assert error_for_status(s.value).__name__ == s.python, s.name
+        cls = error_for_status(s.value)
+        assert cls.__name__ == s.python, s.name
+        if cls is DriverError:
+            assert DriverError("x", status=s.value).status == s.value
+        elif s.python not in ("BundleError", "MemoryError"):
+            assert cls.status == s.value, s.name
 
 
 def test_every_combination_of_dtype_codes_is_distinct():

@@ -40,4 +40,7 @@ class CacheError(KernelpackError):
 
 
 class LaunchError(KernelpackError):
-    """A launch was refused before reaching the driver, or the driver refused it."""
+    """A launch was refused before reaching the driver, or the driver refused it. ``status``: the C library's
+    ``kp_status`` for the same refusal (here KP_ERROR_INVALID_LAUNCH: the launch shape; subclasses say theirs)."""
+
+    status = 8  # KP_ERROR_INVALID_LAUNCH (kernelpack.launch.codes; the test of the model checks it)

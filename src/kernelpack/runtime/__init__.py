@@ -9,7 +9,14 @@ pointers and sizes and calls the driver), else through a pure-Python path that d
 
 from __future__ import annotations
 
-from .errors import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization
+from .errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    ArgumentValueError,
+    DriverError,
+    NoBinaryForDevice,
+    NoMatchingSpecialization,
+)
 from .fast import FallbackWarning
 from .module import KernelModule, load
 
@@ -24,5 +31,5 @@ def fast_path() -> dict[str, bool]:
     return {"extension": True, **ext.state()}
 
 
-__all__ = ["ArgumentTypeError", "ArgumentValueError", "DriverError", "FallbackWarning", "KernelModule",
-           "NoMatchingSpecialization", "fast_path", "load"]
+__all__ = ["ArgumentError", "ArgumentTypeError", "ArgumentValueError", "DriverError", "FallbackWarning", "KernelModule",
+           "NoBinaryForDevice", "NoMatchingSpecialization", "fast_path", "load"]

@@ -36,6 +36,9 @@ POINTER_ATTRIBUTE_DEVICE_ORDINAL = codes.POINTER_ATTRIBUTES["DEVICE_ORDINAL"]
 LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = codes.LAUNCH_ATTRIBUTES["CLUSTER_DIMENSION"]
 
 CUDA_ERROR_INVALID_CONTEXT = codes.CUDA_ERROR_INVALID_CONTEXT
+_CUDA_NO_DEVICE = codes.CUDA_RESULTS["CUDA_ERROR_NO_DEVICE"]
+_NO_DRIVER, _TOO_OLD, _NO_DEVICE, _CUDA = (codes.STATUS_BY_NAME[n].value for n in (
+    "KP_ERROR_NO_DRIVER", "KP_ERROR_DRIVER_TOO_OLD", "KP_ERROR_NO_DEVICE", "KP_ERROR_CUDA"))
 
 _c = ctypes
 _vp = _c.c_void_p
@@ -115,12 +118,13 @@ class Driver:
         try:
             self.lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
         except OSError as e:
-            raise DriverError(f"cannot load the CUDA driver {path}: {e} (is an NVIDIA driver installed?)") from None
+            raise DriverError(f"cannot load the CUDA driver {path}: {e} (is an NVIDIA driver installed?)",
+                              status=_NO_DRIVER) from None
         try:
             gpa = self.lib.cuGetProcAddress_v2
         except AttributeError:
             raise DriverError(f"the CUDA driver {path} has no cuGetProcAddress_v2: it predates CUDA 12.0, "
-                              f"which kernelpack needs (cuLibraryLoadData)") from None
+                              f"which kernelpack needs (cuLibraryLoadData)", status=_TOO_OLD) from None
         gpa.restype = _i
         gpa.argtypes = (_c.c_char_p, _c.POINTER(_vp), _i, _c.c_uint64, _c.POINTER(_i))
         self.addresses: dict[str, int] = {}
@@ -132,7 +136,7 @@ class Driver:
                 continue
             if r != 0 or found.value != 0 or not ptr.value:
                 raise DriverError(f"the CUDA driver {path} has no {name} for CUDA 12.0 (cuGetProcAddress result {r}, "
-                                  f"status {found.value}): update the NVIDIA driver", code=r)
+                                  f"status {found.value}): update the NVIDIA driver", code=r, status=_TOO_OLD)
             self.addresses[name] = ptr.value
             self.fn[name] = ctypes.CFUNCTYPE(_i, *argtypes)(ptr.value)
         self._lock = threading.Lock()
@@ -164,7 +168,7 @@ class Driver:
         name, text = self.error_name(code), self.error_text(code)
         prefix = f"{where}: " if where else ""
         return DriverError(f"{prefix}{call} failed with {name} ({code}){': ' + text if text else ''}",
-                           code=code, name=name)
+                           code=code, name=name, status=_NO_DEVICE if code == _CUDA_NO_DEVICE else _CUDA)
 
     # ------------------------------------------------------------ devices and contexts
 

@@ -26,7 +26,7 @@ from ..tma import encode_args
 from . import checks, streams
 from .adapters import PRODUCER_ERRORS, TensorView, as_view, is_torch_tensor, launch_device, refusal
 from .driver import DeviceInfo, Driver
-from .errors import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization
+from .errors import ArgumentTypeError, ArgumentValueError, DriverError, NoBinaryForDevice, NoMatchingSpecialization
 from .loader import LaunchFacts, Loader, binary_quality
 from .packer import pack
 
@@ -146,7 +146,7 @@ class KernelFamily:
         try:
             d = self.loader.driver
         except DriverError as e:  # no driver / a driver too old: say which launch could not happen
-            raise DriverError(f"kernel {self.label}: {e}", code=e.code, name=e.name) from None
+            raise DriverError(f"kernel {self.label}: {e}", code=e.code, name=e.name, status=e.status) from None
         views = [self._view(i, v, d) for i, v in enumerate(values)]
         ordinal = self._device(values, views, d)
         state = self.device_state(ordinal)
@@ -211,22 +211,22 @@ class KernelFamily:
                 return e, self._fit(e.spec, values, views)
             except (ArgumentTypeError, ArgumentValueError) as err:
                 if len(self.specs) == 1:
-                    raise
+                    raise _no_match(err) from None
                 reasons.append((e.spec.label, err))
         for s in state.missing:
             try:
                 self._fit(s, values, views)
             except (ArgumentTypeError, ArgumentValueError) as err:
                 if len(self.specs) == 1:
-                    raise
+                    raise _no_match(err) from None
                 reasons.append((s.label, err))
                 continue
             info = state.info
             carried = ", ".join(f"{b.arch} {b.kind}" for b in s.artifact.binaries)
-            raise LaunchError(f"kernel {s.label}: no binary runs on device {info.ordinal} ({info.arch_name}); it "
+            raise NoBinaryForDevice(f"kernel {s.label}: no binary runs on device {info.ordinal} ({info.arch_name}); it "
                               f"carries {carried}")
         if len(reasons) == 1 or (reasons and all(type(r[1]) is ArgumentTypeError for r in reasons)):
-            raise reasons[0][1]
+            raise _no_match(reasons[0][1]) from None
         detail = "; ".join(f"{label}: {err.message.split(': ', 1)[-1]}" for label, err in reasons)
         raise NoMatchingSpecialization(f"kernel {self.name}: no specialization accepts these arguments ("
                                        f"{self._describe_args(values, views)}); {detail}")
@@ -274,6 +274,15 @@ class KernelFamily:
         finally:
             if saved and saved != info.context:
                 d.set_current(saved)
+
+
+def _no_match(err: KernelpackError) -> KernelpackError:
+    """A family's dispatch found no specialization for a value (the C library's KP_ERROR_NO_MATCHING_SPECIALIZATION,
+    even for one specialization): the one reason, as a NoMatchingSpecialization. A wrong kind of argument stays an
+    ArgumentTypeError (C's prototypes refuse those, or its NULL checks: KP_ERROR_INVALID_ARGUMENT)."""
+    if isinstance(err, ArgumentValueError) and not isinstance(err, NoMatchingSpecialization):
+        return NoMatchingSpecialization(err.message)
+    return err
 
 
 def grid_from_rule(spec: Specialization, packed: list[Any]) -> tuple[int, int, int]:

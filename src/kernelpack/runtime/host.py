@@ -27,7 +27,14 @@ from ..launch.codes import STATUS
 from . import streams
 from .adapters import PRODUCER_ERRORS, TensorView, as_view, is_torch_tensor, launch_device, refusal
 from .driver import get as get_driver
-from .errors import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization, error_for_status
+from .errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    ArgumentValueError,
+    DriverError,
+    NoMatchingSpecialization,
+    error_for_status,
+)
 from .hostargs import HostCall
 
 STATUS_NAMES = {st.value: st.name for st in STATUS}
@@ -152,7 +159,9 @@ class HostFamily:
                 f"{message.decode(errors='replace')}")
         cls = error_for_status(status)
         if cls is DriverError:
-            return DriverError(text, code=cuda, name=f"CUresult {cuda}" if cuda else "")
+            return DriverError(text, code=cuda, name=f"CUresult {cuda}" if cuda else "", status=status)
+        if cls is ArgumentError:
+            return ArgumentValueError(text)  # the entry's checks are on values (alignment, extents)
         return cls(text)  # type: ignore[return-value]
 
     # ------------------------------------------------------------ what help() and repr show
@@ -232,7 +241,7 @@ def _on_device(ordinal: int | None, fn: Any, label: str) -> int:
         if saved != target:
             d.set_current(target)
     except DriverError as e:
-        raise DriverError(f"host program {label}: {e}", code=e.code, name=e.name) from None
+        raise DriverError(f"host program {label}: {e}", code=e.code, name=e.name, status=e.status) from None
     try:
         return int(fn())
     finally:
