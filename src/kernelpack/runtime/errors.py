@@ -57,5 +57,5 @@ def error_for_status(status: int) -> type[Exception]:
 
 
 _BY_NAME: dict[str, type[Exception]] = {c.__name__: c for c in (
-    MemoryError, LaunchError, BundleError, ArgumentError, ArgumentTypeError, ArgumentValueError, NoMatchingSpecialization,
-    NoBinaryForDevice, DriverError)}
+    MemoryError, LaunchError, BundleError, ArgumentError, ArgumentTypeError, ArgumentValueError,
+    NoMatchingSpecialization, NoBinaryForDevice, DriverError)}
