@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from clib_support import CC, HERE, add_abi, bins, compile_program, results, run, session_env
+from clib_support import HERE, add_abi, bins, compile_program, results, session_env
+from fake_cuda import run
 from kernelpack.abi import Abi, DType, Param, Pointer, Scalar
 from kernelpack.artifact import KernelArtifact
 from kernelpack.bundle import Bundle
 from kernelpack.clib import Library, build_library, read_embedded_bundle, read_embedded_bundles
 from kernelpack.errors import KernelpackError
+from toolchain_support import CC
 
 
 @pytest.fixture(scope="session")

@@ -10,10 +10,11 @@ import subprocess
 
 import pytest
 
-from clib_support import CC, CXX, HERE, bins, compile_kernels, demo_artifacts
+from clib_support import HERE, bins, compile_kernels, demo_artifacts
 from kernelpack.abi import Abi, DType, Param, Pointer
 from kernelpack.artifact import KernelArtifact
 from kernelpack.clib import Library
+from toolchain_support import CC, CXX
 
 
 def gpu_available() -> bool:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from clib_support import PACK_DTYPES, fnv1a, results, run, session_env
+from clib_support import PACK_DTYPES, results, session_env
+from fake_cuda import fnv1a, param_bytes, run
 from kernelpack.bundle import MAGIC, read_manifest
 
 
@@ -28,17 +29,6 @@ def launches(r, kernel=None):
     return [x for x in out if f"kernel={kernel} " in x] if kernel else out
 
 
-def expected_params(ck, values):
-    """The parameter buffer the driver builds from the cubin's table (padding 0xaa in the fake)."""
-    total = max(p.offset + p.size for p in ck.params)
-    buf = bytearray(b"\xaa" * total)
-    for p, (fmt, v) in zip(ck.params, values, strict=True):
-        data = struct.pack("<" + fmt, v)
-        assert len(data) == p.size
-        buf[p.offset:p.offset + p.size] = data
-    return buf.hex()
-
-
 @pytest.mark.parametrize("cc,arch", [("8.0", "80"), ("9.0", "90a"), ("10.0", "100a")])
 def test_scalars_packed_at_cubin_offsets_with_exact_widths(clib_env, cc, arch):
     r = clib_env.run("pack", FAKECUDA_CC=cc)
@@ -46,7 +36,8 @@ def test_scalars_packed_at_cubin_offsets_with_exact_widths(clib_env, cc, arch):
     art = next(a for a in clib_env.artifacts if a.name == "pack")
     ck = art.cubin_kernel(f"sm_{arch}")
     values = [-5, -300, 123456, -1234567890123, 1.5, 2.25, True, 0x3C00, 200, 0xFEDCBA9876543210, 0x7000]
-    want = expected_params(ck, [(FMT[d], v) for d, v in zip(PACK_DTYPES, values, strict=False)] + [("Q", 0x7000)])
+    fmts = [(FMT[d], v) for d, v in zip(PACK_DTYPES, values, strict=False)] + [("Q", 0x7000)]
+    want = param_bytes(ck, fmts).hex()
     got = [r.field(x, "params") for x in launches(r, "pack")]
     assert got == [want, want]
     assert "0000c03f" in want  # the fp32 1.5 stays 4 bytes (a double would be 000000000000f83f)
@@ -124,7 +115,7 @@ def test_block_rules(clib_env):
 def test_hidden_scratch_params_are_null(clib_env):
     r = clib_env.run("hidden")
     (launch,) = launches(r)
-    assert r.field(launch, "params") == struct.pack("<Qi4sQQ", 0x1000, 77, b"\xaa" * 4, 0, 0).hex()
+    assert r.field(launch, "params") == struct.pack("<Qi4xQQ", 0x1000, 77, 0, 0).hex()
 
 
 @pytest.mark.parametrize("cc,expect", [("8.0", "sm_80"), ("8.6", "sm_80"), ("9.0", "sm_90a"), ("10.0", "ptx"),
@@ -189,7 +180,7 @@ def test_a_damaged_compressed_binary_is_refused_as_a_corrupt_library(clib_env, t
     libs = tmp_path / "libs"  # the damaged library first on LD_LIBRARY_PATH (the harness's rpath is a RUNPATH)
     libs.mkdir()
     (libs / Path(clib_env.demo.shared).name).write_bytes(bytes(bad))
-    shutil.copy(clib_env.fake / "libcuda.so.1", libs)
+    shutil.copy(clib_env.fake.c_library, libs)
     r = run(clib_env.harness, tmp_path, libs, "preload")
     status, msg = results(r)["preload0"]
     assert status == "KP_ERROR_CORRUPT_LIBRARY"

@@ -9,8 +9,9 @@ import subprocess
 
 import pytest
 
-from clib_support import compile_program, results, run, session_env
+from clib_support import compile_program, results, session_env
 from cute_support import example, need_cute
+from fake_cuda import run
 
 need_cute()
 import cutlass  # noqa: E402

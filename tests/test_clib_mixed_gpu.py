@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from clib_support import CXX, HERE
+from clib_support import HERE
 from gpu import requires_gpu
+from toolchain_support import CXX
 
 
 def _lib() -> Path:

@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from clib_support import CC, PTXAS, add_abi, compile_program, fnv1a, run, session_env
+from clib_support import add_abi, compile_program, session_env
+from fake_cuda import fnv1a, run
 from kernelpack.abi import Abi, DType, Param, Pointer
 from kernelpack.artifact import Binary, KernelArtifact
 from kernelpack.cache import CompileCache
 from kernelpack.clib import Library, read_embedded_bundle
+from toolchain_support import CC, PTXAS
 
 
 @pytest.fixture(scope="session")

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clib_support import CC
 from kernelpack import names
 from kernelpack.clib.build import cmake_version, pkgconfig
 from kernelpack.errors import KernelpackError
+from toolchain_support import CC
 
 HOSTILE_VERSIONS = [
     '1")\nexecute_process(COMMAND touch MARKER)\n#', "1.0.0\nexecute_process(COMMAND touch MARKER)", "${MARKER}",

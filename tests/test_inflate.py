@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from clib_support import CC, CXX, fnv1a
+from fake_cuda import fnv1a
 from kernelpack.clib.generate import _csrc
+from toolchain_support import CC, CXX
 
 HERE = Path(__file__).resolve().parent
 

@@ -19,8 +19,6 @@ from runtime_support import (
     assert_singletons_intact,
     build_test_bundle,
     cpu_tensors_as_cuda,
-    fake_driver_session,
-    fake_for,
     python_path,
 )
 
@@ -80,16 +78,10 @@ def bundle(base):
     ])
 
 
-@pytest.fixture(scope="module")
-def fake_lib(tmp_path_factory):
-    with fake_driver_session(tmp_path_factory.mktemp("fake")) as fake:
-        yield fake
-
-
-@pytest.fixture
-def fake(fake_lib, bundle):
-    with fake_for(fake_lib, bundle) as f:
-        yield f
+@pytest.fixture(autouse=True)
+def _singleton_canary():
+    """Every test leaves the interpreter's one-character bytes/str objects intact (see test_runtime_singletons)."""
+    yield
     assert_singletons_intact()
 
 
@@ -325,7 +317,6 @@ def triton_bundle(tmp_path_factory):
 
 @pytest.fixture
 def tmod(fake, triton_bundle, request):
-    fake.register(triton_bundle, "sm_90a")
     m = kernelpack.load(triton_bundle)
     with cpu_tensors_as_cuda():
         yield m
