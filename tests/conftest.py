@@ -11,6 +11,7 @@ import pytest
 from cubin_factory import CubinFactory
 from fake_cuda import FakeCuda, InProcessFake, session_fake
 from kernelpack import config
+from kernelpack.bundle import Bundle
 from kernelpack.cache import CompileCache
 from toolchain_support import require_nvcc
 
@@ -39,6 +40,14 @@ def fake(fake_cuda: FakeCuda) -> Iterator[InProcessFake]:
     inproc.reset()
     with inproc.installed():
         yield inproc
+
+
+@pytest.fixture(scope="session")
+def runtime_bundle(tmp_path_factory: pytest.TempPathFactory) -> Bundle:
+    """Every runtime test kernel (``runtime_support.build_test_bundle``), compiled once per session."""
+    from runtime_support import build_test_bundle
+
+    return build_test_bundle(tmp_path_factory.mktemp("rtk"))
 
 
 @pytest.fixture

@@ -52,6 +52,11 @@ def settings(**config: Any) -> dict[str, str]:
     return out
 
 
+def environment(**config: Any) -> dict[str, str]:
+    """``settings`` as the environment variables a program on the fake reads (``FAKECUDA_CC=...``)."""
+    return {f"FAKECUDA_{k}": v for k, v in settings(**config).items()}
+
+
 @dataclass(frozen=True)
 class FakeCuda:
     """The fake built in ``dir``: ``libcuda.so.1`` for programs, ``libkpfakecuda.so`` for this process."""
@@ -68,7 +73,7 @@ class FakeCuda:
 
     def env(self, **config: Any) -> dict[str, str]:
         """The environment a subprocess needs to run on the fake configured so (on top of ``os.environ``)."""
-        return {"LD_LIBRARY_PATH": str(self.dir), **{f"FAKECUDA_{k}": v for k, v in settings(**config).items()}}
+        return {"LD_LIBRARY_PATH": str(self.dir), **environment(**config)}
 
     def in_process(self) -> InProcessFake:
         return InProcessFake(self.library)

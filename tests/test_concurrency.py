@@ -63,12 +63,9 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
-def rt(tmp_path_factory, fake_cuda):
-    from runtime_support import build_test_bundle
-
-    bundle = build_test_bundle(tmp_path_factory.mktemp("concrt"))
+def rt(runtime_bundle, fake_cuda):
     with fake_cuda.in_process().installed() as fake:
-        yield bundle, fake
+        yield runtime_bundle, fake
 
 
 def _calls(t: int) -> list[tuple[str, str, tuple, dict]]:

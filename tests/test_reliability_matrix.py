@@ -209,14 +209,10 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
-def rt(tmp_path_factory, fake_cuda):
-    from runtime_support import build_test_bundle
-
-    root = tmp_path_factory.mktemp("relrt")
-    bundle = build_test_bundle(root)
-    old = _old_driver(root)
+def rt(tmp_path_factory, runtime_bundle, fake_cuda):
+    old = _old_driver(tmp_path_factory.mktemp("relrt"))
     with fake_cuda.in_process().installed() as fake:
-        yield bundle, fake, old
+        yield runtime_bundle, fake, old
 
 
 def _old_driver(root: Path) -> Path:

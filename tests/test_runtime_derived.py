@@ -17,7 +17,6 @@ from kernelpack.bundle import Bundle
 from kernelpack.tma import encode_args
 from runtime_support import (
     assert_singletons_intact,
-    build_test_bundle,
     cpu_tensors_as_cuda,
     python_path,
 )
@@ -37,8 +36,8 @@ MAX_GRID_X = 2**31 - 1
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    return build_test_bundle(tmp_path_factory.mktemp("rtd"))
+def base(runtime_bundle):
+    return runtime_bundle
 
 
 def _art(bundle, label):

@@ -21,7 +21,6 @@ from runtime_support import (
     CaiArray,
     CudaArray,
     assert_singletons_intact,
-    build_test_bundle,
     cpu_tensors_as_cuda,
     python_path,
 )
@@ -30,8 +29,8 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory):
-    return build_test_bundle(tmp_path_factory.mktemp("rtk"))
+def bundle(runtime_bundle):
+    return runtime_bundle
 
 
 @pytest.fixture(autouse=True)
