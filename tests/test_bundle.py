@@ -18,11 +18,11 @@ from kernelpack.bundle import (
     Bundle,
     read_manifest,
 )
-from kernelpack.cudacc import find_nvcc, nvrtc_available
 from kernelpack.demo import compile_examples
 from kernelpack.errors import BundleError
+from toolchain_support import needs_cuda_compiler
 
-pytestmark = pytest.mark.skipif(not nvrtc_available() and find_nvcc() is None, reason="no CUDA C++ compiler")
+pytestmark = needs_cuda_compiler
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from kernelpack.artifact import KernelArtifact
 from kernelpack.bundle import Bundle
 from kernelpack.clib import Library, build_library, read_embedded_bundle, read_embedded_bundles
 from kernelpack.errors import KernelpackError
-from toolchain_support import CC
+from toolchain_support import CC, cuda_include, needs_tools
 
 
 @pytest.fixture(scope="session")
@@ -191,7 +190,7 @@ set_target_properties(c_shared cxx_static PROPERTIES C_STANDARD 99 CXX_STANDARD 
 """
 
 
-@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not installed")
+@needs_tools("cmake")
 def test_cmake_consumer(clib_env, tmp_path):
     proj = tmp_path / "proj"
     proj.mkdir()
@@ -208,7 +207,7 @@ def test_cmake_consumer(clib_env, tmp_path):
     assert r.returncode == 0 and r.stdout.splitlines()[-1] == "ok", r.stdout + r.stderr
 
 
-@pytest.mark.skipif(shutil.which("pkg-config") is None, reason="pkg-config not installed")
+@needs_tools("pkg-config")
 def test_pkgconfig_consumer(clib_env, tmp_path):
     env = {"PKG_CONFIG_PATH": str(clib_env.demo.prefix / "lib" / "pkgconfig")}
     import os
@@ -241,8 +240,8 @@ int main(void) {
 
 
 def test_driver_declarations_match_cuda_h(tmp_path):
-    include = Path("/usr/local/cuda/include")
-    if not (include / "cuda.h").exists():
+    include = cuda_include()
+    if include is None:
         pytest.skip("no cuda.h to compare with")
     src = tmp_path / "layout.c"
     src.write_text(LAYOUT_C)

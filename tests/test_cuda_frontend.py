@@ -7,10 +7,11 @@ import pytest
 from kernelpack import cuda
 from kernelpack.abi import Abi, DType, Opaque, Param, Pointer, Scalar
 from kernelpack.cache import CompileCache
-from kernelpack.cudacc import find_nvcc, nvrtc_available
+from kernelpack.cudacc import nvrtc_available
 from kernelpack.errors import AbiMismatch, CompileError
+from toolchain_support import needs_cuda_compiler, needs_nvcc
 
-pytestmark = pytest.mark.skipif(not nvrtc_available() and find_nvcc() is None, reason="no CUDA C++ compiler")
+pytestmark = needs_cuda_compiler
 
 SOURCE = r"""
 #include <cuda.h>
@@ -132,7 +133,7 @@ def test_a_second_compile_is_served_from_the_cache(tmp_path):
     assert list(tmp_path.rglob("*")) == entries
 
 
-@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
+@needs_nvcc
 def test_nvcc_backend_gives_the_same_abis_as_nvrtc(nocache):
     names = ["ops::copy<float, 4>", "mixed", "tma"]
     via_nvcc = cuda.compile(SOURCE, names, arch="sm_90a", compiler="nvcc", cache=nocache)

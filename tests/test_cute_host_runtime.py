@@ -8,7 +8,6 @@ from __future__ import annotations
 import ctypes
 import inspect
 import json
-import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from cute_support import example, need_cute
+from gpu import driver_present
 
 need_cute()
 torch = pytest.importorskip("torch")
@@ -37,9 +37,9 @@ from kernelpack.runtime import (  # noqa: E402
     host,
 )
 from runtime_support import CudaArray, cpu_tensors_as_cuda  # noqa: E402
+from toolchain_support import needs_tools  # noqa: E402
 
-pytestmark = pytest.mark.skipif(shutil.which("ld") is None or shutil.which("objcopy") is None,
-                                reason="needs ld and objcopy")
+pytestmark = needs_tools("ld", "objcopy")
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -232,11 +232,8 @@ def test_descriptors_scalars_and_stream_reach_the_entry(mod) -> None:
 def test_entry_status_becomes_the_runtime_exception(mod, library) -> None:
     """The real entries: an empty tensor returns without host code (no driver needed), anything else reaches the
     shim, which finds no libcuda.so.1 here; the entry's status and message come back as a DriverError."""
-    try:
-        ctypes.CDLL("libcuda.so.1")
+    if driver_present():
         pytest.skip("a CUDA driver is installed")
-    except OSError:
-        pass
     with cpu_tensors_as_cuda():
         assert mod.gemm(half(0, 64), half(*B), half(0, 64)) is None  # M = 0: CuTe's host code would divide by it
         assert mod.ew_add(*(torch.zeros(5, 0),) * 3) is None

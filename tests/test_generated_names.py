@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import keyword
 import random
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,9 +25,7 @@ from kernelpack import names
 from kernelpack.abi import Abi, DType, Field, Param, Pointer, Scalar, Struct
 from kernelpack.artifact import KernelArtifact, LaunchSpec
 from kernelpack.errors import KernelpackError
-from toolchain_support import CC, CXX
-
-CLANG = shutil.which("clang") or shutil.which("clang-14")
+from toolchain_support import CC, CLANG, CXX
 
 # what the generator and its outputs declare themselves, and Python's own names
 GENERATED = ["launch", "o", "kp_c", "kp_s", "kp_args", "kp_best", "kp_cm", "kp_q", "kp_bq", "kp_t_x", "kp_sb_",

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from kernelpack import config
-from kernelpack.cudacc import find_nvcc, nvrtc_available
+from kernelpack.cudacc import cuda_include_dirs, find_nvcc, nvrtc_available
 from kernelpack.describe import find_cuda_tool
 
 CC = config.knobs().cc
 CXX = os.environ.get("CXX") or "c++"
 NVCC = find_nvcc()
+CLANG = shutil.which("clang") or shutil.which("clang-14")
 
 
 def _ptxas() -> str | None:
@@ -34,6 +35,12 @@ def cuobjdump() -> Path | None:
     """cuobjdump from PATH, the toolkit or the pip package nvidia-cuda-cuobjdump; None when absent."""
     found = find_cuda_tool("cuobjdump")
     return Path(found) if found else None
+
+
+def cuda_include() -> Path | None:
+    """The directory holding cuda.h (the toolkit's, else the pip nvidia-* packages'); None when there is none."""
+    dirs = cuda_include_dirs()
+    return Path(dirs[0]) if dirs else None
 
 
 @functools.cache
@@ -60,5 +67,6 @@ def needs_tools(*tools: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(bool(gone), reason=f"needs {', '.join(tools)} ({', '.join(gone)} not found)")
 
 
+needs_nvrtc = pytest.mark.skipif(not nvrtc_available(), reason="NVRTC (cuda-bindings) is not installed")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
 needs_cuda_compiler = pytest.mark.skipif(not cuda_compiler_available(), reason="no CUDA C++ compiler (NVRTC or nvcc)")
