@@ -191,3 +191,25 @@ def test_decomposed_descriptor_values(clib_env):
     packed = list(zip(fmts, want.values, strict=True)) + [("Q", 0x2000)]
     assert r.field(launch, "params") == param_bytes(art.cubin_kernel("sm_90a"), packed).hex()
 
+
+def test_one_device_launches_ask_the_driver_nothing_but_the_launch(clib_env):
+    r = clib_env.run("add", FAKECUDA_CURRENT="0")
+    assert r.calls("cuCtxGetDevice") == [] and r.calls("cuDevicePrimaryCtxRetain") == []
+    # no context on the thread: the launch is refused once, a context is bound, the launch repeated
+    r = clib_env.run("grid")
+    kinds = [x.split(" ")[0] + (" refused" if x.endswith("-> 201") else "") for x in r.log
+             if x.startswith(("cuLaunchKernel", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuCtxGetDevice"))]
+    assert kinds[:5] == ["cuLaunchKernel refused", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuCtxGetDevice",
+                         "cuLaunchKernel"]
+    assert "refused" not in " ".join(kinds[5:]) and "cuCtxGetDevice" not in kinds[5:]
+    # a stream whose context cannot be found (the fake's 0x2000 belongs to a device 1 that is not there): the
+    # binding's own error, with the driver's documented CUDA_ERROR_INVALID_HANDLE
+    r = clib_env.run("stream")
+    assert results(r)["stream"] == ("KP_ERROR_CUDA", "demo_add_f32: cuStreamGetCtx failed with "
+                                    "CUDA_ERROR_INVALID_HANDLE (400)")
+
+
+def test_several_devices_follow_the_current_context(clib_env):
+    r = clib_env.run("add", FAKECUDA_CC="8.0,9.0", FAKECUDA_CURRENT="1")
+    assert len(r.calls("cuCtxGetDevice")) == 2  # asked on every launch
+    assert [r.field(x, "dev") for x in launches(r)] == ["1", "1"]
