@@ -26,11 +26,8 @@ pytestmark = needs_cuda_compiler
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory):
-    from kernelpack import config
-
-    with config.override(cache_dir=tmp_path_factory.mktemp("cache")):
-        return compile_examples(("sm_80", "sm_90a"))
+def bundle(module_cache):
+    return compile_examples(("sm_80", "sm_90a"))
 
 
 def test_two_builds_from_scratch_give_identical_bytes(tmp_path):

@@ -305,13 +305,11 @@ def test_a_failed_launch_still_frees_its_scratch(mod, fake):
 
 
 @pytest.fixture(scope="module")
-def triton_bundle(tmp_path_factory):
+def triton_bundle(module_cache):
     pytest.importorskip("triton")
     import frontend_builds as fb
-    from kernelpack.cache import CompileCache
 
-    cache = CompileCache(tmp_path_factory.mktemp("trcache"))
-    return Bundle.of(fb.triton_tma(cache), fb.triton_scratch(cache))
+    return Bundle.of(fb.triton_tma(module_cache), fb.triton_scratch(module_cache))
 
 
 @pytest.fixture
