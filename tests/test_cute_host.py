@@ -10,14 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from cute_support import example, need_cute
+from cute_support import host_programs, need_cute
 from gpu import driver_present
 from toolchain_support import CC, CXX, cuda_include, needs_tools
 
 need_cute()
-import cutlass  # noqa: E402
 
-import kernelpack.cute as kc  # noqa: E402
 from kernelpack.cute_host import (  # noqa: E402
     HostLibrary,
     HostObject,
@@ -33,13 +31,7 @@ pytestmark = needs_tools(CC, "ld", "objcopy")
 
 @pytest.fixture(scope="session")
 def programs() -> list[HostProgram]:
-    ea, ps, hg = example("elementwise_add"), example("policy_scale"), example("hopper_gemm")
-    out = [kc.export(ea.elementwise_add, *ea.example_args(dt), arch=["sm_80", "sm_90a"], name="ew_add", variant=v)
-           for dt, v in ((cutlass.Float32, "f32"), (cutlass.BFloat16, "bf16"))]
-    out.append(kc.export(ps.ScaleShift(), *ps.example_args(), arch=["sm_80", "sm_90a"], name="scale_shift"))
-    out += [kc.export(hg.HopperGemm(), *hg.example_args(dt), arch="sm_90a", name="gemm", variant=v)
-            for dt, v in ((cutlass.Float16, "f16"), (cutlass.BFloat16, "bf16"))]
-    return out
+    return host_programs()
 
 
 @pytest.fixture(scope="session")

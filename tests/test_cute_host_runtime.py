@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cute_support import example, need_cute
+from cute_support import example, host_programs, need_cute
 from gpu import driver_present
 
 need_cute()
@@ -45,13 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def programs():
-    ea, ps, hg = example("elementwise_add"), example("policy_scale"), example("hopper_gemm")
-    out = [kc.export(ea.elementwise_add, *ea.example_args(dt), arch=["sm_80", "sm_90a"], name="ew_add", variant=v)
-           for dt, v in ((cutlass.Float32, "f32"), (cutlass.BFloat16, "bf16"))]
-    out.append(kc.export(ps.ScaleShift(), *ps.example_args(), arch=["sm_80", "sm_90a"], name="scale_shift"))
-    out += [kc.export(hg.HopperGemm(), *hg.example_args(dt), arch="sm_90a", name="gemm", variant=v)
-            for dt, v in ((cutlass.Float16, "f16"), (cutlass.BFloat16, "bf16"))]
-    return out
+    return host_programs()
 
 
 @pytest.fixture(scope="module")
