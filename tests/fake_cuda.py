@@ -171,6 +171,12 @@ class Run:
                 return part[len(key) + 1:]
         raise KeyError(key)
 
+    def launch_lines(self, kernel: str | None = None) -> list[str]:
+        """The launch log lines (of ``kernel``), without those refused for want of a current context (the one-device
+        path of the C library binds a context on that refusal and launches again)."""
+        out = [x for x in self.log if x.split(" ", 1)[0] in LAUNCH_CALLS and not x.endswith("-> 201")]
+        return [x for x in out if f" kernel={kernel} " in x] if kernel else out
+
     def attempts(self) -> list[Launch]:
         """Every launch the driver was asked for (``result`` says how it went), as records."""
         return [parse_launch(x) for x in self.log if x.split(" ", 1)[0] in LAUNCH_CALLS and "(injected)" not in x]

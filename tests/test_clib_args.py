@@ -20,11 +20,6 @@ def clib_env(tmp_path_factory):
     return session_env(tmp_path_factory)
 
 
-def launches(r, kernel=None):
-    out = [x for x in r.log if x.startswith(("cuLaunchKernel ", "cuLaunchKernelEx ")) and not x.endswith("-> 201")]
-    return [x for x in out if f"kernel={kernel} " in x] if kernel else out
-
-
 def grid(r, line):
     return tuple(int(v) for v in r.field(line, "grid").split(","))
 
@@ -40,9 +35,9 @@ def test_grid_formulas_match_the_reference(clib_env):
             want.append(g)
     assert want[:2] == [(4, 6, 1), (1, 1, 1)] and len(want) == 5
     want.append((7, 1, 1))  # a caller-given grid wins
-    assert [grid(r, x) for x in launches(r, "add_f32")] == want
+    assert [grid(r, x) for x in r.launch_lines("add_f32")] == want
     shapes = [(3, 5), (6, 9)]
-    assert [grid(r, x) for x in launches(r, "tsum")] == [
+    assert [grid(r, x) for x in r.launch_lines("tsum")] == [
         tuple(evaluate_grid(e, {("t", "shape0"): m, ("t", "shape1"): n}) for e in GSUM_GRID) for m, n in shapes]
 
 
@@ -71,9 +66,9 @@ def test_cute_elementwise_add_grid_from_its_recorded_formula(clib_env, tmp_path)
     assert r.stdout.split() == ["0"] * 5
     want = [tuple(evaluate_grid(e, {("c", "shape0"): m, ("c", "shape1"): n}) for e in art.launch.grid or ())
             for m, n in ((77, 301), (1, 1), (8, 32), (1000, 33))]
-    got = [grid(r, x) for x in launches(r)]
+    got = [grid(r, x) for x in r.launch_lines()]
     assert got == want and got[0] == (10, 10, 1)  # ceil(301 / 32), ceil(77 / 8); the (0, 5) call launched nothing
-    assert all(r.field(x, "block") == "32,8,1" for x in launches(r))
+    assert all(r.field(x, "block") == "32,8,1" for x in r.launch_lines())
 
 
 CUTE_MAIN = r"""
@@ -111,12 +106,12 @@ def test_scratch_is_allocated_per_launch_on_the_stream(clib_env):
     assert [r.field(f, "stream") for f in frees] == ["(nil)", "0x1000"]
     order = [x.split(" ")[0] for x in r.log if x.startswith(("cuMem", "cuLaunch")) and not x.endswith("-> 201")]
     assert order == ["cuMemAllocAsync", "cuLaunchKernel", "cuMemFreeAsync"] * 2 + ["cuLaunchKernel"]
-    for a, (launch, ctas) in zip(allocs, [(launches(r)[0], 10), (launches(r)[1], 30)], strict=True):
+    for a, (launch, ctas) in zip(allocs, [(r.launch_lines()[0], 10), (r.launch_lines()[1], 30)], strict=True):
         base = int(r.field(a, "ptr"), 16)  # 256-byte aligned, as the driver promises: the library aligns to 512
         gs = -(-base // 512) * 512
         ps = gs + -(-256 * ctas // 512) * 512
         assert r.field(launch, "params") == struct.pack("<Qi4xQQ", 0x1000, 5, gs, ps).hex()
-    assert r.field(launches(r)[2], "params") == struct.pack("<Qi4xQQ", 0x1000, 5, 0, 0).hex()
+    assert r.field(r.launch_lines()[2], "params") == struct.pack("<Qi4xQQ", 0x1000, 5, 0, 0).hex()
 
 
 def test_scratch_without_stream_ordered_allocation_is_a_clear_error(clib_env):
@@ -148,7 +143,7 @@ def test_tensor_maps_encoded_as_encode_args_says(clib_env, version):
     art = next(a for a in clib_env.artifacts if a.name == "tma2d")
     ck = art.cubin_kernel("sm_90a")
     encodes = r.calls("cuTensorMapEncodeTiled")
-    tma_launches = launches(r, "tma2d")
+    tma_launches = r.launch_lines("tma2d")
     cases = [(0x100000 + 0x1000 * i, s) for i, s in enumerate(TMA_SHAPES)] + [(0x105000, TMA_SHAPES[-1])]
     assert len(encodes) == len(tma_launches) == len(cases)
     for (ptr, (m, k, ld)), line, launch in zip(cases, encodes, tma_launches, strict=True):
@@ -184,7 +179,7 @@ def test_tensor_maps_encoded_as_encode_args_says(clib_env, version):
 def test_decomposed_descriptor_values(clib_env):
     r = clib_env.run("tma")
     assert results(r)["dec"] == ("KP_SUCCESS", "")
-    (launch,) = launches(r, "desc_dec")
+    (launch,) = r.launch_lines("desc_dec")
     art = next(a for a in clib_env.artifacts if a.name == "desc_dec")
     want = encode_args(DEC_SPEC, 0x3000, (5, 7), (9, 3))
     fmts = ["Q", "q", "q", "q", "q", "?", "?", "i", "i", "q", "q"]
@@ -212,4 +207,4 @@ def test_one_device_launches_ask_the_driver_nothing_but_the_launch(clib_env):
 def test_several_devices_follow_the_current_context(clib_env):
     r = clib_env.run("add", FAKECUDA_CC="8.0,9.0", FAKECUDA_CURRENT="1")
     assert len(r.calls("cuCtxGetDevice")) == 2  # asked on every launch
-    assert [r.field(x, "dev") for x in launches(r)] == ["1", "1"]
+    assert [r.field(x, "dev") for x in r.launch_lines()] == ["1", "1"]

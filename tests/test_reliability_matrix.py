@@ -166,10 +166,6 @@ def clib(tmp_path_factory):
     return env, exe
 
 
-def _launches(run) -> list[str]:
-    return [x for x in run.log if x.startswith(("cuLaunchKernel ", "cuLaunchKernelEx ")) and not x.endswith("-> 201")]
-
-
 @pytest.mark.parametrize("row", [r.id for r in MATRIX])
 def test_c(clib, tmp_path, row):
     from clib_support import results
@@ -187,7 +183,7 @@ def test_c(clib, tmp_path, row):
         assert got == status, msg
         for part in parts:
             assert part in msg, (part, msg)
-        assert _launches(r) == [], "nothing may be launched"
+        assert r.launch_lines() == [], "nothing may be launched"
         checked += 1
     if row in C_COMPILE:
         body, diagnostic = C_COMPILE[row]
