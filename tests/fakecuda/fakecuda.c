@@ -31,6 +31,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -647,8 +648,9 @@ static CUresult check_launch(const fk_kernel* k, const fk_launch* l, void** para
 }
 
 static void hex(const unsigned char* p, size_t n, char* out, size_t cap) {
+    static const char digits[] = "0123456789abcdef";
     size_t w = 0;
-    for (size_t i = 0; i < n && w + 3 < cap; i++) w += (size_t)snprintf(out + w, cap - w, "%02x", p[i]);
+    for (size_t i = 0; i < n && w + 3 <= cap; i++) out[w++] = digits[p[i] >> 4], out[w++] = digits[p[i] & 15];
     out[w] = 0;
 }
 
@@ -673,7 +675,11 @@ static CUresult launch(const char* fn, void* f, const uint32_t g[3], const uint3
     const fk_kernel* k = (const fk_kernel*)f;
     if (k == NULL) return INVALID_HANDLE;
     fk_launch l;
-    memset(&l, 0, sizeof l);
+    memset(&l, 0, offsetof(fk_launch, params));
+    for (int i = 0; params != NULL && i < k->nparams; i++)
+        if (k->offset[i] + k->size[i] <= PARAM_BYTES && k->offset[i] + k->size[i] > l.nbytes)
+            l.nbytes = k->offset[i] + k->size[i];
+    memset(l.params, 0, l.nbytes);
     snprintf(l.kernel, sizeof l.kernel, "%s", k->name);
     memcpy(l.grid, g, sizeof l.grid), memcpy(l.block, b, sizeof l.block);
     l.smem = smem, l.stream = (uint64_t)(uintptr_t)stream, l.device = cur(), l.ex = c != NULL;
@@ -682,17 +688,15 @@ static CUresult launch(const char* fn, void* f, const uint32_t g[3], const uint3
         memcpy(l.attrs[i].value, c->attrs[i].value.raw, sizeof l.attrs[i].value);
         l.nattrs = i + 1;
     }
-    for (int i = 0; params != NULL && i < k->nparams; i++) {
-        if (k->offset[i] + k->size[i] > PARAM_BYTES) continue;
-        memcpy(l.params + k->offset[i], params[i], k->size[i]);
-        if (k->offset[i] + k->size[i] > l.nbytes) l.nbytes = k->offset[i] + k->size[i];
-    }
+    for (int i = 0; params != NULL && i < k->nparams; i++)
+        if (k->offset[i] + k->size[i] <= PARAM_BYTES) memcpy(l.params + k->offset[i], params[i], k->size[i]);
     l.result = check_launch(k, &l, params, extra);
     pthread_mutex_lock(&lock);
     if (nlaunches >= MAX_LAUNCHES) nlaunches = 0;
-    launches[nlaunches++] = l;
+    memcpy(&launches[nlaunches++], &l, offsetof(fk_launch, params) + l.nbytes);
     pthread_mutex_unlock(&lock);
-    char hexed[2 * PARAM_BYTES + 1], attrs[8 * 48];
+    if (!cfg.log[0]) return l.result;
+    char hexed[2 * PARAM_BYTES + 1], attrs[MAX_ATTRS * 48];
     hex(l.params, l.nbytes, hexed, sizeof hexed);
     attrs_text(&l, attrs, sizeof attrs);
     logf_("%s kernel=%s grid=%u,%u,%u block=%u,%u,%u smem=%u stream=%p dev=%d attrs=%s extra=%p params=%s -> %d", fn,
