@@ -295,7 +295,7 @@ class InProcessFake:
     def allocs(self) -> list[dict[str, int]]:
         """Every cuMemAllocAsync since the reset: ptr, size, stream, device, freed, free_stream."""
         recs = (self.lib.fk_get_alloc(i).contents for i in range(self.lib.fk_alloc_count()))
-        return [{f: getattr(a, f) for f, _ in _Alloc._fields_} for a in recs]
+        return [{f[0]: getattr(a, f[0]) for f in _Alloc._fields_} for a in recs]
 
     def encodes(self) -> list[dict[str, Any]]:
         """The arguments of every accepted cuTensorMapEncodeTiled since the reset (innermost dimension first)."""

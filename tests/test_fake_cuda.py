@@ -36,7 +36,8 @@ class Entries:
         self.fns = {}
         for name, args in SIGNATURES.items():
             pfn = c_void_p()
-            assert lib.cuGetProcAddress_v2(name.encode(), ctypes.byref(pfn), 12000, 0, None) == 0, name
+            found = lib.cuGetProcAddress_v2(name.encode(), ctypes.byref(pfn), 12000, 0, None)
+            assert found == 0 and pfn.value is not None, name
             self.fns[name] = ctypes.CFUNCTYPE(c_int, *args)(pfn.value)
 
     def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
@@ -50,8 +51,8 @@ def cubin(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     return session_env(tmp_path_factory).kernels.cubins["90a"]
 
 
-def _launch(cu: Entries, kernel: c_void_p, nparams: int, grid: tuple[int, int, int], block: tuple[int, int, int],
-            smem: int = 0) -> int:
+def _launch(cu: Entries, kernel: ctypes.c_void_p, nparams: int, grid: tuple[int, int, int],
+            block: tuple[int, int, int], smem: int = 0) -> int:
     arg = ctypes.c_uint64(0x1000)
     params = (c_void_p * max(nparams, 1))(*[ctypes.addressof(arg)] * nparams)
     return cu.cuLaunchKernel(kernel, *grid, *block, smem, None, params if nparams else None, None)
@@ -70,26 +71,26 @@ def test_launch_rules(fake: InProcessFake, cubin: bytes) -> None:
     assert cu.cuLibraryGetKernel(ctypes.byref(missing), lib, b"nope") == 500
     assert _launch(cu, k["fixed_block"], 1, (1, 1, 1), (128, 1, 1)) == 201, "no current context"
     assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0 and cu.cuCtxSetCurrent(ctx) == 0
-    cases = [
-        (("fixed_block", 1, (2, 1, 1), (128, 1, 1)), 0),
-        (("fixed_block", 1, (2, 1, 1), (64, 2, 1)), 1),  # REQNTID: exactly that block or CUDA_ERROR_INVALID_VALUE
-        (("cluster2", 1, (4, 2, 1), (32, 1, 1)), 0),
-        (("cluster2", 1, (3, 1, 1), (32, 1, 1)), 912),  # a compile-time cluster needs a grid of whole clusters
-        (("big_smem", 3, (1, 1, 1), (64, 1, 1), 48 * 1024), 0),
-        (("big_smem", 3, (1, 1, 1), (64, 1, 1), 60_000), 1),  # above 48 KiB only after the opt-in
-        (("noargs", 0, (1, 1, 1), (1024, 2, 1)), 1),  # more than 1024 threads
-        (("noargs", 0, (1, 1, 1), (1, 1, 65)), 1),  # block z above 64
-        (("noargs", 0, (1, 65536, 1), (1, 1, 1)), 1),  # grid y above 65535
-        (("noargs", 0, (0, 1, 1), (1, 1, 1)), 1),  # an empty grid
+    cases = [  # kernel, parameters, grid, block, dynamic shared memory -> result
+        ("fixed_block", 1, (2, 1, 1), (128, 1, 1), 0, 0),
+        ("fixed_block", 1, (2, 1, 1), (64, 2, 1), 0, 1),  # REQNTID: exactly that block or CUDA_ERROR_INVALID_VALUE
+        ("cluster2", 1, (4, 2, 1), (32, 1, 1), 0, 0),
+        ("cluster2", 1, (3, 1, 1), (32, 1, 1), 0, 912),  # a compile-time cluster needs a grid of whole clusters
+        ("big_smem", 3, (1, 1, 1), (64, 1, 1), 48 * 1024, 0),
+        ("big_smem", 3, (1, 1, 1), (64, 1, 1), 60_000, 1),  # above 48 KiB only after the opt-in
+        ("noargs", 0, (1, 1, 1), (1024, 2, 1), 0, 1),  # more than 1024 threads
+        ("noargs", 0, (1, 1, 1), (1, 1, 65), 0, 1),  # block z above 64
+        ("noargs", 0, (1, 65536, 1), (1, 1, 1), 0, 1),  # grid y above 65535
+        ("noargs", 0, (0, 1, 1), (1, 1, 1), 0, 1),  # an empty grid
     ]
-    for (name, n, *shape), want in cases:
-        assert _launch(cu, k[name], n, *shape) == want, (name, shape)
+    for name, n, grid, block, smem, want in cases:
+        assert _launch(cu, k[name], n, grid, block, smem) == want, (name, grid, block, smem)
     assert cu.cuKernelSetAttribute(8, 232448 + 1, k["big_smem"], 0) == 1, "beyond the device's opt-in limit"
     assert cu.cuKernelSetAttribute(0, 1, k["big_smem"], 0) == 1, "read-only attribute"
     assert cu.cuKernelSetAttribute(8, 60_000, k["big_smem"], 0) == 0
     assert _launch(cu, k["big_smem"], 3, (1, 1, 1), (64, 1, 1), 60_000) == 0
     results = [x["result"] for x in fake.attempts()]
-    assert results == [201] + [want for _, want in cases] + [0]
+    assert results == [201] + [c[-1] for c in cases] + [0]
     assert [x["kernel"] for x in fake.launches()] == ["fixed_block", "cluster2", "big_smem", "big_smem"]
     assert fake.calls("cuLaunchKernel") == len(results) and fake.calls("cuLibraryGetKernel") == 5
 
