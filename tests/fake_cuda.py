@@ -117,13 +117,10 @@ def parse_launch(line: str) -> Launch:
     name, _, rest = line.partition(" ")
     body, _, result = rest.rpartition(" -> ")
     f = dict(part.split("=", 1) for part in body.split(" "))
-    attrs = []
+    attrs = []  # "cluster:X,Y,Z" (id 4) or "idN:A,B,C" (the attribute's first three words)
     for a in filter(None, f["attrs"].split(";")):
-        if a.startswith("cluster:"):
-            attrs.append((4, tuple(int(v) for v in a[8:].split(","))))
-        else:
-            ident, _, value = a[2:].partition(":")
-            attrs.append((int(ident), (int(value), 0, 0)))
+        ident, _, values = a.partition(":")
+        attrs.append((4 if ident == "cluster" else int(ident[2:]), _dim3(values)))
     return _record(kernel=f["kernel"], grid=_dim3(f["grid"]), block=_dim3(f["block"]), smem=int(f["smem"]),
                    stream=_pointer(f["stream"]), device=int(f["dev"]), ex=name == "cuLaunchKernelEx",
                    attrs=tuple(attrs), result=int(result), params=bytes.fromhex(f["params"]))

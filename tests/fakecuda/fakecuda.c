@@ -657,13 +657,14 @@ static void hex(const unsigned char* p, size_t n, char* out, size_t cap) {
 static void attrs_text(const fk_launch* l, char* out, size_t cap) {
     size_t w = 0;
     out[0] = 0;
-    for (uint32_t i = 0; i < l->nattrs && w + 48 < cap; i++) {
+    for (uint32_t i = 0; i < l->nattrs && w + 64 < cap; i++) {
         const fk_attr* a = &l->attrs[i];
         if (a->id == 4)
             w += (size_t)snprintf(out + w, cap - w, "%scluster:%u,%u,%u", i ? ";" : "", a->value[0], a->value[1],
                                   a->value[2]);
         else
-            w += (size_t)snprintf(out + w, cap - w, "%sid%u:%u", i ? ";" : "", a->id, a->value[0]);
+            w += (size_t)snprintf(out + w, cap - w, "%sid%u:%u,%u,%u", i ? ";" : "", a->id, a->value[0], a->value[1],
+                                  a->value[2]);
     }
 }
 
@@ -696,7 +697,7 @@ static CUresult launch(const char* fn, void* f, const uint32_t g[3], const uint3
     memcpy(&launches[nlaunches++], &l, offsetof(fk_launch, params) + l.nbytes);
     pthread_mutex_unlock(&lock);
     if (!cfg.log[0]) return l.result;
-    char hexed[2 * PARAM_BYTES + 1], attrs[MAX_ATTRS * 48];
+    char hexed[2 * PARAM_BYTES + 1], attrs[MAX_ATTRS * 64];
     hex(l.params, l.nbytes, hexed, sizeof hexed);
     attrs_text(&l, attrs, sizeof attrs);
     logf_("%s kernel=%s grid=%u,%u,%u block=%u,%u,%u smem=%u stream=%p dev=%d attrs=%s extra=%p params=%s -> %d", fn,
