@@ -2,8 +2,8 @@
 
 Wall-clock time needs the GPU (bench/launch_overhead.py); instruction counts do not, and they are stable enough to
 compare two versions of ``_launch.c`` on this machine. Each row runs a Python ``for`` loop of launches of
-``add(a, b, out, n)`` (three torch CPU tensors read as CUDA tensors on device 0, an int) through the fake driver of
-tests/fake_runtime; only the loop is counted (callgrind client requests around it). The first row is the fake's own
+``add(a, b, out, n)`` (three torch CPU tensors read as CUDA tensors on device 0, an int) through the fake driver
+(tests/fakecuda); only the loop is counted (callgrind client requests around it). The first row is the fake's own
 ``cuLaunchKernel`` called from a C loop: the fake's cost, the same in every row; subtract it to get kernelpack's.
 
     python bench/launch_instructions.py [--launches 2000] [--json out.json]
@@ -46,13 +46,14 @@ int kb_loop(void* fn, void* f, uint64_t a, uint64_t b, uint64_t c, int n, int co
 
 def prepare(work: Path) -> None:
     """Outside valgrind: the fake driver, the helper and the bundle (add, and add with a grid rule)."""
+    from fake_cuda import build
     from kernelpack import cuda
     from kernelpack.artifact import LaunchSpec
     from kernelpack.bundle import Bundle
     from kernelpack.cache import CompileCache
-    from runtime_support import HERE, build_fake
+    from runtime_support import HERE
 
-    build_fake(work)
+    build(work)
     subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-x", "c", "-", "-o", str(work / "helper.so")],
                    input=HELPER.encode(), check=True)
     (add,) = cuda.compile(HERE / "kernels.cu", ["add"], arch=["sm_90a"], cache=CompileCache(work / "cache"))
@@ -69,14 +70,14 @@ def measure(work: Path, launches: int) -> None:
     import torch
 
     import kernelpack
+    from fake_cuda import InProcessFake
     from kernelpack.bundle import Bundle
     from kernelpack.runtime import driver
-    from runtime_support import FakeDriver, cpu_tensors_as_cuda
+    from runtime_support import cpu_tensors_as_cuda
 
-    fake = FakeDriver(work / "libkpfakecuda.so")
+    fake = InProcessFake(work / "libkpfakecuda.so")
     fake.reset((9, 0))
     bundle = Bundle.read(work / "k.kpack")
-    fake.register(bundle, "sm_90a")
     driver.use_library(str(fake.path))
     helper = ctypes.CDLL(str(work / "helper.so"))
     helper.kb_stop.argtypes = (ctypes.c_char_p,)

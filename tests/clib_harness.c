@@ -6,23 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "demo.h"
+#include "demo_harness.h"
 
-#define P(tag, call)                                                                                  \
-    do {                                                                                              \
-        kp_status s_ = (call);                                                                        \
-        printf("%s status=%s msg=%s\n", tag, demo_status_name(s_), s_ ? demo_last_error() : "");      \
-    } while (0)
-
-static kp_launch L(uint32_t grid, uint32_t block) {
-    kp_launch l;
-    memset(&l, 0, sizeof l);
-    l.grid[0] = grid;
-    l.block[0] = block;
-    return l;
-}
-
-static void* at(uintptr_t addr) { return (void*)addr; }
+#define P(tag, call) REPORT(tag, call)
 
 static void* race_thread(void* arg) {
     kp_launch l = L(4, 256);

@@ -1,28 +1,23 @@
-"""Shared pieces of the C library generator tests: test cubins (compiled once per session), hand-written ABIs,
-the fake libcuda.so.1, and helpers to build and run C/C++ programs against generated libraries."""
+"""Shared pieces of the C library generator tests: test cubins (compiled once per session), hand-written ABIs, and
+helpers to build C/C++ programs against generated libraries and run them on the fake driver (fake_cuda.py)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from fake_cuda import FakeCuda, Run, run, session_fake
 from kernelpack.abi import Abi, DType, Param, Pointer, Scalar, Struct, TensorSpec
 from kernelpack.artifact import Binary, KernelArtifact, LaunchSpec
 from kernelpack.tma import TENSOR_MAP, TensorDescSpec
+from toolchain_support import CC, CXX, PTXAS, require_nvcc
 
 HERE = Path(__file__).parent
 KERNELS_CU = HERE / "clib_kernels.cu"
-FAKE_SRC = HERE / "fakecuda" / "fakecuda.c"
 ARCHS = ("80", "90a", "100a")
-NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-PTXAS = shutil.which("ptxas") or str(Path(NVCC).parent / "ptxas")
-CC = os.environ.get("CC", "cc")
-CXX = os.environ.get("CXX", "c++")
 
 
 @dataclass(frozen=True)
@@ -32,19 +27,18 @@ class TestKernels:
 
 
 def compile_kernels(out: Path) -> TestKernels:
-    if not Path(NVCC).exists():
-        pytest.skip("nvcc not available to compile test cubins")
+    nvcc = require_nvcc()
     cubins = {}
     for a in ARCHS:
         ptx = out / f"k{a}.ptx"
-        subprocess.run([NVCC, "-ptx", f"-arch=compute_{a}", str(KERNELS_CU), "-o", str(ptx)], check=True)
+        subprocess.run([nvcc, "-ptx", f"-arch=compute_{a}", str(KERNELS_CU), "-o", str(ptx)], check=True)
         text = ptx.read_text()
         # fixed_block gets a required block size (nvcc has no attribute for it; the PTX directive is .reqntid)
         text = text.replace(".param .u64 fixed_block_param_0\n)\n", ".param .u64 fixed_block_param_0\n)\n"
                             ".reqntid 128, 1, 1\n")
         ptx.write_text(text)
         cubin = out / f"k{a}.cubin"
-        subprocess.run([PTXAS, f"-arch=sm_{a}", str(ptx), "-o", str(cubin)], check=True)
+        subprocess.run([str(PTXAS), f"-arch=sm_{a}", str(ptx), "-o", str(cubin)], check=True)
         cubins[a] = cubin.read_bytes()
     return TestKernels(cubins, (out / "k80.ptx").read_bytes())
 
@@ -125,51 +119,6 @@ def demo_artifacts(k: TestKernels) -> list[KernelArtifact]:
     ]
 
 
-def build_fake(out: Path) -> Path:
-    d = out / "fakecuda"
-    d.mkdir(parents=True, exist_ok=True)
-    subprocess.run([CC, "-std=c99", "-O1", "-g", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror",
-                    "-Wl,-soname,libcuda.so.1", "-o", str(d / "libcuda.so.1"), str(FAKE_SRC), "-lpthread"],
-                   check=True)
-    return d
-
-
-def fnv1a(data: bytes) -> str:
-    h = 1469598103934665603
-    for b in data:
-        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
-    return f"{h:016x}"
-
-
-@dataclass
-class Run:
-    returncode: int
-    stdout: str
-    stderr: str
-    log: list[str]
-
-    def calls(self, name: str) -> list[str]:
-        return [line for line in self.log if line.split(" ", 1)[0] == name]
-
-    def field(self, line: str, key: str) -> str:
-        for part in line.split(" "):
-            if part.startswith(key + "="):
-                return part[len(key) + 1:]
-        raise KeyError(key)
-
-
-def run(exe: Path | list[str], tmp: Path, fake_dir: Path | None, *args: str, **env: str) -> Run:
-    log = tmp / f"fake-{os.getpid()}-{len(list(tmp.glob('fake-*.log')))}.log"
-    full = {k: v for k, v in os.environ.items() if not k.startswith("FAKECUDA_")}
-    full.update({"LD_LIBRARY_PATH": str(fake_dir) if fake_dir else str(tmp / "empty"), "FAKECUDA_LOG": str(log)})
-    (tmp / "empty").mkdir(exist_ok=True)
-    full.update(env)
-    cmd = [str(exe)] if isinstance(exe, Path) else exe
-    proc = subprocess.run(cmd + list(args), capture_output=True, text=True, env=full, timeout=120)
-    lines = log.read_text().splitlines() if log.exists() else []
-    return Run(proc.returncode, proc.stdout, proc.stderr, lines)
-
-
 def compile_program(src: Path, exe: Path, include: Path, libs: list[str], *, cxx: bool = False,
                     flags: tuple[str, ...] = ()) -> Path:
     cmd = ([CXX, "-std=c++17"] if cxx else [CC, "-std=c99"]) + ["-Wall", "-Wextra", "-Werror", "-g", *flags,
@@ -184,7 +133,7 @@ def compile_program(src: Path, exe: Path, include: Path, libs: list[str], *, cxx
 class Env:
     root: Path
     kernels: TestKernels
-    fake: Path
+    fake: FakeCuda
     demo: object  # BuildResult of the demo library
     harness: Path
     artifacts: list[KernelArtifact]
@@ -208,7 +157,7 @@ def _make_env(tmp_path_factory: pytest.TempPathFactory) -> Env:
 
     root = tmp_path_factory.mktemp("clib")
     kernels = compile_kernels(root)
-    fake = build_fake(root)
+    fake = session_fake(tmp_path_factory)
     arts = demo_artifacts(kernels)
     demo = Library("demo", *arts, cflags=["-Werror"]).build(root / "demo", keep_sources=True)
     harness = compile_program(HERE / "clib_harness.c", root / "harness", demo.include_dir,

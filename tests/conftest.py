@@ -1,10 +1,19 @@
-"""Shared pytest fixtures."""
+"""Shared pytest fixtures: test cubins, the fake driver, a fresh compile cache."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 import pytest
 
-from cubin_factory import CubinFactory, find_nvcc
+from cubin_factory import CubinFactory
+from fake_cuda import FakeCuda, InProcessFake, session_fake
+from kernelpack import config
+from kernelpack.bundle import Bundle
+from kernelpack.cache import CompileCache
+from toolchain_support import require_nvcc
 
 
 @pytest.fixture(scope="session")
@@ -14,7 +23,50 @@ def build_cubin(tmp_path_factory: pytest.TempPathFactory) -> CubinFactory:
     ``build_cubin.path(...)`` gives the cached file, ``build_cubin.supports(arch)`` whether nvcc targets it.
     Skips the test when nvcc is missing.
     """
-    nvcc = find_nvcc()
-    if nvcc is None:
-        pytest.skip("nvcc not found (/usr/local/cuda/bin/nvcc or PATH); cubin tests need it")
-    return CubinFactory(tmp_path_factory.mktemp("cubins"), nvcc)
+    return CubinFactory(tmp_path_factory.mktemp("cubins"), Path(require_nvcc()))
+
+
+@pytest.fixture(scope="session")
+def fake_cuda(tmp_path_factory: pytest.TempPathFactory) -> FakeCuda:
+    """The fake CUDA driver, built once per session (``fake_cuda.env(...)`` for a program, ``.in_process()``)."""
+    return session_fake(tmp_path_factory)
+
+
+@pytest.fixture
+def fake(fake_cuda: FakeCuda) -> Iterator[InProcessFake]:
+    """The fake driver in this process, reset (one sm_90 device, nothing recorded) and installed as the runtime's
+    driver for the test."""
+    inproc = fake_cuda.in_process()
+    inproc.reset()
+    with inproc.installed():
+        yield inproc
+
+
+@pytest.fixture(scope="session")
+def runtime_bundle(tmp_path_factory: pytest.TempPathFactory) -> Bundle:
+    """Every runtime test kernel (``runtime_support.build_test_bundle``), compiled once per session."""
+    from runtime_support import build_test_bundle
+
+    return build_test_bundle(tmp_path_factory.mktemp("rtk"))
+
+
+@pytest.fixture
+def fresh_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CompileCache]:
+    """An empty compile cache, also in force for the test (``config.override(cache_dir=...)``), so compiles that are
+    given no ``cache=`` use it too."""
+    with cache_in_force(tmp_path_factory.mktemp("kpcache")) as cache:
+        yield cache
+
+
+@pytest.fixture(scope="module")
+def module_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CompileCache]:
+    """``fresh_cache`` shared by one module's tests (for module-scoped fixtures that compile)."""
+    with cache_in_force(tmp_path_factory.mktemp("kpcache")) as cache:
+        yield cache
+
+
+@contextmanager
+def cache_in_force(root: Path) -> Iterator[CompileCache]:
+    """A CompileCache at ``root``, the configured cache for the block."""
+    with config.override(cache_dir=root):
+        yield CompileCache(root)

@@ -1,6 +1,6 @@
 """Real cubins for tests: compile CUDA C++ with nvcc (cached on disk per session) and read cuobjdump's view of them.
 
-``CubinFactory(cache_dir)(source, arch, options)`` returns the cubin's bytes; ``.path(...)`` its file. The cache
+``CubinFactory(cache_dir, nvcc)(source, arch, options)`` returns the cubin's bytes; ``.path(...)`` its file. The cache
 key is (source, arch, options), so each distinct cubin is compiled once per session. ``cuobjdump_view(path)``
 parses ``cuobjdump -elf`` and ``-res-usage`` into plain dicts, as an independent oracle for the cubin reader.
 """
@@ -10,47 +10,18 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-NVCC_CANDIDATES = ("/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc")
-
-
-def find_nvcc() -> Path | None:
-    """nvcc from /usr/local/cuda, /usr/local/bin or PATH; None when there is none."""
-    for candidate in (*NVCC_CANDIDATES, shutil.which("nvcc")):
-        if candidate and os.access(candidate, os.X_OK):
-            return Path(candidate)
-    return None
-
-
-def find_cuobjdump() -> Path | None:
-    """cuobjdump from the pip package nvidia-cuda-cuobjdump, else PATH; None when absent."""
-    try:
-        import nvidia  # type: ignore[import-not-found]
-
-        for root in nvidia.__path__:
-            for sub in ("cu13", "cu12", "cuda_cuobjdump"):
-                p = Path(root, sub, "bin", "cuobjdump")
-                if os.access(p, os.X_OK):
-                    return p
-    except ImportError:
-        pass
-    found = shutil.which("cuobjdump")
-    return Path(found) if found else None
-
 
 class CubinFactory:
     """Compile CUDA C++ source to a cubin once per (source, arch, options); raise RuntimeError with nvcc's log."""
 
-    def __init__(self, cache_dir: Path, nvcc: Path | None = None) -> None:
+    def __init__(self, cache_dir: Path, nvcc: Path) -> None:
         self.cache_dir = Path(cache_dir)
-        self.nvcc = nvcc or find_nvcc()
-        if self.nvcc is None:
-            raise RuntimeError("nvcc not found")
+        self.nvcc = nvcc
         self._archs: set[str] | None = None
 
     def supports(self, arch: str) -> bool:

@@ -8,6 +8,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -30,3 +31,20 @@ def example(name: str) -> ModuleType:
     sys.modules[mod_name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+@functools.cache
+def host_programs() -> list[Any]:
+    """The host programs of the CuTe host-library tests (compiled once per session): ew_add (f32, bf16),
+    scale_shift, and the Hopper gemm (f16, bf16)."""
+    import cutlass
+
+    import kernelpack.cute as kc
+
+    ea, ps, hg = example("elementwise_add"), example("policy_scale"), example("hopper_gemm")
+    out = [kc.export(ea.elementwise_add, *ea.example_args(dt), arch=["sm_80", "sm_90a"], name="ew_add", variant=v)
+           for dt, v in ((cutlass.Float32, "f32"), (cutlass.BFloat16, "bf16"))]
+    out.append(kc.export(ps.ScaleShift(), *ps.example_args(), arch=["sm_80", "sm_90a"], name="scale_shift"))
+    out += [kc.export(hg.HopperGemm(), *hg.example_args(dt), arch="sm_90a", name="gemm", variant=v)
+            for dt, v in ((cutlass.Float16, "f16"), (cutlass.BFloat16, "bf16"))]
+    return out

@@ -7,11 +7,11 @@ Shared by tests/test_examples.py (GPU-less: build, link, bind; GPU: run) and scr
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from toolchain_support import CXX, cuda_compiler_available
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -33,9 +33,7 @@ class Example:
 
     def buildable(self) -> bool:
         if self.needs is None:
-            from kernelpack.cudacc import find_nvcc, nvrtc_available
-
-            return nvrtc_available() or find_nvcc() is not None
+            return cuda_compiler_available()
         return importlib.util.find_spec(self.needs) is not None
 
 
@@ -56,9 +54,8 @@ def build_example(ex: Example, out: Path, jobs: int = 2):  # type: ignore[no-unt
 
 def compile_program(ex: Example, prefix: Path, exe: Path, *, werror: bool = True) -> subprocess.CompletedProcess[str]:
     """g++ the example's main.cpp against the built library under ``prefix`` (no CUDA headers, no -lcuda)."""
-    cxx = os.environ.get("CXX") or shutil.which("g++") or "c++"
     lib = prefix / "lib"
-    cmd = [cxx, "-std=c++17", "-O2", "-Wall", "-Wextra", *(["-Werror"] if werror else []), f"-I{prefix / 'include'}",
+    cmd = [CXX, "-std=c++17", "-O2", "-Wall", "-Wextra", *(["-Werror"] if werror else []), f"-I{prefix / 'include'}",
            f"-I{EXAMPLES / 'common'}", str(ex.dir / "main.cpp"), f"-L{lib}", *[f"-l{n}" for n in ex.libs],
            f"-Wl,-rpath,{lib}", "-ldl", "-lpthread", "-o", str(exe)]
     return subprocess.run(cmd, capture_output=True, text=True)

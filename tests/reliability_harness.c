@@ -15,23 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "demo.h"
+#include "demo_harness.h"
 
-#define ROW(call)                                                                                    \
-    do {                                                                                             \
-        kp_status s_ = (call);                                                                       \
-        printf("%s status=%s msg=%s\n", name, demo_status_name(s_), s_ ? demo_last_error() : "");    \
-    } while (0)
-
-static kp_launch L(uint32_t grid, uint32_t block) {
-    kp_launch l;
-    memset(&l, 0, sizeof l);
-    l.grid[0] = grid;
-    l.block[0] = block;
-    return l;
-}
-
-static void* at(uintptr_t addr) { return (void*)addr; }
+#define ROW(call) REPORT(name, call)
 
 static kp_tensor T2(uintptr_t data, kp_dtype dtype, int64_t s0, int64_t s1, int64_t t0, int64_t t1) {
     kp_tensor t;

@@ -1,26 +1,22 @@
-"""Shared pieces of the runtime tests: test kernels compiled once per session (no GPU), the in-process fake
-driver (tests/fake_runtime/fakecuda_rt.c), array stand-ins, and switches between the C and the Python path."""
+"""Shared pieces of the runtime tests: test kernels compiled once per session (no GPU), array stand-ins, and
+switches between the C and the Python path. The fake driver they launch on is fake_cuda.py's (the ``fake``
+fixture)."""
 
 from __future__ import annotations
 
 import ctypes
 import dataclasses
-import shutil
 import subprocess
-from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from kernelpack.abi import Abi, DType, Param, Pointer, Scalar, Struct, TensorSpec
 from kernelpack.artifact import Binary, KernelArtifact, LaunchSpec
 from kernelpack.bundle import Bundle
+from toolchain_support import PTXAS, require_nvcc
 
 HERE = Path(__file__).parent / "fake_runtime"
-NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-PTXAS = str(Path(NVCC).parent / "ptxas")
 KERNELS = ["add", "add16", "scale<float>", "scale<__half>", "scalars", "affine", "row_sums", "with_scratch",
            "big_smem", "spin"]
 ROWS = Struct.tensor_descriptor("Rows", TensorSpec(DType.f32, (None, 64), (None, 1), DType.i32, DType.i64))
@@ -41,149 +37,10 @@ def assert_singletons_intact() -> None:
     assert " " in consts, f"the parser drops one-character f-string parts (constants {consts})"
 
 
-class FakeAlloc(ctypes.Structure):
-    _fields_ = [("ptr", ctypes.c_uint64), ("size", ctypes.c_uint64), ("stream", ctypes.c_uint64),
-                ("device", ctypes.c_int), ("freed", ctypes.c_int), ("free_stream", ctypes.c_uint64)]
-
-
-class FakeEncode(ctypes.Structure):
-    _fields_ = [("dtype", ctypes.c_int), ("rank", ctypes.c_uint), ("addr", ctypes.c_uint64),
-                ("dims", ctypes.c_uint64 * 5), ("strides", ctypes.c_uint64 * 5), ("box", ctypes.c_uint32 * 5),
-                ("estrides", ctypes.c_uint32 * 5), ("interleave", ctypes.c_int), ("swizzle", ctypes.c_int),
-                ("l2", ctypes.c_int), ("oob", ctypes.c_int)]
-
-
-class FakeDriver:
-    """Control of the fake driver library."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.lib = ctypes.CDLL(str(path))
-        self.lib.fk_get_launch.restype = ctypes.c_void_p
-        self.lib.fk_get_alloc.restype = ctypes.POINTER(FakeAlloc)
-        self.lib.fk_get_encode.restype = ctypes.POINTER(FakeEncode)
-
-    def allocs(self) -> list[dict[str, int]]:
-        """Every cuMemAllocAsync since the reset: ptr, size, stream, device, freed, free_stream."""
-        out = []
-        for i in range(self.lib.fk_alloc_count()):
-            a = self.lib.fk_get_alloc(i).contents
-            out.append({f: getattr(a, f) for f, _ in FakeAlloc._fields_})
-        return out
-
-    def encodes(self) -> list[dict[str, Any]]:
-        """The arguments of every cuTensorMapEncodeTiled since the reset (innermost dimension first)."""
-        out = []
-        for i in range(self.lib.fk_encode_count()):
-            e = self.lib.fk_get_encode(i).contents
-            r = e.rank
-            out.append({"data_type": e.dtype, "rank": r, "global_address": e.addr, "global_dim": tuple(e.dims[:r]),
-                        "global_strides": tuple(e.strides[:r - 1]), "box_dim": tuple(e.box[:r]),
-                        "element_strides": tuple(e.estrides[:r]), "interleave": e.interleave, "swizzle": e.swizzle,
-                        "l2_promotion": e.l2, "oob_fill": e.oob})
-        return out
-
-    def reset(self, *ccs: tuple[int, int]) -> None:
-        ccs = ccs or ((9, 0),)
-        flat = (ctypes.c_int * (2 * len(ccs)))(*[v for c in ccs for v in c])
-        self.lib.fk_reset(len(ccs), flat)
-
-    def register(self, bundle: Bundle, arch: str) -> None:
-        """Tell the fake each kernel's parameter offsets and sizes, read from its cubin (as the driver does)."""
-        seen = set()
-        for art in bundle:
-            try:
-                ck = art.cubin_kernel(arch)
-            except Exception:  # noqa: BLE001 - no binary for that arch
-                continue
-            if art.entry in seen:
-                continue
-            seen.add(art.entry)
-            n = len(ck.params)
-            offs = (ctypes.c_uint32 * max(n, 1))(*[p.offset for p in ck.params])
-            sizes = (ctypes.c_uint32 * max(n, 1))(*[p.size for p in ck.params])
-            req = (ctypes.c_uint32 * 3)(*ck.reqntid) if ck.reqntid else None
-            self.lib.fk_register_kernel(art.entry.encode(), n, offs, sizes, req)
-
-    def fail(self, name: str, code: int) -> None:
-        self.lib.fk_fail(name.encode(), code)
-
-    def count(self) -> int:
-        return self.lib.fk_launch_count()
-
-    def calls(self, what: str) -> int:
-        return self.lib.fk_calls(what.encode())
-
-    def launches(self) -> list[dict[str, Any]]:
-        return [self._launch(i) for i in range(self.count())]
-
-    def last(self) -> dict[str, Any]:
-        assert self.count() > 0, "nothing was launched"
-        return self._launch(self.count() - 1)
-
-    def _launch(self, i: int) -> dict[str, Any]:
-        addr = self.lib.fk_get_launch(i)
-        raw = ctypes.string_at(addr, 128 + 4 * 10 + 8 + 4 * 3 + 4096 + 16)
-        name = raw[:128].split(b"\0")[0].decode()
-        u32 = ctypes.cast(addr + 128, ctypes.POINTER(ctypes.c_uint32))
-        grid, block, smem, cluster = tuple(u32[0:3]), tuple(u32[3:6]), u32[6], tuple(u32[7:10])
-        stream = ctypes.c_uint64.from_address(addr + 168).value
-        device, ex, nbytes = (ctypes.c_int32.from_address(addr + 176).value,
-                              ctypes.c_int32.from_address(addr + 180).value,
-                              ctypes.c_uint32.from_address(addr + 184).value)
-        params = ctypes.string_at(addr + 188, nbytes)
-        return {"kernel": name, "grid": grid, "block": block, "smem": smem, "cluster": cluster, "stream": stream,
-                "device": device, "ex": bool(ex), "params": params}
-
-    def current_device(self) -> int:
-        """Device of this thread's current context (-1: none)."""
-        return self.lib.fk_current_device()
-
-    def set_current(self, device: int) -> None:
-        self.lib.fk_set_current_device(device)
-
-
-def build_fake(out: Path) -> Path:
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
-        pytest.skip("no C compiler for the fake driver")
-    path = out / "libkpfakecuda.so"
-    subprocess.run([cc, "-O1", "-shared", "-fPIC", "-Wall", "-Wl,-soname,libkpfakecuda.so",
-                    str(HERE / "fakecuda_rt.c"), "-o", str(path), "-lpthread"], check=True)
-    return path
-
-
-@contextmanager
-def fake_driver_session(out: Path) -> Iterator[FakeDriver]:
-    """The fake driver built under ``out`` and installed as the runtime's driver for the block's duration."""
-    from kernelpack.runtime import driver
-
-    fake = FakeDriver(build_fake(out))
-    driver.use_library(str(fake.path))
-    try:
-        yield fake
-    finally:
-        driver.use_library()
-
-
-@contextmanager
-def fake_for(fake: FakeDriver, bundle: Bundle) -> Iterator[FakeDriver]:
-    """A reset fake (one sm_90 device, ``bundle``'s kernels registered) behind a fresh runtime Driver."""
-    from kernelpack.runtime import driver
-
-    fake.reset((9, 0))
-    fake.register(bundle, "sm_90a")
-    driver.use_library(str(fake.path))  # a fresh Driver: no devices cached from earlier tests
-    try:
-        yield fake
-    finally:
-        fake.set_current(-1)
-
-
 def reqntid_cubin(out: Path, arch: str) -> bytes:
     """``add`` with a required block of 128 threads (.reqntid, which CUDA C++ cannot spell), via PTX."""
     ptx = out / f"add_{arch}.ptx"
-    subprocess.run([NVCC, "-ptx", f"-arch=compute_{arch.removeprefix('sm_')}", str(HERE / "kernels.cu"), "-o",
+    subprocess.run([require_nvcc(), "-ptx", f"-arch=compute_{arch.removeprefix('sm_')}", str(HERE / "kernels.cu"), "-o",
                     str(ptx)], check=True)
     text = ptx.read_text()
     head = ".visible .entry add("
@@ -191,7 +48,7 @@ def reqntid_cubin(out: Path, arch: str) -> bytes:
     end = text.index(")", start)
     ptx.write_text(text[:end + 1] + "\n.reqntid 128, 1, 1" + text[end + 1:])
     cubin = out / f"add_{arch}.cubin"
-    subprocess.run([PTXAS, f"-arch={arch}", str(ptx), "-o", str(cubin)], check=True)
+    subprocess.run([str(PTXAS), f"-arch={arch}", str(ptx), "-o", str(cubin)], check=True)
     return cubin.read_bytes()
 
 

@@ -18,19 +18,16 @@ from kernelpack.bundle import (
     Bundle,
     read_manifest,
 )
-from kernelpack.cudacc import find_nvcc, nvrtc_available
 from kernelpack.demo import compile_examples
 from kernelpack.errors import BundleError
+from toolchain_support import needs_cuda_compiler
 
-pytestmark = pytest.mark.skipif(not nvrtc_available() and find_nvcc() is None, reason="no CUDA C++ compiler")
+pytestmark = needs_cuda_compiler
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory):
-    from kernelpack import config
-
-    with config.override(cache_dir=tmp_path_factory.mktemp("cache")):
-        return compile_examples(("sm_80", "sm_90a"))
+def bundle(module_cache):
+    return compile_examples(("sm_80", "sm_90a"))
 
 
 def test_two_builds_from_scratch_give_identical_bytes(tmp_path):

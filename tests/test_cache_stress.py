@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from kernelpack.cache import CompileCache
-from kernelpack.cudacc import nvrtc_available
+from toolchain_support import needs_nvrtc
 
-pytestmark = pytest.mark.skipif(not nvrtc_available(), reason="NVRTC not available")
+pytestmark = needs_nvrtc
 
 KEYS = 6  # distinct sources (distinct cache keys) per arch
 SRC = 'extern "C" __global__ void k{i}(float* x, int n) {{ int j = threadIdx.x; if (j < n) x[j] = x[j] * {i}.5f; }}\n'

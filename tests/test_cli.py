@@ -8,10 +8,8 @@ import sys
 
 import pytest
 
-from kernelpack.cudacc import find_nvcc, nvrtc_available
 from kernelpack.describe import find_cuda_tool
-
-needs_compiler = pytest.mark.skipif(not nvrtc_available() and find_nvcc() is None, reason="no CUDA C++ compiler")
+from toolchain_support import needs_cuda_compiler
 
 
 def kp(*args: str, env_cache: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -30,7 +28,7 @@ def demo_dir(tmp_path_factory):
     return out, proc.stdout
 
 
-@needs_compiler
+@needs_cuda_compiler
 def test_demo_compiles_the_examples_for_two_archs_and_prints_the_inspection(demo_dir):
     out, stdout = demo_dir
     assert (out / "demo.kpack").is_file()
@@ -39,7 +37,7 @@ def test_demo_compiles_the_examples_for_two_archs_and_prints_the_inspection(demo
         assert label in stdout
 
 
-@needs_compiler
+@needs_cuda_compiler
 def test_inspect_json_lists_params_with_c_types_and_per_arch_resources(demo_dir):
     out, _ = demo_dir
     proc = kp("inspect", str(out / "demo.kpack"), "--json")
@@ -54,7 +52,7 @@ def test_inspect_json_lists_params_with_c_types_and_per_arch_resources(demo_dir)
     assert row_sum["binaries"][0]["static_smem"] == 1024
 
 
-@needs_compiler
+@needs_cuda_compiler
 def test_inspect_reads_a_bare_cubin_and_spells_demangled_param_types(tmp_path, demo_dir):
     from kernelpack.bundle import Bundle
 
@@ -72,7 +70,7 @@ def test_inspect_reads_a_bare_cubin_and_spells_demangled_param_types(tmp_path, d
     assert table.returncode == 0 and "sm_90a" in table.stdout
 
 
-@needs_compiler
+@needs_cuda_compiler
 @pytest.mark.skipif(find_cuda_tool("cuobjdump") is None, reason="cuobjdump not installed")
 def test_inspect_sass_prints_the_disassembly(demo_dir):
     out, _ = demo_dir

@@ -9,6 +9,7 @@ import struct
 import pytest
 
 from clib_support import DEC_SPEC, GADD_GRID, GSUM_GRID, TMA_SPEC, results, session_env
+from fake_cuda import param_bytes
 from kernelpack.artifact import evaluate_grid
 from kernelpack.errors import LaunchError
 from kernelpack.tma import encode_args
@@ -17,11 +18,6 @@ from kernelpack.tma import encode_args
 @pytest.fixture(scope="session")
 def clib_env(tmp_path_factory):
     return session_env(tmp_path_factory)
-
-
-def launches(r, kernel=None):
-    out = [x for x in r.log if x.startswith(("cuLaunchKernel ", "cuLaunchKernelEx ")) and not x.endswith("-> 201")]
-    return [x for x in out if f"kernel={kernel} " in x] if kernel else out
 
 
 def grid(r, line):
@@ -39,9 +35,9 @@ def test_grid_formulas_match_the_reference(clib_env):
             want.append(g)
     assert want[:2] == [(4, 6, 1), (1, 1, 1)] and len(want) == 5
     want.append((7, 1, 1))  # a caller-given grid wins
-    assert [grid(r, x) for x in launches(r, "add_f32")] == want
+    assert [grid(r, x) for x in r.launch_lines("add_f32")] == want
     shapes = [(3, 5), (6, 9)]
-    assert [grid(r, x) for x in launches(r, "tsum")] == [
+    assert [grid(r, x) for x in r.launch_lines("tsum")] == [
         tuple(evaluate_grid(e, {("t", "shape0"): m, ("t", "shape1"): n}) for e in GSUM_GRID) for m, n in shapes]
 
 
@@ -52,7 +48,8 @@ def test_cute_elementwise_add_grid_from_its_recorded_formula(clib_env, tmp_path)
     import cutlass
 
     import kernelpack.cute as kc
-    from clib_support import compile_program, run
+    from clib_support import compile_program
+    from fake_cuda import run
     from kernelpack.clib import Library
 
     ea = example("elementwise_add")
@@ -69,9 +66,9 @@ def test_cute_elementwise_add_grid_from_its_recorded_formula(clib_env, tmp_path)
     assert r.stdout.split() == ["0"] * 5
     want = [tuple(evaluate_grid(e, {("c", "shape0"): m, ("c", "shape1"): n}) for e in art.launch.grid or ())
             for m, n in ((77, 301), (1, 1), (8, 32), (1000, 33))]
-    got = [grid(r, x) for x in launches(r)]
+    got = [grid(r, x) for x in r.launch_lines()]
     assert got == want and got[0] == (10, 10, 1)  # ceil(301 / 32), ceil(77 / 8); the (0, 5) call launched nothing
-    assert all(r.field(x, "block") == "32,8,1" for x in launches(r))
+    assert all(r.field(x, "block") == "32,8,1" for x in r.launch_lines())
 
 
 CUTE_MAIN = r"""
@@ -109,11 +106,12 @@ def test_scratch_is_allocated_per_launch_on_the_stream(clib_env):
     assert [r.field(f, "stream") for f in frees] == ["(nil)", "0x1000"]
     order = [x.split(" ")[0] for x in r.log if x.startswith(("cuMem", "cuLaunch")) and not x.endswith("-> 201")]
     assert order == ["cuMemAllocAsync", "cuLaunchKernel", "cuMemFreeAsync"] * 2 + ["cuLaunchKernel"]
-    for a, (launch, ctas) in zip(allocs, [(launches(r)[0], 10), (launches(r)[1], 30)], strict=True):
-        base = int(r.field(a, "ptr"), 16)
-        gs, ps = base, base + -(-256 * ctas // 512) * 512
-        assert r.field(launch, "params") == struct.pack("<Qi4sQQ", 0x1000, 5, b"\xaa" * 4, gs, ps).hex()
-    assert r.field(launches(r)[2], "params") == struct.pack("<Qi4sQQ", 0x1000, 5, b"\xaa" * 4, 0, 0).hex()
+    for a, (launch, ctas) in zip(allocs, [(r.launch_lines()[0], 10), (r.launch_lines()[1], 30)], strict=True):
+        base = int(r.field(a, "ptr"), 16)  # 256-byte aligned, as the driver promises: the library aligns to 512
+        gs = -(-base // 512) * 512
+        ps = gs + -(-256 * ctas // 512) * 512
+        assert r.field(launch, "params") == struct.pack("<Qi4xQQ", 0x1000, 5, gs, ps).hex()
+    assert r.field(r.launch_lines()[2], "params") == struct.pack("<Qi4xQQ", 0x1000, 5, 0, 0).hex()
 
 
 def test_scratch_without_stream_ordered_allocation_is_a_clear_error(clib_env):
@@ -145,7 +143,7 @@ def test_tensor_maps_encoded_as_encode_args_says(clib_env, version):
     art = next(a for a in clib_env.artifacts if a.name == "tma2d")
     ck = art.cubin_kernel("sm_90a")
     encodes = r.calls("cuTensorMapEncodeTiled")
-    tma_launches = launches(r, "tma2d")
+    tma_launches = r.launch_lines("tma2d")
     cases = [(0x100000 + 0x1000 * i, s) for i, s in enumerate(TMA_SHAPES)] + [(0x105000, TMA_SHAPES[-1])]
     assert len(encodes) == len(tma_launches) == len(cases)
     for (ptr, (m, k, ld)), line, launch in zip(cases, encodes, tma_launches, strict=True):
@@ -155,7 +153,7 @@ def test_tensor_maps_encoded_as_encode_args_says(clib_env, version):
         words = [ptr, ~(1 << 21) & (2**64 - 1) if want.encode.clear_bit21 else 2**64 - 1] + [2**64 - 1] * 14
         packed = [("128s", struct.pack("<16Q", *words))] + [("i", v) for v in want.values[1:3]] + [
             ("q", v) for v in want.values[3:5]] + [("i", 7), ("Q", 0x2000)]
-        assert r.field(launch, "params") == _expected(ck, packed)
+        assert r.field(launch, "params") == param_bytes(ck, packed).hex()
     bits = [encode_args(TMA_SPEC, 0, s[:2], (s[2], 1), driver_version=version).encode.clear_bit21  # type: ignore[union-attr]
             for s in TMA_SHAPES]
     assert set(bits) == ({True, False} if version == 13000 else {False})  # the shapes cover both sides of 128 KiB
@@ -181,22 +179,12 @@ def test_tensor_maps_encoded_as_encode_args_says(clib_env, version):
 def test_decomposed_descriptor_values(clib_env):
     r = clib_env.run("tma")
     assert results(r)["dec"] == ("KP_SUCCESS", "")
-    (launch,) = launches(r, "desc_dec")
+    (launch,) = r.launch_lines("desc_dec")
     art = next(a for a in clib_env.artifacts if a.name == "desc_dec")
     want = encode_args(DEC_SPEC, 0x3000, (5, 7), (9, 3))
     fmts = ["Q", "q", "q", "q", "q", "?", "?", "i", "i", "q", "q"]
     packed = list(zip(fmts, want.values, strict=True)) + [("Q", 0x2000)]
-    assert r.field(launch, "params") == _expected(art.cubin_kernel("sm_90a"), packed)
-
-
-def _expected(ck, values):
-    total = max(p.offset + p.size for p in ck.params)
-    buf = bytearray(b"\xaa" * total)
-    for p, (fmt, v) in zip(ck.params, values, strict=True):
-        data = struct.pack("<" + fmt, v)
-        assert len(data) == p.size, (p, fmt)
-        buf[p.offset:p.offset + p.size] = data
-    return buf.hex()
+    assert r.field(launch, "params") == param_bytes(art.cubin_kernel("sm_90a"), packed).hex()
 
 
 def test_one_device_launches_ask_the_driver_nothing_but_the_launch(clib_env):
@@ -209,13 +197,14 @@ def test_one_device_launches_ask_the_driver_nothing_but_the_launch(clib_env):
     assert kinds[:5] == ["cuLaunchKernel refused", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuCtxGetDevice",
                          "cuLaunchKernel"]
     assert "refused" not in " ".join(kinds[5:]) and "cuCtxGetDevice" not in kinds[5:]
-    # a stream whose context cannot be found: the binding's own error
+    # a stream whose context cannot be found (the fake's 0x2000 belongs to a device 1 that is not there): the
+    # binding's own error, with the driver's documented CUDA_ERROR_INVALID_HANDLE
     r = clib_env.run("stream")
     assert results(r)["stream"] == ("KP_ERROR_CUDA", "demo_add_f32: cuStreamGetCtx failed with "
-                                    "CUDA_ERROR_INVALID_VALUE (1)")
+                                    "CUDA_ERROR_INVALID_HANDLE (400)")
 
 
 def test_several_devices_follow_the_current_context(clib_env):
     r = clib_env.run("add", FAKECUDA_CC="8.0,9.0", FAKECUDA_CURRENT="1")
     assert len(r.calls("cuCtxGetDevice")) == 2  # asked on every launch
-    assert [r.field(x, "dev") for x in launches(r)] == ["1", "1"]
+    assert [r.field(x, "dev") for x in r.launch_lines()] == ["1", "1"]

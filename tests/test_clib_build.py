@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from clib_support import CC, HERE, add_abi, bins, compile_program, results, run, session_env
+from clib_support import HERE, add_abi, bins, compile_program, results, session_env
+from fake_cuda import run
 from kernelpack.abi import Abi, DType, Param, Pointer, Scalar
 from kernelpack.artifact import KernelArtifact
 from kernelpack.bundle import Bundle
 from kernelpack.clib import Library, build_library, read_embedded_bundle, read_embedded_bundles
 from kernelpack.errors import KernelpackError
+from toolchain_support import CC, cuda_include, needs_tools
 
 
 @pytest.fixture(scope="session")
@@ -189,7 +190,7 @@ set_target_properties(c_shared cxx_static PROPERTIES C_STANDARD 99 CXX_STANDARD 
 """
 
 
-@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not installed")
+@needs_tools("cmake")
 def test_cmake_consumer(clib_env, tmp_path):
     proj = tmp_path / "proj"
     proj.mkdir()
@@ -206,7 +207,7 @@ def test_cmake_consumer(clib_env, tmp_path):
     assert r.returncode == 0 and r.stdout.splitlines()[-1] == "ok", r.stdout + r.stderr
 
 
-@pytest.mark.skipif(shutil.which("pkg-config") is None, reason="pkg-config not installed")
+@needs_tools("pkg-config")
 def test_pkgconfig_consumer(clib_env, tmp_path):
     env = {"PKG_CONFIG_PATH": str(clib_env.demo.prefix / "lib" / "pkgconfig")}
     import os
@@ -239,8 +240,8 @@ int main(void) {
 
 
 def test_driver_declarations_match_cuda_h(tmp_path):
-    include = Path("/usr/local/cuda/include")
-    if not (include / "cuda.h").exists():
+    include = cuda_include()
+    if include is None:
         pytest.skip("no cuda.h to compare with")
     src = tmp_path / "layout.c"
     src.write_text(LAYOUT_C)

@@ -5,27 +5,18 @@ Run on a GPU machine with ``python3 -m pytest -m gpu tests/test_clib_gpu.py``; s
 
 from __future__ import annotations
 
-import ctypes
 import subprocess
 
 import pytest
 
-from clib_support import CC, CXX, HERE, bins, compile_kernels, demo_artifacts
+from clib_support import HERE, bins, compile_kernels, demo_artifacts
+from gpu import GPU_MARKS
 from kernelpack.abi import Abi, DType, Param, Pointer
 from kernelpack.artifact import KernelArtifact
 from kernelpack.clib import Library
+from toolchain_support import CC, CXX
 
-
-def gpu_available() -> bool:
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-        count = ctypes.c_int(0)
-        return cuda.cuInit(0) == 0 and cuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
-    except OSError:
-        return False
-
-
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="no CUDA driver or GPU")]
+pytestmark = GPU_MARKS
 
 
 @pytest.fixture(scope="module")

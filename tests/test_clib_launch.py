@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from clib_support import PACK_DTYPES, fnv1a, results, run, session_env
+from clib_support import PACK_DTYPES, results, session_env
+from fake_cuda import fnv1a, param_bytes, run
 from kernelpack.bundle import MAGIC, read_manifest
 
 
@@ -21,24 +22,6 @@ FMT = {"i8": "b", "i16": "h", "i32": "i", "i64": "q", "u8": "B", "u64": "Q", "f3
        "f16": "H"}
 
 
-def launches(r, kernel=None):
-    """Launches the driver saw, without those refused for want of a current context (the one-device path binds a
-    context on that refusal and launches again)."""
-    out = [x for x in r.log if x.startswith(("cuLaunchKernel ", "cuLaunchKernelEx ")) and not x.endswith("-> 201")]
-    return [x for x in out if f"kernel={kernel} " in x] if kernel else out
-
-
-def expected_params(ck, values):
-    """The parameter buffer the driver builds from the cubin's table (padding 0xaa in the fake)."""
-    total = max(p.offset + p.size for p in ck.params)
-    buf = bytearray(b"\xaa" * total)
-    for p, (fmt, v) in zip(ck.params, values, strict=True):
-        data = struct.pack("<" + fmt, v)
-        assert len(data) == p.size
-        buf[p.offset:p.offset + p.size] = data
-    return buf.hex()
-
-
 @pytest.mark.parametrize("cc,arch", [("8.0", "80"), ("9.0", "90a"), ("10.0", "100a")])
 def test_scalars_packed_at_cubin_offsets_with_exact_widths(clib_env, cc, arch):
     r = clib_env.run("pack", FAKECUDA_CC=cc)
@@ -46,8 +29,9 @@ def test_scalars_packed_at_cubin_offsets_with_exact_widths(clib_env, cc, arch):
     art = next(a for a in clib_env.artifacts if a.name == "pack")
     ck = art.cubin_kernel(f"sm_{arch}")
     values = [-5, -300, 123456, -1234567890123, 1.5, 2.25, True, 0x3C00, 200, 0xFEDCBA9876543210, 0x7000]
-    want = expected_params(ck, [(FMT[d], v) for d, v in zip(PACK_DTYPES, values, strict=False)] + [("Q", 0x7000)])
-    got = [r.field(x, "params") for x in launches(r, "pack")]
+    fmts = [(FMT[d], v) for d, v in zip(PACK_DTYPES, values, strict=False)] + [("Q", 0x7000)]
+    want = param_bytes(ck, fmts).hex()
+    got = [r.field(x, "params") for x in r.launch_lines("pack")]
     assert got == [want, want]
     assert "0000c03f" in want  # the fp32 1.5 stays 4 bytes (a double would be 000000000000f83f)
 
@@ -56,7 +40,7 @@ def test_family_dispatch_picks_most_specific(clib_env):
     r = clib_env.run("dispatch")
     res = results(r)
     assert [res[t][0] for t in ("f32_aligned", "f32_misaligned", "f32_odd_n", "f64")] == ["KP_SUCCESS"] * 4
-    assert [r.field(x, "kernel") for x in launches(r)] == ["add_f32_vec4", "add_f32", "add_f32", "add_f64"]
+    assert [r.field(x, "kernel") for x in r.launch_lines()] == ["add_f32_vec4", "add_f32", "add_f32", "add_f64"]
     status, msg = res["f16"]
     assert status == "KP_ERROR_NO_MATCHING_SPECIALIZATION"
     assert "demo_add" in msg and "x: f16 pointer 0x10008 (8-byte aligned)" in msg and "n = 1000" in msg
@@ -78,7 +62,7 @@ def test_tensor_dispatch_and_descriptor_packing(clib_env):
     assert res["tensor_null"][0] == "KP_ERROR_INVALID_ARGUMENT"
     # {data, shape0 (i32), shape1 (i32), stride0 (i64)} then out
     want = struct.pack("<QiiqQ", 0x40000, 3, 5, 8, 0x50000).hex()
-    assert [r.field(x, "params") for x in launches(r)] == [want, want]
+    assert [r.field(x, "params") for x in r.launch_lines()] == [want, want]
 
 
 def test_dynamic_smem_attribute_raised_once_per_new_maximum(clib_env):
@@ -89,8 +73,8 @@ def test_dynamic_smem_attribute_raised_once_per_new_maximum(clib_env):
     sets = r.calls("cuKernelSetAttribute")
     assert [r.field(x, "val") for x in sets] == ["65536", "102400"]
     assert all(r.field(x, "attr") == "8" for x in sets)
-    assert [r.field(x, "smem") for x in launches(r)] == ["65536", "65536", "40960", "102400"]
-    assert all(x.endswith("-> 0") for x in launches(r))
+    assert [r.field(x, "smem") for x in r.launch_lines()] == ["65536", "65536", "40960", "102400"]
+    assert all(x.endswith("-> 0") for x in r.launch_lines())
 
 
 def test_clusters(clib_env):
@@ -99,14 +83,14 @@ def test_clusters(clib_env):
     assert res["explicit"][0] == "KP_SUCCESS" and res["requested"][0] == "KP_SUCCESS"
     assert "not a multiple of the cluster {2,1,1}" in res["explicit_bad_grid"][1]
     assert "differs from the kernel's compile-time cluster {2,1,1}" in res["explicit_other"][1]
-    (explicit,) = launches(r, "cluster2")
+    (explicit,) = r.launch_lines("cluster2")
     assert explicit.startswith("cuLaunchKernel ")  # a compile-time cluster is not requested again
-    (requested,) = launches(r, "add_f32")
+    (requested,) = r.launch_lines("add_f32")
     assert requested.startswith("cuLaunchKernelEx ") and r.field(requested, "attrs") == "cluster:2,1,1"
     r = clib_env.run("cluster", FAKECUDA_CC="8.0")  # spec_cluster: LaunchSpec.cluster (4,1,1), sm_80 only
-    assert results(r)["spec"] == ("KP_SUCCESS", "")
-    (spec,) = launches(r, "cluster2")
-    assert spec.startswith("cuLaunchKernelEx ") and r.field(spec, "attrs") == "cluster:4,1,1"
+    status, msg = results(r)["spec"]  # no clusters before sm_90 (CLUSTER_LAUNCH = 0): refused, as the runtime does
+    assert status == "KP_ERROR_INVALID_LAUNCH" and "clusters need compute capability 9.0" in msg and "sm_80" in msg
+    assert not r.launch_lines("cluster2")
 
 
 def test_block_rules(clib_env):
@@ -118,13 +102,13 @@ def test_block_rules(clib_env):
                             "use it")
     assert "fixes no block shape" in res["missing"][1]
     assert res["zero_grid"][0] == "KP_ERROR_INVALID_LAUNCH" and res["null_launch"][0] == "KP_ERROR_INVALID_ARGUMENT"
-    assert [r.field(x, "block") for x in launches(r)] == ["128,1,1", "128,1,1", "32,1,1"]
+    assert [r.field(x, "block") for x in r.launch_lines()] == ["128,1,1", "128,1,1", "32,1,1"]
 
 
 def test_hidden_scratch_params_are_null(clib_env):
     r = clib_env.run("hidden")
-    (launch,) = launches(r)
-    assert r.field(launch, "params") == struct.pack("<Qi4sQQ", 0x1000, 77, b"\xaa" * 4, 0, 0).hex()
+    (launch,) = r.launch_lines()
+    assert r.field(launch, "params") == struct.pack("<Qi4xQQ", 0x1000, 77, 0, 0).hex()
 
 
 @pytest.mark.parametrize("cc,expect", [("8.0", "sm_80"), ("8.6", "sm_80"), ("9.0", "sm_90a"), ("10.0", "ptx"),
@@ -163,7 +147,7 @@ def test_device_from_current_context_or_stream(clib_env):
     r = clib_env.run("stream", FAKECUDA_CC="8.0,9.0")  # no context, stream of device 1
     assert results(r)["stream"][0] == "KP_SUCCESS"
     assert r.calls("cuStreamGetCtx") and r.calls("cuDevicePrimaryCtxRetain") == []
-    assert [r.field(x, "dev") for x in launches(r)] == ["1", "1"]
+    assert [r.field(x, "dev") for x in r.launch_lines()] == ["1", "1"]
 
 
 def test_preload_and_embedded_bundle(clib_env):
@@ -189,7 +173,7 @@ def test_a_damaged_compressed_binary_is_refused_as_a_corrupt_library(clib_env, t
     libs = tmp_path / "libs"  # the damaged library first on LD_LIBRARY_PATH (the harness's rpath is a RUNPATH)
     libs.mkdir()
     (libs / Path(clib_env.demo.shared).name).write_bytes(bytes(bad))
-    shutil.copy(clib_env.fake / "libcuda.so.1", libs)
+    shutil.copy(clib_env.fake.c_library, libs)
     r = run(clib_env.harness, tmp_path, libs, "preload")
     status, msg = results(r)["preload0"]
     assert status == "KP_ERROR_CORRUPT_LIBRARY"
@@ -226,4 +210,4 @@ def test_first_launch_race_loads_once(clib_env):
     r = clib_env.run("race", FAKECUDA_LOAD_US="20000")
     assert "race ok=32" in r.stdout
     assert len(r.calls("cuLibraryLoadData")) == 1 and len(r.calls("cuLibraryGetKernel")) == 1
-    assert len(r.calls("cuInit")) == 1 and len(launches(r)) == 32
+    assert len(r.calls("cuInit")) == 1 and len(r.launch_lines()) == 32

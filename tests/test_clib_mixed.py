@@ -4,13 +4,14 @@ reporting through the library's own last-error state, and calls through the fake
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
 
-from clib_support import compile_program, results, run, session_env
+from clib_support import compile_program, results, session_env
 from cute_support import example, need_cute
+from fake_cuda import run
+from toolchain_support import needs_tools
 
 need_cute()
 import cutlass  # noqa: E402
@@ -18,8 +19,7 @@ import cutlass  # noqa: E402
 import kernelpack.cute as kc  # noqa: E402
 from kernelpack.clib import Library  # noqa: E402
 
-pytestmark = pytest.mark.skipif(shutil.which("ld") is None or shutil.which("objcopy") is None,
-                                reason="needs ld and objcopy")
+pytestmark = needs_tools("ld", "objcopy")
 
 
 @pytest.fixture(scope="module")

@@ -4,22 +4,18 @@ the shared and the static library."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from clib_support import CXX, HERE
-from gpu import requires_gpu
+from clib_support import HERE
+from gpu import require_carried, requires_gpu
+from toolchain_support import CXX
 
 
 def _lib() -> Path:
-    root = os.environ.get("KERNELPACK_GPU_ARTIFACTS")
-    path = Path(root) / "cute" / "kpmix" if root else None
-    if path is None or not (path / "lib" / "libkpmix.so").is_file():
-        pytest.skip("no carried .gpu/cute/kpmix: run scripts/gpu_prepare_cute.py on the build machine")
-    return path
+    return require_carried("cute/kpmix", "gpu_prepare_cute.py", holding="lib/libkpmix.so")
 
 
 @requires_gpu

@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from clib_support import CC, PTXAS, add_abi, compile_program, fnv1a, run, session_env
+from clib_support import add_abi, compile_program, session_env
+from fake_cuda import fnv1a, run
 from kernelpack.abi import Abi, DType, Param, Pointer
 from kernelpack.artifact import Binary, KernelArtifact
 from kernelpack.cache import CompileCache
 from kernelpack.clib import Library, read_embedded_bundle
+from toolchain_support import CC, PTXAS
 
 
 @pytest.fixture(scope="session")
@@ -56,13 +58,13 @@ int main(void) {
 """
 
 
-def test_binary_only_change_reassembles_and_relinks_without_compiling_c(clib_env, tmp_path):
+def test_binary_only_change_reassembles_and_relinks_without_compiling_c(clib_env, tmp_path, fresh_cache):
     k = clib_env.kernels
     other80 = tmp_path / "o1.cubin"  # the same kernels, other bytes
     subprocess.run([PTXAS, "-arch=sm_80", "-O1", str(clib_env.root / "k80.ptx"), "-o", str(other80)], check=True)
     changed = other80.read_bytes()
     assert changed != k.cubins["80"]
-    cache = CompileCache(tmp_path / "cache")
+    cache = fresh_cache
     cc, log = _logging_cc(tmp_path)
     first = Library("relink", *_arts(clib_env, k.cubins["80"]), cc=cc).build(tmp_path / "a", keep_sources=True,
                                                                                cache=cache)
@@ -75,7 +77,7 @@ def test_binary_only_change_reassembles_and_relinks_without_compiling_c(clib_env
     assert (first.sources / "relink.c").read_text() == (second.sources / "relink.c").read_text()
     assert (first.sources / "relink.kpack").read_bytes() != (second.sources / "relink.kpack").read_bytes()
     assert first.header.read_text() == second.header.read_text()
-    assert len([p for p in (tmp_path / "cache").rglob("*") if p.is_file()]) == 1
+    assert len([p for p in fresh_cache.root.rglob("*") if p.is_file()]) == 1
 
     embedded = read_embedded_bundle(second.shared)
     assert embedded.to_bytes() == Library("x", *_arts(clib_env, changed)).bundle.to_bytes()
@@ -92,14 +94,14 @@ def test_binary_only_change_reassembles_and_relinks_without_compiling_c(clib_env
         assert loads and all(r.field(x, "fnv") == fnv1a(cubin) for x in loads), loads
 
 
-def test_c_object_cache_keys_on_flags_and_text(clib_env, tmp_path):
-    cache = CompileCache(tmp_path / "cache")
+def test_c_object_cache_keys_on_flags_and_text(clib_env, tmp_path, fresh_cache):
+    cache = fresh_cache
     arts = _arts(clib_env, clib_env.kernels.cubins["80"])
     Library("keyed", *arts).build(tmp_path / "a", cache=cache)
     Library("keyed", *arts, cflags=["-DKP_TEST_FLAG=1"]).build(tmp_path / "b", cache=cache)
     Library("keyed", *arts[:2]).build(tmp_path / "c", cache=cache)  # a kernel fewer: other C
     Library("keyed", *arts).build(tmp_path / "d", cache=cache)  # hit
-    assert len([p for p in (tmp_path / "cache").rglob("*") if p.is_file()]) == 3
+    assert len([p for p in fresh_cache.root.rglob("*") if p.is_file()]) == 3
     # a disabled cache still builds
     res = Library("keyed", *arts).build(tmp_path / "e", cache=CompileCache(None))
     assert res.shared.exists() and not os.path.exists(tmp_path / "e" / "share")

@@ -13,7 +13,9 @@ import threading
 
 import pytest
 
-from clib_support import CC, HERE, fnv1a, run, session_env
+from clib_support import HERE, session_env
+from fake_cuda import fnv1a, run
+from toolchain_support import CC
 
 THREADS, REPS = 32, 100
 C_KERNELS = 15  # launches per thread in tests/reliability_harness.c's storm
@@ -61,16 +63,9 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
-def rt(tmp_path_factory):
-    from kernelpack.runtime import driver
-    from runtime_support import FakeDriver, build_fake, build_test_bundle
-
-    root = tmp_path_factory.mktemp("concrt")
-    bundle = build_test_bundle(root)
-    fake = FakeDriver(build_fake(root))
-    driver.use_library(str(fake.path))
-    yield bundle, fake
-    driver.use_library()
+def rt(runtime_bundle, fake_cuda):
+    with fake_cuda.in_process().installed() as fake:
+        yield runtime_bundle, fake
 
 
 def _calls(t: int) -> list[tuple[str, str, tuple, dict]]:
@@ -111,7 +106,6 @@ def test_python_runtime_32_threads_first_launches_100_times(rt, path):
     assert len(cubins) == 3  # kernels.cu, cluster.cu, the REQNTID variant of add
     for rep in range(REPS):
         fake.reset((9, 0))
-        fake.register(bundle, "sm_90a")
         if path == "python":
             with python_path():
                 m = kernelpack.load(bundle)
@@ -136,4 +130,4 @@ def test_python_runtime_32_threads_first_launches_100_times(rt, path):
         assert not errors, (rep, errors[:3])
         got = collections.Counter((x["kernel"], x["params"]) for x in fake.launches())
         assert got == want, f"repetition {rep}: launches lost, doubled or mixed between threads"
-        assert fake.calls("load") == len(cubins), "each cubin loaded once despite 32 racing threads"
+        assert fake.calls("cuLibraryLoadData") == len(cubins), "each cubin loaded once despite 32 racing threads"

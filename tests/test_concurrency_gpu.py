@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gpu import requires_gpu
+from gpu import demo_kernels, requires_gpu
 from kernelpack.bundle import Bundle
+from toolchain_support import CC
 
 HERE = Path(__file__).parent
 THREADS, REPS = 32, int(os.environ.get("KERNELPACK_CONCURRENCY_REPS", "100"))
@@ -23,12 +24,7 @@ THREADS, REPS = 32, int(os.environ.get("KERNELPACK_CONCURRENCY_REPS", "100"))
 
 @pytest.fixture(scope="module")
 def demo_bundle() -> Bundle:
-    carried = os.environ.get("KERNELPACK_GPU_ARTIFACTS")
-    if carried and (Path(carried) / "demo.kpack").is_file():
-        return Bundle.read(Path(carried) / "demo.kpack")
-    from kernelpack.demo import compile_examples
-
-    return compile_examples(("sm_80", "sm_90a"))
+    return demo_kernels()
 
 
 @requires_gpu
@@ -37,7 +33,7 @@ def test_c_library_32_threads_first_launches_100_fresh_processes(demo_bundle, tm
 
     lib = Library("kpconc", *demo_bundle.artifacts).build(tmp_path / "kpconc")
     exe = tmp_path / "concurrency_gpu_main"
-    cc = os.environ.get("CC", "cc")
+    cc = CC
     subprocess.run([cc, "-std=c99", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", f"-I{lib.include_dir}",
                     str(HERE / "concurrency_gpu_main.c"), "-o", str(exe), f"-L{lib.lib_dir}", "-lkpconc",
                     f"-Wl,-rpath,{lib.lib_dir}", "-ldl", "-lpthread", "-lm"], check=True)

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cubin_factory import CubinFactory, cuobjdump_view, find_cuobjdump
+import toolchain_support
+from cubin_factory import CubinFactory, cuobjdump_view
 from kernelpack.arch import Arch
 from kernelpack.cubin import Cubin, KParam, is_cubin, read_cubin
 from kernelpack.errors import CubinError
@@ -425,7 +426,7 @@ def test_random_byte_edits_raise_cuberror_or_parse(
 
 
 def test_reader_agrees_with_cuobjdump_on_every_test_cubin(build_cubin: CubinFactory, capsys) -> None:
-    cuobjdump = find_cuobjdump()
+    cuobjdump = toolchain_support.cuobjdump()
     if cuobjdump is None:
         pytest.skip("cuobjdump not found (pip install nvidia-cuda-cuobjdump)")
     paths = [build_cubin.path(MAIN_SRC, a) for a in _archs(build_cubin)]

@@ -6,11 +6,11 @@ import pytest
 
 from kernelpack import cuda
 from kernelpack.abi import Abi, DType, Opaque, Param, Pointer, Scalar
-from kernelpack.cache import CompileCache
-from kernelpack.cudacc import find_nvcc, nvrtc_available
+from kernelpack.cudacc import nvrtc_available
 from kernelpack.errors import AbiMismatch, CompileError
+from toolchain_support import needs_cuda_compiler, needs_nvcc
 
-pytestmark = pytest.mark.skipif(not nvrtc_available() and find_nvcc() is None, reason="no CUDA C++ compiler")
+pytestmark = needs_cuda_compiler
 
 SOURCE = r"""
 #include <cuda.h>
@@ -40,13 +40,9 @@ __global__ void __cluster_dims__(2, 1, 1) clustered(float* x) { x[blockIdx.x] = 
 """
 
 
-@pytest.fixture()
-def nocache(tmp_path):
-    return CompileCache(tmp_path / "cache")
-
-
-def test_template_kernels_become_variants_of_one_family_typed_from_the_mangled_name(nocache):
-    b = cuda.compile(SOURCE, ["ops::copy<float, 4>", "ops::copy<__half, 8>"], arch=["sm_80", "sm_90a"], cache=nocache)
+def test_template_kernels_become_variants_of_one_family_typed_from_the_mangled_name(fresh_cache):
+    b = cuda.compile(SOURCE, ["ops::copy<float, 4>", "ops::copy<__half, 8>"], arch=["sm_80", "sm_90a"],
+                     cache=fresh_cache)
     assert [a.label for a in b] == ["copy[float_4]", "copy[half_8]"]
     f32 = b.artifacts[0]
     assert f32.abi == Abi((Param("src", Pointer(DType.f32, const=True)), Param("dst", Pointer(DType.f32)),
@@ -55,8 +51,8 @@ def test_template_kernels_become_variants_of_one_family_typed_from_the_mangled_n
     assert [str(a) for a in f32.archs] == ["sm_80", "sm_90a"]
 
 
-def test_extern_c_kernels_are_typed_through_the_probe_with_macros_and_typedefs(nocache):
-    (mixed,) = cuda.compile(SOURCE, ["mixed"], arch="sm_90a", cache=nocache)
+def test_extern_c_kernels_are_typed_through_the_probe_with_macros_and_typedefs(fresh_cache):
+    (mixed,) = cuda.compile(SOURCE, ["mixed"], arch="sm_90a", cache=fresh_cache)
     assert [(p.name, p.type) for p in mixed.abi.params] == [
         ("c", Scalar(DType.i8)), ("s", Scalar(DType.i16)), ("d", Scalar(DType.f64)), ("f", Scalar(DType.f32)),
         ("u", Scalar(DType.u8)), ("h", Scalar(DType.f16)), ("b", Scalar(DType.bf16)), ("flag", Scalar(DType.bool)),
@@ -66,56 +62,57 @@ def test_extern_c_kernels_are_typed_through_the_probe_with_macros_and_typedefs(n
     assert "__kp_probe" not in {k.name for k in mixed.binaries[0].cubin.kernels}
 
 
-def test_tensor_map_is_an_aligned_opaque_and_offsets_verify_on_every_arch(nocache):
-    (tma,) = cuda.compile(SOURCE, ["tma"], arch=["sm_80", "sm_90a", "sm_100a"], cache=nocache)
+def test_tensor_map_is_an_aligned_opaque_and_offsets_verify_on_every_arch(fresh_cache):
+    (tma,) = cuda.compile(SOURCE, ["tma"], arch=["sm_80", "sm_90a", "sm_100a"], cache=fresh_cache)
     assert tma.abi.params[1].type == Opaque(128, 128, "CUtensorMap")  # alignas(128) since CUDA 13
     for b in tma.binaries:
         ck = b.cubin.kernel("tma")
         assert tuple(p.offset for p in ck.params) == tma.abi.offsets(ck.param_base)
 
 
-def test_a_5000_byte_struct_by_value_is_sized_from_the_cubin(nocache):
-    (big,) = cuda.compile(SOURCE, ["big"], arch="sm_90a", cache=nocache)
+def test_a_5000_byte_struct_by_value_is_sized_from_the_cubin(fresh_cache):
+    (big,) = cuda.compile(SOURCE, ["big"], arch="sm_90a", cache=fresh_cache)
     assert big.abi.params[0].type.size == 5000 and big.abi.params[0].type.align == 8
 
 
-def test_cluster_dims_are_read_from_the_cubin(nocache):
-    (k,) = cuda.compile(SOURCE, ["clustered"], arch="sm_90a", cache=nocache)
+def test_cluster_dims_are_read_from_the_cubin(fresh_cache):
+    (k,) = cuda.compile(SOURCE, ["clustered"], arch="sm_90a", cache=fresh_cache)
     ck = k.cubin_kernel("sm_90a")
     assert ck.cluster_dims == (2, 1, 1) and ck.explicit_cluster
 
 
-def test_a_wrong_user_signature_is_caught_by_verification(nocache):
+def test_a_wrong_user_signature_is_caught_by_verification(fresh_cache):
     with pytest.raises(AbiMismatch, match=r"kernel tma \(sm_90a\): parameter 1 'map'.*expected 8 bytes.*128"):
-        cuda.compile(SOURCE, ["tma"], arch="sm_90a", cache=nocache, signatures={"tma": "char tag, void* map, float* o"})
+        cuda.compile(SOURCE, ["tma"], arch="sm_90a", cache=fresh_cache,
+                     signatures={"tma": "char tag, void* map, float* o"})
     wrong_width = Abi((Param("alpha", Scalar(DType.f64)), Param("x", Pointer(DType.f32))))
     with pytest.raises(AbiMismatch, match="2 parameters"):
-        cuda.compile(SOURCE, ["tma"], arch="sm_90a", cache=nocache, signatures={"tma": wrong_width})
+        cuda.compile(SOURCE, ["tma"], arch="sm_90a", cache=fresh_cache, signatures={"tma": wrong_width})
 
 
-def test_an_explicit_text_signature_is_used_and_verified(nocache):
-    (k,) = cuda.compile(SOURCE, ["tma"], arch="sm_90a", cache=nocache,
+def test_an_explicit_text_signature_is_used_and_verified(fresh_cache):
+    (k,) = cuda.compile(SOURCE, ["tma"], arch="sm_90a", cache=fresh_cache,
                         signatures={"tma": "signed char kind, CUtensorMap m, float* __restrict__ result"})
     assert [p.name for p in k.abi.params] == ["kind", "m", "result"]
 
 
-def test_compile_errors_carry_the_compiler_log(nocache):
+def test_compile_errors_carry_the_compiler_log(fresh_cache):
     with pytest.raises(CompileError) as e:
         cuda.compile("extern \"C\" __global__ void k(int* x) { x[0] = undefined_name; }", ["k"], arch="sm_90a",
-                     cache=nocache)
+                     cache=fresh_cache)
     assert "undefined_name" in str(e.value) and e.value.log
 
 
-def test_unknown_kernel_names_are_reported_with_the_available_entries(nocache):
+def test_unknown_kernel_names_are_reported_with_the_available_entries(fresh_cache):
     with pytest.raises(CompileError, match="nope"):
-        cuda.compile(SOURCE, ["nope"], arch="sm_90a", cache=nocache)
+        cuda.compile(SOURCE, ["nope"], arch="sm_90a", cache=fresh_cache)
 
 
-def test_options_reach_the_compiler(nocache):
+def test_options_reach_the_compiler(fresh_cache):
     src = "extern \"C\" __global__ void k(float* x) { float a[64];" \
           " for (int i = 0; i < 64; ++i) a[i] = x[i * threadIdx.x]; float s = 0;" \
           " for (int i = 63; i >= 0; --i) s += a[(i * 7 + (int)x[i]) & 63]; x[threadIdx.x] = s; }"
-    (k,) = cuda.compile(src, ["k"], arch="sm_90a", cache=nocache, maxrregcount=24, defines={"UNUSED": 1},
+    (k,) = cuda.compile(src, ["k"], arch="sm_90a", cache=fresh_cache, maxrregcount=24, defines={"UNUSED": 1},
                         lineinfo=True)
     ck = k.cubin_kernel("sm_90a")
     assert ck.max_registers == 24 and ck.registers <= 24
@@ -123,21 +120,20 @@ def test_options_reach_the_compiler(nocache):
     assert "--maxrregcount=24" in k.provenance.options
 
 
-def test_a_second_compile_is_served_from_the_cache(tmp_path):
-    cache = CompileCache(tmp_path)
-    a = cuda.compile(SOURCE, ["mixed"], arch="sm_90a", cache=cache)
-    entries = list(tmp_path.rglob("*"))
-    b = cuda.compile(SOURCE, ["mixed"], arch="sm_90a", cache=cache)
+def test_a_second_compile_is_served_from_the_cache(fresh_cache):
+    a = cuda.compile(SOURCE, ["mixed"], arch="sm_90a", cache=fresh_cache)
+    entries = list(fresh_cache.root.rglob("*"))
+    b = cuda.compile(SOURCE, ["mixed"], arch="sm_90a", cache=fresh_cache)
     assert a.to_bytes() == b.to_bytes()
-    assert list(tmp_path.rglob("*")) == entries
+    assert list(fresh_cache.root.rglob("*")) == entries
 
 
-@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
-def test_nvcc_backend_gives_the_same_abis_as_nvrtc(nocache):
+@needs_nvcc
+def test_nvcc_backend_gives_the_same_abis_as_nvrtc(fresh_cache):
     names = ["ops::copy<float, 4>", "mixed", "tma"]
-    via_nvcc = cuda.compile(SOURCE, names, arch="sm_90a", compiler="nvcc", cache=nocache)
+    via_nvcc = cuda.compile(SOURCE, names, arch="sm_90a", compiler="nvcc", cache=fresh_cache)
     assert via_nvcc.artifacts[0].provenance.compiler.startswith("nvcc")
     if nvrtc_available():
-        via_nvrtc = cuda.compile(SOURCE, names, arch="sm_90a", compiler="nvrtc", cache=nocache)
+        via_nvrtc = cuda.compile(SOURCE, names, arch="sm_90a", compiler="nvrtc", cache=fresh_cache)
         assert [a.abi for a in via_nvcc] == [a.abi for a in via_nvrtc]
         assert [a.entry for a in via_nvcc] == [a.entry for a in via_nvrtc]

@@ -14,14 +14,14 @@ Outputs are pre-filled with NaN so every element must be written.
 from __future__ import annotations
 
 import ctypes
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from gpu import requires_gpu
+from gpu import cuda_torch, require_carried, requires_gpu
+from toolchain_support import CXX, cuda_include
 
 pytestmark = pytest.mark.gpu
 
@@ -29,20 +29,12 @@ KP_SUCCESS, KP_ERROR_INVALID_ARGUMENT = 0, 7
 
 
 def artifacts() -> Path:
-    root = os.environ.get("KERNELPACK_GPU_ARTIFACTS")
-    path = Path(root) / "cute" if root else None
-    if path is None or not (path / "manifest.json").is_file():
-        pytest.skip("no CuTe artifacts: run scripts/gpu_prepare_cute.py on the build machine and carry .gpu/")
-    return path
+    return require_carried("cute", "gpu_prepare_cute.py", holding="manifest.json")
 
 
 @pytest.fixture(scope="module")
 def torch():  # type: ignore[no-untyped-def]
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no GPU")
-    torch.zeros(1, device="cuda")  # make torch's primary context current on this thread
-    return torch
+    return cuda_torch()
 
 
 class T1(ctypes.Structure):
@@ -233,10 +225,9 @@ def test_kernel_level_through_python_runtime(torch, kernels) -> None:  # type: i
 
 @requires_gpu
 def test_gemm_from_cpp(tmp_path: Path) -> None:
-    cxx = shutil.which("g++") or shutil.which("c++")
-    cuda_inc = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include"
-    if cxx is None or not (cuda_inc / "cuda.h").exists():
-        pytest.skip("needs g++ and cuda.h")
+    cxx, cuda_inc = shutil.which(CXX), cuda_include()
+    if cxx is None or cuda_inc is None:
+        pytest.skip("needs a C++ compiler and cuda.h")
     root = artifacts() / "kpcute"
     src = Path(__file__).resolve().parents[1] / "examples" / "cute" / "gemm_demo.cpp"
     exe = tmp_path / "gemm_demo"

@@ -8,7 +8,6 @@ import copy
 import ctypes
 import json
 import pickle
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from cute_support import example, need_cute
+from cute_support import host_programs, need_cute
+from gpu import driver_present
+from toolchain_support import CC, CXX, cuda_include, needs_tools
 
 need_cute()
-import cutlass  # noqa: E402
 
-import kernelpack.cute as kc  # noqa: E402
 from kernelpack.cute_host import (  # noqa: E402
     HostLibrary,
     HostObject,
@@ -32,20 +31,12 @@ from kernelpack.cute_host import (  # noqa: E402
     shim_source,
 )
 
-CC = shutil.which("cc") or shutil.which("gcc")
-pytestmark = pytest.mark.skipif(CC is None or shutil.which("ld") is None or shutil.which("objcopy") is None,
-                                reason="needs cc, ld and objcopy")
+pytestmark = needs_tools(CC, "ld", "objcopy")
 
 
 @pytest.fixture(scope="session")
 def programs() -> list[HostProgram]:
-    ea, ps, hg = example("elementwise_add"), example("policy_scale"), example("hopper_gemm")
-    out = [kc.export(ea.elementwise_add, *ea.example_args(dt), arch=["sm_80", "sm_90a"], name="ew_add", variant=v)
-           for dt, v in ((cutlass.Float32, "f32"), (cutlass.BFloat16, "bf16"))]
-    out.append(kc.export(ps.ScaleShift(), *ps.example_args(), arch=["sm_80", "sm_90a"], name="scale_shift"))
-    out += [kc.export(hg.HopperGemm(), *hg.example_args(dt), arch="sm_90a", name="gemm", variant=v)
-            for dt, v in ((cutlass.Float16, "f16"), (cutlass.BFloat16, "bf16"))]
-    return out
+    return host_programs()
 
 
 @pytest.fixture(scope="session")
@@ -58,8 +49,8 @@ def tool(*cmd: str) -> str:
 
 
 def test_shim_layouts_match_the_cuda_headers(tmp_path: Path) -> None:
-    inc = Path("/usr/local/cuda/include")
-    if not (inc / "cuda.h").exists():
+    inc = cuda_include()
+    if inc is None:
         pytest.skip("no CUDA headers")
     from kernelpack.cute_host.build import support_files
 
@@ -113,7 +104,7 @@ def test_header_compiles_as_c_and_cpp(library: HostLibrary, tmp_path: Path) -> N
     for lang, std, ext in (("c", "-std=c99", "c"), ("c++", "-std=c++17", "cpp")):
         src = tmp_path / f"use.{ext}"
         src.write_text('#include "kpcute.h"\nint use(void) { return (int)KP_SUCCESS; }\n')
-        compiler = CC if lang == "c" else (shutil.which("c++") or shutil.which("g++"))
+        compiler = CC if lang == "c" else CXX
         if compiler is None:
             continue
         subprocess.run([compiler, std, "-Wall", "-Wextra", "-Werror", "-c", f"-I{library.header.parent}", str(src),
@@ -123,14 +114,6 @@ def test_header_compiles_as_c_and_cpp(library: HostLibrary, tmp_path: Path) -> N
 class Tensor2(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("shape0", ctypes.c_int32), ("shape1", ctypes.c_int32),
                 ("stride0", ctypes.c_int64)]
-
-
-def _no_driver() -> bool:
-    try:
-        ctypes.CDLL("libcuda.so.1")
-        return False
-    except OSError:
-        return True
 
 
 def test_entries_refuse_zero_extents_and_broken_contracts_before_host_code(library: HostLibrary) -> None:
@@ -147,7 +130,7 @@ def test_entries_refuse_zero_extents_and_broken_contracts_before_host_code(libra
     misaligned = Tensor2(0x1002, 16, 64, 64)
     assert gemm(misaligned, b, Tensor2(0x1000, 16, 64, 64), None) == 7
     assert b"16-byte aligned" in lib.kpcute_last_error()
-    if _no_driver():
+    if not driver_present():
         assert gemm(Tensor2(0x1000, 16, 64, 64), b, Tensor2(0x1000, 16, 64, 64), None) == 1  # KP_ERROR_NO_DRIVER
         assert b"libcuda.so.1" in lib.kpcute_last_error()
 
@@ -188,7 +171,7 @@ def test_host_program_parameters_with_reserved_names(programs: list[HostProgram]
     assert "kp_status hostile_lambda(hostile_tensor_f16_dxd_Dx1 o, hostile_tensor_f16_dxd_Dx1 default_, " \
            "hostile_tensor_f16_dxd_Dx1 u_kp_ret, void* stream);" in header
     assert "default_ (default, renamed: reserved in C/C++)" in header
-    for compiler, std in ((CC, "-std=c99"), (shutil.which("c++") or shutil.which("g++"), "-std=c++17")):
+    for compiler, std in ((CC, "-std=c99"), (CXX, "-std=c++17")):
         src = tmp_path / f"use{std}.{'c' if 'c++' not in std else 'cpp'}"
         src.write_text('#include "hostile.h"\nint use(void) { return (int)KP_SUCCESS; }\n')
         subprocess.run([compiler, std, "-Wall", "-Wextra", "-Werror", "-pedantic", "-c", f"-I{lib.header.parent}",

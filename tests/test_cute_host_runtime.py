@@ -8,14 +8,14 @@ from __future__ import annotations
 import ctypes
 import inspect
 import json
-import shutil
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from cute_support import example, need_cute
+from cute_support import example, host_programs, need_cute
+from gpu import driver_present
 
 need_cute()
 torch = pytest.importorskip("torch")
@@ -23,8 +23,7 @@ import cutlass  # noqa: E402
 
 import kernelpack  # noqa: E402
 import kernelpack.cute as kc  # noqa: E402
-from clib_support import build_fake as build_clib_fake  # noqa: E402
-from clib_support import run  # noqa: E402
+from fake_cuda import run  # noqa: E402
 from kernelpack.clib import Library, read_embedded_bundle  # noqa: E402
 from kernelpack.clib.embedded import read_embedded  # noqa: E402
 from kernelpack.cute_host import build_host_library  # noqa: E402
@@ -35,26 +34,18 @@ from kernelpack.runtime import (  # noqa: E402
     ArgumentValueError,
     DriverError,
     NoMatchingSpecialization,
-    driver,
     host,
 )
-from runtime_support import CudaArray, FakeDriver, cpu_tensors_as_cuda  # noqa: E402
-from runtime_support import build_fake as build_runtime_fake  # noqa: E402
+from runtime_support import CudaArray, cpu_tensors_as_cuda  # noqa: E402
+from toolchain_support import needs_tools  # noqa: E402
 
-pytestmark = pytest.mark.skipif(shutil.which("ld") is None or shutil.which("objcopy") is None,
-                                reason="needs ld and objcopy")
+pytestmark = needs_tools("ld", "objcopy")
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def programs():
-    ea, ps, hg = example("elementwise_add"), example("policy_scale"), example("hopper_gemm")
-    out = [kc.export(ea.elementwise_add, *ea.example_args(dt), arch=["sm_80", "sm_90a"], name="ew_add", variant=v)
-           for dt, v in ((cutlass.Float32, "f32"), (cutlass.BFloat16, "bf16"))]
-    out.append(kc.export(ps.ScaleShift(), *ps.example_args(), arch=["sm_80", "sm_90a"], name="scale_shift"))
-    out += [kc.export(hg.HopperGemm(), *hg.example_args(dt), arch="sm_90a", name="gemm", variant=v)
-            for dt, v in ((cutlass.Float16, "f16"), (cutlass.BFloat16, "bf16"))]
-    return out
+    return host_programs()
 
 
 @pytest.fixture(scope="module")
@@ -235,11 +226,8 @@ def test_descriptors_scalars_and_stream_reach_the_entry(mod) -> None:
 def test_entry_status_becomes_the_runtime_exception(mod, library) -> None:
     """The real entries: an empty tensor returns without host code (no driver needed), anything else reaches the
     shim, which finds no libcuda.so.1 here; the entry's status and message come back as a DriverError."""
-    try:
-        ctypes.CDLL("libcuda.so.1")
+    if driver_present():
         pytest.skip("a CUDA driver is installed")
-    except OSError:
-        pass
     with cpu_tensors_as_cuda():
         assert mod.gemm(half(0, 64), half(*B), half(0, 64)) is None  # M = 0: CuTe's host code would divide by it
         assert mod.ew_add(*(torch.zeros(5, 0),) * 3) is None
@@ -254,21 +242,15 @@ def test_entry_status_becomes_the_runtime_exception(mod, library) -> None:
     assert len(rec.calls) == 1
 
 
-def test_tensors_device_is_made_current_for_the_call(library, tmp_path) -> None:
-    fake = FakeDriver(build_runtime_fake(tmp_path))
-    driver.use_library(str(fake.path))
-    try:
-        fake.reset((9, 0), (9, 0))
-        mod = kernelpack.load(library.shared)
-        seen: list[int] = []
-        mod.gemm.host_program._fns["kpcute_gemm_f16"] = lambda *a: seen.append(fake.current_device()) or 0
-        arrays = [CudaArray(0x10000, s, "<f2", device=1) for s in (A, B, C)]
-        fake.set_current(0)
-        mod.gemm(*arrays)
-        assert seen == [1] and fake.current_device() == 0  # device 1 for the call, the caller's context restored
-    finally:
-        fake.set_current(-1)
-        driver.use_library()
+def test_tensors_device_is_made_current_for_the_call(library, fake) -> None:
+    fake.reset((9, 0), (9, 0))
+    mod = kernelpack.load(library.shared)
+    seen: list[int] = []
+    mod.gemm.host_program._fns["kpcute_gemm_f16"] = lambda *a: seen.append(fake.current_device()) or 0
+    arrays = [CudaArray(0x10000, s, "<f2", device=1) for s in (A, B, C)]
+    fake.set_current(0)
+    mod.gemm(*arrays)
+    assert seen == [1] and fake.current_device() == 0  # device 1 for the call, the caller's context restored
 
 
 def test_static_archive_lists_programs_but_refuses_calls(library) -> None:
@@ -320,19 +302,18 @@ except DriverError as e:
 """
 
 
-def test_call_path_on_the_fake_driver(mixed, tmp_path) -> None:
+def test_call_path_on_the_fake_driver(mixed, tmp_path, fake_cuda) -> None:
     """Through the C library's fake driver (a separate process sees it as libcuda.so.1): the entry runs CuTe's host
     code over the shim, which loads CuTe's cubin; the fake cannot look up CuTe's kernel, and that failure comes back
     as a DriverError naming the program and its entry. An empty M returns before any of it."""
-    fake = build_clib_fake(tmp_path)
     env = {"FAKECUDA_CC": "9.0", "FAKECUDA_CURRENT": "0", "PYTHONPATH": str(ROOT / "src")}
     script = tmp_path / "call.py"
     script.write_text(textwrap.dedent(FAKE_SCRIPT.format(tests=str(ROOT / "tests"), lib=str(mixed.shared), m=0)))
-    r = run([sys.executable, str(script)], tmp_path, fake, **env)
+    r = run([sys.executable, str(script)], tmp_path, fake_cuda, **env)
     assert r.stdout.strip() == "ok", r.stdout + r.stderr
     assert not r.calls("cuLibraryLoadData")  # nothing loaded, nothing launched
     script.write_text(textwrap.dedent(FAKE_SCRIPT.format(tests=str(ROOT / "tests"), lib=str(mixed.shared), m=128)))
-    r = run([sys.executable, str(script)], tmp_path, fake, **env)
+    r = run([sys.executable, str(script)], tmp_path, fake_cuda, **env)
     assert r.stdout.strip() == ("DriverError 500 host program gemm[f16]: kpmixpy_gemm_f16 returned KP_ERROR_CUDA: "
                                 "kpmixpy: gemm[f16]: loading the sm_90a object on device 0 failed (CUresult 500)"), \
         r.stdout + r.stderr

@@ -6,13 +6,12 @@ elementwise add with a strided operand, the policy kernel's scalars, torch's cur
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 import pytest
 
-from gpu import requires_gpu
+from gpu import cuda_torch, require_carried, requires_gpu
 
 pytestmark = pytest.mark.gpu
 
@@ -20,19 +19,12 @@ GEMM_SHAPES = [(128, 128, 64), (200, 136, 264), (1, 8, 8), (129, 264, 72), (1000
 
 
 def artifacts() -> Path:
-    root = os.environ.get("KERNELPACK_GPU_ARTIFACTS")
-    path = Path(root) / "cute" if root else None
-    if path is None or not (path / "kpcute" / "lib" / "libkpcute.so").is_file():
-        pytest.skip("no CuTe artifacts: run scripts/gpu_prepare_cute.py on the build machine and carry .gpu/")
-    return path
+    return require_carried("cute", "gpu_prepare_cute.py", holding="kpcute/lib/libkpcute.so")
 
 
 @pytest.fixture(scope="module")
 def torch():  # type: ignore[no-untyped-def]
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no GPU")
-    return torch
+    return cuda_torch(current=False)
 
 
 @pytest.fixture(scope="module")

@@ -14,19 +14,13 @@ import kernelpack.cutile as kc  # noqa: E402
 from cutile_kernels import array, matmul, vadd  # noqa: E402
 from kernelpack.abi import DType, Param, Pointer, Scalar  # noqa: E402
 from kernelpack.bundle import Bundle  # noqa: E402
-from kernelpack.cache import CompileCache  # noqa: E402
 from kernelpack.errors import CompileError  # noqa: E402
 from kernelpack.verify import verify_abi  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory) -> CompileCache:
-    return CompileCache(tmp_path_factory.mktemp("kpcache"))
-
-
-@pytest.fixture(scope="module")
-def bundle(cache) -> Bundle:
-    return fb.cutile_bundle(cache)
+def bundle(module_cache) -> Bundle:
+    return fb.cutile_bundle(module_cache)
 
 
 def test_vector_add_arrays_flatten_to_pointer_shape_stride(bundle):
@@ -60,22 +54,22 @@ def test_matmul_has_an_fp32_alpha_and_no_constants(bundle):
     assert ck.params[-1].size == 4 and ck.static_smem > 0
 
 
-def test_assumptions_become_divisibility_constraints(cache):
+def test_assumptions_become_divisibility_constraints(module_cache):
     sig = [array(ct.float32, 1, base_addr_divisible_by=16, shape_divisible_by=8), array(ct.float32, 1),
            array(ct.float32, 1), 256]
-    a = kc.compile(vadd, [sig], arch="sm_90", cache=cache).artifacts[0]
+    a = kc.compile(vadd, [sig], arch="sm_90", cache=module_cache).artifacts[0]
     assert [p.divisibility for p in a.abi.params[:3]] == [16, 8, 1]
     assert [str(x) for x in a.archs] == ["sm_90a"]  # tileiras emits an arch-specific cubin for sm_90
 
 
-def test_scalars_keep_their_width_and_tuples_flatten(cache):
+def test_scalars_keep_their_width_and_tuples_flatten(module_cache):
     @ct.kernel
     def widths(x, n: ct.int16, pair, out):  # type: ignore[no-untyped-def]
         ct.store(out, index=(0,), tile=ct.load(x, index=(0,), shape=(16,)) * pair[0] + n)
 
     sig = [array(ct.float32, 1), ScalarConstraint(ct.int16), (ScalarConstraint(ct.float32), 3), array(ct.float32, 1)]
     try:
-        a = kc.compile(widths, [sig], arch="sm_80", cache=cache).artifacts[0]
+        a = kc.compile(widths, [sig], arch="sm_80", cache=module_cache).artifacts[0]
     except CompileError as e:
         if "source" in str(e).lower():
             pytest.skip("cuTile cannot read a nested kernel's source here")
@@ -89,14 +83,14 @@ def test_scalars_keep_their_width_and_tuples_flatten(cache):
     ([array(ct.float32, 1)] * 3 + [ScalarConstraint(ct.int32)], r"vadd: invalid cuTile signature|cuTile failed"),
     ("a, b", r"vadd: a signature must be a KernelSignature or a list"),
 ])
-def test_bad_signatures_raise_compile_errors(cache, sig, match):
+def test_bad_signatures_raise_compile_errors(module_cache, sig, match):
     with pytest.raises(CompileError, match=match):
-        kc.compile(vadd, [sig], arch="sm_80", cache=cache)
+        kc.compile(vadd, [sig], arch="sm_80", cache=module_cache)
 
 
-def test_unsupported_dtypes_and_non_kernels_are_refused(cache):
+def test_unsupported_dtypes_and_non_kernels_are_refused(module_cache):
     sig = [array(ct.float16, 2), array(ct.float16, 2), array(ct.float32, 2), ScalarConstraint(ct.tfloat32), 64, 64, 32]
     with pytest.raises(CompileError, match=r"matmul: parameter 3 'alpha': unsupported scalar dtype tfloat32"):
-        kc.compile(matmul, [sig], arch="sm_80", cache=cache)
+        kc.compile(matmul, [sig], arch="sm_80", cache=module_cache)
     with pytest.raises(CompileError, match="needs a @ct.kernel function"):
-        kc.compile(lambda a: a, [[1]], arch="sm_80", cache=cache)
+        kc.compile(lambda a: a, [[1]], arch="sm_80", cache=module_cache)

@@ -6,7 +6,6 @@ import re
 import shutil
 import struct
 import subprocess
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -28,6 +27,7 @@ from kernelpack.demangle import (
     spell,
 )
 from kernelpack.errors import KernelpackError
+from toolchain_support import NVCC
 
 FLOAT, INT, VOID = Builtin("float"), Builtin("int"), Builtin("void")
 
@@ -464,7 +464,6 @@ def test_garbage_only_raises_demangle_error(symbol: str) -> None:
 
 # --- real kernels, compiled here -------------------------------------------------------------------------------------
 
-NVCC = shutil.which("nvcc") or ("/usr/local/bin/nvcc" if Path("/usr/local/bin/nvcc").exists() else None)
 CXXFILT = shutil.which("c++filt")
 
 KERNELS_CU = r"""

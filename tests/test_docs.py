@@ -17,13 +17,15 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from kernelpack.cudacc import cuda_include_dirs
+from toolchain_support import CC, CXX
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 PAGES = ["quickstart-cuda.md", "quickstart-triton.md", "quickstart-cutile.md", "quickstart-cute.md", "deploy-cpp.md",
@@ -97,11 +99,11 @@ def _compile_c(b: Block, d: Path, i: int, page: str, env: dict[str, str]) -> Non
     cxx = b.lang == "cpp"
     src = d / f"_snippet_{i}.{'cpp' if cxx else 'c'}"
     src.write_text(b.text)
-    compiler = (os.environ.get("CXX") or shutil.which("g++") or "c++") if cxx else (os.environ.get("CC") or "cc")
+    compiler = CXX if cxx else CC
     std = "-std=c++17" if cxx else "-std=c99"
     has_main = re.search(r"\bint\s+main\s*\(", b.text) is not None
-    cuda_inc = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include"
-    cmd = [compiler, std, "-Wall", "-Wextra", "-Werror", f"-I{prefix / 'include'}", f"-I{cuda_inc}", str(src)]
+    cuda_inc = [f"-I{d}" for d in cuda_include_dirs()]
+    cmd = [compiler, std, "-Wall", "-Wextra", "-Werror", f"-I{prefix / 'include'}", *cuda_inc, str(src)]
     if has_main:
         lib = prefix / "lib"
         cmd += [f"-L{lib}", f"-l{b.opts['lib']}", f"-Wl,-rpath,{lib}", "-ldl", "-lpthread", "-o", str(src) + ".exe"]

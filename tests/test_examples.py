@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from example_builds import ALL, EXAMPLES, Example, build_example, compile_program
-from gpu import requires_gpu
+from gpu import gpu_count, require_carried, requires_gpu
+from toolchain_support import CXX
 
 IDS = [e.dsl for e in ALL]
 
@@ -50,7 +51,7 @@ def test_cpp_program_links_and_runs_up_to_the_driver(ex: Example, built, tmp_pat
     r = compile_program(ex, prefix, exe)
     assert r.returncode == 0, r.stderr
     env = dict(os.environ, LD_LIBRARY_PATH="/nonexistent")  # no libcuda.so.1 here: the program says so cleanly
-    if _has_driver():
+    if gpu_count() > 0:
         pytest.skip("a driver is present: the GPU test runs the program")
     run = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=60)
     assert run.returncode == 2 and "libcuda.so.1 not found" in run.stdout, run.stdout + run.stderr
@@ -97,27 +98,16 @@ def test_cuda_example_through_cmake_and_pkg_config(built, tmp_path: Path) -> Non
     flags = subprocess.run([pc, "--cflags", "--libs", "ex_cuda"], capture_output=True, text=True, env=env,
                            check=True).stdout.split()
     exe = tmp_path / "pc_demo"
-    r = subprocess.run(["g++", "-std=c++17", f"-I{EXAMPLES / 'common'}", str(ex.dir / "main.cpp"), *flags, "-ldl",
+    r = subprocess.run([CXX, "-std=c++17", f"-I{EXAMPLES / 'common'}", str(ex.dir / "main.cpp"), *flags, "-ldl",
                         "-o", str(exe)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-
-
-def _has_driver() -> bool:
-    from gpu import gpu_count
-
-    return gpu_count() > 0
 
 
 # ---------------------------------------------------------------------------------------------------- on the GPU
 
 
 def _carried(ex: Example) -> Path:
-    root = os.environ.get("KERNELPACK_GPU_ARTIFACTS")
-    path = Path(root) / "examples" / ex.dsl if root else None
-    if path is None or not (path / "lib" / f"lib{ex.name}.so").is_file():
-        pytest.skip(f"no carried build of examples/{ex.dsl} (run scripts/gpu_prepare_examples.py on the build "
-                    f"machine and carry .gpu/)")
-    return path
+    return require_carried(f"examples/{ex.dsl}", "gpu_prepare_examples.py", holding=f"lib/lib{ex.name}.so")
 
 
 @requires_gpu

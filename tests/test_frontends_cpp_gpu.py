@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import subprocess
 
-from clib_support import CXX, HERE
+from clib_support import HERE
 from gpu import requires_gpu
 from gpu_frontends import load_bundle
 from kernelpack.bundle import Bundle
 from kernelpack.clib import Library
+from toolchain_support import CXX
 
 
 @requires_gpu

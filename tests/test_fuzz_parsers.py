@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 import fuzz_support as fz
 from kernelpack.bundle import MAGIC, Bundle
 from kernelpack.clib.embedded import read_embedded_bundle
-from kernelpack.cudacc import find_nvcc, nvrtc_available
 from kernelpack.errors import BundleError
+from toolchain_support import needs_cuda_compiler
 
-pytestmark = pytest.mark.skipif(not nvrtc_available() and find_nvcc() is None, reason="no CUDA C++ compiler")
+pytestmark = needs_cuda_compiler
 FUZZ = settings(deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
 

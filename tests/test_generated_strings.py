@@ -8,7 +8,6 @@ versions are now PEP 440 (checked) and quoted for CMake all the same.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clib_support import CC
 from kernelpack import names
 from kernelpack.clib.build import cmake_version, pkgconfig
 from kernelpack.errors import KernelpackError
+from toolchain_support import CC, needs_tools
 
 HOSTILE_VERSIONS = [
     '1")\nexecute_process(COMMAND touch MARKER)\n#', "1.0.0\nexecute_process(COMMAND touch MARKER)", "${MARKER}",
@@ -54,7 +53,7 @@ def test_library_refuses_a_hostile_version_before_writing(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not installed")
+@needs_tools("cmake")
 def test_cmake_reads_back_every_accepted_version_and_runs_nothing(tmp_path):
     script = []
     for i, v in enumerate(GOOD_VERSIONS):
@@ -70,7 +69,7 @@ def test_cmake_reads_back_every_accepted_version_and_runs_nothing(tmp_path):
     assert not (tmp_path / "MARKER").exists()
 
 
-@pytest.mark.skipif(shutil.which("pkg-config") is None, reason="pkg-config not installed")
+@needs_tools("pkg-config")
 def test_pkgconfig_reads_back_every_accepted_version(tmp_path):
     for i, v in enumerate(GOOD_VERSIONS):
         (tmp_path / f"lib{i}.pc").write_text(pkgconfig(f"lib{i}", v, 3))
@@ -81,7 +80,7 @@ def test_pkgconfig_reads_back_every_accepted_version(tmp_path):
         assert got == v
 
 
-@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not installed")
+@needs_tools("cmake")
 @settings(max_examples=60, deadline=None)
 @given(st.lists(TEXTS.filter(lambda t: not any(ord(c) < 0x20 and c not in "\n\t\r" for c in t)
                              and "\x7f" not in t), min_size=1, max_size=12))

@@ -8,13 +8,11 @@ CU_LAUNCH_PARAM_BUFFER_POINTER, so a wrong offset or width gives wrong results. 
 from __future__ import annotations
 
 import ctypes
-import os
 import struct
-from pathlib import Path
 
 import pytest
 
-from gpu import requires_gpu
+from gpu import cuda_torch, demo_kernels, requires_gpu
 from kernelpack.bundle import Bundle
 from kernelpack.packing import pack_params
 
@@ -22,13 +20,8 @@ CU_LAUNCH_PARAM_END, CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE
 
 
 @pytest.fixture(scope="module")
-def demo_bundle(tmp_path_factory) -> Bundle:
-    carried = os.environ.get("KERNELPACK_GPU_ARTIFACTS")
-    if carried and (Path(carried) / "demo.kpack").is_file():
-        return Bundle.read(Path(carried) / "demo.kpack")
-    from kernelpack.demo import compile_examples
-
-    return compile_examples(("sm_80", "sm_90a"))
+def demo_bundle() -> Bundle:
+    return demo_kernels()
 
 
 class Launcher:
@@ -61,11 +54,8 @@ class Launcher:
 
 @pytest.fixture(scope="module")
 def torch_cuda():
-    torch = pytest.importorskip("torch")
     pytest.importorskip("cuda.bindings")
-    torch.cuda.init()
-    torch.empty(1, device="cuda")  # makes the primary context current on this thread
-    return torch
+    return cuda_torch()
 
 
 def _get(bundle: Bundle, label: str):  # type: ignore[no-untyped-def]

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from clib_support import CC, CXX, fnv1a
+from fake_cuda import fnv1a
 from kernelpack.clib.generate import _csrc
+from toolchain_support import CC, CXX, cuda_compiler_available
 
 HERE = Path(__file__).resolve().parent
 
@@ -42,10 +43,9 @@ def run(exe: Path, records: list[tuple[bytes, int]]) -> list[str]:
 @pytest.fixture(scope="module")
 def binaries() -> list[bytes]:
     """Real cubins (sm_80, sm_90a) of the demo kernels; none where neither NVRTC nor nvcc is installed."""
-    from kernelpack.cudacc import find_nvcc, nvrtc_available
     from kernelpack.demo import compile_examples
 
-    if not (nvrtc_available() or find_nvcc()):
+    if not cuda_compiler_available():
         return []
     return sorted({b.data for a in compile_examples(("sm_80", "sm_90a")) for b in a.binaries})
 

@@ -19,10 +19,10 @@ import fuzz_support as fz
 import kernelpack
 from kernelpack.bundle import HEADER_SIZE, Bundle, read_manifest
 from kernelpack.clib.embedded import read_embedded_bundle
-from kernelpack.cudacc import find_nvcc, nvrtc_available
 from kernelpack.errors import BundleError
+from toolchain_support import needs_cuda_compiler
 
-pytestmark = pytest.mark.skipif(not nvrtc_available() and find_nvcc() is None, reason="no CUDA C++ compiler")
+pytestmark = needs_cuda_compiler
 SRC = Path(kernelpack.__file__).parent
 
 

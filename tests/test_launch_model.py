@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import itertools
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from clib_support import CC
 from kernelpack.arch import Arch
 from kernelpack.launch import binaries, codes, header
+from toolchain_support import CC, CXX
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "kernelpack"
 CSRC = SRC / "csrc"
@@ -117,9 +116,8 @@ def test_no_hand_written_source_restates_a_model_fact():
     assert not bad, "facts of the launch model restated outside it:\n" + "\n".join(bad)
 
 
-@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 def test_model_header_compiles_standalone_as_c99_and_cpp17(tmp_path):
-    for compiler, std, ext in ((CC, "-std=c99", "c"), (shutil.which("c++") or "c++", "-std=c++17", "cpp")):
+    for compiler, std, ext in ((CC, "-std=c99", "c"), (CXX, "-std=c++17", "cpp")):
         src = tmp_path / f"m.{ext}"
         src.write_text('#include "kp_model.h"\n#include "kp_cuda.h"\nint use(void);\nint use(void) { return '
                        'kp_bin_rule_quality(0, 9, 0, 0, 9, 0); }\n')

@@ -12,13 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelpack import config
-from kernelpack.cudacc import find_nvcc, nvrtc_available
 from kernelpack.errors import KernelpackError
 from kernelpack.project import BuildFailed, Cuda, ProjectError, build, load_project
 from kernelpack.project.report import occupancy, row
-
-needs_compiler = pytest.mark.skipif(not nvrtc_available() and find_nvcc() is None, reason="no CUDA C++ compiler")
+from toolchain_support import needs_cuda_compiler
 
 KERNELS = """
 #include "common.cuh"
@@ -49,12 +46,6 @@ archs = ["sm_90a"]
 
 
 @pytest.fixture
-def cache(tmp_path_factory):
-    with config.override(cache_dir=tmp_path_factory.mktemp("kpcache")):
-        yield
-
-
-@pytest.fixture
 def proj(tmp_path: Path) -> Path:
     (tmp_path / "k.cu").write_text(KERNELS)
     (tmp_path / "common.cuh").write_text("#define BIAS 0.0f\n")
@@ -63,8 +54,8 @@ def proj(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@needs_compiler
-def test_build_then_noop_then_only_the_changed_source(proj: Path, cache) -> None:
+@needs_cuda_compiler
+def test_build_then_noop_then_only_the_changed_source(proj: Path, fresh_cache) -> None:
     first = build(proj, jobs=1)
     assert first.jobs == {"cuda:k.cu": "compiled", "cuda:other.cu": "compiled"} and first.linked
     out = proj / "build"
@@ -93,8 +84,8 @@ def test_build_then_noop_then_only_the_changed_source(proj: Path, cache) -> None
     assert build(proj, jobs=1).jobs["cuda:other.cu"] == "cached"
 
 
-@needs_compiler
-def test_relinks_when_an_output_is_deleted_and_force_rebuilds_everything(proj: Path, cache) -> None:
+@needs_cuda_compiler
+def test_relinks_when_an_output_is_deleted_and_force_rebuilds_everything(proj: Path, fresh_cache) -> None:
     build(proj, jobs=1)
     (proj / "build/lib/libproj.so").unlink()
     r = build(proj, jobs=1)
@@ -104,15 +95,15 @@ def test_relinks_when_an_output_is_deleted_and_force_rebuilds_everything(proj: P
     assert set(forced.jobs.values()) == {"cached"} and forced.linked
 
 
-@needs_compiler
-def test_parallel_workers_give_the_same_bundle(proj: Path, cache, tmp_path_factory) -> None:
+@needs_cuda_compiler
+def test_parallel_workers_give_the_same_bundle(proj: Path, fresh_cache, tmp_path_factory) -> None:
     serial = build(proj, jobs=1, out=tmp_path_factory.mktemp("serial"))
     parallel = build(proj, jobs=2, out=tmp_path_factory.mktemp("parallel"), force=True)
     assert Path(serial.outputs["bundle"]).read_bytes() == Path(parallel.outputs["bundle"]).read_bytes()
 
 
-@needs_compiler
-def test_failed_step_names_the_job_and_keeps_the_good_ones(proj: Path, cache) -> None:
+@needs_cuda_compiler
+def test_failed_step_names_the_job_and_keeps_the_good_ones(proj: Path, fresh_cache) -> None:
     (proj / "other.cu").write_text("extern \"C\" __global__ void neg(float* y) { y[0] = undefined_name; }")
     with pytest.raises(BuildFailed) as e:
         build(proj, jobs=2)
@@ -122,8 +113,8 @@ def test_failed_step_names_the_job_and_keeps_the_good_ones(proj: Path, cache) ->
     assert r.jobs == {"cuda:k.cu": "reused", "cuda:other.cu": "compiled"}
 
 
-@needs_compiler
-def test_python_project_module(tmp_path: Path, cache) -> None:
+@needs_cuda_compiler
+def test_python_project_module(tmp_path: Path, fresh_cache) -> None:
     (tmp_path / "k.cu").write_text(OTHER)
     (tmp_path / "kernelpack_project.py").write_text(textwrap.dedent("""
         from kernelpack.project import Cuda
@@ -139,8 +130,8 @@ def test_python_project_module(tmp_path: Path, cache) -> None:
     assert build(tmp_path, jobs=1).jobs == {"cuda:k.cu": "compiled"}
 
 
-@needs_compiler
-def test_triton_specializations_are_separate_steps(tmp_path: Path, cache) -> None:
+@needs_cuda_compiler
+def test_triton_specializations_are_separate_steps(tmp_path: Path, fresh_cache) -> None:
     pytest.importorskip("triton")
     src = Path(__file__).parent / "triton_kernels.py"
     (tmp_path / "tk.py").write_text(src.read_text())
@@ -198,8 +189,8 @@ def test_occupancy_and_warnings() -> None:
     assert occupancy(7, 5, 128, 32, 0) is None
 
 
-@needs_compiler
-def test_summary_warns_about_spills_registers_and_smem(tmp_path: Path, cache) -> None:
+@needs_cuda_compiler
+def test_summary_warns_about_spills_registers_and_smem(tmp_path: Path, fresh_cache) -> None:
     from kernelpack import cuda
     from kernelpack.artifact import LaunchSpec
 
@@ -226,7 +217,7 @@ def kp(*args: str, cwd: Path, cache: Path) -> subprocess.CompletedProcess[str]:
                           env=env, timeout=300)
 
 
-@needs_compiler
+@needs_cuda_compiler
 def test_cli_project_form_json_and_summary_and_the_bundle_form(proj: Path, tmp_path_factory) -> None:
     cache = tmp_path_factory.mktemp("clicache")
     r = kp("build", "-j", "2", cwd=proj, cache=cache)

@@ -166,13 +166,11 @@ def clib(tmp_path_factory):
     return env, exe
 
 
-def _launches(run) -> list[str]:
-    return [x for x in run.log if x.startswith(("cuLaunchKernel ", "cuLaunchKernelEx ")) and not x.endswith("-> 201")]
-
-
 @pytest.mark.parametrize("row", [r.id for r in MATRIX])
 def test_c(clib, tmp_path, row):
-    from clib_support import CC, results, run
+    from clib_support import results
+    from fake_cuda import run
+    from toolchain_support import CC
 
     env, exe = clib
     checked = 0
@@ -185,7 +183,7 @@ def test_c(clib, tmp_path, row):
         assert got == status, msg
         for part in parts:
             assert part in msg, (part, msg)
-        assert _launches(r) == [], "nothing may be launched"
+        assert r.launch_lines() == [], "nothing may be launched"
         checked += 1
     if row in C_COMPILE:
         body, diagnostic = C_COMPILE[row]
@@ -207,25 +205,21 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
-def rt(tmp_path_factory):
-    from kernelpack.runtime import driver
-    from runtime_support import FakeDriver, build_fake, build_test_bundle
-
-    root = tmp_path_factory.mktemp("relrt")
-    bundle = build_test_bundle(root)
-    fake = FakeDriver(build_fake(root))
-    old = _old_driver(root)
-    yield bundle, fake, old
-    driver.use_library()
+def rt(tmp_path_factory, runtime_bundle, fake_cuda):
+    old = _old_driver(tmp_path_factory.mktemp("relrt"))
+    with fake_cuda.in_process().installed() as fake:
+        yield runtime_bundle, fake, old
 
 
 def _old_driver(root: Path) -> Path:
     """A libcuda stand-in from before CUDA 12.0: cuInit and friends, no cuGetProcAddress_v2."""
+    from toolchain_support import CC
+
     src = root / "old.c"
     src.write_text("int cuInit(unsigned f) { (void)f; return 0; }\n"
                    "int cuDriverGetVersion(int* v) { *v = 11080; return 0; }\n")
     out = root / "libcuda_old.so.1"
-    subprocess.run(["cc", "-shared", "-fPIC", str(src), "-o", str(out)], check=True)
+    subprocess.run([CC, "-shared", "-fPIC", str(src), "-o", str(out)], check=True)
     return out
 
 
@@ -371,7 +365,6 @@ def test_python(rt, launch_path, row):
               **{n: getattr(runtime, n) for n in ("ArgumentTypeError", "ArgumentValueError", "DriverError")}}
     for setup, call, exc, parts in PY_CASES[row]:
         fake.reset(*{"2gpu": ((9, 0), (9, 0)), "sm100": ((10, 0),)}.get(setup, ((9, 0),)))
-        fake.register(bundle, "sm_90a")
         path = {"nodriver": "/nonexistent/kp-test/libcuda.so.1", "old": str(old)}.get(setup, str(fake.path))
         driver.use_library(path)
         with python_path() if launch_path == "python" else _Null():
@@ -385,7 +378,6 @@ def test_python(rt, launch_path, row):
             assert re.search(part, str(e.value)), (part, str(e.value))
         assert fake.count() == 0, "nothing may be launched"
     fake.reset((9, 0))
-    fake.register(bundle, "sm_90a")
     driver.use_library(str(fake.path))
     m = kernelpack.load(bundle)  # the process and the runtime still work
     m.add(_x(0x1000, 8), _x(0x2000, 8), _x(0x3000, 8), 8, grid=1, block=32)
@@ -438,7 +430,9 @@ if __name__ == "__main__":
 
 def test_c_rows_and_a_storm_under_address_and_ub_sanitizers(clib, tmp_path):
     """Every C row (hostile ranks and dtypes included) and 3 storm repetitions, with ASan + UBSan aborting on error."""
-    from clib_support import CC, results, run
+    from clib_support import results
+    from fake_cuda import run
+    from toolchain_support import CC
 
     env, _ = clib
     src = env.demo.sources

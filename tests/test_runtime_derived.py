@@ -17,10 +17,7 @@ from kernelpack.bundle import Bundle
 from kernelpack.tma import encode_args
 from runtime_support import (
     assert_singletons_intact,
-    build_test_bundle,
     cpu_tensors_as_cuda,
-    fake_driver_session,
-    fake_for,
     python_path,
 )
 
@@ -39,8 +36,8 @@ MAX_GRID_X = 2**31 - 1
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    return build_test_bundle(tmp_path_factory.mktemp("rtd"))
+def base(runtime_bundle):
+    return runtime_bundle
 
 
 def _art(bundle, label):
@@ -80,16 +77,10 @@ def bundle(base):
     ])
 
 
-@pytest.fixture(scope="module")
-def fake_lib(tmp_path_factory):
-    with fake_driver_session(tmp_path_factory.mktemp("fake")) as fake:
-        yield fake
-
-
-@pytest.fixture
-def fake(fake_lib, bundle):
-    with fake_for(fake_lib, bundle) as f:
-        yield f
+@pytest.fixture(autouse=True)
+def _singleton_canary():
+    """Every test leaves the interpreter's one-character bytes/str objects intact (see test_runtime_singletons)."""
+    yield
     assert_singletons_intact()
 
 
@@ -314,18 +305,15 @@ def test_a_failed_launch_still_frees_its_scratch(mod, fake):
 
 
 @pytest.fixture(scope="module")
-def triton_bundle(tmp_path_factory):
+def triton_bundle(module_cache):
     pytest.importorskip("triton")
     import frontend_builds as fb
-    from kernelpack.cache import CompileCache
 
-    cache = CompileCache(tmp_path_factory.mktemp("trcache"))
-    return Bundle.of(fb.triton_tma(cache), fb.triton_scratch(cache))
+    return Bundle.of(fb.triton_tma(module_cache), fb.triton_scratch(module_cache))
 
 
 @pytest.fixture
 def tmod(fake, triton_bundle, request):
-    fake.register(triton_bundle, "sm_90a")
     m = kernelpack.load(triton_bundle)
     with cpu_tensors_as_cuda():
         yield m

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import kernelpack
-from gpu import gpu_count, requires_gpu
+from gpu import cuda_torch, gpu_count, requires_gpu
 from kernelpack.bundle import Bundle
 from kernelpack.errors import LaunchError
 from kernelpack.runtime import ArgumentTypeError, ArgumentValueError
@@ -32,9 +32,7 @@ def bundle(tmp_path_factory) -> Bundle:
 
 @pytest.fixture(scope="module")
 def torch():
-    torch = pytest.importorskip("torch")
-    torch.cuda.init()
-    return torch
+    return cuda_torch(current=False)
 
 
 @pytest.fixture(params=["c", "python"])

@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-from kernelpack.cudacc import find_nvcc, nvrtc_available
+from toolchain_support import needs_cuda_compiler
 
 HEAVY = ("kernelpack.clib.build", "kernelpack.clib.generate", "kernelpack.cute_host.build", "kernelpack.cute",
          "kernelpack.triton", "kernelpack.cutile", "kernelpack.cuda", "triton", "cutlass", "torch")
 
-pytestmark = pytest.mark.skipif(not (nvrtc_available() or find_nvcc()), reason="needs NVRTC or nvcc")
+pytestmark = needs_cuda_compiler
 
 
 def _modules_after_load(path: str) -> set[str]:

@@ -21,10 +21,7 @@ from runtime_support import (
     CaiArray,
     CudaArray,
     assert_singletons_intact,
-    build_test_bundle,
     cpu_tensors_as_cuda,
-    fake_driver_session,
-    fake_for,
     python_path,
 )
 
@@ -32,20 +29,8 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory):
-    return build_test_bundle(tmp_path_factory.mktemp("rtk"))
-
-
-@pytest.fixture(scope="module")
-def fake_lib(tmp_path_factory):
-    with fake_driver_session(tmp_path_factory.mktemp("fake")) as fake:
-        yield fake
-
-
-@pytest.fixture
-def fake(fake_lib, bundle):
-    with fake_for(fake_lib, bundle) as f:
-        yield f
+def bundle(runtime_bundle):
+    return runtime_bundle
 
 
 @pytest.fixture(autouse=True)
@@ -213,7 +198,6 @@ def test_no_matching_specialization_names_each(mod, fake):
 @pytest.mark.parametrize("cc,arch", [((8, 0), "sm_80"), ((8, 6), "sm_80"), ((9, 0), "sm_90a")])
 def test_arch_selection(path, fake, bundle, cc, arch):
     fake.reset(cc)
-    fake.register(bundle, arch)
     with (python_path() if path == "python" else _nullctx()), cpu_tensors_as_cuda():
         m = kernelpack.load(bundle)
         a, b, c = vecs(8)
@@ -309,7 +293,6 @@ def test_alignment_check_of_a_single_specialization(mod, fake, bundle):
 
 def test_cpu_tensor_and_two_devices_are_refused(path, fake, bundle):
     fake.reset((9, 0), (9, 0))
-    fake.register(bundle, "sm_90a")
     with python_path() if path == "python" else _nullctx():
         m = kernelpack.load(bundle)
     a, b, c = vecs(8)
@@ -356,7 +339,6 @@ def test_clusters(mod, fake):
 
 def test_cluster_needs_sm90(path, fake, bundle):
     fake.reset((8, 0))
-    fake.register(bundle, "sm_80")
     with python_path() if path == "python" else _nullctx(), cpu_tensors_as_cuda():
         m = kernelpack.load(bundle)
         with pytest.raises(LaunchError, match="compute capability 9.0"):
@@ -370,7 +352,7 @@ def test_large_dynamic_shared_memory_opts_in_once(mod, fake):
     mod.big_smem(x, 64, grid=1, block=64, smem=100_000)
     mod.big_smem(x, 64, grid=1, block=64, smem=100_000)
     mod.big_smem(x, 64, grid=1, block=64, smem=60_000)
-    assert fake.calls("set_attr") == 1
+    assert fake.calls("cuKernelSetAttribute") == 1
     assert [r["smem"] for r in fake.launches()[-3:]] == [100_000, 100_000, 60_000]
 
 
@@ -394,7 +376,6 @@ def test_streams(mod, fake):
 
 def test_the_tensors_device_picks_the_context_and_the_callers_context_is_restored(path, fake, bundle):
     fake.reset((9, 0), (9, 0))
-    fake.register(bundle, "sm_90a")
     with python_path() if path == "python" else _nullctx():
         m = kernelpack.load(bundle)
     x1 = CudaArray(0x2000, (8,), device=1)
@@ -413,13 +394,13 @@ def test_one_device_launches_ask_for_no_context(mod, fake, path):
     a, b, c = vecs(8)
     mod.add(a, b, c, 8, grid=1, block=32)
     mod.add(0x1000, 0x2000, 0x3000, 8, grid=1, block=32, stream=5)
-    gets, sets, n = fake.calls("ctx_get"), fake.calls("ctx_set"), fake.count()
+    gets, sets, n = fake.calls("cuCtxGetCurrent"), fake.calls("cuCtxSetCurrent"), fake.count()
     for _ in range(5):
         mod.add(a, b, c, 8, grid=1, block=32)
         mod.add(0x1000, 0x2000, 0x3000, 8, grid=1, block=32, stream=5)
     assert fake.count() == n + 10 and {r["device"] for r in fake.launches()[-10:]} == {0}
     if path == "c":
-        assert (fake.calls("ctx_get"), fake.calls("ctx_set")) == (gets, sets)
+        assert (fake.calls("cuCtxGetCurrent"), fake.calls("cuCtxSetCurrent")) == (gets, sets)
     for args in ((a, b, c), (0x1000, 0x2000, 0x3000)):
         seen = []
 
@@ -447,7 +428,6 @@ def test_several_devices_stay_on_the_c_path(path, fake, bundle):
     """Two devices: each launch reads the current context; the tensors' device picks the context, launches with no
     tensor go to the current context's device, and the caller's context is restored."""
     fake.reset((9, 0), (9, 0))
-    fake.register(bundle, "sm_90a")
     with python_path() if path == "python" else _nullctx():
         m = kernelpack.load(bundle)
     x0, x1 = CudaArray(0x1000, (8,), device=0), CudaArray(0x2000, (8,), device=1)
@@ -491,7 +471,7 @@ def test_fresh_threads_launch(mod, fake):
 def test_loading_is_lazy_once_per_binary_and_thread_safe(path, fake, bundle):
     with python_path() if path == "python" else _nullctx():
         m = kernelpack.load(bundle)
-    assert fake.calls("load") == 0, "kernelpack.load touches no driver"
+    assert fake.calls("cuLibraryLoadData") == 0, "kernelpack.load touches no driver"
     a, b, c = vecs(8)
     errors = []
     barrier = threading.Barrier(8)
@@ -512,7 +492,7 @@ def test_loading_is_lazy_once_per_binary_and_thread_safe(path, fake, bundle):
             t.join()
     assert not errors, errors
     assert fake.count() == 16
-    assert fake.calls("load") == 1, "add and fixed_block share one cubin: loaded once"
+    assert fake.calls("cuLibraryLoadData") == 1, "add and fixed_block share one cubin: loaded once"
 
 
 def test_load_a_kpack_file(fake, bundle, tmp_path):

@@ -19,11 +19,12 @@ import pytest
 from kernelpack.arch import Arch
 from kernelpack.cudacc import CudaOptions, compile_cubin, nvrtc_available
 from runtime_support import assert_singletons_intact
+from toolchain_support import needs_nvrtc
 
 CLEAN_KERNEL = 'extern "C" __global__ void kp_clean(float* x) { x[threadIdx.x] = 1.0f; }\n'
 
 
-@pytest.mark.skipif(not nvrtc_available(), reason="NVRTC (cuda-bindings) is not installed")
+@needs_nvrtc
 def test_nvrtc_compile_with_an_empty_log_leaves_the_byte_singletons_intact():
     out = compile_cubin(CLEAN_KERNEL, Arch.parse("sm_90a"), CudaOptions(), [], "nvrtc")
     assert out.cubin[:4] == b"\x7fELF" and out.log == ""

@@ -14,7 +14,6 @@ import kernelpack.triton as kt  # noqa: E402
 from kernelpack.abi import Abi, DType, Opaque, Param, Pointer, Scalar  # noqa: E402
 from kernelpack.artifact import KernelArtifact  # noqa: E402
 from kernelpack.bundle import Bundle  # noqa: E402
-from kernelpack.cache import CompileCache  # noqa: E402
 from kernelpack.errors import AbiMismatch, CompileError  # noqa: E402
 from kernelpack.packing import pack_params  # noqa: E402
 from kernelpack.verify import verify_abi  # noqa: E402
@@ -22,13 +21,8 @@ from triton_kernels import add_kernel, axpy_kernel, scale_rows_kernel, tma_matmu
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory) -> CompileCache:
-    return CompileCache(tmp_path_factory.mktemp("kpcache"))
-
-
-@pytest.fixture(scope="module")
-def bundle(cache) -> Bundle:
-    return fb.triton_bundle(cache)
+def bundle(module_cache) -> Bundle:
+    return fb.triton_bundle(module_cache)
 
 
 def art(bundle: Bundle, label: str) -> KernelArtifact:
@@ -102,18 +96,19 @@ def test_tma_matmul_abi_and_encoding_metadata(bundle):
     assert again.launch == a.launch
 
 
-def test_tensor_descriptors_decompose_on_sm80_and_mixed_archs_are_refused(cache):
-    b = kt.compile(tma_matmul_kernel, fb.TMA, constexprs={"BM": 128, "BN": 128, "BK": 64}, arch="sm_80", cache=cache)
+def test_tensor_descriptors_decompose_on_sm80_and_mixed_archs_are_refused(module_cache):
+    b = kt.compile(tma_matmul_kernel, fb.TMA, constexprs={"BM": 128, "BN": 128, "BK": 64}, arch="sm_80",
+                   cache=module_cache)
     a = b.artifacts[0]
     assert [d.lowering for d in a.launch.tensor_descs] == ["decomposed"] * 3
     assert [p.name for p in a.abi.params[:6]] == ["a_desc_base", "a_desc_shape0", "a_desc_shape1", "a_desc_stride0",
                                                   "a_desc_stride1", "a_desc_padding_nan"]  # 3.9 adds round_tf32
     with pytest.raises(CompileError, match=r"tma_matmul_kernel: the kernel's parameters differ between archs"):
         kt.compile(tma_matmul_kernel, fb.TMA, constexprs={"BM": 128, "BN": 128, "BK": 64}, arch=["sm_80", "sm_90a"],
-                   cache=cache)
+                   cache=module_cache)
 
 
-def test_hidden_global_scratch_size_is_recorded(bundle, cache):
+def test_hidden_global_scratch_size_is_recorded(bundle, module_cache):
     a = art(bundle, "tr_scale_rows")
     assert a.abi.params[-2] == Param("global_scratch", Pointer(None), role="global_scratch")
     assert a.abi.params[-1] == Param("profile_scratch", Pointer(None), role="profile_scratch")
@@ -122,7 +117,7 @@ def test_hidden_global_scratch_size_is_recorded(bundle, cache):
     assert Bundle.from_bytes(Bundle.of(a).to_bytes()).artifacts[0].launch == a.launch
     # where archs disagree on launch facts, each arch group becomes its own variant
     both = kt.compile(scale_rows_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "M": "i32", "N": "i32", "factor": "fp32"},
-                      constexprs={"BM": 32, "BN": 64}, arch=["sm_80", "sm_90a"], cache=cache)
+                      constexprs={"BM": 32, "BN": 64}, arch=["sm_80", "sm_90a"], cache=module_cache)
     assert sorted(x.variant for x in both) == ["sm80", "sm90a"]
     assert next(x for x in both if x.variant == "sm80").launch.global_scratch == 0
 
@@ -141,16 +136,16 @@ def test_wrong_scalar_width_fails_verification(bundle):
         KernelArtifact(a.name, a.entry, wide, a.binaries, a.launch)
 
 
-def test_the_compile_cache_serves_a_second_compile(cache, monkeypatch):
+def test_the_compile_cache_serves_a_second_compile(module_cache, monkeypatch):
     import triton
 
-    fb.triton_axpy(cache)
+    fb.triton_axpy(module_cache)
 
     def boom(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise AssertionError("compiled again")
 
     monkeypatch.setattr(triton, "compile", boom)
-    assert fb.triton_axpy(cache).artifacts[0].abi.params[0].type == Scalar(DType.f32)
+    assert fb.triton_axpy(module_cache).artifacts[0].abi.params[0].type == Scalar(DType.f32)
 
 
 SIG = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
@@ -168,27 +163,29 @@ SIG = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
     (SIG, {"specializations": [{}, {}]}, r"add_kernel: specializations would share the variant name"),
     (["*fp32", "i32"], {}, r"add_kernel: signature lists 2 types for 5 parameters"),
 ])
-def test_bad_signatures_raise_compile_errors_naming_kernel_and_parameter(cache, signature, kwargs, match):
+def test_bad_signatures_raise_compile_errors_naming_kernel_and_parameter(module_cache, signature, kwargs, match):
     kwargs = {"constexprs": {"BLOCK": 1024}, **kwargs}
     with pytest.raises(CompileError, match=match):
-        kt.compile(add_kernel, signature, arch="sm_80", cache=cache, **kwargs)
+        kt.compile(add_kernel, signature, arch="sm_80", cache=module_cache, **kwargs)
 
 
-def test_missing_constexpr_and_triton_failures_are_compile_errors(cache):
+def test_missing_constexpr_and_triton_failures_are_compile_errors(module_cache):
     with pytest.raises(CompileError, match=r"add_kernel: parameter 4 'BLOCK' has no type in the signature"):
-        kt.compile(add_kernel, SIG, arch="sm_80", cache=cache)
+        kt.compile(add_kernel, SIG, arch="sm_80", cache=module_cache)
     with pytest.raises(CompileError, match=r"kernel add_kernel \(sm_80\): Triton failed") as e:
-        kt.compile(add_kernel, SIG, constexprs={"BLOCK": 1000}, arch="sm_80", cache=cache)  # not a power of two
+        kt.compile(add_kernel, SIG, constexprs={"BLOCK": 1000}, arch="sm_80", cache=module_cache)  # not a power of two
     assert e.value.log
     with pytest.raises(CompileError, match="needs a @triton.jit function"):
-        kt.compile(lambda x: x, SIG, arch="sm_80", cache=cache)
+        kt.compile(lambda x: x, SIG, arch="sm_80", cache=module_cache)
     with pytest.raises(CompileError, match=r"axpy_kernel: parameter 0 'alpha' has type 'fp32' and a constexpr"):
-        kt.compile(axpy_kernel, {"alpha": "fp32"}, constexprs={"alpha": 2.0, "BLOCK": 64}, arch="sm_80", cache=cache)
+        kt.compile(axpy_kernel, {"alpha": "fp32"}, constexprs={"alpha": 2.0, "BLOCK": 64}, arch="sm_80",
+                   cache=module_cache)
 
 
-def test_num_ctas_becomes_the_cluster(cache):
-    a = kt.compile(add_kernel, SIG, constexprs={"BLOCK": 1024}, num_ctas=2, arch="sm_90a", cache=cache).artifacts[0]
+def test_num_ctas_becomes_the_cluster(module_cache):
+    a = kt.compile(add_kernel, SIG, constexprs={"BLOCK": 1024}, num_ctas=2, arch="sm_90a",
+                   cache=module_cache).artifacts[0]
     ck = a.cubin_kernel("sm_90a")
     assert a.launch.cluster == ck.cluster_dims == (2, 1, 1) and ck.explicit_cluster
     with pytest.raises(CompileError, match=r"add_kernel \(sm_80\): Triton failed: .*num_ctas"):
-        kt.compile(add_kernel, SIG, constexprs={"BLOCK": 1024}, num_ctas=2, arch="sm_80", cache=cache)
+        kt.compile(add_kernel, SIG, constexprs={"BLOCK": 1024}, num_ctas=2, arch="sm_80", cache=module_cache)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from frontend_launch import Launcher
-from gpu import requires_gpu
-from gpu_frontends import carried, cuda_torch, get, load_bundle, runtime_module
+from gpu import cuda_torch, requires_gpu
+from gpu_frontends import carried, get, load_bundle, runtime_module
 
 
 @pytest.fixture(scope="module")

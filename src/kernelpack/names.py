@@ -218,7 +218,10 @@ def c_comment(text: str) -> str:
     """``text`` safe inside a C block comment or a ``//`` comment: no comment terminator, no line break, no
     trigraph or line splice, printable ASCII only."""
     t = "".join(c if 0x20 <= ord(c) < 0x7F else "?" for c in text)
-    return t.replace("*/", "* /").replace("/*", "/ *").replace("\\", "/").replace("??", "?-?")
+    t = t.replace("*/", "* /").replace("/*", "/ *").replace("\\", "/")
+    while "??" in t:  # no trigraph can form (??/ would splice the next line into the comment)
+        t = t.replace("??", "?-?")
+    return t
 
 
 def cmake_string(text: str) -> str:

@@ -72,6 +72,9 @@ static kp_status kp_cluster(const kp_ctx* c, uint32_t spec, const kp_bin_info* b
     if (fixed != NULL) memcpy(want, fixed, sizeof want);
     memset(out, 0, 3 * sizeof(uint32_t));
     if (want[0] == 0) return KP_SUCCESS;
+    if (!c->d->cluster_ok)
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: thread block clusters need compute capability 9.0 or "
+                       "newer; device %d is sm_%d%d", c->fn, KP_STR(sp->label), c->d->ordinal, c->d->major, c->d->minor);
     kp_dims_norm(want, check);
     uint64_t size = (uint64_t)check[0] * check[1] * check[2];
     if (size > KP_MAX_PORTABLE_CLUSTER)

@@ -38,6 +38,7 @@ typedef struct kp_driver {
 typedef struct kp_device {
     kp_CUdevice dev;
     int ordinal, major, minor, smem_optin;
+    int cluster_ok; /* CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: thread block clusters can be launched */
     int32_t sel[KP_NSPEC];    /* binary index, -1 = none for this arch */
     int32_t quality[KP_NSPEC]; /* how specific that binary is (0 = none) */
     uint32_t smem_raised[KP_NSPEC];
@@ -155,6 +156,7 @@ static kp_status kp_device_create(const char* fn, kp_CUdevice dev, kp_device** o
     kp_CUresult r = kp_cu.DeviceGetAttribute(&d->major, KP_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
     if (r == KP_CUDA_SUCCESS) r = kp_cu.DeviceGetAttribute(&d->minor, KP_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
     if (r == KP_CUDA_SUCCESS) r = kp_cu.DeviceGetAttribute(&d->smem_optin, KP_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
+    if (r == KP_CUDA_SUCCESS) r = kp_cu.DeviceGetAttribute(&d->cluster_ok, KP_CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, dev);
     if (r != KP_CUDA_SUCCESS) {
         free(d);
         return kp_cuda_fail(r, fn, NULL, "cuDeviceGetAttribute");
