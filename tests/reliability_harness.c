@@ -108,6 +108,17 @@ static int row(const char* name) {
         l = L(2, 0);
         l.block[2] = 1; /* {0,0,1} is not {0,0,0}: the fixed block is asked for with all zeros */
         ROW(demo_fixed_block(&l, out));
+    } else if (!strcmp(name, "ok_add")) { /* valid launches (tests/test_same_answer.py: launched everywhere) */
+        ROW(demo_add(&l, x, KP_F32, y, KP_F32, out, KP_F32, 8));
+    } else if (!strcmp(name, "ok_tsum")) {
+        ROW(demo_tsum(&l, &t, out));
+    } else if (!strcmp(name, "cluster_too_big")) { /* 16 blocks: beyond the portable cluster size */
+        l = L(16, 128);
+        l.cluster[0] = 16;
+        ROW(demo_add(&l, x, KP_F32, y, KP_F32, out, KP_F32, 8));
+    } else if (!strcmp(name, "cluster_pre90")) { /* spec_cluster asks for a cluster; run with FAKECUDA_CC=8.0 */
+        l = L(4, 64);
+        ROW(demo_spec_cluster(&l, out));
     } else if (!strcmp(name, "partial_cluster")) {
         l = L(4, 64);
         l.cluster[1] = 2; /* {0,2,0}: would launch as {1,2,1} */

@@ -140,7 +140,7 @@ def build_families(arts_by_name: dict[str, tuple[KernelArtifact, ...]], index_of
         specs = []
         for a in arts:
             index = index_of[id(a)]
-            mcons = model.constraints(margs, plan_of(a), len(arts) > 1)
+            mcons = model.constraints(margs, plan_of(a))
             rendered = []
             for c in mcons:
                 r, d = _render(c, args[c.arg], index)

@@ -201,6 +201,10 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
         nulls = "".join(
             f"    if (KP_UNLIKELY({v} == NULL))\n        return kp_fail(KP_ERROR_INVALID_ARGUMENT, "
             f"{_cstr(f'{fn}: {what} is NULL')});\n" for v, what in null_checks(f.args))
+        nulls += "".join(
+            f"    {{\n        kp_status kp_v = kp_tensor_valid({_cstr(fn)}, {_cstr(fa.name)}, {fa.cname});\n"
+            f"        if (KP_UNLIKELY(kp_v != KP_SUCCESS)) return kp_v;\n    }}\n"
+            for fa in f.args if fa.kind in ("tensor", "desc"))
         body = [f"{self.lib.upper()}_API {self.family_signature(f)} {{\n{nulls}    kp_ctx kp_c;\n"
                 f"    kp_status kp_s = kp_enter(\"{fn}\", {LAUNCH}, &kp_c);\n"
                 f"    if (KP_UNLIKELY(kp_s != KP_SUCCESS)) return kp_s;\n"

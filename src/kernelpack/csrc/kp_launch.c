@@ -209,6 +209,22 @@ static KP_UNUSED uint64_t kp_align_of(const void* p) {
     return a == 0 ? 256 : (uint64_t)(a & (~a + 1)) > 256 ? 256 : (uint64_t)(a & (~a + 1));
 }
 
+/* A kp_tensor filled in wrongly -- an element type that is no kp_dtype, a rank outside [0, KP_MAX_RANK], a negative
+ * extent -- is refused before dispatch (KP_ERROR_INVALID_ARGUMENT), as the runtime refuses such an array. */
+static KP_UNUSED kp_status kp_tensor_valid(const char* fn, const char* name, const kp_tensor* t) {
+    if ((int)t->dtype < 0 || (int)t->dtype >= KP_DTYPE_COUNT)
+        return kp_fail(KP_ERROR_INVALID_ARGUMENT, "%s: argument '%s': dtype %d is not a kp_dtype", fn, name,
+                       (int)t->dtype);
+    if (t->rank < 0 || t->rank > KP_MAX_RANK)
+        return kp_fail(KP_ERROR_INVALID_ARGUMENT, "%s: argument '%s': rank %d is outside [0, %d]", fn, name,
+                       (int)t->rank, KP_MAX_RANK);
+    for (int i = 0; i < t->rank; i++)
+        if (t->shape[i] < 0)
+            return kp_fail(KP_ERROR_INVALID_ARGUMENT, "%s: argument '%s': shape[%d] = %lld is negative: extents must be "
+                           ">= 0", fn, name, i, (long long)t->shape[i]);
+    return KP_SUCCESS;
+}
+
 /* Does tensor t fit a specialization's tensor spec: dtype, rank, static modes, alignment, index ranges (extents
  * never below 0; strides in the stride field's range, negative ones too where it is signed)? */
 static KP_UNUSED int kp_tensor_fits(const kp_tensor* t, int dtype, int rank, const int64_t* shape, const int64_t* stride,

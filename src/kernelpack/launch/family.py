@@ -101,14 +101,13 @@ def family_args(name: str, specs: Sequence[tuple[str, Plan]]) -> tuple[FamilyArg
     return tuple(out)
 
 
-def constraints(args: Sequence[FamilyArg], plan: Plan, several: bool) -> tuple[Constraint, ...]:
-    """What each argument must satisfy for the specialization ``plan`` (``several``: the family has more than one
-    specialization, so descriptor dtype/rank and pointer element types must be told apart)."""
+def constraints(args: Sequence[FamilyArg], plan: Plan) -> tuple[Constraint, ...]:
+    """What each argument must satisfy for the specialization ``plan``. A tensor descriptor's dtype and rank choose
+    the specialization; everything else about it is checked when it is encoded (KP_ERROR_INVALID_ARGUMENT)."""
     out: list[Constraint] = []
     for i, (fa, s) in enumerate(zip(args, plan.args, strict=True)):
         if s.op == OP_DESC:
-            if several:
-                out.append(Constraint(i, "desc", desc=s.desc))
+            out.append(Constraint(i, "desc", desc=s.desc))
             continue
         if s.op == OP_TENSOR:
             out.append(Constraint(i, "tensor", tensor=s))
@@ -130,7 +129,7 @@ def specificity(cons: Sequence[Constraint]) -> tuple[int, float]:
 
 def plan_specificity(plan: Plan) -> tuple[int, float]:
     """The specificity of one specialization on its own (its constraints as the only member of a family)."""
-    return specificity(constraints(_args_of(plan), plan, False))
+    return specificity(constraints(_args_of(plan), plan))
 
 
 def _args_of(plan: Plan) -> tuple[FamilyArg, ...]:

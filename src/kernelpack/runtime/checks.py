@@ -19,7 +19,7 @@ from ..packing import pack_value
 from ..tma import encode_args
 from .adapters import TensorView
 from .driver import DeviceInfo
-from .errors import ArgumentTypeError, ArgumentValueError
+from .errors import ArgumentTypeError, ArgumentValueError, DescriptorArgumentError
 from .loader import LaunchFacts
 
 
@@ -31,6 +31,13 @@ def _got(value: Any, view: TensorView | None) -> str:
     if view is not None:
         return f"a {view.describe()}"
     return f"{type(value).__name__} {value!r}" if isinstance(value, (int, float)) else type(value).__name__
+
+
+def _unnamed(where: str, view: TensorView) -> ArgumentTypeError:
+    """An array whose element type kernelpack has no dtype for (complex, fp8, ...) where a typed one is needed: the
+    C library's KP_ERROR_INVALID_ARGUMENT for a kp_tensor whose dtype is no kp_dtype, not a dispatch mismatch."""
+    return ArgumentTypeError(f"{where}: expected an array of a kernelpack dtype, got a {view.describe()} (an "
+                             f"element type kernelpack cannot name)")
 
 
 def _aligned(ptr: int, align: int) -> int:
@@ -63,17 +70,23 @@ def _desc(kernel: str, s: Slot, value: Any, view: TensorView | None) -> TensorVi
     where = f"kernel {kernel}: tensor descriptor {d.arg} (parameter {s.index})"
     if view is None:
         raise ArgumentTypeError(f"{where}: expected a {d.dtype} tensor of rank {d.rank}, got {_got(value, view)}")
-    if want is not None and view.dtype != want:
+    if want is not None and view.dtype is None:
+        raise _unnamed(where, view)
+    if want is not None and view.dtype != want:  # dtype and rank choose the specialization (the launch model)
         raise ArgumentValueError(f"{where}: expected a {d.dtype} tensor, got a {view.dtype_name} tensor")
-    try:
+    if len(view.shape) != d.rank:
+        raise ArgumentValueError(f"{where}: expected a rank-{d.rank} tensor, got rank {len(view.shape)}")
+    try:  # anything else about it is checked when it is encoded, for the chosen specialization
         encode_args(d, view.ptr, view.shape, view.strides, kernel=kernel)
     except LaunchError as e:
-        raise ArgumentValueError(e.message) from None
+        raise DescriptorArgumentError(e.message) from None
     return view
 
 
 def _pointer(kernel: str, s: Slot, value: Any, view: TensorView | None) -> int:
     if view is not None:
+        if s.dtype is not None and view.dtype is None:
+            raise _unnamed(_where(kernel, s), view)
         if s.dtype is not None and view.dtype != s.dtype:
             raise ArgumentValueError(f"{_where(kernel, s)}: expected a {s.dtype.value} tensor, got a {view.dtype_name} "
                                      f"tensor")
@@ -135,6 +148,8 @@ def _tensor(kernel: str, s: Slot, value: Any, view: TensorView | None) -> tuple[
     if view is None:
         raise ArgumentTypeError(f"{_where(kernel, s)}: expected a {spec.dtype.value} tensor of rank {spec.rank}, got "
                                 f"{_got(value, view)}")
+    if view.dtype is None:
+        raise _unnamed(_where(kernel, s), view)
     if view.dtype != spec.dtype:
         raise ArgumentValueError(f"{_where(kernel, s)}: expected a {spec.dtype.value} tensor, got a {view.dtype_name} "
                                  f"tensor")

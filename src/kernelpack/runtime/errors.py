@@ -26,6 +26,11 @@ class ArgumentValueError(ArgumentError, ValueError):
     """An argument of the right kind but a wrong value: dtype, rank, extent, stride, alignment, device, range."""
 
 
+class DescriptorArgumentError(ArgumentValueError):
+    """A tensor for a tensor-descriptor argument whose dtype and rank chose the specialization but that cannot be
+    encoded (strides, alignment, extents): refused for that specialization, not a reason to try another."""
+
+
 class NoMatchingSpecialization(ArgumentValueError):
     """No specialization of a kernel family accepts the arguments (each one's reason is in the message)."""
 

@@ -26,7 +26,14 @@ from ..tma import encode_args
 from . import checks, streams
 from .adapters import PRODUCER_ERRORS, TensorView, as_view, is_torch_tensor, launch_device, refusal
 from .driver import DeviceInfo, Driver
-from .errors import ArgumentTypeError, ArgumentValueError, DriverError, NoBinaryForDevice, NoMatchingSpecialization
+from .errors import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    DescriptorArgumentError,
+    DriverError,
+    NoBinaryForDevice,
+    NoMatchingSpecialization,
+)
 from .loader import LaunchFacts, Loader, binary_quality
 from .packer import pack
 
@@ -209,6 +216,8 @@ class KernelFamily:
         for e in state.entries:
             try:
                 return e, self._fit(e.spec, values, views)
+            except DescriptorArgumentError:
+                raise
             except (ArgumentTypeError, ArgumentValueError) as err:
                 if len(self.specs) == 1:
                     raise _no_match(err) from None
@@ -216,6 +225,8 @@ class KernelFamily:
         for s in state.missing:
             try:
                 self._fit(s, values, views)
+            except DescriptorArgumentError:
+                raise
             except (ArgumentTypeError, ArgumentValueError) as err:
                 if len(self.specs) == 1:
                     raise _no_match(err) from None

@@ -1,0 +1,153 @@
+"""Same answer everywhere: every bad launch both back ends can express, through the C library (the "demo" library
+and tests/reliability_harness.c, as a program on the fake libcuda.so.1), the Python runtime's C launch path and its
+pure-Python path (``kernelpack.load`` of the same library, on the same fake in this process). For each row the C
+status and each Python exception's ``status`` (kernelpack.runtime.errors: the launch model's STATUS table) must be
+the same, and nothing may be launched; the "ok" rows launch once everywhere.
+
+``python tests/test_same_answer.py`` prints the table for docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).parent
+
+
+@dataclass(frozen=True)
+class Case:
+    row: str  # reliability_harness row (C)
+    what: str
+    status: str  # the kp_status every back end must give
+    call: Callable[[Any], Any]  # the same launch through kernelpack.load of the demo library
+    cc: str = "9.0"
+
+
+def _f32(ptr: int, n: int = 1024) -> Any:
+    from runtime_support import CudaArray
+
+    return CudaArray(ptr, (n,), "<f4")
+
+
+def _t(ptr: int = 0x40000, shape: tuple[int, ...] = (3, 5), strides: tuple[int, ...] = (8, 1),
+       typestr: str = "<f4") -> Any:
+    from runtime_support import CudaArray
+
+    size = int(typestr[2:])
+    return CudaArray(ptr, shape, typestr, tuple(s * size for s in strides))
+
+
+X, Y, OUT = 0x10000, 0x20000, 0x30000
+
+
+def _add(m: Any, **launch: Any) -> Any:
+    return m.add(_f32(X), _f32(Y), _f32(OUT), 8, **{"grid": 2, "block": 128, **launch})
+
+
+CASES = [
+    Case("ok_add", "a valid family launch", "KP_SUCCESS", lambda m: _add(m)),
+    Case("ok_tsum", "a valid tensor launch", "KP_SUCCESS", lambda m: m.tsum(_t(), _f32(OUT), grid=2, block=128)),
+    Case("wrong_dtype", "wrong element type (f16 where f32/f64)", "KP_ERROR_NO_MATCHING_SPECIALIZATION",
+         lambda m: m.add(*(_t(p, (1000,), (1,), "<f2") for p in (X, Y, OUT)), 1000, grid=2, block=128)),
+    Case("wrong_dtype_tensor", "tensor of the wrong element type", "KP_ERROR_NO_MATCHING_SPECIALIZATION",
+         lambda m: m.tsum(_t(typestr="<f8"), _f32(OUT), grid=2, block=128)),
+    Case("wrong_rank", "tensor of the wrong rank", "KP_ERROR_NO_MATCHING_SPECIALIZATION",
+         lambda m: m.tsum(_t(shape=(3, 5, 1), strides=(8, 1, 1)), _f32(OUT), grid=2, block=128)),
+    Case("static_extent", "a static stride violated", "KP_ERROR_NO_MATCHING_SPECIALIZATION",
+         lambda m: m.tsum(_t(strides=(8, 2)), _f32(OUT), grid=2, block=128)),
+    Case("wrong_type", "a malformed tensor (element type not a kp_dtype / typestr)", "KP_ERROR_INVALID_ARGUMENT",
+         lambda m: m.tsum(_t(typestr="<c8"), _f32(OUT), grid=2, block=128)),
+    Case("negative_extent", "negative extent", "KP_ERROR_INVALID_ARGUMENT",
+         lambda m: m.tsum(_t(shape=(-5, 5)), _f32(OUT), grid=2, block=128)),
+    Case("null_tensor", "NULL / None for a tensor", "KP_ERROR_INVALID_ARGUMENT",
+         lambda m: m.tsum(None, _f32(OUT), grid=2, block=128)),
+    Case("null_struct_family", "NULL / None for a value passed by pointer", "KP_ERROR_INVALID_ARGUMENT",
+         lambda m: m.tmap(None, 64, 64, 64, 1, 7, _f32(OUT), grid=2, block=128)),
+    Case("non_contiguous", "TMA descriptor over a non-unit inner stride", "KP_ERROR_INVALID_ARGUMENT",
+         lambda m: m.tma2d(_t(0x100000, (64, 64), (64, 2), "<f2"), 7, _f32(OUT), grid=2, block=128)),
+    Case("grid_zero", "grid of 0", "KP_ERROR_INVALID_LAUNCH", lambda m: _add(m, grid=0)),
+    Case("grid_beyond", "grid beyond the device limit", "KP_ERROR_INVALID_LAUNCH", lambda m: _add(m, grid=(2, 70000))),
+    Case("block_beyond", "block beyond the device limit", "KP_ERROR_INVALID_LAUNCH", lambda m: _add(m, block=2048)),
+    Case("block_reqntid", "block other than REQNTID", "KP_ERROR_INVALID_LAUNCH",
+         lambda m: m.fixed_block(_f32(OUT), grid=2, block=64)),
+    Case("partial_block", "block {0,5,0}", "KP_ERROR_INVALID_LAUNCH", lambda m: _add(m, block=(0, 5, 0))),
+    Case("smem_limit", "dynamic smem beyond the device", "KP_ERROR_INVALID_LAUNCH",
+         lambda m: m.big_smem(_f32(X), _f32(OUT), 76800, grid=2, block=128, smem=300 * 1024)),
+    Case("cluster_grid", "grid not a multiple of the compile-time cluster", "KP_ERROR_INVALID_LAUNCH",
+         lambda m: m.cluster2(_f32(OUT), grid=3, block=64)),
+    Case("cluster_other", "cluster other than the compile-time one", "KP_ERROR_INVALID_LAUNCH",
+         lambda m: m.cluster2(_f32(OUT), grid=4, block=64, cluster=4)),
+    Case("cluster_too_big", "a cluster of 16 blocks (not portable)", "KP_ERROR_INVALID_LAUNCH",
+         lambda m: _add(m, grid=16, cluster=16)),
+    Case("cluster_pre90", "a cluster on a device before sm_90", "KP_ERROR_INVALID_LAUNCH",
+         lambda m: m.spec_cluster(_f32(OUT), grid=4, block=64), cc="8.0"),
+    Case("arch_not_carried", "no binary for the device (sm_100)", "KP_ERROR_NO_BINARY_FOR_ARCH",
+         lambda m: m.add(*(_t(p, (100,), (1,), "<f8") for p in (X, Y, OUT)), 100, grid=2, block=128), cc="10.0"),
+]
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory):
+    from clib_support import compile_program, session_env
+
+    env = session_env(tmp_path_factory)
+    exe = compile_program(HERE / "reliability_harness.c", env.root / "same_answer_harness", env.demo.include_dir,
+                          [f"-L{env.demo.lib_dir}", "-ldemo", f"-Wl,-rpath,{env.demo.lib_dir}", "-lpthread"],
+                          flags=("-D_POSIX_C_SOURCE=200809L",))
+    return env, exe
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.row for c in CASES])
+def test_the_c_library_and_both_runtime_paths_give_the_same_answer(harness, fake, case):
+    import kernelpack
+    from clib_support import results
+    from fake_cuda import run
+    from kernelpack.launch.codes import STATUS_BY_NAME
+    from runtime_support import python_path
+
+    env, exe = harness
+    r = run(exe, env.root, env.fake, "row", case.row, FAKECUDA_CC=case.cc)
+    assert r.returncode == 0 and r.stdout.rstrip().endswith("alive"), r.stdout + r.stderr
+    c_status, c_msg = results(r)[case.row]
+    assert c_status == case.status, c_msg
+    assert len(r.launches()) == (case.status == "KP_SUCCESS"), r.launch_lines()
+    want = STATUS_BY_NAME[case.status].value
+    major, minor = (int(x) for x in case.cc.split("."))
+    for path in ("c", "python"):
+        fake.reset((major, minor))
+        with python_path() if path == "python" else _null():
+            mod = kernelpack.load(env.demo.shared)
+        before = len(fake.launches())
+        try:
+            case.call(mod)
+        except kernelpack.errors.KernelpackError as e:
+            got = getattr(e, "status", None)
+            assert got == want, f"{path} path: {type(e).__name__} (status {got}) where C gave {c_status}: {e}"
+        else:
+            assert want == 0, f"{path} path launched where C gave {c_status}: {c_msg}"
+        assert len(fake.launches()) - before == (want == 0), path
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return False
+
+
+def markdown() -> str:
+    lines = ["| bad launch | C library, runtime C path, runtime Python path |", "|---|---|"]
+    lines += [f"| {c.what} (`{c.row}`) | `{c.status}` |" for c in CASES]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE))
+    print(markdown())
