@@ -28,6 +28,7 @@ from .cubin import Cubin, CubinKernel, read_cubin
 from .cudacc import CompileOutput, CudaOptions, backend_version, choose_backend, compile_cubin
 from .cxxtypes import abi_type_from_cxx, declared_param_names, opaque_for, parse_decl, split_params
 from .demangle import Demangled, FunctionType, demangle, is_mangled, spell
+from .deps import include_digest
 from .errors import AbiError, CompileError, KernelpackError
 
 PROBE = "template <int I, class T> __global__ void __kp_probe() {}\n"
@@ -148,8 +149,6 @@ def _requests(kernels: str | Sequence[str] | Mapping[str, str]) -> list[_Request
 
 def _compile_cached(text: str, filename: str, arch: Arch, opts: CudaOptions, exprs: list[str], backend: str,
                     version: str, cache: CompileCache) -> CompileOutput:
-    from .project.deps import include_digest
-
     # local headers are part of the input: a changed header must not be served a stale cubin
     key = cache_key(frontend="cuda", kernelpack=__version__, compiler=version, source=text, arch=str(arch),
                     flags=opts.common_flags() + list(opts.extra), exprs=exprs,

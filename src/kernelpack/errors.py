@@ -39,5 +39,9 @@ class CacheError(KernelpackError):
     """The compile cache could not be used (unwritable directory and the like)."""
 
 
+class ProjectError(KernelpackError):
+    """The project file is malformed or names something that does not exist."""
+
+
 class LaunchError(KernelpackError):
     """A launch was refused before reaching the driver, or the driver refused it."""
