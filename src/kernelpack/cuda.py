@@ -26,7 +26,7 @@ from .bundle import Bundle
 from .cache import CompileCache, cache_key
 from .cubin import Cubin, CubinKernel, read_cubin
 from .cudacc import CompileOutput, CudaOptions, backend_version, choose_backend, compile_cubin
-from .cxxtypes import abi_type_from_cxx, declared_param_names, opaque_for, parse_decl, split_params
+from .cxxtypes import abi_from_params, abi_type_from_cxx, declared_param_names
 from .demangle import Demangled, FunctionType, demangle, is_mangled, spell
 from .deps import include_digest
 from .errors import AbiError, CompileError, KernelpackError
@@ -244,14 +244,7 @@ def _abi(r: _Request, symbol: str, ck: CubinKernel, source: str, user: str | Abi
 
 
 def _abi_from_text(r: _Request, text: str, ck: CubinKernel) -> Abi:
-    params = []
-    for i, decl in enumerate(split_params(text)):
-        name, ptype, base = parse_decl(decl)
-        name = name or f"p{i}"
-        if ptype is None:
-            if i >= len(ck.params):
-                raise CompileError(f"kernel {r.name}: signature has more parameters than the cubin ({len(ck.params)})")
-            kp = ck.params[i]
-            ptype = opaque_for(base or "struct", kp.size, ck.param_base + kp.offset)
-        params.append(Param(name, ptype))
-    return Abi(tuple(params))
+    try:
+        return abi_from_params(text, ck, r.name)
+    except AbiError as e:
+        raise CompileError(e.message) from None

@@ -14,12 +14,14 @@ from .cute import FRONTEND as CUTE
 from .cute import Cute
 from .cutile import FRONTEND as CUTILE
 from .cutile import Cutile
+from .prebuilt import FRONTEND as PREBUILT
+from .prebuilt import Cubin
 from .triton import FRONTEND as TRITON
 from .triton import Triton
 
-FRONTENDS: dict[str, Frontend[Any]] = {f.name: f for f in (CUDA, TRITON, CUTILE, CUTE)}
+FRONTENDS: dict[str, Frontend[Any]] = {f.name: f for f in (CUDA, TRITON, CUTILE, CUTE, PREBUILT)}
 
-__all__ = ["Cuda", "Cute", "Cutile", "Triton"]  # the entry classes (star-imported by kernelpack.project)
+__all__ = ["Cubin", "Cuda", "Cute", "Cutile", "Triton"]  # the entry classes (star-imported by kernelpack.project)
 
 
 def frontend_of(entry: Entry) -> Frontend[Any]:
