@@ -116,8 +116,8 @@ def compile(  # noqa: A001 - the frontend verb, as kernelpack.cuda.compile
     ``arch``: keep only the binaries of these archs (``sm_80`` a cubin, ``compute_90`` PTX); default: all.
     ``launch``: a LaunchSpec for every kernel, or per symbol (a :class:`Kernel`'s own ``launch`` wins).
     """
-    bins = _select(read_binaries(files), arch)
     specs = _specs(kernels, launch)
+    bins = _select(read_binaries(files), arch)
     in_play = sorted({b.key for b in bins if any(s in b.kernels for s in specs)}, key=_order)
     held = sorted({k for b in bins for k in b.kernels})
     artifacts = []
@@ -338,6 +338,11 @@ class Cubin(Entry):
     rules: ClassVar[Mapping[str, fl.Check]] = {"files": FILES, "kernels": KERNELS}
     files: Sequence[str | os.PathLike[str]] = ()
     kernels: Mapping[str, Any] | Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.kernels, Mapping):
+            _table_kernels(self.kernels)  # its tables' keys and values, checked where the entry is read
 
 
 class PrebuiltFrontend(Frontend[Cubin]):
