@@ -88,12 +88,12 @@ KernelSpec = str | Abi | Kernel | None
 
 
 @dataclass(frozen=True)
-class _Bin:
-    """One binary found in the inputs, with the kernels it holds."""
+class Image:
+    """One binary found in the inputs (a cubin or PTX; a fatbin holds several), with the kernels it holds."""
 
     where: str  # "k.fatbin: entry 2 (byte 5048)" | "k80.cubin"
     binary: Binary
-    kernels: Mapping[str, CubinKernel | tuple[PtxParam, ...]]
+    kernels: Mapping[str, CubinKernel | tuple[PtxParam, ...]]  # entry symbol -> its parameter table
 
     @property
     def key(self) -> tuple[str, Arch]:
@@ -101,6 +101,7 @@ class _Bin:
 
     @property
     def name(self) -> str:
+        """``sm_90a`` for a cubin, ``compute_90 PTX`` for PTX."""
         return _arch_name(self.key)
 
 
@@ -133,12 +134,12 @@ def compile(  # noqa: A001 - the frontend verb, as kernelpack.cuda.compile
 # ------------------------------------------------------------------------------------------------ inputs
 
 
-def read_binaries(files: FileSpec | Sequence[FileSpec]) -> list[_Bin]:
+def read_binaries(files: FileSpec | Sequence[FileSpec]) -> list[Image]:
     """Every cubin and PTX in ``files`` (fatbins and host objects split), in input order."""
     items = [files] if isinstance(files, (str, bytes, os.PathLike)) else list(files)
     if not items:
         raise CompileError("no files given: pass cubins, fatbins or objects with device code")
-    out: list[_Bin] = []
+    out: list[Image] = []
     for i, f in enumerate(items):
         if isinstance(f, bytes):
             out += _split(f"bytes #{i + 1}", f)
@@ -149,7 +150,7 @@ def read_binaries(files: FileSpec | Sequence[FileSpec]) -> list[_Bin]:
     return out
 
 
-def _split(name: str, data: bytes) -> list[_Bin]:
+def _split(name: str, data: bytes) -> list[Image]:
     if is_cubin(data):
         return [_cubin(name, data)]
     if is_fatbin(data) or is_host_elf(data):
@@ -166,18 +167,18 @@ def _split(name: str, data: bytes) -> list[_Bin]:
                      f"{bytes(data[:8])!r})")
 
 
-def _cubin(where: str, data: bytes) -> _Bin:
+def _cubin(where: str, data: bytes) -> Image:
     try:
         c = read_cubin(data)
     except CubinError as e:
         raise CubinError(f"{where}: {e.message}") from None
-    return _Bin(where, Binary(c.arch, bytes(data)), {k.name: k for k in c.kernels})
+    return Image(where, Binary(c.arch, bytes(data)), {k.name: k for k in c.kernels})
 
 
-def _ptx(where: str, data: bytes) -> _Bin:
+def _ptx(where: str, data: bytes) -> Image:
     try:
         text = data.decode()
-        return _Bin(where, Binary(ptx_target(text), bytes(data), "ptx"), ptx_entries(text))
+        return Image(where, Binary(ptx_target(text), bytes(data), "ptx"), ptx_entries(text))
     except UnicodeDecodeError:
         raise CubinError(f"{where}: PTX that is not UTF-8 text") from None
     except KernelpackError as e:
@@ -193,11 +194,11 @@ def _order(key: tuple[str, Arch]) -> tuple[int, Arch]:
     return (0 if key[0] == "cubin" else 1), key[1]
 
 
-def _carried(bins: list[_Bin]) -> str:
+def _carried(bins: list[Image]) -> str:
     return ", ".join(_arch_name(k) for k in sorted({b.key for b in bins}, key=_order)) or "nothing"
 
 
-def _select(bins: list[_Bin], arch: ArchSpec | None) -> list[_Bin]:
+def _select(bins: list[Image], arch: ArchSpec | None) -> list[Image]:
     if arch is None:
         return bins
     wanted: set[tuple[str, Arch]] = set()
@@ -231,7 +232,7 @@ def _specs(kernels: str | Sequence[str] | Mapping[str, KernelSpec],
     return out
 
 
-def _pick(symbol: str, key: tuple[str, Arch], bins: list[_Bin]) -> _Bin:
+def _pick(symbol: str, key: tuple[str, Arch], bins: list[Image]) -> Image:
     """The one binary of ``key`` holding ``symbol`` (identical copies are one)."""
     same = [b for b in bins if b.key == key]
     found = {b.binary.sha256: b for b in same if symbol in b.kernels}
@@ -295,7 +296,7 @@ def _ptx_kernel(symbol: str, params: tuple[PtxParam, ...]) -> CubinKernel:
     return CubinKernel(symbol, tuple(kps), off, 0, 0, 0, 0, 0, 0, None, None, None, None, False, None)
 
 
-def _artifact(symbol: str, spec: Kernel, chosen: list[_Bin]) -> KernelArtifact:
+def _artifact(symbol: str, spec: Kernel, chosen: list[Image]) -> KernelArtifact:
     name, variant = _names(symbol, spec)
     label = f"{name}[{variant}]" if variant else name
     first = chosen[0]
