@@ -10,7 +10,8 @@ import subprocess
 
 import pytest
 
-from kernelpack.decompress import DecompressError, lz4_block, xxh64, zstd
+from kernelpack.decompress import lz4_block, xxh64, zstd
+from kernelpack.errors import DecompressError
 
 ZSTD = shutil.which("zstd")
 LZ4 = shutil.which("lz4")

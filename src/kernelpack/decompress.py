@@ -4,9 +4,10 @@ nvcc 13.0 compresses fatbin entries by ``-compress-mode``: ``default``/``balance
 stored as is), ``size`` and ``-Xfatbin -compress-all`` compress every entry with zstd, ``speed`` compresses PTX with
 LZ4, ``none``/``-no-compress`` nothing (see :mod:`kernelpack.fatbin`). Both decoders follow the formats' specs (the
 LZ4 block format; RFC 8878 for zstd: raw, RLE and compressed blocks, Huffman literals with 1 or 4 streams, FSE
-sequence tables in every mode, repeat offsets, skippable frames, the xxHash64 content checksum); zstd dictionaries
-are refused. They are bounded: never more than ``limit`` bytes out, every read checked, and any malformed input is a
-:class:`DecompressError` (never an IndexError).
+sequence tables in every mode, repeat offsets, skippable frames, the xxHash64 content checksum; the entropy coders
+are :mod:`kernelpack.entropy`); zstd dictionaries are refused. They are bounded: never more than ``limit`` bytes
+out, every read checked, and any malformed input is a :class:`~kernelpack.errors.DecompressError` (never an
+IndexError).
 """
 
 from __future__ import annotations
@@ -14,12 +15,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from .errors import KernelpackError
-
-
-class DecompressError(KernelpackError):
-    """Compressed data is malformed, truncated, larger than allowed, or uses a feature these decoders lack."""
-
+from .entropy import Fse, Huffman, fse_description, fse_table, huffman_description, huffman_stream, rle_table
+from .errors import DecompressError
 
 # ------------------------------------------------------------------------------------------------ LZ4
 
@@ -76,125 +73,10 @@ def _copy_match(out: bytearray, off: int, length: int) -> None:
         out += chunk * q + chunk[:r]
 
 
-# ------------------------------------------------------------------------------------------------ zstd: bits
+# ------------------------------------------------------------------------------------------------ zstd: tables
 
 _ZSTD_MAGIC = 0xFD2FB528
 _MAX_BLOCK = 128 * 1024
-
-
-class _BackBits:
-    """A zstd backward bitstream: read from the end; the last byte's highest set bit marks where the data starts.
-    Bits read past the beginning are zeros (``left`` goes negative), as the format's decoders expect."""
-
-    def __init__(self, data: bytes, what: str) -> None:
-        if not data or data[-1] == 0:
-            raise DecompressError(f"zstd: {what}: empty bitstream or no end marker")
-        self.data = data
-        self.left = len(data) * 8 - 9 + data[-1].bit_length()
-
-    def read(self, n: int) -> int:
-        if n == 0:
-            return 0
-        self.left -= n
-        pos = self.left
-        if pos >= 0:
-            v = int.from_bytes(self.data[pos >> 3:(pos + n + 7) >> 3], "little") >> (pos & 7)
-            return v & ((1 << n) - 1)
-        k = n + pos
-        if k <= 0:
-            return 0
-        return (int.from_bytes(self.data[:(k + 7) >> 3], "little") & ((1 << k) - 1)) << -pos
-
-
-class _FwdBits:
-    def __init__(self, data: bytes) -> None:
-        self.data, self.pos = data, 0
-
-    def read(self, n: int) -> int:
-        end = self.pos + n
-        if end > len(self.data) * 8:
-            raise DecompressError("zstd: truncated FSE table description")
-        v = int.from_bytes(self.data[self.pos >> 3:(end + 7) >> 3], "little") >> (self.pos & 7)
-        self.pos = end
-        return v & ((1 << n) - 1)
-
-
-# ------------------------------------------------------------------------------------------------ zstd: FSE
-
-
-@dataclass(frozen=True)
-class _Fse:
-    log: int
-    symbols: tuple[int, ...]
-    bits: tuple[int, ...]
-    base: tuple[int, ...]
-
-
-def _fse_description(data: bytes, max_log: int, max_symbols: int) -> tuple[list[int], int, int]:
-    """(normalized counts, accuracy log, bytes used) of an FSE table description."""
-    r = _FwdBits(data)
-    log = r.read(4) + 5
-    if log > max_log:
-        raise DecompressError(f"zstd: FSE accuracy log {log} above the maximum {max_log}")
-    remaining = 1 << log
-    counts: list[int] = []
-    while remaining > 0 and len(counts) < 256:
-        bits = (remaining + 1).bit_length()
-        val = r.read(bits)
-        lower = (1 << (bits - 1)) - 1
-        threshold = (1 << bits) - 1 - (remaining + 1)
-        if (val & lower) < threshold:
-            r.pos -= 1
-            val &= lower
-        elif val > lower:
-            val -= threshold
-        count = val - 1
-        remaining -= abs(count)
-        counts.append(count)
-        if count == 0:
-            while True:
-                repeat = r.read(2)
-                counts += [0] * repeat
-                if repeat != 3:
-                    break
-    if remaining != 0 or len(counts) > max_symbols:
-        raise DecompressError(f"zstd: corrupt FSE table description ({len(counts)} symbols, {remaining} left over)")
-    return counts, log, (r.pos + 7) // 8
-
-
-def _fse_table(counts: list[int], log: int) -> _Fse:
-    size = 1 << log
-    symbols = [0] * size
-    next_desc = [0] * len(counts)
-    high = size
-    for s, c in enumerate(counts):
-        if c == -1:
-            high -= 1
-            symbols[high] = s
-            next_desc[s] = 1
-    step, mask, pos = (size >> 1) + (size >> 3) + 3, size - 1, 0
-    for s, c in enumerate(counts):
-        if c <= 0:
-            continue
-        next_desc[s] = c
-        for _ in range(c):
-            symbols[pos] = s
-            pos = (pos + step) & mask
-            while pos >= high:
-                pos = (pos + step) & mask
-    if pos != 0:
-        raise DecompressError("zstd: corrupt FSE table (the symbols do not fill it)")
-    bits, base = [0] * size, [0] * size
-    for i in range(size):
-        d = next_desc[symbols[i]]
-        next_desc[symbols[i]] += 1
-        bits[i] = log - (d.bit_length() - 1)
-        base[i] = (d << bits[i]) - size
-    return _Fse(log, tuple(symbols), tuple(bits), tuple(base))
-
-
-def _rle_table(symbol: int) -> _Fse:
-    return _Fse(0, (symbol,), (0,), (0,))
 
 
 # RFC 8878 3.1.1.3.2.2: the predefined distributions and the codes' baselines and extra bits
@@ -212,105 +94,7 @@ _ML_BITS = [0] * 32 + [1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 7, 8, 9, 10, 11, 12, 13,
 # kind: (default counts, default log, max log, max symbols)
 _KINDS = {"literal lengths": (_LL_DEFAULT, 6, 9, 36), "offsets": (_OF_DEFAULT, 5, 8, 32),
           "match lengths": (_ML_DEFAULT, 6, 9, 53)}
-_DEFAULTS = {k: _fse_table(c, log) for k, (c, log, _, _) in _KINDS.items()}
-
-
-# ------------------------------------------------------------------------------------------------ zstd: Huffman
-
-
-@dataclass(frozen=True)
-class _Huffman:
-    max_bits: int
-    symbols: tuple[int, ...]
-    bits: tuple[int, ...]
-
-
-def _huffman_description(data: bytes) -> tuple[_Huffman, int]:
-    """The literals' Huffman table and the bytes its description used."""
-    if not data:
-        raise DecompressError("zstd: missing Huffman table description")
-    head = data[0]
-    if head < 128:
-        if 1 + head > len(data):
-            raise DecompressError("zstd: truncated Huffman weights")
-        weights, used = _fse_weights(data[1:1 + head]), 1 + head
-    else:
-        n = head - 127
-        used = 1 + (n + 1) // 2
-        if used > len(data):
-            raise DecompressError("zstd: truncated Huffman weights")
-        weights = [(data[1 + i // 2] >> 4) if i % 2 == 0 else data[1 + i // 2] & 15 for i in range(n)]
-    return _huffman_table(weights), used
-
-
-def _fse_weights(data: bytes) -> list[int]:
-    counts, log, used = _fse_description(data, 6, 256)
-    table = _fse_table(counts, log)
-    r = _BackBits(data[used:], "Huffman weights")
-    s1, s2 = r.read(log), r.read(log)
-    out: list[int] = []
-    while len(out) < 255:
-        out.append(table.symbols[s1])
-        s1 = table.base[s1] + r.read(table.bits[s1])
-        if r.left < 0:
-            out.append(table.symbols[s2])
-            return out
-        out.append(table.symbols[s2])
-        s2 = table.base[s2] + r.read(table.bits[s2])
-        if r.left < 0:
-            out.append(table.symbols[s1])
-            return out
-    raise DecompressError("zstd: more than 255 Huffman weights")
-
-
-def _huffman_table(weights: list[int]) -> _Huffman:
-    if any(w > 11 for w in weights):
-        raise DecompressError("zstd: Huffman weight above 11")
-    total = sum(1 << (w - 1) for w in weights if w)
-    if total == 0:
-        raise DecompressError("zstd: Huffman weights are all zero")
-    max_bits = total.bit_length()
-    left = (1 << max_bits) - total
-    if left & (left - 1) or max_bits > 11:
-        raise DecompressError("zstd: Huffman weights do not complete a prefix code")
-    weights = [*weights, left.bit_length()]
-    nbits = [max_bits + 1 - w if w else 0 for w in weights]
-    count = [0] * (max_bits + 1)
-    for b in nbits:
-        count[b] += 1
-    size = 1 << max_bits
-    rank = [0] * (max_bits + 1)
-    bits = [0] * size
-    for i in range(max_bits, 0, -1):
-        rank[i - 1] = rank[i] + count[i] * (1 << (max_bits - i))
-        bits[rank[i]:rank[i - 1]] = [i] * (rank[i - 1] - rank[i])
-    symbols = [0] * size
-    for s, b in enumerate(nbits):
-        if b:
-            n = 1 << (max_bits - b)
-            symbols[rank[b]:rank[b] + n] = [s] * n
-            rank[b] += n
-    return _Huffman(max_bits, tuple(symbols), tuple(bits))
-
-
-def _huffman_stream(data: bytes, table: _Huffman, count: int, out: bytearray) -> None:
-    """Decode ``count`` literals. The decoder's state is the next ``max_bits`` bits of the backward stream, so each
-    symbol is one peek at the current position (the hot loop of the decoder: kept to plain indexing)."""
-    if not data or data[-1] == 0:
-        raise DecompressError("zstd: empty Huffman stream or no end marker")
-    mb, mask, symbols, bits = table.max_bits, (1 << table.max_bits) - 1, table.symbols, table.bits
-    d = b"\0\0\0" + data + b"\0\0"  # zeros below the start (read past it: the format's rule) and above the end
-    pos = len(data) * 8 - 9 + data[-1].bit_length() + 24
-    for _ in range(count):
-        p = pos - mb
-        if p < 0:
-            raise DecompressError("zstd: a Huffman stream ends before its literals do")
-        i = p >> 3
-        v = (d[i] | d[i + 1] << 8 | d[i + 2] << 16) >> (p & 7) & mask
-        out.append(symbols[v])
-        pos -= bits[v]
-    if pos != 24:
-        raise DecompressError("zstd: a Huffman stream does not end where its literals do")
+_DEFAULTS = {k: fse_table(c, log) for k, (c, log, _, _) in _KINDS.items()}
 
 
 # ------------------------------------------------------------------------------------------------ zstd: frames
@@ -321,8 +105,8 @@ class _State:
     """What a frame's blocks pass on to the next: the Huffman table, the FSE tables and the repeat offsets."""
 
     start: int
-    huffman: _Huffman | None = None
-    tables: dict[str, _Fse] = field(default_factory=dict)
+    huffman: Huffman | None = None
+    tables: dict[str, Fse] = field(default_factory=dict)
     rep: list[int] = field(default_factory=lambda: [1, 4, 8])
 
 
@@ -449,13 +233,13 @@ def _literals(b: bytes, st: _State) -> tuple[int, bytes]:
         raise DecompressError("zstd: compressed literals run past the block")
     data = b[hsize:hsize + comp]
     if kind == 2:
-        st.huffman, used = _huffman_description(data)
+        st.huffman, used = huffman_description(data)
         data = data[used:]
     if st.huffman is None:
         raise DecompressError("zstd: treeless literals with no previous Huffman table")
     out = bytearray()
     if streams == 1:
-        _huffman_stream(data, st.huffman, regen, out)
+        huffman_stream(data, st.huffman, regen, out)
     else:
         if len(data) < 6:
             raise DecompressError("zstd: truncated literal streams jump table")
@@ -465,7 +249,7 @@ def _literals(b: bytes, st: _State) -> tuple[int, bytes]:
         if bounds[3] > len(data) or regen < 3 * seg:
             raise DecompressError("zstd: literal streams overrun their section")
         for i in range(4):
-            _huffman_stream(data[bounds[i]:bounds[i + 1]], st.huffman, seg if i < 3 else regen - 3 * seg, out)
+            huffman_stream(data[bounds[i]:bounds[i + 1]], st.huffman, seg if i < 3 else regen - 3 * seg, out)
     return hsize + comp, bytes(out)
 
 
@@ -489,11 +273,11 @@ def _sequences(b: bytes, pos: int, st: _State) -> list[tuple[int, int, int]]:
         if mode == 0:
             tables[kind] = _DEFAULTS[kind]
         elif mode == 1:
-            tables[kind] = _rle_table(_le(b, pos, 1, f"RLE {kind} code"))
+            tables[kind] = rle_table(_le(b, pos, 1, f"RLE {kind} code"))
             pos += 1
         elif mode == 2:
-            counts, log, used = _fse_description(b[pos:], max_log, max_symbols)
-            tables[kind] = _fse_table(counts, log)
+            counts, log, used = fse_description(b[pos:], max_log, max_symbols)
+            tables[kind] = fse_table(counts, log)
             pos += used
         elif kind in st.tables:
             tables[kind] = st.tables[kind]
@@ -504,7 +288,7 @@ def _sequences(b: bytes, pos: int, st: _State) -> list[tuple[int, int, int]]:
     return _decode_sequences(b[pos:], n, ll_t, of_t, ml_t)
 
 
-def _decode_sequences(data: bytes, n: int, ll_t: _Fse, of_t: _Fse, ml_t: _Fse) -> list[tuple[int, int, int]]:
+def _decode_sequences(data: bytes, n: int, ll_t: Fse, of_t: Fse, ml_t: Fse) -> list[tuple[int, int, int]]:
     """The (literals length, match length, offset value) of ``n`` sequences. Each sequence's extra bits (offset,
     match, literals: in that order, backwards) are one read, and so are its three state updates (the hot loop of the
     decoder: kept to plain arithmetic). The stream must end exactly at its start."""

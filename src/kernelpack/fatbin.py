@@ -24,8 +24,8 @@ import struct
 from dataclasses import dataclass
 
 from . import config
-from .decompress import DecompressError, lz4_block, zstd
-from .errors import CubinError
+from .decompress import lz4_block, zstd
+from .errors import CubinError, DecompressError
 from .files import human
 
 MAGIC = 0xBA55ED50

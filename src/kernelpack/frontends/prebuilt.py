@@ -117,8 +117,11 @@ def compile(  # noqa: A001 - the frontend verb, as kernelpack.cuda.compile
     ``arch``: keep only the binaries of these archs (``sm_80`` a cubin, ``compute_90`` PTX); default: all.
     ``launch``: a LaunchSpec for every kernel, or per symbol (a :class:`Kernel`'s own ``launch`` wins).
     """
-    specs = _specs(kernels, launch)
-    bins = _select(read_binaries(files), arch)
+    return _ship(_specs(kernels, launch), _select(read_binaries(files), arch))
+
+
+def _ship(specs: dict[str, Kernel], bins: list[Image]) -> Bundle:
+    """One artifact per kernel, with its binary of every arch in play (every arch holding any listed kernel)."""
     in_play = sorted({b.key for b in bins if any(s in b.kernels for s in specs)}, key=_order)
     held = sorted({k for b in bins for k in b.kernels})
     artifacts = []
@@ -367,7 +370,8 @@ class PrebuiltFrontend(Frontend[Cubin]):
                 raise ProjectError(f"cubin entry {self.label(entry, step.root)}: {str(pat)!r} matches no file")
             paths += [p for p in found if p not in paths]
         kernels = _table_kernels(entry.kernels) if isinstance(entry.kernels, Mapping) else list(entry.kernels)
-        return Output("bundle", compile(paths, kernels, arch=list(step.archs) or None).to_bytes())
+        bundle = _ship(_specs(kernels, None), _select(read_binaries(paths), list(step.archs) or None))
+        return Output("bundle", bundle.to_bytes())
 
 
 def _glob(root: Path, pattern: str | os.PathLike[str]) -> list[Path]:
