@@ -16,10 +16,12 @@ them, and its ABI is verified against every cubin's parameter table (and every P
 In a project, ``[[cubin]]``::
 
     [[cubin]]
-    files = ["prebuilt/kernels.fatbin", "prebuilt/*.cubin"]         # globs, relative to the project
-    kernels = { add = "const float* x, const float* y, float* out, int n",
-                "_Z5scaleIfEvT_PS0_l" = { name = "scale", variant = "f32", block = [256] } }
-    archs = ["sm_80", "sm_90a", "compute_90"]                      # optional: keep only these binaries
+    files = ["prebuilt/kernels.fatbin", "prebuilt/*.cubin"]   # globs, relative to the project
+    archs = ["sm_80", "sm_90a", "compute_90"]                # optional: keep only these binaries
+
+    [cubin.kernels]                                          # symbol = C parameter list, or a table
+    add = "const float* x, const float* y, float* out, int n"
+    _Z5scaleIfEvT_PS0_l = { name = "scale", variant = "f32", block = [256] }   # also params, dynamic_smem
 """
 
 from __future__ import annotations
@@ -276,8 +278,12 @@ def _abi(symbol: str, label: str, spec: Kernel, ck: CubinKernel) -> Abi:
     if not is_mangled(symbol):
         raise CompileError(f"kernel {label}: the extern \"C\" symbol {symbol} does not spell its parameter types; "
                            f"give its C parameter list: {{'{symbol}': 'const float* x, int n'}}")
+    try:
+        types = demangle(symbol).params
+    except KernelpackError as e:
+        raise CompileError(f"kernel {label}: {e.message}; give its C parameter list") from None
     params = []
-    for i, t in enumerate(demangle(symbol).params):
+    for i, t in enumerate(types):
         kp = ck.params[i] if i < len(ck.params) else None
         try:
             ptype = abi_type_from_cxx(t, size=kp.size if kp else None,
@@ -296,7 +302,9 @@ def _ptx_kernel(symbol: str, params: tuple[PtxParam, ...]) -> CubinKernel:
         off = -(-off // p.align) * p.align
         kps.append(KParam(i, off, p.size))
         off += p.size
-    return CubinKernel(symbol, tuple(kps), off, 0, 0, 0, 0, 0, 0, None, None, None, None, False, None)
+    return CubinKernel(symbol, tuple(kps), param_bytes=off, param_base=0, registers=0, stack_bytes=0, frame_bytes=0,
+                       static_smem=0, smem_reserved=0, reqntid=None, max_threads=None, max_registers=None,
+                       cluster_dims=None, explicit_cluster=False, max_cluster_rank=None)
 
 
 def _artifact(symbol: str, spec: Kernel, chosen: list[Image]) -> KernelArtifact:
