@@ -9,7 +9,8 @@ Fence info strings (```` ```lang tokens ````):
   earlier blocks under DIR (default ``build``); linked and run when the block has a ``main``. Every C/C++ block must
   be tested.
 
-A page declares what it needs with ``<!-- test-requires: triton -->`` (skipped where that module is missing).
+A page declares what it needs with ``<!-- test-requires: triton -->`` (skipped where that module is missing) and
+``<!-- test-requires-command: nvcc -->`` (skipped where that command is not on PATH).
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ from kernelpack.cudacc import cuda_include_dirs
 from toolchain_support import CC, CXX
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
-PAGES = ["quickstart-cuda.md", "quickstart-triton.md", "quickstart-cutile.md", "quickstart-cute.md", "deploy-cpp.md",
-         "abi.md", "migration.md"]
+PAGES = ["quickstart-cuda.md", "quickstart-triton.md", "quickstart-cutile.md", "quickstart-cute.md",
+         "quickstart-prebuilt.md", "deploy-cpp.md", "abi.md", "migration.md"]
 FENCE = re.compile(r"^```([A-Za-z+]*)([^\n]*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 REQUIRES = re.compile(r"<!--\s*test-requires:\s*([\w., ]+?)\s*-->")
+REQUIRES_COMMAND = re.compile(r"<!--\s*test-requires-command:\s*([\w., -]+?)\s*-->")
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,10 @@ def test_page_blocks_run(page: str, tmp_path: Path, docs_cache: Path) -> None:
         for mod in need.replace(",", " ").split():
             if importlib.util.find_spec(mod) is None:
                 pytest.skip(f"{page} needs {mod}")
+    for need in REQUIRES_COMMAND.findall(path.read_text()):
+        for cmd in need.replace(",", " ").split():
+            if shutil.which(cmd) is None:
+                pytest.skip(f"{page} needs the command {cmd}")
     env = dict(os.environ, KERNELPACK_CACHE_DIR=str(docs_cache), COLUMNS="160",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     found = blocks(path)

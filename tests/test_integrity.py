@@ -184,14 +184,14 @@ CODE_SERIALIZERS = {"pickle", "cPickle", "_pickle", "cloudpickle", "dill", "mars
 CODE_CALLS = {"eval", "exec", "compile", "__import__", "execfile", "exec_module", "import_module", "find_spec",
               "spec_from_file_location", "module_from_spec", "load_module", "run_path", "run_module"}
 ALLOWED = {
-    ("project/model.py", "importlib.util.spec_from_file_location"):
+    ("frontends/refs.py", "importlib.util.spec_from_file_location"):
         "import_file: the user's own project module or kernel file, named by their kernelpack.toml / Python project "
         "(their code, run on purpose like a setup.py); never a path from build state",
-    ("project/model.py", "importlib.util.module_from_spec"): "import_file (as above)",
-    ("project/model.py", "spec.loader.exec_module"): "import_file (as above)",
-    ("project/model.py", "importlib.import_module"):
+    ("frontends/refs.py", "importlib.util.module_from_spec"): "import_file (as above)",
+    ("frontends/refs.py", "spec.loader.exec_module"): "import_file (as above)",
+    ("frontends/refs.py", "importlib.import_module"):
         "resolve: a 'package.module:attr' reference written in the user's project file (their code)",
-    ("project/jobs.py", "importlib.util.find_spec"):
+    ("frontends/refs.py", "importlib.util.find_spec"):
         "_module_file: locating the module a project reference names, to fingerprint it (the user's code)",
     ("_lazy.py", "importlib.import_module"): "kernelpack's own submodules, from a constant table in the package",
     ("cute/types.py", "importlib.import_module"): "the constant module name cutlass._mlir.ir (CuTe's bindings)",

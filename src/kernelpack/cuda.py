@@ -26,8 +26,9 @@ from .bundle import Bundle
 from .cache import CompileCache, cache_key
 from .cubin import Cubin, CubinKernel, read_cubin
 from .cudacc import CompileOutput, CudaOptions, backend_version, choose_backend, compile_cubin
-from .cxxtypes import abi_type_from_cxx, declared_param_names, opaque_for, parse_decl, split_params
+from .cxxtypes import abi_from_params, abi_type_from_cxx, declared_param_names
 from .demangle import Demangled, FunctionType, demangle, is_mangled, spell
+from .deps import include_digest
 from .errors import AbiError, CompileError, KernelpackError
 
 PROBE = "template <int I, class T> __global__ void __kp_probe() {}\n"
@@ -148,8 +149,6 @@ def _requests(kernels: str | Sequence[str] | Mapping[str, str]) -> list[_Request
 
 def _compile_cached(text: str, filename: str, arch: Arch, opts: CudaOptions, exprs: list[str], backend: str,
                     version: str, cache: CompileCache) -> CompileOutput:
-    from .project.deps import include_digest
-
     # local headers are part of the input: a changed header must not be served a stale cubin
     key = cache_key(frontend="cuda", kernelpack=__version__, compiler=version, source=text, arch=str(arch),
                     flags=opts.common_flags() + list(opts.extra), exprs=exprs,
@@ -245,14 +244,7 @@ def _abi(r: _Request, symbol: str, ck: CubinKernel, source: str, user: str | Abi
 
 
 def _abi_from_text(r: _Request, text: str, ck: CubinKernel) -> Abi:
-    params = []
-    for i, decl in enumerate(split_params(text)):
-        name, ptype, base = parse_decl(decl)
-        name = name or f"p{i}"
-        if ptype is None:
-            if i >= len(ck.params):
-                raise CompileError(f"kernel {r.name}: signature has more parameters than the cubin ({len(ck.params)})")
-            kp = ck.params[i]
-            ptype = opaque_for(base or "struct", kp.size, ck.param_base + kp.offset)
-        params.append(Param(name, ptype))
-    return Abi(tuple(params))
+    try:
+        return abi_from_params(text, ck, r.name)
+    except AbiError as e:
+        raise CompileError(e.message) from None

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 
-from .abi import DType, Opaque, ParamType, Pointer, Scalar
+from .abi import Abi, DType, Opaque, Param, ParamType, Pointer, Scalar
+from .cubin import CubinKernel
 from .demangle import Builtin, CxxType, Named, PointerTo, Qualified
 from .errors import AbiError
 
@@ -131,6 +132,26 @@ def parse_decl(decl: str) -> tuple[str, ParamType | None, str]:
     if stars:
         return name, Pointer(dt, const_pointee), base
     return name, (Scalar(dt) if dt is not None else None), base
+
+
+def abi_from_params(text: str, ck: CubinKernel, kernel: str) -> Abi:
+    """The ABI of a C parameter list (``"float a, const float* x, float* y, int n"``) of the cubin entry ``ck``.
+
+    Scalars and pointers map by their C names; any other type name is a struct passed by value, an opaque blob
+    whose size is the cubin's for that parameter (see :func:`opaque_for`). Unnamed parameters are ``p0``, ``p1``...
+    AbiError (naming ``kernel``) for a list the cubin cannot size.
+    """
+    params = []
+    for i, decl in enumerate(split_params(text)):
+        name, ptype, base = parse_decl(decl)
+        name = name or f"p{i}"
+        if ptype is None:
+            if i >= len(ck.params):
+                raise AbiError(f"kernel {kernel}: signature has more parameters than the cubin ({len(ck.params)})")
+            kp = ck.params[i]
+            ptype = opaque_for(base or "struct", kp.size, ck.param_base + kp.offset)
+        params.append(Param(name, ptype))
+    return Abi(tuple(params))
 
 
 def declared_param_names(source: str, function: str) -> list[str] | None:

@@ -23,6 +23,10 @@ class CubinError(KernelpackError):
     """A cubin is malformed, truncated, relocatable or not a CUDA ELF."""
 
 
+class DecompressError(KernelpackError):
+    """Compressed data (a fatbin entry) is malformed, truncated, larger than allowed, or uses what kernelpack lacks."""
+
+
 class AbiMismatch(KernelpackError):
     """A kernel's typed ABI disagrees with the parameter table in its cubin."""
 
@@ -37,6 +41,10 @@ class BundleError(KernelpackError):
 
 class CacheError(KernelpackError):
     """The compile cache could not be used (unwritable directory and the like)."""
+
+
+class ProjectError(KernelpackError):
+    """The project file is malformed or names something that does not exist."""
 
 
 class LaunchError(KernelpackError):

@@ -84,8 +84,8 @@ def rows(bundle: Bundle, library_archs: Sequence[str], status: dict[str, str] | 
 
 
 def row(a: KernelArtifact, library_archs: Sequence[str], status: str = "") -> Row:
-    r = Row(a.label, a.provenance.frontend, [str(b.arch) for b in a.binaries], sum(len(b.data) for b in a.binaries),
-            status=status)
+    archs = [str(b.arch) if b.kind == "cubin" else str(b.arch).replace("sm_", "compute_") for b in a.binaries]
+    r = Row(a.label, a.provenance.frontend, archs, sum(len(b.data) for b in a.binaries), status=status)
     block = a.launch.block
     for b in a.binaries:
         if b.kind != "cubin":

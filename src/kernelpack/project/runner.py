@@ -28,12 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import config
+from .. import __version__, config
 from ..bundle import Bundle
+from ..deps import digest_files, python_deps
 from ..errors import BundleError, KernelpackError
+from ..frontends.registry import FRONTENDS
 from ..publish import Stage, output_dir
 from . import state as st
-from .deps import FRONTENDS_ALL, digest_files, python_deps, tool_versions
 from .jobs import Job, Outcome, execute, fingerprint, plan, run, static_files
 from .link import expected_outputs
 from .model import Project, load_project
@@ -202,8 +203,8 @@ def project_digest(project: Project) -> str:
         files += python_deps(inc, [project.root])
     for e in project.entries:
         files += static_files(e, project.root)
-    frontends = FRONTENDS_ALL if project.includes else sorted({e.frontend for e in project.entries})
-    blob = {"files": digest_files(files), "versions": {f: tool_versions(f) for f in frontends},
+    frontends = sorted(FRONTENDS) if project.includes else sorted({e.frontend for e in project.entries})
+    blob = {"files": digest_files(files), "versions": {f: FRONTENDS[f].versions() for f in frontends},
             "library": repr(project.library), "cc": config.knobs().cc, "state": STATE_VERSION}
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -220,8 +221,7 @@ def _stamp(project: Project, bundle: Bundle, programs: list[Any]) -> str:
     for p in programs:
         h.update(p.to_bytes())
     lib = project.library
-    h.update(json.dumps([lib.name, lib.version, list(lib.cflags), config.knobs().cc,
-                         tool_versions("cuda")["kernelpack"]]).encode())
+    h.update(json.dumps([lib.name, lib.version, list(lib.cflags), config.knobs().cc, __version__]).encode())
     return h.hexdigest()
 
 

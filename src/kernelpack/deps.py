@@ -1,13 +1,13 @@
-"""What a build step depends on, found without importing or compiling anything: files and tool versions.
+"""What a build step depends on, found without importing or compiling anything: files and package versions.
 
 * CUDA sources: ``#include "..."``/``<...>`` lines resolved against the including file's directory and the include
   directories, recursively; headers found nowhere there (the toolkit's, the system's) are left out.
 * Python modules: ``import``/``from ... import`` statements resolved to ``.py`` files under the given roots (the
   module's own directory, the project directory), recursively; installed packages are covered by their versions.
-* Tool versions from package metadata (no import): the DSL packages, the compilers bundled with them, kernelpack.
+* Package versions from their metadata (no import): the DSL packages, the compilers bundled with them, kernelpack.
 
-These feed the build's fingerprints (``kernelpack build`` skips a step whose fingerprint is unchanged) and the
-CUDA frontend's compile-cache key (a changed header recompiles).
+Frontends (their ``files`` and ``versions``, the CUDA compile-cache key: a changed header recompiles) and
+``kernelpack build`` (its fingerprints) both read these; neither owns them.
 """
 
 from __future__ import annotations
@@ -21,14 +21,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.MULTILINE)
-
-FRONTEND_PACKAGES: dict[str, tuple[str, ...]] = {
-    "cuda": ("cuda-core", "cuda-bindings", "nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu12", "nvidia-cuda-nvrtc-cu13"),
-    "triton": ("triton",),
-    "cutile": ("cuda-tile", "nvidia-cuda-tileiras"),
-    "cute": ("nvidia-cutlass-dsl",),
-}
-FRONTENDS_ALL = tuple(FRONTEND_PACKAGES)
 
 
 def file_digest(path: Path) -> str:
@@ -136,33 +128,27 @@ def _module_files(dotted: str, bases: Sequence[Path]) -> list[Path]:
     return []
 
 
-def tool_versions(frontend: str) -> dict[str, str]:
-    """Versions of the packages a frontend compiles with (metadata only: nothing is imported)."""
-    out = dict(_dist_versions(frontend))
-    if frontend == "cuda":
-        from .. import config
-
-        k = config.knobs()
-        out["compiler"] = k.cuda_compiler
-        nvcc = k.nvcc or (str(k.cuda_home / "bin" / "nvcc") if k.cuda_home else "")
-        try:
-            st = os.stat(nvcc) if nvcc else None
-            out["nvcc"] = f"{nvcc}:{st.st_size}:{st.st_mtime_ns}" if st else "none"
-        except OSError:
-            out["nvcc"] = "none"
-    return out
-
-
 @functools.cache
-def _dist_versions(frontend: str) -> tuple[tuple[str, str], ...]:
+def dist_versions(packages: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """``(distribution, version)`` of kernelpack and of each installed one of ``packages`` (metadata only: nothing
+    is imported; packages that are not installed are left out)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from .. import __version__
+    from . import __version__
 
     out = [("kernelpack", __version__)]
-    for dist in FRONTEND_PACKAGES.get(frontend, ()):
+    for dist in packages:
         try:
             out.append((dist, version(dist)))
         except PackageNotFoundError:
             continue
     return tuple(out)
+
+
+def file_stamp(path: str) -> str:
+    """``path:size:mtime`` of a tool binary, or ``"none"`` (an updated compiler changes it without a version bump)."""
+    try:
+        st = os.stat(path) if path else None
+    except OSError:
+        return "none"
+    return f"{path}:{st.st_size}:{st.st_mtime_ns}" if st else "none"

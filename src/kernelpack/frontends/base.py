@@ -1,0 +1,117 @@
+"""The one interface every frontend implements, and the fields every project entry has.
+
+A frontend is one module of this package: its project entry (a frozen dataclass: the ``[[name]]`` tables of
+``kernelpack.toml`` and the objects a Python project module lists in ``KERNELS``, with the type rule of each key)
+and a :class:`Frontend` telling ``kernelpack build`` what such an entry becomes: its build steps (one per variant),
+the files and package versions its output depends on, and how to build one step. Its user-facing verb is
+``compile(...) -> Bundle`` (keyword-only options, ``arch=``) in its public module, :attr:`Frontend.api`.
+:mod:`kernelpack.frontends.registry` lists them all; nothing else names a frontend. Frontends never import
+:mod:`kernelpack.project` or a back end (``clib``, ``runtime``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, fields
+from pathlib import Path
+from typing import Any, ClassVar, Generic, TypeVar
+
+from ..cache import CompileCache
+from ..deps import dist_versions
+from ..errors import ProjectError
+from . import fields as fl
+
+OUTPUT_KINDS = ("bundle", "host")  # Bundle.to_bytes() | HostProgram.to_bytes() (CuTe host programs)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """Fields every frontend entry has. A subclass sets ``frontend`` (its table name) and ``rules`` (the type rule
+    of each of its own keys); values are checked on construction, for TOML tables and Python entries alike."""
+
+    frontend: ClassVar[str] = ""
+    rules: ClassVar[Mapping[str, fl.Check]] = {}
+    _: KW_ONLY
+    archs: Sequence[str] | None = None  # default: the library's
+    depends: Sequence[str] = ()  # extra files (globs, relative to the project) whose change rebuilds this entry
+
+    def __post_init__(self) -> None:
+        problem = entry_problem(type(self), {k: getattr(self, k) for k in entry_keys(type(self))})
+        if problem:
+            raise ProjectError(f"{type(self).__name__} entry: {problem}")
+
+
+ENTRY_RULES: dict[str, fl.Check] = {"archs": fl.optional(fl.ARCHS), "depends": fl.STRINGS}
+
+
+def entry_keys(cls: type[Entry]) -> list[str]:
+    """The keys an entry of ``cls`` may have (its dataclass fields)."""
+    return [f.name for f in fields(cls) if f.name != "_"]
+
+
+def entry_problem(cls: type[Entry], values: Mapping[str, Any]) -> str | None:
+    """What is wrong with the types of an entry's values (the first problem), or None."""
+    rules = {**ENTRY_RULES, **cls.rules}
+    for key, value in values.items():
+        problem = fl.check(key, value, rules[key]) if key in rules else None
+        if problem:
+            return problem
+    return None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One build step of an entry, as the project hands it to the entry's frontend."""
+
+    root: Path  # the project directory: relative paths and references resolve against it
+    variant: str  # the variant key ("" when the entry has a single step)
+    index: int  # its position in Frontend.variants(entry)
+    archs: tuple[str, ...]  # the entry's archs, else the library's (empty where the frontend takes none)
+    cache: CompileCache | None = None  # the compile cache to use (None: the default one)
+
+
+@dataclass(frozen=True)
+class Output:
+    """What one step built: ``kind`` is one of :data:`OUTPUT_KINDS`, ``data`` its bytes."""
+
+    kind: str
+    data: bytes
+
+
+E = TypeVar("E", bound=Entry)
+
+
+class Frontend(Generic[E]):
+    """What ``kernelpack build`` needs to know about one frontend (an instance is registered per frontend)."""
+
+    name: ClassVar[str]  # the TOML table: [[name]]
+    title: ClassVar[str]  # for people: "CUDA C++"
+    entry: ClassVar[type[Entry]]  # the entry class (its fields and rules are the table's schema)
+    api: ClassVar[str]  # the public module whose compile(...) -> Bundle this frontend builds with
+    packages: ClassVar[tuple[str, ...]] = ()  # distributions whose versions are part of every fingerprint
+    library_archs: ClassVar[bool] = True  # an entry without archs builds for [library] archs (else: none needed)
+
+    def label(self, entry: E, root: Path) -> str:
+        """The entry's name in job ids and messages, found without importing anything."""
+        return str(getattr(entry, "name", None) or "")
+
+    def kind(self, entry: E) -> str:
+        """The first part of the entry's job ids (``cuda`` in ``cuda:k.cu``)."""
+        return self.name
+
+    def variants(self, entry: E, root: Path) -> list[str]:
+        """The variant keys of the entry, one build step each (``[""]``: one unnamed step)."""
+        return [""]
+
+    def files(self, entry: E, root: Path) -> list[Path]:
+        """Files the entry's steps read, found without importing the project's modules (``depends`` is added by
+        the project)."""
+        return []
+
+    def versions(self) -> dict[str, str]:
+        """Versions of what this frontend builds with (metadata only), for fingerprints."""
+        return dict(dist_versions(self.packages))
+
+    def build(self, entry: E, step: Step) -> Output:
+        """Build one step (in a worker process; the DSLs are neither thread- nor fork-safe)."""
+        raise NotImplementedError

@@ -1,0 +1,75 @@
+"""Triton in a project: ``[[triton]]`` entries, one build step per specialization, built by
+:func:`kernelpack.triton.compile`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from . import fields as fl
+from .base import Entry, Frontend, Output, Step
+from .refs import python_ref_files, ref_name, resolve
+
+SIGNATURE = fl.rule(lambda v: fl.str_key_map(v, lambda x: isinstance(x, str)) or (
+    fl.is_sequence(v) and all(isinstance(x, str) for x in v)), "a table {param = \"type\"} or a list of types")
+
+
+@dataclass(frozen=True)
+class Triton(Entry):
+    """Triton: ``kernelpack.triton.compile(kernel, signature, ...)``; one build step per specialization."""
+
+    frontend: ClassVar[str] = "triton"
+    rules: ClassVar[Mapping[str, fl.Check]] = {
+        "kernel": fl.REF, "signature": SIGNATURE, "name": fl.NAME, "constexprs": fl.TABLE, "num_warps": fl.POSITIVE,
+        "num_stages": fl.POSITIVE, "num_ctas": fl.POSITIVE, "specializations": fl.TABLES, "options": fl.TABLE}
+    kernel: Any = None  # "file.py:attr" | "module:attr" | the @triton.jit function
+    signature: Mapping[str, str] | Sequence[str] = field(default_factory=dict)
+    _: KW_ONLY
+    name: str | None = None
+    constexprs: Mapping[str, Any] = field(default_factory=dict)
+    num_warps: int = 4
+    num_stages: int = 3
+    num_ctas: int = 1
+    specializations: Sequence[Mapping[str, Any]] = ()
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+class TritonFrontend(Frontend[Triton]):
+    name = "triton"
+    title = "Triton"
+    entry = Triton
+    api = "kernelpack.triton"
+    packages = ("triton",)
+
+    def label(self, entry: Triton, root: Path) -> str:
+        return entry.name or ref_name(entry.kernel)
+
+    def variants(self, entry: Triton, root: Path) -> list[str]:
+        specs = list(entry.specializations) or [{}]
+        if len(specs) == 1:
+            return [str(specs[0].get("variant") or "")]
+        from .. import triton as kt
+
+        name = entry.name or ref_name(entry.kernel)
+        return kt._variant_names(name, [kt._spec(s, name) for s in specs], dict(entry.constexprs), entry.num_warps,
+                                 entry.num_stages)
+
+    def files(self, entry: Triton, root: Path) -> list[Path]:
+        return python_ref_files([entry.kernel], root)
+
+    def build(self, entry: Triton, step: Step) -> Output:
+        from .. import triton as kt
+
+        fn = resolve(entry.kernel, step.root, f"triton kernel {entry.kernel!r}")
+        specs = list(entry.specializations) or [{}]
+        spec = {**specs[step.index], "variant": step.variant} if len(specs) > 1 else dict(specs[0])
+        bundle = kt.compile(fn, entry.signature, arch=list(step.archs), constexprs=dict(entry.constexprs),
+                            num_warps=entry.num_warps, num_stages=entry.num_stages, num_ctas=entry.num_ctas,
+                            specializations=[spec], name=entry.name, options=dict(entry.options) or None,
+                            cache=step.cache)
+        return Output("bundle", bundle.to_bytes())
+
+
+FRONTEND = TritonFrontend()
