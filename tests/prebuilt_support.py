@@ -4,16 +4,16 @@ library with two translation units, and a relocatable (-rdc) fatbin. Built once 
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from toolchain_support import NVCC
+
 HERE = Path(__file__).parent
 SOURCE = HERE / "prebuilt_kernels.cu"
-NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
 GENCODE = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90a,code=sm_90a",
            "-gencode", "arch=compute_90,code=compute_90"]
 MODES = ("default", "size", "speed", "none")  # nvcc -compress-mode

@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -268,27 +269,25 @@ def test_a_glob_matching_nothing_fails_its_step(tmp_path: Path, cache: None) -> 
 # ------------------------------------------------------------------------------------------------ launching
 
 
-def test_prebuilt_kernels_launch_through_kernelpack_load_on_the_fake_driver(built: Built, tmp_path: Path) -> None:
-    from runtime_support import CudaArray, fake_driver_session, fake_for
+def test_prebuilt_kernels_launch_through_kernelpack_load_on_the_fake_driver(built: Built, fake: Any) -> None:
+    from runtime_support import CudaArray
 
     bundle = prebuilt.compile(built.fatbin(), ALL)
     arts = _by_label(bundle)
-    with fake_driver_session(tmp_path) as fake_lib, fake_for(fake_lib, bundle) as fake:
-        mod = kernelpack.load(bundle)
-        x, y, out = (CudaArray(0x10000 * (i + 1), (1000,)) for i in range(3))
-        mod.add(x, y, out, 1000, grid=4, block=256)
-        rec = fake.last()
-        want = pack_params(arts["add"].abi, [0x10000, 0x20000, 0x30000, 1000],
-                           base=arts["add"].cubin_kernel("sm_90a").param_base, kernel="add")
-        assert rec["kernel"] == "add" and rec["params"] == want and rec["block"] == (256, 1, 1)
-        ints = CudaArray(0x40000, (10,), "<i4")
-        mod.fill(ints, 7, 10, grid=1, block=32)  # the family picks fill[int] by the pointer's dtype
-        assert fake.last()["kernel"] == FILL_I32
-        mod.fill(out, 25, 1000, grid=4, block=256)
-        assert fake.last()["kernel"] == FILL_F32 and struct.pack("<i", 25) in fake.last()["params"]
-        mod.pair(struct.pack("<fi", 1.5, 2), out, grid=1, block=32)  # a struct by value: its bytes
-        assert fake.last()["params"][:8] == struct.pack("<fi", 1.5, 2)
-
+    mod = kernelpack.load(bundle)
+    x, y, out = (CudaArray(0x10000 * (i + 1), (1000,)) for i in range(3))
+    mod.add(x, y, out, 1000, grid=4, block=256)
+    rec = fake.last()
+    want = pack_params(arts["add"].abi, [0x10000, 0x20000, 0x30000, 1000],
+                       base=arts["add"].cubin_kernel("sm_90a").param_base, kernel="add")
+    assert rec["kernel"] == "add" and rec["params"] == want and rec["block"] == (256, 1, 1)
+    ints = CudaArray(0x40000, (10,), "<i4")
+    mod.fill(ints, 7, 10, grid=1, block=32)  # the family picks fill[int] by the pointer's dtype
+    assert fake.last()["kernel"] == FILL_I32
+    mod.fill(out, 25, 1000, grid=4, block=256)
+    assert fake.last()["kernel"] == FILL_F32 and struct.pack("<i", 25) in fake.last()["params"]
+    mod.pair(struct.pack("<fi", 1.5, 2), out, grid=1, block=32)  # a struct by value: its bytes
+    assert fake.last()["params"][:8] == struct.pack("<fi", 1.5, 2)
 
 C_MAIN = r"""
 #include <stdio.h>
@@ -309,8 +308,9 @@ int main(void) {
 
 @pytest.mark.parametrize("cc,loaded", [("9.0", "sm_90a"), ("8.6", "sm_80"), ("10.0", "ptx")])
 def test_the_c_library_launches_them_on_the_fake_libcuda(built: Built, tmp_path: Path, cc: str, loaded: str,
-                                                         tmp_path_factory: pytest.TempPathFactory) -> None:
-    from clib_support import build_fake, compile_program, fnv1a, run
+                                                         fake_cuda: Any) -> None:
+    from clib_support import compile_program
+    from fake_cuda import fnv1a, run
     from kernelpack.clib import Library
 
     bundle = prebuilt.compile(built.fatbin(), {"add": PARAMS["add"], FILL_F32: Kernel(name="fill")})
@@ -319,8 +319,7 @@ def test_the_c_library_launches_them_on_the_fake_libcuda(built: Built, tmp_path:
     src.write_text(C_MAIN)
     exe = compile_program(src, tmp_path / "main", lib.include_dir,
                           [f"-L{lib.lib_dir}", "-lpre", f"-Wl,-rpath,{lib.lib_dir}"])
-    fake = build_fake(tmp_path_factory.mktemp("fakecuda"))
-    r = run(exe, tmp_path, fake, FAKECUDA_CC=cc, FAKECUDA_CURRENT="0")
+    r = run(exe, tmp_path, fake_cuda, FAKECUDA_CC=cc, FAKECUDA_CURRENT="0")
     assert r.returncode == 0 and r.stdout.splitlines() == ["0 ", "0 "], r.stdout + r.stderr
     (load,) = {x for x in r.calls("cuLibraryLoadData")}
     add = _by_label(bundle)["add"]
@@ -329,7 +328,7 @@ def test_the_c_library_launches_them_on_the_fake_libcuda(built: Built, tmp_path:
         assert r.field(load, "fnv") == fnv1a(add.binary("sm_90", "ptx").data)
     else:
         assert r.field(load, "kind") == "cubin" and r.field(load, "fnv") == fnv1a(add.binary(loaded).data)
-        launches = [x for x in r.log if x.startswith("cuLaunchKernel ") and x.endswith("-> 0")]
+        launches = r.launch_lines()
         assert [r.field(x, "kernel") for x in launches] == ["add", FILL_F32]
         ck = add.cubin_kernel(loaded)
         want = pack_params(add.abi, [0x10000, 0x20000, 0x30000, 1000], base=ck.param_base, kernel="add")
