@@ -187,11 +187,11 @@ def grid_of(art, fields) -> tuple[int, int, int]:  # type: ignore[no-untyped-def
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_kernel_level_family_dispatches_by_dtype(torch, kernels, dtype) -> None:  # type: ignore[no-untyped-def]
     from kernelpack.abi import DType
-    from kernelpack.clib.cdecl import DTYPE_ENUM
+    from kernelpack.launch.codes import DTYPE_CODE
 
     lib = ctypes.CDLL(str(artifacts() / "kpkern" / "lib" / "libkpkern.so"))
     lib.kpkern_last_error.restype = ctypes.c_char_p
-    dt, code = getattr(torch, dtype), DTYPE_ENUM[DType.f32 if dtype == "float32" else DType.bf16][1]
+    dt, code = getattr(torch, dtype), DTYPE_CODE[DType.f32 if dtype == "float32" else DType.bf16]
     m, n = 77, 301
     a, b = (torch.randn(m, n, device="cuda").to(dt) for _ in range(2))
     c = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
