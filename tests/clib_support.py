@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -174,3 +175,18 @@ def results(r: Run) -> dict[str, tuple[str, str]]:
             status, _, msg = rest.partition(" msg=")
             out[tag] = (status, msg)
     return out
+
+
+_RELIABILITY: list[Path] = []
+
+
+def reliability_harness(env: Env) -> Path:
+    """tests/reliability_harness.c against the demo library, compiled once per session (the bad-input matrix and
+    tests/test_same_answer.py run its rows)."""
+    if not _RELIABILITY:
+        demo: Any = env.demo
+        _RELIABILITY.append(compile_program(
+            HERE / "reliability_harness.c", env.root / "reliability_harness", demo.include_dir,
+            [f"-L{demo.lib_dir}", "-ldemo", f"-Wl,-rpath,{demo.lib_dir}", "-lpthread"],
+            flags=("-D_POSIX_C_SOURCE=200809L",)))
+    return _RELIABILITY[0]

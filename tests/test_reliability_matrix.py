@@ -156,13 +156,10 @@ C_COMPILE = {
 
 @pytest.fixture(scope="module")
 def clib(tmp_path_factory):
-    from clib_support import compile_program, session_env
+    from clib_support import reliability_harness, session_env
 
     env = session_env(tmp_path_factory)
-    exe = compile_program(HERE / "reliability_harness.c", env.root / "reliability_harness", env.demo.include_dir,
-                          [f"-L{env.demo.lib_dir}", "-ldemo", f"-Wl,-rpath,{env.demo.lib_dir}", "-lpthread"],
-                          flags=("-D_POSIX_C_SOURCE=200809L",))
-    return env, exe
+    return env, reliability_harness(env)
 
 
 @pytest.mark.parametrize("row", [r.id for r in MATRIX])

@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import __version__
-from .abi import Abi, Param
+from .abi import Abi
 from .arch import Arch, parse_archs
 from .artifact import Binary, KernelArtifact, LaunchSpec, Provenance
 from .bundle import Bundle
 from .cache import CompileCache, cache_key
 from .cubin import Cubin, CubinKernel, read_cubin
 from .cudacc import CompileOutput, CudaOptions, backend_version, choose_backend, compile_cubin
-from .cxxtypes import abi_from_params, abi_type_from_cxx, declared_param_names
+from .cxxtypes import abi_from_cxx, abi_from_params, declared_param_names
 from .demangle import Demangled, FunctionType, demangle, is_mangled, spell
 from .deps import include_digest
 from .errors import AbiError, CompileError, KernelpackError
@@ -230,17 +230,10 @@ def _abi(r: _Request, symbol: str, ck: CubinKernel, source: str, user: str | Abi
     names = declared_param_names(source, base)
     if names is None or len(names) != len(cxx_params):
         names = [f"p{i}" for i in range(len(cxx_params))]
-    params = []
-    for i, (t, n) in enumerate(zip(cxx_params, names)):
-        kp = ck.params[i] if i < len(ck.params) else None
-        try:
-            ptype = abi_type_from_cxx(t, size=kp.size if kp else None,
-                                      offset_abs=ck.param_base + kp.offset if kp else None)
-        except AbiError as e:
-            raise CompileError(f"kernel {r.name}: parameter {i} '{n}' ({spell(t)}): {e.message}; "
-                               f"pass signatures={{'{r.name}': ...}}") from None
-        params.append(Param(n, ptype))
-    return Abi(tuple(params))
+    try:
+        return abi_from_cxx(cxx_params, names, ck, r.name, f"pass signatures={{'{r.name}': ...}}")
+    except AbiError as e:
+        raise CompileError(e.message) from None
 
 
 def _abi_from_text(r: _Request, text: str, ck: CubinKernel) -> Abi:

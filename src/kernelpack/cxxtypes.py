@@ -7,10 +7,11 @@ Only what a kernel can take by value is mapped: integer/float scalars of exact w
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from .abi import Abi, DType, Opaque, Param, ParamType, Pointer, Scalar
 from .cubin import CubinKernel
-from .demangle import Builtin, CxxType, Named, PointerTo, Qualified
+from .demangle import Builtin, CxxType, Named, PointerTo, Qualified, spell
 from .errors import AbiError
 
 # C/C++ spellings (builtins as the demangler spells them, stdint and CUDA names) -> dtype.
@@ -151,6 +152,22 @@ def abi_from_params(text: str, ck: CubinKernel, kernel: str) -> Abi:
             kp = ck.params[i]
             ptype = opaque_for(base or "struct", kp.size, ck.param_base + kp.offset)
         params.append(Param(name, ptype))
+    return Abi(tuple(params))
+
+
+def abi_from_cxx(types: Sequence[CxxType], names: Sequence[str], ck: CubinKernel, kernel: str, hint: str) -> Abi:
+    """The ABI of C++ parameter types (a demangled symbol, a compiler probe) with their ``names``, sized by the cubin
+    entry ``ck`` where a type needs it; a type kernelpack cannot pass is AbiError naming ``kernel``, the parameter
+    and ``hint`` (how to give the parameter list instead)."""
+    params = []
+    for i, (t, n) in enumerate(zip(types, names, strict=True)):
+        kp = ck.params[i] if i < len(ck.params) else None
+        try:
+            ptype = abi_type_from_cxx(t, size=kp.size if kp else None,
+                                      offset_abs=ck.param_base + kp.offset if kp else None)
+        except AbiError as e:
+            raise AbiError(f"kernel {kernel}: parameter {i} '{n}' ({spell(t)}): {e.message}; {hint}") from None
+        params.append(Param(n, ptype))
     return Abi(tuple(params))
 
 

@@ -36,12 +36,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .. import __version__
-from ..abi import Abi, Param
+from ..abi import Abi
 from ..arch import Arch
 from ..artifact import Binary, KernelArtifact, LaunchSpec, Provenance
 from ..bundle import Bundle
 from ..cubin import CubinKernel, KParam, is_cubin, read_cubin
-from ..cxxtypes import abi_from_params, abi_type_from_cxx
+from ..cxxtypes import abi_from_cxx, abi_from_params
 from ..demangle import demangle, is_mangled, spell
 from ..errors import AbiError, AbiMismatch, CompileError, CubinError, KernelpackError, ProjectError
 from ..fatbin import fatbin_section, is_fatbin, is_host_elf, read_fatbin
@@ -282,17 +282,10 @@ def _abi(symbol: str, label: str, spec: Kernel, ck: CubinKernel) -> Abi:
         types = demangle(symbol).params
     except KernelpackError as e:
         raise CompileError(f"kernel {label}: {e.message}; give its C parameter list") from None
-    params = []
-    for i, t in enumerate(types):
-        kp = ck.params[i] if i < len(ck.params) else None
-        try:
-            ptype = abi_type_from_cxx(t, size=kp.size if kp else None,
-                                      offset_abs=ck.param_base + kp.offset if kp else None)
-        except AbiError as e:
-            raise CompileError(f"kernel {label}: parameter {i} ({spell(t)}): {e.message}; give its C parameter "
-                               f"list") from None
-        params.append(Param(f"p{i}", ptype))
-    return Abi(tuple(params))
+    try:
+        return abi_from_cxx(types, [f"p{i}" for i in range(len(types))], ck, label, "give its C parameter list")
+    except AbiError as e:
+        raise CompileError(e.message) from None
 
 
 def _ptx_kernel(symbol: str, params: tuple[PtxParam, ...]) -> CubinKernel:
