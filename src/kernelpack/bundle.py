@@ -10,7 +10,9 @@ Layout (little-endian)::
     manifest canonical JSON (sorted keys, no whitespace): format, generator,
              blobs [{offset, size, sha256, encoding?, raw_size?}] (size and SHA-256 of the bytes as stored: every
              byte of the file is checked, the unused bits of a zlib stream's last byte too),
-             artifacts [{name, variant, entry, abi, launch, provenance, binaries [{arch, kind, blob}]}];
+             artifacts [{name, variant, entry, abi, launch, provenance, binaries [{arch, kind, blob, launch?, abi?}],
+             requires?}] (a binary's own launch spec and kernel parameters where its arch has them:
+             KernelArtifact.per_arch; device requirements: KernelArtifact.requires; both absent when unused);
              zlib-compressed when flag 0x1 is set (what the writer does: manifests repeat their keys, and a
              library of 1000 small kernels carries ~0.5 MB of them uncompressed, ~30 KB compressed)
 
@@ -32,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .abi import Abi
-from .artifact import Binary, KernelArtifact, LaunchSpec, Provenance
+from .artifact import ArchLaunch, Binary, KernelArtifact, LaunchSpec, Provenance
 from .errors import BundleError, KernelpackError
 from .files import read_bounded
 
@@ -105,6 +107,7 @@ class Bundle:
         offset = HEADER_SIZE
         for a in self.artifacts:
             bins = []
+            own = a.arch_launches
             for b in a.binaries:
                 if b.sha256 not in index:
                     offset = -(-offset // BLOB_ALIGN) * BLOB_ALIGN
@@ -119,8 +122,9 @@ class Bundle:
                     blobs.append(stored)
                     blob_meta.append(meta)
                     offset += len(stored)
-                bins.append({"arch": str(b.arch), "kind": b.kind, "blob": index[b.sha256]})
-            arts.append({
+                bins.append({"arch": str(b.arch), "kind": b.kind, "blob": index[b.sha256],
+                             **(own[b.arch].to_json() if b.arch in own else {})})
+            art: dict[str, Any] = {
                 "name": a.name,
                 "variant": a.variant,
                 "entry": a.entry,
@@ -128,7 +132,10 @@ class Bundle:
                 "launch": a.launch.to_json(),
                 "provenance": a.provenance.to_json(),
                 "binaries": bins,
-            })
+            }
+            if a.requirements:
+                art["requires"] = dict(a.requirements)
+            arts.append(art)
         manifest = zlib.compress(_canonical_json({
             "format": FORMAT_VERSION,
             "generator": f"kernelpack {__version__}",
@@ -294,7 +301,12 @@ def _check_padding(data: bytes, spans: list[tuple[int, int]], source: str) -> No
 def _artifact(a: dict[str, Any], blobs: list[tuple[bytes, bytes | None]],
               shared: dict[tuple[int, str, str], Binary]) -> KernelArtifact:
     bins = []
+    per_arch: dict[str, ArchLaunch] = {}
     for b in a["binaries"]:
+        if b.get("launch") is not None or b.get("abi") is not None:
+            own = ArchLaunch.from_json(b)
+            if per_arch.setdefault(str(b["arch"]), own) != own:
+                raise BundleError(f"kernel {a.get('name')}: two binaries for {b['arch']} state different launch facts")
         idx = int(b["blob"])
         if not 0 <= idx < len(blobs):
             raise BundleError(f"kernel {a.get('name')}: binary refers to blob {idx}, the bundle has {len(blobs)}")
@@ -313,4 +325,6 @@ def _artifact(a: dict[str, Any], blobs: list[tuple[bytes, bytes | None]],
         launch=LaunchSpec.from_json(a["launch"]),
         provenance=Provenance.from_json(a["provenance"]),
         variant=a.get("variant", ""),
+        per_arch=per_arch,
+        requires=dict(a.get("requires") or {}),
     )
