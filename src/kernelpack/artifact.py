@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, cast
@@ -239,6 +239,15 @@ class ArchLaunch:
 PerArch = tuple[tuple[Arch, ArchLaunch], ...]
 
 
+def split_per_arch(items: Sequence[tuple[Arch, Abi, LaunchSpec]]) -> tuple[Abi, LaunchSpec, dict[Arch, ArchLaunch]]:
+    """What a frontend that compiled one kernel for several archs passes to :class:`KernelArtifact`: the first arch's
+    kernel parameters and LaunchSpec for the artifact, and each other arch's own where they differ (``per_arch``)."""
+    _, abi, launch = items[0]
+    per_arch = {arch: ArchLaunch(None if ls == launch else ls, None if a == abi else a)
+                for arch, a, ls in items[1:] if ls != launch or a != abi}
+    return abi, launch, per_arch
+
+
 @dataclass(frozen=True)
 class Provenance:
     """Where an artifact came from: frontend and its version, the compiler, options, the source hash."""
@@ -319,6 +328,23 @@ class KernelArtifact:
         from .launch.facts import check_caller_args
 
         check_caller_args(self)
+
+    def with_roles(self, roles: Mapping[str, str]) -> KernelArtifact:
+        """This artifact with the named parameters given other roles in every arch's parameters, e.g.
+        ``{"num_sms": "sm_count"}``: a parameter the launcher fills from the device (kernelpack.launch.device)."""
+        from dataclasses import replace
+
+        def abi(a: Abi) -> Abi:
+            return Abi(tuple(replace(p, role=roles[p.name]) if p.name in roles else p for p in a.params))
+
+        have = {p.name for a in [self.abi, *(x.abi for x in self.arch_launches.values() if x.abi)] for p in a.params}
+        unknown = sorted(set(roles) - have)
+        if unknown:
+            raise KernelpackError(f"kernel {self.label}: no parameter named {', '.join(unknown)} (parameters: "
+                                  f"{', '.join(p.name for p in self.abi.params)})")
+        per_arch = {a: ArchLaunch(x.launch, abi(x.abi) if x.abi is not None else None)
+                    for a, x in self.arch_launches.items()}
+        return replace(self, abi=abi(self.abi), per_arch=per_arch)
 
     def _normalize_per_arch(self) -> None:
         raw = self.per_arch

@@ -13,7 +13,8 @@ where the signature fixes them (``shape_constant``/``stride_constant``: the call
 ``base_addr_divisible_by``/``shape_divisible_by``/``stride_divisible_by`` become ``Param.divisibility``
 (the pointer's in bytes). Scalars keep their width; tuples flatten to ``name_0, name_1...``; constants
 (``ct.Constant`` params) leave the signature. The block shape is the cubin's REQNTID (the driver accepts only
-that or (1,1,1)).
+that or (1,1,1)), which tileiras picks per arch (a 128x256x64 fp16 matmul: 128 threads on sm_80, 256 on sm_90a):
+each arch's binary carries its own (``KernelArtifact.per_arch``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 from . import __version__
 from .abi import Abi, DType, Param, Pointer, Scalar
 from .arch import Arch, parse_archs
-from .artifact import Binary, KernelArtifact, LaunchSpec, Provenance
+from .artifact import Binary, KernelArtifact, LaunchSpec, Provenance, split_per_arch
 from .bundle import Bundle
 from .cache import CompileCache, cache_key
 from .cubin import read_cubin
@@ -87,12 +88,12 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
             params += _params(label, i, n, c)
         abi = Abi(tuple(params))
         cubins = _export_all(kernel, sig, archs, label, source + _module_text(pyfunc), version, cache)
-        ck = cubins[0][1].cubin.kernel(sig.symbol)
-        launch = LaunchSpec(block=ck.reqntid)
+        abi, launch, per_arch = split_per_arch(
+            [(a, abi, LaunchSpec(block=b.cubin.kernel(sig.symbol).reqntid)) for a, b in cubins])
         provenance = Provenance("cutile", version, f"tileiras {cubins[0][1].cubin.toolkit_version}",
                                 (f"signature={sig.symbol}",), hashlib.sha256(source.encode()).hexdigest())
         artifacts.append(KernelArtifact(kname, sig.symbol, abi, tuple(b for _, b in cubins), launch, provenance,
-                                        variant))
+                                        variant, per_arch))
     return Bundle(tuple(artifacts))
 
 

@@ -10,9 +10,14 @@ Each specialization (constexpr values, divisibility hints, num_warps/num_stages)
 double); Triton's two hidden trailing pointers become params of role ``global_scratch``/``profile_scratch``
 with their per-CTA sizes in the :class:`LaunchSpec`; tensor descriptors (``tensordesc<fp16[64, 32]>``)
 expand to the params Triton lowers them to, with the encoding facts in ``LaunchSpec.tensor_descs``
-(see :mod:`kernelpack.tma`). Where archs disagree on the ABI or launch facts (dynamic shared memory, TMA
-lowering, scratch), the specialization is split into one artifact per group of archs (variant suffix
-``sm80``...). Every ABI is verified against the cubin of every arch.
+(see :mod:`kernelpack.tma`). Where archs disagree on launch facts (dynamic shared memory, scratch) or lower a
+tensor descriptor differently (a CUtensorMap on sm_90a, pointer/shape/strides on sm_80), each arch's binary carries
+its own (``KernelArtifact.per_arch``): one artifact, one caller-visible signature, for every arch. Every ABI is
+verified against the cubin of its arch.
+
+``device_args`` (``{"NUM_SMS": "sm_count"}``) makes runtime parameters hidden ones the launcher fills from the
+launch device; a specialization's ``requires`` (``{"sm_count": 132}``) builds it for devices with that property
+(a constexpr computed from the SM count, say), dispatched by the device (:mod:`kernelpack.launch.device`).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Any
 from . import __version__
 from .abi import Abi, Param, Pointer, Scalar
 from .arch import Arch, parse_archs
-from .artifact import Binary, KernelArtifact, LaunchSpec, Provenance
+from .artifact import Binary, KernelArtifact, LaunchSpec, Provenance, split_per_arch
 from .bundle import Bundle
 from .cache import CompileCache, cache_key
 from .cubin import read_cubin
@@ -38,7 +43,7 @@ from .tma import TENSOR_MAP, TensorDescSpec, expected_params
 
 ArchSpec = str | Arch | Sequence[str | Arch]
 _DESC = re.compile(r"^tensordesc<\s*(\w+)\s*\[([\d,\s]+)\]\s*>$")
-_SPEC_KEYS = ("signature", "constexprs", "divisibility", "num_warps", "num_stages", "num_ctas", "variant")
+_SPEC_KEYS = ("signature", "constexprs", "divisibility", "num_warps", "num_stages", "num_ctas", "variant", "requires")
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,8 @@ class Specialization:
     integer's value. A list of names (each divisible by 16, as Triton's JIT assumes), ``{name: power of two}``,
     or ``"all"`` (every pointer and integer). They become dispatch constraints (``Param.divisibility``).
     ``signature``: types overriding those given to :func:`compile` (``{"x": "*fp16"}`` for an fp16 variant).
+    ``requires``: device properties it is built for (``{"sm_count": 132}``); it launches only on such devices, ahead
+    of specializations that require less.
     """
 
     signature: Mapping[str, str] = field(default_factory=dict)
@@ -58,6 +65,7 @@ class Specialization:
     num_stages: int | None = None
     num_ctas: int | None = None
     variant: str | None = None
+    requires: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,7 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     specializations: Sequence[Specialization | Mapping[str, Any]] | None = None,
     name: str | None = None,
     options: Mapping[str, Any] | None = None,
+    device_args: Mapping[str, str] | None = None,
     cache: CompileCache | None = None,
 ) -> Bundle:
     """Compile a Triton kernel for every arch and specialization and return the artifacts as a bundle.
@@ -92,6 +101,8 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     ``signature``: Triton type per parameter (``*fp16``, ``*kfp32`` for a const pointer, ``i32``, ``fp32``,
     ``tensordesc<fp16[64, 32]>``, ``constexpr``), as ``{name: type}`` or in parameter order; params given in
     ``constexprs`` may be left out. ``options``: extra Triton compile options (``maxnreg``, ``debug``...).
+    ``device_args``: parameters the launcher fills from the launch device instead of the caller, by role
+    (``{"NUM_SMS": "sm_count"}``; roles: ``sm_count``, ``max_dynamic_smem``, ``max_active_clusters:<cluster size>``).
     """
     import triton  # type: ignore[import-untyped]
 
@@ -112,24 +123,17 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
                 "num_ctas": spec.num_ctas or num_ctas, "enable_fp_fusion": True, **(options or {})}
         label = f"{kname}[{variant}]" if variant else kname
         outs = {a: _compile_cached(jit, args, consts, divs, opts, a, label, cache) for a in archs}
-        groups: dict[tuple[Abi, LaunchSpec], list[Arch]] = {}
-        for a in archs:
-            key = _abi_and_launch(label, args, divs, outs[a], opts["num_warps"])
-            groups.setdefault(key, []).append(a)
-        if len({abi for abi, _ in groups}) > 1:
-            by = "; ".join(f"{', '.join(map(str, g))}: {abi.describe()}" for (abi, _), g in groups.items())
-            raise CompileError(f"kernel {label}: the kernel's parameters differ between archs (tensor descriptors "
-                               f"lower to a CUtensorMap only where TMA exists): {by}; compile those archs in "
-                               f"separate calls with different names")
-        for (abi, launch), garchs in groups.items():
-            v = variant
-            if len(groups) > 1:
-                v = "_".join(x for x in (variant, "_".join(str(g).replace("_", "") for g in garchs)) if x)
-            bins = tuple(Binary(a, outs[a].cubin) for a in garchs)
-            ptxas = ", ".join(sorted({str(b.cubin.toolkit_version) for b in bins}))
-            provenance = Provenance("triton", triton.__version__, f"triton {triton.__version__} (ptxas {ptxas})",
-                                    _provenance_options(opts, consts, divs), source_sha)
-            artifacts.append(KernelArtifact(kname, outs[garchs[0]].meta["name"], abi, bins, launch, provenance, v))
+        per = [(a, *_abi_and_launch(label, args, divs, outs[a], opts["num_warps"], device_args or {})) for a in archs]
+        abi, launch, per_arch = split_per_arch(per)
+        bins = tuple(Binary(a, outs[a].cubin) for a in archs)
+        ptxas = ", ".join(sorted({str(b.cubin.toolkit_version) for b in bins}))
+        provenance = Provenance("triton", triton.__version__, f"triton {triton.__version__} (ptxas {ptxas})",
+                                _provenance_options(opts, consts, divs), source_sha)
+        try:
+            artifacts.append(KernelArtifact(kname, outs[archs[0]].meta["name"], abi, bins, launch, provenance, variant,
+                                            per_arch, spec.requires))
+        except KernelpackError as e:
+            raise CompileError(e.message) from None
     return Bundle(tuple(artifacts))
 
 
@@ -292,8 +296,8 @@ def _jsonable(v: Any) -> Any:
     return json.loads(json.dumps(v, default=str))
 
 
-def _abi_and_launch(label: str, args: list[_Arg], divs: dict[str, int], out: _Output,
-                    num_warps: int) -> tuple[Abi, LaunchSpec]:
+def _abi_and_launch(label: str, args: list[_Arg], divs: dict[str, int], out: _Output, num_warps: int,
+                    device_args: Mapping[str, str]) -> tuple[Abi, LaunchSpec]:
     meta = out.meta
     for flag in ("launch_cooperative_grid", "launch_pdl"):
         if meta.get(flag):
@@ -316,8 +320,16 @@ def _abi_and_launch(label: str, args: list[_Arg], divs: dict[str, int], out: _Ou
                 descs.append(TensorDescSpec.from_triton(a.name, dtype, block, [p.name for p in new], dmeta, flags))
             except KernelpackError as e:
                 raise CompileError(f"kernel {label}: parameter {a.index} '{a.name}': {e.message}") from None
+        elif a.name in device_args:
+            try:
+                params.append(Param(a.name, _param_type(a.ty), role=device_args[a.name]))
+            except KernelpackError as e:
+                raise CompileError(f"kernel {label}: parameter {a.index} '{a.name}': {e.message}") from None
         else:
             params.append(Param(a.name, _param_type(a.ty), divs.get(a.name, 1)))
+    unknown = sorted(set(device_args) - {a.name for a in args if a.ty != "constexpr"})
+    if unknown:
+        raise CompileError(f"kernel {label}: device_args names {', '.join(unknown)}, which is no runtime parameter")
     params += _hidden_params(label, params, out)
     cluster = meta.get("cluster_dims")
     num_ctas = int(meta.get("num_ctas") or 1)

@@ -99,8 +99,8 @@ class Layout:
             prop, size = role_property(s.param.role)  # type: ignore[misc]
             ctype = s.param.type.c_type
             if prop.attribute is None:  # max_active_clusters: asked of the driver once per device
-                out.append(f"{indent}int32_t kp_m{i};\n{indent}if (KP_UNLIKELY((kp_s = kp_max_active_clusters(&kp_c, "
-                           f"{index}, {LAUNCH}, {size}u, &kp_m{i})) != KP_SUCCESS)) return kp_s;\n"
+                out.append(f"{indent}int32_t kp_m{i} = 0;\n{indent}if (KP_UNLIKELY((kp_s = kp_max_active_clusters("
+                           f"&kp_c, {index}, {LAUNCH}, {size}u, &kp_m{i})) != KP_SUCCESS)) return kp_s;\n"
                            f"{indent}{ctype} kp_v{i} = ({ctype})kp_m{i};\n")
             else:
                 out.append(f"{indent}{ctype} kp_v{i} = ({ctype})kp_device_prop(kp_c.d, KP_DP_{prop.name.upper()});\n")

@@ -78,10 +78,9 @@ class Slot:
     def describe(self) -> str:
         """The argument as a user writes it: ``x: const f32*`` or ``t: tensor f16[?, 64] stride [?, 1]``."""
         t = self.param.type
-        if self.desc is not None:
+        if self.desc is not None:  # its lowering and box are the binary's (they may differ per arch)
             d = self.desc
-            box = "x".join(map(str, d.block_shape))
-            return f"{d.arg}: tensor {d.dtype}, rank {d.rank} (tensor descriptor, {d.lowering}, block {box})"
+            return f"{d.arg}: tensor {d.dtype}, rank {d.rank} (tensor descriptor)"
         if self.tensor is not None:
             s = self.tensor.spec
             dims = ", ".join("?" if d is None else str(d) for d in s.shape)
