@@ -38,8 +38,8 @@ Launch = dict[str, Any]
 
 def settings(**config: Any) -> dict[str, str]:
     """The fake's configuration keys from keyword arguments: ``cc="8.0,9.0"`` or ``cc=[(8, 0), (9, 0)]`` (``"none"``
-    for no device), ``sms="132,108"`` or ``sms=[132, 108]`` (SMs per device), ``version=11080``, ``current=1``, ``fail="cuInit:999"`` or ``fail=("cuInit", 999)``,
-    ``missing="cuMemAllocAsync"``, ``load_us=500``, ``log=path``."""
+    for no device), ``sms="132,108"`` or ``sms=[132, 108]`` (SMs per device), ``version=11080``, ``current=1``,
+    ``fail="cuInit:999"`` or ``fail=("cuInit", 999)``, ``missing="cuMemAllocAsync"``, ``load_us=500``, ``log=path``."""
     out = {}
     for key, value in config.items():
         if key not in KEYS:
