@@ -13,7 +13,6 @@ import os
 import struct
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,63 +27,20 @@ from kernelpack.errors import AbiError, AbiMismatch, KernelpackError
 from kernelpack.launch import device as dev_model
 from kernelpack.launch.facts import facts, layouts
 from kernelpack.tma import encode_args
+from per_arch_builds import CT_TILES
 from runtime_support import CudaArray, python_path
 
-HERE = Path(__file__).parent
-ARCHS = ["sm_80", "sm_90a"]
-TMA = {"a_desc": "tensordesc<fp16[64, 64]>", "b_desc": "tensordesc<fp16[64, 64]>",
-       "c_desc": "tensordesc<fp16[64, 64]>", "K": "i32"}
-CT_TILES = (128, 256, 64)  # tileiras: 128 threads on sm_80, 256 on sm_90a
 MM = 256  # the matmuls' M = N = K
 A, B, C, OUT = 0x100000, 0x200000, 0x300000, 0x400000
 
 
-# ------------------------------------------------------------------ the kernels, the library, the C program
-
-
-def cuda_kernels(cache: Any) -> list[KernelArtifact]:
-    """persist (num_sms from the device, grid = num_sms), rows<132>/rows<108> (built for those SM counts) and a
-    generic rows, clustered (max_clusters from the device, clusters of 2, grid = 2 x max_clusters)."""
-    from kernelpack import cuda
-
-    arts = {a.label: a for a in cuda.compile(HERE / "perarch_kernels.cu", ["persist", "rows<132>", "rows<108>",
-                                                                           "clustered"], arch=ARCHS, cache=cache)}
-    num_sms, max_clusters = ("arg", "num_sms", None), ("arg", "max_clusters", None)
-    persist = dataclasses.replace(arts["persist"].with_roles({"num_sms": "sm_count"}),
-                                  launch=LaunchSpec(block=(128, 1, 1), grid=(num_sms, 1, 1)))
-    clustered = dataclasses.replace(arts["clustered"].with_roles({"max_clusters": "max_active_clusters:2"}),
-                                    launch=LaunchSpec(block=(128, 1, 1), cluster=(2, 1, 1),
-                                                      grid=(("mul", max_clusters, 2), 1, 1)))
-    return [persist, clustered,
-            dataclasses.replace(arts["rows[132]"], requires={"sm_count": 132}),
-            dataclasses.replace(arts["rows[108]"], requires={"sm_count": 108}),
-            dataclasses.replace(arts["rows[132]"], variant="any")]  # no requirement: the fallback
-
-
-def triton_tma(cache: Any) -> Bundle:
-    pytest.importorskip("triton")
-    import kernelpack.triton as kt
-    from triton_kernels import tma_matmul_kernel
-
-    return kt.compile(tma_matmul_kernel, TMA, constexprs={"BM": 64, "BN": 64, "BK": 64}, arch=ARCHS, name="tma",
-                      cache=cache)
-
-
-def cutile_matmul(cache: Any) -> Bundle:
-    pytest.importorskip("cuda.tile")
-    import cuda.tile as ct
-    from cuda.tile.compilation import ScalarConstraint
-
-    import kernelpack.cutile as kc
-    from cutile_kernels import array, matmul
-
-    sig = [array(ct.float16, 2), array(ct.float16, 2), array(ct.float32, 2), ScalarConstraint(ct.float32), *CT_TILES]
-    return kc.compile(matmul, [sig], arch=ARCHS, name="ct_mm", cache=cache)
-
-
 @pytest.fixture(scope="module")
 def bundle(module_cache) -> Bundle:
-    return Bundle.of(cuda_kernels(module_cache), triton_tma(module_cache), cutile_matmul(module_cache))
+    pytest.importorskip("triton")
+    pytest.importorskip("cuda.tile")
+    import per_arch_builds as pb
+
+    return pb.bundle(module_cache)
 
 
 PROGRAM = r"""
@@ -136,6 +92,11 @@ int main(int argc, char** argv) {
         } else if (!strcmp(w, "rows_132")) {
             l.grid[0] = 4, l.block[0] = 128;
             REPORT(w, pa_rows_132(&l, (float*)at(KOUT), 1000));
+        } else if (!strcmp(w, "tr_persist")) { /* grid {0,0,0}: NUM_SMS programs */
+            REPORT(w, pa_tr_persist(&l, (float*)at(KA), (float*)at(KOUT), 100000));
+        } else if (!strcmp(w, "tr_rows")) {
+            l.grid[0] = 4;
+            REPORT(w, pa_tr_rows(&l, (float*)at(KA), (float*)at(KOUT), 1000, 200));
         } else if (!strcmp(w, "clustered")) { /* grid {0,0,0}: 2 x max_clusters blocks, in clusters of 2 */
             REPORT(w, pa_clustered(&l, (float*)at(KOUT), 100000));
         } else {
@@ -382,6 +343,35 @@ def test_specializations_built_for_an_sm_count_are_dispatched_by_the_device(bund
     (launch,) = launches_on(path, (9, 0), bundle, lib, fake, fake_cuda, "rows",
                             lambda m: m.rows(OUT, 1000, grid=4, block=128), sms=sms)
     assert launch["kernel"] == art(bundle, f"rows[{variant}]").entry
+
+
+@pytest.mark.parametrize("sms", [132, 108])
+@pytest.mark.parametrize("path", PATHS)
+def test_a_triton_persistent_kernel_reads_the_sm_count_and_launches_that_many_programs(bundle, lib, fake, fake_cuda,
+                                                                                      path, sms):
+    (launch,) = launches_on(path, (9, 0), bundle, lib, fake, fake_cuda, "tr_persist",
+                            lambda m: m.tr_persist(A, OUT, 100000), sms=sms)
+    a = art(bundle, "tr_persist")
+    want = param_bytes(a.cubin_kernel("sm_90a"), [("Q", A), ("Q", OUT), ("i", 100000), ("i", sms), ("Q", 0),
+                                                  ("Q", 0)])
+    assert launch["params"] == want and launch["grid"] == (sms, 1, 1) and launch["block"] == (128, 1, 1)
+
+
+@pytest.mark.parametrize("sms,variant", [(132, "sm132"), (108, "sm108"), (114, "any")])
+def test_triton_builds_for_sm_counts_are_chosen_by_the_device(bundle, lib, fake, fake_cuda, sms, variant):
+    from fake_cuda import fnv1a
+
+    chosen = art(bundle, f"tr_rows[{variant}]").binary("sm_90a")
+    got, done, r = c_launches(lib, fake_cuda, "tr_rows", sms=sms)
+    assert got["tr_rows"][0] == "KP_SUCCESS" and len(done) == 1
+    assert [x for x in r.log if x.startswith("cuLibraryLoadData")] and all(
+        f"fnv={fnv1a(chosen.data)}" in x for x in r.log if x.startswith("cuLibraryLoadData"))
+    for path in ("runtime_c", "runtime_python"):
+        def call(m: Any) -> None:
+            m.tr_rows(A, OUT, 1000, 200, grid=4)
+            assert m.tr_rows.family.device_state(0).entries[0].spec.label == f"tr_rows[{variant}]"
+
+        assert len(runtime_launch(bundle, fake, path.removeprefix("runtime_"), (9, 0), call, sms=sms)) == 1
 
 
 def test_a_specialization_on_a_device_it_was_not_built_for_is_refused_naming_why(bundle, lib, fake, fake_cuda):

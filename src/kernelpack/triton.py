@@ -94,6 +94,7 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     name: str | None = None,
     options: Mapping[str, Any] | None = None,
     device_args: Mapping[str, str] | None = None,
+    grid: Sequence[Any] | None = None,
     cache: CompileCache | None = None,
 ) -> Bundle:
     """Compile a Triton kernel for every arch and specialization and return the artifacts as a bundle.
@@ -103,6 +104,8 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     ``constexprs`` may be left out. ``options``: extra Triton compile options (``maxnreg``, ``debug``...).
     ``device_args``: parameters the launcher fills from the launch device instead of the caller, by role
     (``{"NUM_SMS": "sm_count"}``; roles: ``sm_count``, ``max_dynamic_smem``, ``max_active_clusters:<cluster size>``).
+    ``grid``: three grid formulas (:func:`kernelpack.artifact.evaluate_grid`) over integer runtime parameters, the
+    device-derived ones included (``(("arg", "NUM_SMS", None), 1, 1)``): the grid of a launch that gives none.
     """
     import triton  # type: ignore[import-untyped]
 
@@ -123,7 +126,8 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
                 "num_ctas": spec.num_ctas or num_ctas, "enable_fp_fusion": True, **(options or {})}
         label = f"{kname}[{variant}]" if variant else kname
         outs = {a: _compile_cached(jit, args, consts, divs, opts, a, label, cache) for a in archs}
-        per = [(a, *_abi_and_launch(label, args, divs, outs[a], opts["num_warps"], device_args or {})) for a in archs]
+        per = [(a, *_abi_and_launch(label, args, divs, outs[a], opts["num_warps"], device_args or {}, grid))
+               for a in archs]
         abi, launch, per_arch = split_per_arch(per)
         bins = tuple(Binary(a, outs[a].cubin) for a in archs)
         ptxas = ", ".join(sorted({str(b.cubin.toolkit_version) for b in bins}))
@@ -297,7 +301,7 @@ def _jsonable(v: Any) -> Any:
 
 
 def _abi_and_launch(label: str, args: list[_Arg], divs: dict[str, int], out: _Output, num_warps: int,
-                    device_args: Mapping[str, str]) -> tuple[Abi, LaunchSpec]:
+                    device_args: Mapping[str, str], grid: Sequence[Any] | None) -> tuple[Abi, LaunchSpec]:
     meta = out.meta
     for flag in ("launch_cooperative_grid", "launch_pdl"):
         if meta.get(flag):
@@ -342,6 +346,7 @@ def _abi_and_launch(label: str, args: list[_Arg], divs: dict[str, int], out: _Ou
         profile_scratch=int(meta.get("profile_scratch_size") or 0),
         profile_scratch_align=int(meta.get("profile_scratch_align") or 1),
         tensor_descs=tuple(descs),
+        grid=tuple(grid) if grid is not None else None,  # type: ignore[arg-type]
     )
     return Abi(tuple(params)), launch
 

@@ -12,6 +12,7 @@ from . import fields as fl
 from .base import Entry, Frontend, Output, Step
 from .refs import python_ref_files, ref_name, resolve
 
+GRID = fl.optional(fl.rule(lambda v: fl.is_sequence(v) and len(v) == 3, "three grid formulas"))
 SIGNATURE = fl.rule(lambda v: fl.str_key_map(v, lambda x: isinstance(x, str)) or (
     fl.is_sequence(v) and all(isinstance(x, str) for x in v)), "a table {param = \"type\"} or a list of types")
 
@@ -23,7 +24,8 @@ class Triton(Entry):
     frontend: ClassVar[str] = "triton"
     rules: ClassVar[Mapping[str, fl.Check]] = {
         "kernel": fl.REF, "signature": SIGNATURE, "name": fl.NAME, "constexprs": fl.TABLE, "num_warps": fl.POSITIVE,
-        "num_stages": fl.POSITIVE, "num_ctas": fl.POSITIVE, "specializations": fl.TABLES, "options": fl.TABLE}
+        "num_stages": fl.POSITIVE, "num_ctas": fl.POSITIVE, "specializations": fl.TABLES, "options": fl.TABLE,
+        "device_args": fl.STRING_TABLE, "grid": GRID}
     kernel: Any = None  # "file.py:attr" | "module:attr" | the @triton.jit function
     signature: Mapping[str, str] | Sequence[str] = field(default_factory=dict)
     _: KW_ONLY
@@ -34,6 +36,8 @@ class Triton(Entry):
     num_ctas: int = 1
     specializations: Sequence[Mapping[str, Any]] = ()
     options: Mapping[str, Any] = field(default_factory=dict)
+    device_args: Mapping[str, str] = field(default_factory=dict)  # param -> role filled from the launch device
+    grid: Sequence[Any] | None = None  # three grid formulas (kernelpack.artifact.evaluate_grid)
 
 
 class TritonFrontend(Frontend[Triton]):
@@ -68,7 +72,7 @@ class TritonFrontend(Frontend[Triton]):
         bundle = kt.compile(fn, entry.signature, arch=list(step.archs), constexprs=dict(entry.constexprs),
                             num_warps=entry.num_warps, num_stages=entry.num_stages, num_ctas=entry.num_ctas,
                             specializations=[spec], name=entry.name, options=dict(entry.options) or None,
-                            cache=step.cache)
+                            device_args=dict(entry.device_args) or None, grid=entry.grid, cache=step.cache)
         return Output("bundle", bundle.to_bytes())
 
 
