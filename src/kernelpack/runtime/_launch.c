@@ -91,6 +91,7 @@ typedef struct {
     uint8_t op;
     int8_t dtype;
     int8_t rank, shape_dt, stride_dt;
+    int8_t dev; /* KP_OP_DEVICE: which of the chosen entry's device values */
     int16_t arg;
     uint32_t offset, size, align, data_off;
     int64_t divisor;
@@ -111,9 +112,7 @@ typedef struct {
     int nslots, ok; /* ok: every slot can be packed here (else such a launch takes the Python path) */
     int grid;       /* 1: a grid formula the C path evaluates; -1: one it cannot (Python path); 0: none */
     int glen[3];
-    int ndev;       /* device-derived params (KP_OP_DEVICE), filled from the entry after dispatch */
-    uint32_t dev_off[KP_MAX_DEVICE_VALUES];
-    int8_t dev_dt[KP_MAX_DEVICE_VALUES];
+    int ndev;       /* device-derived params (KP_OP_DEVICE): each entry carries their values */
     kp_slot* slots;
     kp_gop* gcode; /* the three formulas one after the other */
     PyObject* label;
@@ -239,14 +238,15 @@ static int store_float(unsigned char* p, int dt, double x) {
     return 1;
 }
 
-/* Does argument a fit slot s? If so, pack it into buf. */
-static int fit_slot(const kp_slot* s, const kp_arg* a, PyObject* obj, unsigned char* buf) {
+/* Does argument a fit slot s? If so, pack it into buf (dv: the device values of the entry tried). */
+static int fit_slot(const kp_slot* s, const kp_arg* a, PyObject* obj, unsigned char* buf, const int64_t* dv) {
     unsigned char* p = buf + s->offset;
     switch (s->op) {
     case KP_OP_NULL:
         memset(p, 0, s->size);
         return 1;
-    case KP_OP_DEVICE: /* written from the chosen entry after dispatch */
+    case KP_OP_DEVICE:
+        store_int(p, s->dtype, (uint64_t)dv[s->dev]);
         return 1;
     case KP_OP_PTR: {
         uint64_t ptr;
@@ -665,13 +665,13 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
         int fits = 1;
         for (int s = 0; s < pl->nslots && fits; s++) {
             const kp_slot* sl = &pl->slots[s];
-            fits = fit_slot(sl, sl->arg >= 0 ? &a[sl->arg] : NULL, sl->arg >= 0 ? args[sl->arg] : NULL, buf);
+            fits = fit_slot(sl, sl->arg >= 0 ? &a[sl->arg] : NULL, sl->arg >= 0 ? args[sl->arg] : NULL, buf,
+                            dev->e[j].dv);
             ptrs[s] = buf + sl->offset;
         }
         if (fits) e = &dev->e[j], plan = pl;
     }
     if (e == NULL) goto slow;
-    for (int k = 0; k < plan->ndev; k++) store_int(buf + plan->dev_off[k], plan->dev_dt[k], (uint64_t)e->dv[k]);
 
     /* launch configuration */
     uint32_t g[3], b[3], c[3] = {0, 0, 0};
@@ -888,8 +888,7 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
                 pl->ok = 0;
                 continue;
             }
-            pl->dev_off[pl->ndev] = sl->offset, pl->dev_dt[pl->ndev] = sl->dtype;
-            pl->ndev++;
+            sl->dev = (int8_t)pl->ndev++;
             sl->arg = -1; /* hidden: no caller argument */
         }
         if (grids != Py_None && parse_grid(PyTuple_GetItem(grids, i), pl) < 0) goto fail;
