@@ -33,6 +33,7 @@ from ..bundle import Bundle
 from ..deps import digest_files, python_deps
 from ..errors import BundleError, KernelpackError
 from ..frontends.registry import FRONTENDS
+from ..merge import merge_programs, set_origin
 from ..publish import Stage, output_dir
 from . import state as st
 from .jobs import Job, Outcome, execute, fingerprint, plan, run, static_files
@@ -276,7 +277,7 @@ def _decode(job_id: str, kind: str, data: bytes) -> Built:
     if kind == "host":
         from ..cute_host.program import HostProgram
 
-        return HostProgram.from_bytes(data, source=job_id)
+        return set_origin(HostProgram.from_bytes(data, source=job_id), job_id)  # names the job when merged
     return Bundle.from_bytes(data, source=job_id)
 
 
@@ -299,6 +300,8 @@ def _worker_init() -> None:
 
 def _merge(all_jobs: list[Job], built: dict[str, Built],
            statuses: dict[str, str]) -> tuple[Bundle, list[Any], dict[str, str]]:
+    """The jobs' kernels as one bundle and their host programs, each kernel (program) built for several archs by
+    several jobs merged into one (kernelpack.merge); a kernel's status is its last job's."""
     bundles, programs, status = [], [], {}
     for j in all_jobs:
         b = built[j.id]
@@ -306,12 +309,11 @@ def _merge(all_jobs: list[Job], built: dict[str, Built],
             bundles.append(b)
             status.update({a.label: statuses.get(j.id, "") for a in b})
         else:
-            programs.append(b)
+            programs.append((b, j.id))
     try:
-        return Bundle.of(*bundles), programs, status
+        return Bundle.of(*bundles), merge_programs(programs), status
     except BundleError as err:
-        raise BuildFailed(f"the build steps' kernels cannot share one library: {err.message} (give the entries "
-                          f"distinct names or variants)") from None
+        raise BuildFailed(f"the build steps' kernels cannot share one library: {err.message}") from None
 
 
 def _expected_outputs(project: Project) -> dict[str, Path]:
