@@ -168,3 +168,23 @@ def test_kernelpack_build_of_host_programs_alone_merges_per_arch_entries(tmp_pat
     entries = "\n".join(line for line in (out / "include/kphost.h").read_text().splitlines() if "Run the CuTe" in line)
     assert "ew_add[f32] (sm_80, sm_90a)" in entries, entries
     assert report.linked
+
+
+def test_host_objects_have_short_reprs(programs, both) -> None:
+    from test_reprs import check_repr
+
+    verb, wrapper = both
+    gemm = next(p for p in programs if p.label == "gemm[f16]")
+    check_repr(gemm, "gemm[f16]", "sm_90a", "(a, b, c, stream)", "1 kernel", "KiB")
+    check_repr(gemm.objects[0], "sm_90a", "KiB", gemm.objects[0].prefix)
+    check_repr(gemm.objects[0].info, "x86_64", "imported")
+    check_repr(gemm.params[0], "tensor_f16", "data % 16 == 0")
+    check_repr(gemm.params[3], "stream")
+    check_repr(gemm.kernels[0], "gemm_kernel[f16]", "sm_90a")
+    check_repr(wrapper, "libkpcute.so", "8 exports")
+    check_repr(verb, "libkpcute.so")
+    check_repr(kernelpack.Library("kpcute", *programs), "5 host programs", "ew_add[f32]")
+    mod = kernelpack.load(verb.shared)
+    check_repr(mod, "ew_add, scale_shift, gemm")
+    check_repr(mod.gemm, "gemm(a: tensor f16", "[kpcute_gemm_f16, kpcute_gemm_bf16]")
+    check_repr(mod.host_programs["gemm"], "gemm(a, b, c, *, stream)", "2 host programs")

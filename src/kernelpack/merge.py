@@ -119,7 +119,7 @@ def _difference(a: KernelArtifact, wa: str, b: KernelArtifact, wb: str) -> str:
 
 
 def _param(p: Param) -> str:
-    return clip(p.describe(), 160)
+    return p.describe(80)
 
 
 def _type(p: Param) -> str:
@@ -140,7 +140,7 @@ def merge_programs(parts: Sequence[HostProgram | tuple[HostProgram, str]]) -> li
 def _merge_program(parts: list[tuple[HostProgram, str]]) -> HostProgram:
     if len(parts) == 1:
         return parts[0][0]
-    ordered = sorted(parts, key=lambda pw: (sorted(str(o.arch) for o in pw[0].objects),
+    ordered = sorted(parts, key=lambda pw: (sorted(o.arch for o in pw[0].objects),
                                             sorted(_digest(o.data) for o in pw[0].objects)))
     ref, ref_where = ordered[0]
     objects: dict[Arch, tuple[HostObject, str]] = {}

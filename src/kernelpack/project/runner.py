@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__, config
+from .._reprs import clip_left
 from ..bundle import Bundle
 from ..deps import digest_files, python_deps
 from ..errors import BundleError, KernelpackError
@@ -63,6 +64,12 @@ class BuildReport:
     rows: list[Row] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+
+    def __repr__(self) -> str:
+        jobs = ", ".join(f"{n} {s}" for s in ("compiled", "cached", "reused", "failed") if (n := self.count(s)))
+        state = "up to date" if self.up_to_date else "linked" if self.linked else "not relinked"
+        return (f"<BuildReport {clip_left(str(self.project), 100)}: {len(self.jobs)} jobs ({jobs or 'none'}), "
+                f"{state}, {len(self.rows)} kernels, {self.seconds:.1f} s>")
 
     def count(self, status: str) -> int:
         return sum(1 for s in self.jobs.values() if s == status)
