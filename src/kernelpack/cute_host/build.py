@@ -4,7 +4,9 @@
       -- ld -r -->  one relocatable object  -- objcopy: only NAME_* stay global -->  .a and .so
 
 Localizing everything else means two such libraries, shared or static, never clash in one program (each carries
-its own ``_cudaLaunchKernelEx`` & co). Only the system C compiler and binutils are used.
+its own ``_cudaLaunchKernelEx`` & co). Only the system C compiler and binutils are used. ``kernelpack.Library`` drives
+it: :func:`link_object` for host programs beside kernels, :func:`stage_programs` for host programs alone;
+:func:`build_host_library` is a thin wrapper over the latter.
 """
 
 from __future__ import annotations

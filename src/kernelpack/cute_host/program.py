@@ -3,7 +3,7 @@
 Holds bytes and facts only: per arch the relocatable object CuTe's ``export_to_c`` wrote (host launcher + cubin),
 the typed parameters derived from the DSL arguments (checked against the host function CuTe lowered), and the
 kernel artifacts it launches (for inspection; the object carries its own cubin). Link it with
-:func:`kernelpack.cute_host.build_host_library`.
+``kernelpack.Library(lib, *programs)`` (alone or with kernels).
 """
 
 from __future__ import annotations
