@@ -100,7 +100,7 @@ class Bundle:
 
     def __repr__(self) -> str:
         archs = sorted({x for a in self.artifacts for x in a.archs})
-        size = sum(len(b.data) for b in {id(b): b for a in self.artifacts for b in a.binaries}.values())
+        size = sum({b.sha256: len(b.data) for a in self.artifacts for b in a.binaries}.values())  # each blob once
         where = f" from {clip_left(self.source, 80)}" if self.source else ""
         return (f"<Bundle of {len(self.artifacts)} kernel{'s' * (len(self.artifacts) != 1)} "
                 f"({listing((a.label for a in self.artifacts), 100)}) for {listing(map(str, archs), 60)}, "

@@ -98,7 +98,6 @@ def _sorted_items(name: str, items: Sequence[object]) -> tuple[list[Bundle], lis
     return bundles, merge_programs(programs)
 
 
-
 def _run_all(steps: Sequence[tuple[Sequence[str], str]], cwd: Path) -> None:
     """Run independent commands at once; the first failure (in order) is raised with its log."""
     procs = []
@@ -197,7 +196,12 @@ class Library:
 
         All outputs are published together (:mod:`kernelpack.publish`): a failed or interrupted build leaves the
         previous ones as they were, never new headers beside an old library."""
-        src = None if self.host_only else self.generate()  # names and strings checked before any file is written
+        # every name and string checked before the output directory is touched
+        src = None if self.host_only else self.generate()
+        if src is None:
+            from ..cute_host.entry import generate as generate_entries
+
+            generate_entries(self.name, self.programs)
         with output_dir(out_dir) as out, Stage(out) as stage:
             return self.stage(stage, keep_sources=keep_sources, cache=cache, sources=src)
 
