@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from . import _reprs
 from .errors import AbiError
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -225,6 +226,9 @@ class Field:
     def __post_init__(self) -> None:
         _check_ident(self.name, "struct field")
 
+    def __repr__(self) -> str:
+        return f"<Field {_reprs.clip(self.type.c_type, 80)} {_reprs.clip(self.name, 80)}>"
+
 
 @dataclass(frozen=True)
 class Struct:
@@ -271,6 +275,10 @@ class Struct:
     @property
     def c_type(self) -> str:
         return self.name
+
+    def __repr__(self) -> str:
+        fields = _reprs.listing((f.name for f in self.fields), 120)
+        return f"<Struct {_reprs.clip(self.name, 64)} {{{fields}}}, {self.size} bytes>"
 
 
 ParamType = Scalar | Pointer | Struct | Opaque
@@ -320,6 +328,18 @@ class Param:
                 isinstance(self.type, Scalar) and self.type.dtype.is_integer and self.type.size in (4, 8)):
             raise AbiError(f"parameter {self.name}: role {self.role!r} fills a 32- or 64-bit integer, not "
                            f"{self.type.c_type}")
+
+    def describe(self, limit: int | None = None) -> str:
+        """``int32_t n``, with its divisibility and role when they are not the defaults (type and name each cut to
+        ``limit`` characters when given)."""
+        t, n = self.type.c_type, self.name
+        if limit is not None:
+            t, n = _reprs.clip(t, limit), _reprs.clip(n, limit)
+        return (f"{t} {n}" + (f" (divisible by {self.divisibility})" if self.divisibility > 1 else "")
+                + (f" (role {self.role})" if self.role != "arg" else ""))
+
+    def __repr__(self) -> str:
+        return f"<Param {self.describe(80)}>"
 
 
 @dataclass(frozen=True)
@@ -375,6 +395,9 @@ class Abi:
 
     def describe(self) -> str:
         return ", ".join(f"{p.type.c_type} {p.name}" for p in self.params)
+
+    def __repr__(self) -> str:
+        return f"<Abi ({_reprs.clip(self.describe(), 200)})>"
 
 
 # ---------------------------------------------------------------- JSON

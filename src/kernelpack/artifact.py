@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, cast
 
+from . import _reprs
 from .abi import Abi
 from .arch import Arch
 from .cubin import Cubin, CubinKernel, read_cubin
@@ -76,6 +77,9 @@ class Binary:
             raise KernelpackError(f"{self.arch} binary is {self.kind}, not a cubin")
         return read_cubin(self.data)
 
+    def __repr__(self) -> str:
+        return f"<Binary {self.arch} {self.kind} {_reprs.size(len(self.data))} sha256:{self.sha256[:12]}>"
+
 
 GRID_OPS = ("add", "sub", "mul", "div", "ceil_div", "min", "max")
 GridExpr = int | tuple  # int | ("arg", param, field | None) | (op, GridExpr, GridExpr)
@@ -103,6 +107,15 @@ def _grid_operand(e: Any) -> GridExpr:
 
 def _grid_json(e: GridExpr) -> Any:
     return e if isinstance(e, int) else [_grid_json(x) if isinstance(x, tuple) else x for x in e]
+
+
+def grid_text(e: GridExpr) -> str:
+    """A grid formula as text: ``ceil_div(n, 256)``, ``c.shape1``."""
+    if isinstance(e, int):
+        return str(e)
+    if e[0] == "arg":
+        return e[1] + (f".{e[2]}" if e[2] else "")
+    return f"{e[0]}({grid_text(e[1])}, {grid_text(e[2])})"
 
 
 def grid_params(e: GridExpr) -> list[tuple[str, str | None]]:
@@ -201,6 +214,17 @@ class LaunchSpec:
             out["grid"] = [_grid_json(e) for e in self.grid]
         return out
 
+    def __repr__(self) -> str:
+        shown = []
+        for f in ("block", "dynamic_smem", "cluster", "global_scratch", "profile_scratch"):
+            if getattr(self, f):
+                shown.append(f"{f}={getattr(self, f)!r}")
+        if self.tensor_descs:
+            shown.append(f"tensor_descs={len(self.tensor_descs)}")
+        if self.grid is not None:
+            shown.append(f"grid=[{_reprs.clip(', '.join(map(grid_text, self.grid)), 120)}]")
+        return f"LaunchSpec({', '.join(shown)})"
+
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> LaunchSpec:
         return cls(d.get("block"), d.get("dynamic_smem"), d.get("cluster"), int(d.get("global_scratch", 0)),
@@ -269,6 +293,13 @@ class Provenance:
             "options": list(self.options),
             "source_sha256": self.source_sha256,
         }
+
+    def __repr__(self) -> str:
+        compiler = f" ({self.compiler})" if self.compiler not in ("", self.frontend_version) else ""
+        tool = self.frontend_version + compiler
+        source = f", source {self.source_sha256[:12]}" if self.source_sha256 else ""
+        return (f"<Provenance {_reprs.clip(self.frontend, 24)} {_reprs.clip(tool, 80)}, "
+                f"{len(self.options)} option{'s' * (len(self.options) != 1)}{source}>")
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Provenance:
@@ -406,6 +437,14 @@ class KernelArtifact:
     @property
     def archs(self) -> tuple[Arch, ...]:
         return tuple(b.arch for b in self.binaries)
+
+    def __repr__(self) -> str:
+        entry = "" if self.entry == self.name else f" entry {_reprs.clip(self.entry, 48)},"
+        kinds, n = sorted({b.kind for b in self.binaries}), len(self.binaries)
+        bins = f"{n} {kinds[0]}{'s' * (n > 1)}" if len(kinds) == 1 else f"{n} binaries ({'+'.join(kinds)})"
+        return (f"<KernelArtifact {_reprs.clip(self.label, 64)} for {_reprs.listing(map(str, self.archs), 60)}:{entry} "
+                f"{len(self.abi.params)} params, {bins} {_reprs.size(sum(len(b.data) for b in self.binaries))}, "
+                f"{_reprs.clip(self.provenance.frontend, 24)}>")
 
     def binary(self, arch: Arch | str, kind: str = "cubin") -> Binary:
         a = Arch.parse(arch)

@@ -46,6 +46,10 @@ class Sources:
     type_names: TypeNames | None = None  # C names of the ABI's structs (CuTe host entries must use the same)
     data: str = ""  # NAME_data.s: incbins NAME.kpack; the tables that depend on the binaries' bytes
 
+    def __repr__(self) -> str:
+        return (f"<Sources of library {self.name}: {self.name}.c {len(self.tu)} chars, {self.name}.h {len(self.header)}"
+                f" chars, {self.name}.kpack {len(self.bundle)} bytes>")
+
 
 def _csrc(*names: str) -> str:
     """The runtime sources ``names``, pasted into one translation unit in that order (their includes of one

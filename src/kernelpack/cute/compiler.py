@@ -217,7 +217,7 @@ def export(
     """Compile ``fn`` with its host logic (TMA descriptors, cluster launch, grid math) into a HostProgram.
 
     Parameters are derived from the example arguments and checked, byte by byte, against the host function CuTe
-    lowered; the object of each arch is checked for a known format. Link with ``build_host_library``.
+    lowered; the object of each arch is checked for a known format. Link with ``kernelpack.Library``.
     """
     from ..cute_host.program import HostObject, HostParam, HostProgram
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 
+from .._reprs import clip, listing
 from ..arch import Arch
 from ..artifact import GridExpr, KernelArtifact
 from ..launch.device import requires_text
@@ -149,8 +150,9 @@ def doc_text(family: KernelFamily, source: str) -> str:
 
 
 def repr_text(family: KernelFamily) -> str:
-    labels = ", ".join(s.label for s in family.specs)
-    return f"<kernelpack kernel {signature_text(family)} [{labels}]>"
+    """One bounded line (the whole signature is in ``__doc__``)."""
+    labels = listing((s.label for s in family.specs), 60)
+    return f"<kernelpack kernel {clip(signature_text(family), 200)} [{labels}]>"
 
 
 def signature(family: KernelFamily) -> inspect.Signature:

@@ -18,6 +18,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._reprs import clip, listing
 from ..abi import Scalar, Struct
 from ..artifact import Binary, KernelArtifact, LaunchSpec, evaluate_grid, grid_params
 from ..errors import KernelpackError, LaunchError
@@ -118,6 +119,10 @@ class KernelFamily:
     @property
     def label(self) -> str:
         return self.specs[0].label if len(self.specs) == 1 else self.name
+
+    def __repr__(self) -> str:
+        return (f"<KernelFamily {clip(self.name, 64)}({listing(self.arg_names, 100)}): {len(self.specs)} "
+                f"specialization{'s' * (len(self.specs) != 1)} ({listing((s.label for s in self.specs), 80)})>")
 
     # ------------------------------------------------------------ per-device state
 
