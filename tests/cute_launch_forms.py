@@ -101,3 +101,20 @@ def example_args(dtype: type[cutlass.Numeric] = Float32) -> tuple:
     m = SymInt()
     return (make_fake_compact_tensor(dtype, (m,)), make_fake_compact_tensor(dtype, (m,)), Int32(1),
             make_fake_stream())
+
+
+@cute.kernel
+def bounded(x: cute.Tensor, y: cute.Tensor, coords: cute.Tensor, threads: cute.Layout):
+    tx, _, _ = cute.arch.thread_idx()
+    bx, _, _ = cute.arch.block_idx()
+    i = bx * cute.size(threads) + tx
+    if cute.elem_less(coords[i], x.shape):
+        y[i] = x[i] * Float32(2.0)
+
+
+@cute.jit
+def identity_and_layout(x: cute.Tensor, y: cute.Tensor, n: Int32, stream: cuda.CUstream = None):
+    """liger-kernel's swiglu pattern: a coordinate (identity) tensor with a dynamic shape and a static layout go to
+    the kernel; the first lowers to a struct of its dynamic shape, the second to nothing."""
+    bounded(x, y, cute.make_identity_tensor(x.shape), cute.make_layout(THREADS)).launch(
+        grid=[cute.ceil_div(n, THREADS), 1, 1], block=[THREADS, 1, 1], stream=stream)

@@ -79,3 +79,51 @@ def test_dsl_errors_show_the_dsls_first_diagnostic_line(form: str, line: str) ->
         assert "[1] " in e.log and "PTXAS_ERROR_COMPILATION" in e.log
     # the location is the user's launch or kernel line, never kernelpack's own wrapper
     assert "capture.py" not in e.message
+
+
+# ------------------------------------------------------------------ kernel parameters liger-kernel's launchers pass
+
+
+def test_coordinate_tensor_and_static_layout_parameters() -> None:
+    """An identity tensor with a dynamic shape is a struct of that shape; a static layout is no parameter at all
+    (both verified against the cubin of each arch, as every derived ABI is)."""
+    (art,) = kc.compile(forms.identity_and_layout, *forms.example_args(), arch=["sm_80", "sm_90a"], name="ident")
+    assert art.abi.describe() == "tensor_f32_d_1 x, tensor_f32_d_1 y, coord_tensor_shape_d coords"
+    assert [f.name for f in art.abi.params[2].type.fields] == ["shape0"]
+
+
+@pytest.mark.parametrize(("spelling", "fields"), [
+    ('!cute.coord_tensor<"(0,0)", "((1024),(?,?)):((1@0),(1024@0,1@1))">', ["shape0", "shape1"]),
+    ('!cute.coord_tensor<"(0,0)", "((1024),(?{i64},?{i64})):((1@0),(1024@0,1@1))">', ["shape0", "shape1"]),
+    ('!cute.coord_tensor<"(?,0)", "(8,4):(1@0,1@1)">', ["coord0"]),
+    ('!cute.coord_tensor<"0", "(8):(?@0)">', ["stride0"]),
+])
+def test_coordinate_tensor_spellings(spelling: str, fields: list[str]) -> None:
+    from kernelpack.cute.types import coord_tensor_struct
+
+    st = coord_tensor_struct(spelling)
+    assert [f.name for f in st.fields] == fields
+    assert {f.type.dtype.value for f in st.fields} == ({"i64"} if "i64" in spelling else {"i32"})
+
+
+def test_coordinate_tensor_with_several_dynamic_parts_is_refused() -> None:
+    from kernelpack.cute.types import coord_tensor_struct
+
+    with pytest.raises(CompileError, match=r"dynamic leaves in its coord and shape have no known C layout"):
+        coord_tensor_struct('!cute.coord_tensor<"(?,0)", "(?,4):(1@0,1@1)">')
+
+
+@pytest.mark.parametrize(("spelling", "static"), [
+    ('!cute.tiled_copy<!cute_nvgpu.atom.universal_copy<bf16, 128 b>, layout_copy_tv = <"(128,8):(8,1)">, '
+     'tiler_mn = <"[1:0;1024:1]">>', True),
+    ('!cute.layout<"128:8">', True),
+    ('!cute.coord_tensor<"(0,0)", "((1024),(4,8)):((1@0),(1024@0,1@1))">', True),
+    ('!cute.layout<"(?,4):(4,1)">', False),
+    ('!cute.coord_tensor<"(0,0)", "((1024),(?,?)):((1@0),(1024@0,1@1))">', False),
+    ('!cute_nvgpu.atom.non_exec_tiled_tma_load<sm_90, bf16, copy_bits = 131072>', False),
+    ('!cute.memref<f32, gmem, "(8):(1)">', False),
+])
+def test_static_layout_like_values_vanish(spelling: str, static: bool) -> None:
+    from kernelpack.cute.types import is_static
+
+    assert is_static(spelling) is static

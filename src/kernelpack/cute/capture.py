@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import KernelpackError
 from .derive import Leaf, bind, leaves
 from .grid import Expr, grid_rule
+from .types import is_static
 
 _LOCK = threading.Lock()
 
@@ -64,7 +65,7 @@ def _params(launcher: Any, rec: Launch) -> list[Any]:
     try:
         rec.params = leaves(launcher.funcBody, launcher.func_args, launcher.func_kwargs, _types_of)
         return [v for _, a in bind(launcher.funcBody, launcher.func_args, launcher.func_kwargs)
-                for v in extract_mlir_values(a)]
+                for v in extract_mlir_values(a) if not is_static(str(v.type))]
     except KernelpackError as e:
         rec.error = e.message
     except Exception as e:  # noqa: BLE001 - an unexpected DSL object: no kernel-level artifact, host path still fine
