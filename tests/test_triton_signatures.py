@@ -281,3 +281,23 @@ def test_project_example_args_errors(tmp_path: Path, toml: str, match: str) -> N
                                               '[[triton]]\nkernel = "tk.py:add_kernel"\n' + toml)
     with pytest.raises(KernelpackError, match=match):
         build(tmp_path, jobs=1)
+
+
+@pytest.mark.parametrize("n", [1, 100, 128, 2**20])
+def test_heuristics_are_applied_as_the_jit_does(n: int) -> None:
+    """``@triton.heuristics`` values come from the call, before the JIT binds it (JITFunction.warmup of the wrapper
+    would not run them: the reference is the inner JIT given the values Heuristics.run computes)."""
+    x = _t(torch.float32)
+    d = kt.signature_from_args(K.heuristic, (x, n))
+    block = 1 << max(n - 1, 0).bit_length()
+    assert d.constexprs["BLOCK"] == block and d.constexprs["EVEN"] == (n % 2 == 0)
+    assert ours(K.heuristic.fn, (x, n), {"BLOCK": block, "EVEN": n % 2 == 0}) == jit_choice(
+        K.heuristic.fn, (x, n), {"BLOCK": block, "EVEN": n % 2 == 0})
+    assert d == kt.signature_from_args(K.heuristic.fn, (x, n), constexprs={"BLOCK": block, "EVEN": n % 2 == 0})
+
+
+def test_autotuned_kernels_take_the_chosen_config() -> None:
+    x = _t(torch.float32)
+    with pytest.raises(CompileError, match=r"it is autotuned: give the chosen config's values in constexprs"):
+        kt.signature_from_args(K.tuned, (x, 100))
+    assert kt.signature_from_args(K.tuned, (x, 100), constexprs={"BLOCK": 128}).constexprs == {"BLOCK": 128}

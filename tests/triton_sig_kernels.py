@@ -28,3 +28,22 @@ def hinted(p_ptr, q_ptr, m, k: tl.int64, r: tl.constexpr = 8):
 def const_ptr(src: tl.const, dst, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.heuristics(values={"BLOCK": lambda args: triton.next_power_of_2(args["n"]),
+                           "EVEN": lambda args: args["n"] % 2 == 0})
+@triton.jit
+def heuristic(x_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    if EVEN:
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs))
+    else:
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=2), triton.Config({"BLOCK": 128}, num_warps=4)],
+                 key=["n"])
+@triton.jit
+def tuned(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)

@@ -110,14 +110,17 @@ def signature_from_args(fn: Any, example_args: Sequence[Any] | Mapping[str, Any]
     jit = _unwrap(fn)
     kname = jit.__name__
     args, kwargs = _call_args(kname, jit, example_args, dict(constexprs or {}))
+    tuned = _apply_heuristics(kname, fn, args, kwargs)
     backend = _backend()
     binder = _binder(jit, backend)
     try:
         bound, specialization, options = binder(*[_example(a) for a in args],
                                                 **{k: _example(v) for k, v in kwargs.items()})
     except TypeError as e:
+        hint = (" (it is autotuned: give the chosen config's values in constexprs, its num_warps/num_stages to "
+                "compile)") if tuned else ""
         raise CompileError(f"kernel {kname}: the example arguments do not fit its parameters "
-                           f"{list(jit.arg_names)}: {e}") from None
+                           f"{list(jit.arg_names)}: {e}{hint}") from None
     if options:
         raise CompileError(f"kernel {kname}: {sorted(options)} are not parameters of the kernel {list(jit.arg_names)} "
                            f"(launch options such as num_warps are compile()'s own arguments)")
@@ -145,6 +148,27 @@ def _call_args(kname: str, jit: Any, example_args: Any, constexprs: dict[str, An
             continue
         kwargs[k] = v
     return args, kwargs
+
+
+def _apply_heuristics(kname: str, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> bool:
+    """Add the values ``@triton.heuristics`` wrappers compute from the call, as their ``run`` does before the JIT's
+    (outermost first; a heuristic value replaces a given one, as it does there). Returns whether an autotuner wraps
+    the kernel: its configs are not chosen here."""
+    from triton.runtime.autotuner import Autotuner, Heuristics  # type: ignore[import-untyped]
+    from triton.runtime.jit import JITFunction  # type: ignore[import-untyped]
+
+    tuned, layer = False, fn
+    while layer is not None and not isinstance(layer, JITFunction):
+        if isinstance(layer, Heuristics):
+            for name, heur in layer.values.items():
+                try:
+                    kwargs[name] = heur({**dict(zip(layer.arg_names, args)), **kwargs})
+                except Exception as e:  # noqa: BLE001 - the user's heuristic, on example arguments
+                    raise CompileError(f"kernel {kname}: its heuristic for {name!r} failed on the example "
+                                       f"arguments: {type(e).__name__}: {e}") from None
+        tuned = tuned or isinstance(layer, Autotuner)
+        layer = getattr(layer, "fn", None)
+    return tuned
 
 
 def _same(a: Any, b: Any) -> bool:
