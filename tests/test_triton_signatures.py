@@ -301,3 +301,12 @@ def test_autotuned_kernels_take_the_chosen_config() -> None:
     with pytest.raises(CompileError, match=r"it is autotuned: give the chosen config's values in constexprs"):
         kt.signature_from_args(K.tuned, (x, 100))
     assert kt.signature_from_args(K.tuned, (x, 100), constexprs={"BLOCK": 128}).constexprs == {"BLOCK": 128}
+
+
+def test_triton_compile_errors_keep_the_whole_chain() -> None:
+    x = _t(torch.float32, "meta")
+    with pytest.raises(CompileError) as info:
+        kt.compile(K.broken, example_args=(x, 100), constexprs={"BLOCK": 64}, arch="sm_90a")
+    e = info.value
+    assert "Triton failed: CompilationError:" in e.message and "undefined_value" in e.message
+    assert e.log is not None and "[0] triton.compiler.errors.CompilationError:" in e.log and "traceback:" in e.log

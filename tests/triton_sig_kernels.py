@@ -47,3 +47,9 @@ def heuristic(x_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
 def tuned(x_ptr, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.jit
+def broken(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, undefined_value, mask=offs < n)  # noqa: F821 - the error under test

@@ -36,6 +36,7 @@ from .bundle import Bundle
 from .cache import CompileCache, cache_key
 from .cubin import read_cubin
 from .cutile_args import signature_from_args, signature_source
+from .diagnostics import chain_log
 from .errors import CompileError, KernelpackError
 
 __all__ = ["compile", "signature_from_args", "signature_source"]
@@ -210,7 +211,8 @@ def _export(kernel: Any, sig: Any, a: Arch, label: str, source: str, version: st
     except Exception as e:  # cuTile raises TileError subclasses, ValueError, RuntimeError from tileiras...
         text = str(e).strip()
         first = text.splitlines()[0] if text else type(e).__name__
-        raise CompileError(f"kernel {label} ({a}): cuTile failed: {type(e).__name__}: {first}", log=text) from None
+        raise CompileError(f"kernel {label} ({a}): cuTile failed: {type(e).__name__}: {first}",
+                           log=chain_log(e)) from None
     data = buf.getvalue()
     try:
         read_cubin(data).kernel(sig.symbol)

@@ -37,6 +37,7 @@ from .artifact import Binary, KernelArtifact, LaunchSpec, Provenance
 from .bundle import Bundle
 from .cache import CompileCache, cache_key
 from .cubin import read_cubin
+from .diagnostics import chain_log
 from .errors import CompileError, KernelpackError
 from .tma import ELEMENT_TYPES as TRITON_DTYPES  # Triton's element names are the descriptors'
 from .tma import TENSOR_MAP, TensorDescSpec, expected_params
@@ -319,7 +320,7 @@ def _compile_cached(jit: Any, args: list[_Arg], consts: dict[str, Any], divs: di
     except Exception as e:  # Triton raises many types (CompilationError, RuntimeError from ptxas, ...)
         first = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         raise CompileError(f"kernel {label} ({arch}): Triton failed: {type(e).__name__}: {first}",
-                           log=str(e)) from None
+                           log=chain_log(e)) from None
     md = compiled.metadata
     meta = {k: _jsonable(getattr(md, k, d)) for k, d in (
         ("name", jit.__name__), ("num_warps", opts["num_warps"]), ("num_ctas", 1), ("shared", 0),
