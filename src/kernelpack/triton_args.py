@@ -114,8 +114,9 @@ def signature_from_args(fn: Any, example_args: Sequence[Any] | Mapping[str, Any]
     backend = _backend()
     binder = _binder(jit, backend)
     try:
-        bound, specialization, options = binder(*[_example(a) for a in args],
-                                                **{k: _example(v) for k, v in kwargs.items()})
+        consts = {kp.name for kp in jit.params if kp.is_constexpr}
+        bound, specialization, options = binder(*[_example(a, n in consts) for n, a in zip(jit.arg_names, args)],
+                                                **{k: _example(v, k in consts) for k, v in kwargs.items()})
     except TypeError as e:
         hint = (" (it is autotuned: give the chosen config's values in constexprs, its num_warps/num_stages to "
                 "compile)") if tuned else ""
@@ -179,8 +180,10 @@ def _same(a: Any, b: Any) -> bool:
         return a is b
 
 
-def _example(a: Any) -> Any:
-    """An example argument as the JIT binder takes it (see the module docstring)."""
+def _example(a: Any, constexpr: bool = False) -> Any:
+    """An example argument as the JIT binder takes it (see the module docstring); a constexpr's value is kept."""
+    if constexpr:
+        return a
     from triton.runtime.jit import MockTensor  # type: ignore[import-untyped]
 
     mod = type(a).__module__
