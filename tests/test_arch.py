@@ -9,7 +9,24 @@ from kernelpack.errors import KernelpackError
 def test_parse_round_trips_names():
     assert str(Arch.parse("sm_90a")) == "sm_90a"
     assert Arch.parse("sm_100a") == Arch(10, 0, "a")
-    assert Arch.parse("compute_80") == Arch(8, 0, "")
+    assert Arch.parse("compute_80") == Arch(8, 0, "", virtual=True) != Arch(8, 0)
+    assert str(Arch.parse("COMPUTE_90a")) == "compute_90a" and Arch.parse("compute_90a").real == Arch(9, 0, "a")
+    for name in ("sm_100a", "sm_100f", "sm_103", "sm_103f", "sm_110", "sm_110f", "sm_120", "sm_120a", "sm_121f",
+                 "compute_120f", "sm_88"):
+        assert str(Arch.parse(name)) == name
+
+
+@pytest.mark.parametrize("bad,match", [
+    ("sm_95", r"not a CUDA arch: 'sm_95' \(no NVIDIA GPU has SM 95; known: .*sm_121\)"),
+    ("compute_99", "no NVIDIA GPU has SM 99"),
+    ("sm_80a", r"sm_80 has no arch-specific 'a' target; those are sm_90a, sm_100a"),
+    ("sm_90f", r"sm_90 has no family-specific 'f' target; those are sm_100f"),
+    ("compute_", "not a CUDA arch: 'compute_'"),
+    ("sm_90x", "not a CUDA arch"),
+])
+def test_unknown_archs_are_refused_naming_what_exists(bad, match):
+    with pytest.raises(KernelpackError, match=match):
+        Arch.parse(bad)
 
 
 def test_arch_specific_binaries_run_only_on_the_exact_capability():
@@ -17,6 +34,8 @@ def test_arch_specific_binaries_run_only_on_the_exact_capability():
     assert not Arch.parse("sm_90a").runs_on(10, 0)
     assert Arch.parse("sm_80").runs_on(8, 6) and not Arch.parse("sm_86").runs_on(8, 0)
     assert not Arch.parse("sm_80").runs_on(9, 0)
+    assert Arch.parse("sm_100f").runs_on(10, 3) and not Arch.parse("sm_100f").runs_on(11, 0)
+    assert Arch.parse("compute_80").runs_on(12, 1) and not Arch.parse("compute_100f").runs_on(12, 0)
 
 
 def test_bad_arch_names_are_refused_clearly():

@@ -76,6 +76,11 @@ def test_binary_rule_follows_the_compatibility_rules():
     assert q(Arch.parse("sm_90a"), False, 10, 0) == 0 and q(Arch.parse("sm_90"), True, 10, 0) > 0  # PTX JITs upward
     assert q(Arch.parse("sm_90a"), True, 10, 0) == 0  # arch-specific PTX: that arch only
     assert q(Arch.parse("sm_90"), True, 12, 0) > q(Arch.parse("sm_80"), True, 12, 0)  # the newest PTX first
+    assert q(Arch.parse("sm_100f"), False, 10, 3) > 0 and q(Arch.parse("sm_100f"), False, 11, 0) == 0  # family
+    assert q(Arch.parse("sm_100f"), True, 10, 3) > 0 and q(Arch.parse("sm_100f"), True, 12, 0) == 0  # family PTX
+    assert q(Arch.parse("sm_100a"), False, 10, 3) == 0 and q(Arch.parse("sm_100a"), False, 10, 0) > 0
+    assert binaries.best([(Arch.parse("sm_90a"), False), (Arch.parse("sm_80"), True)], 10, 0) == 1  # PTX fallback
+    assert binaries.best([(Arch.parse("sm_90a"), False)], 10, 0) is None
 
 
 def test_public_dtype_enum_is_the_model_numbering(tmp_path):

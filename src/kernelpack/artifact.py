@@ -49,11 +49,28 @@ class Binary:
     kind: str = "cubin"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "arch", Arch.parse(self.arch))
+        arch = Arch.parse(self.arch)
         if self.kind not in BINARY_KINDS:
             raise KernelpackError(f"binary kind must be one of {BINARY_KINDS} (got {self.kind!r})")
+        if arch.virtual and self.kind != "ptx":
+            raise KernelpackError(f"a {self.kind} is SASS for a real arch; {arch} names PTX (kind 'ptx')")
+        object.__setattr__(self, "arch", arch.real)  # PTX is filed under its arch's SM name, kind 'ptx'
         if not isinstance(self.data, bytes) or not self.data:
             raise KernelpackError(f"{self.kind} for {self.arch} is empty or not bytes")
+
+    @property
+    def target(self) -> Arch:
+        """What the binary was built for: ``sm_90a`` for SASS, ``compute_90a`` for PTX."""
+        return Arch(self.arch.major, self.arch.minor, self.arch.suffix, self.kind == "ptx")
+
+    @cached_property
+    def ptx_isa(self) -> str | None:
+        """The PTX ISA version PTX declares (``.version 8.7``), which the driver must know to JIT it; None for SASS."""
+        if self.kind != "ptx":
+            return None
+        from .ptx import ptx_isa_version
+
+        return ptx_isa_version(self.data.decode(errors="replace"))
 
     @cached_property
     def sha256(self) -> str:
@@ -78,7 +95,8 @@ class Binary:
         return read_cubin(self.data)
 
     def __repr__(self) -> str:
-        return f"<Binary {self.arch} {self.kind} {_reprs.size(len(self.data))} sha256:{self.sha256[:12]}>"
+        isa = f" PTX ISA {self.ptx_isa}" if self.ptx_isa else ""
+        return f"<Binary {self.target}{isa} {_reprs.size(len(self.data))} sha256:{self.sha256[:12]}>"
 
 
 GRID_OPS = ("add", "sub", "mul", "div", "ceil_div", "min", "max")
@@ -356,6 +374,8 @@ class KernelArtifact:
         for b in self.binaries:
             if b.kind == "cubin":
                 self._verify(b)
+            else:
+                self._verify_ptx(b)
         from .launch.facts import check_caller_args
 
         check_caller_args(self)
@@ -481,6 +501,21 @@ class KernelArtifact:
         if fixed is not None and ck.reqntid is not None and fixed != ck.reqntid:
             raise AbiMismatch(f"kernel {self.label} ({binary.arch}): launch block {fixed} contradicts the cubin's "
                               f"required block {ck.reqntid}; give {binary.arch} its own block (per_arch)")
+
+    def _verify_ptx(self, binary: Binary) -> None:
+        """PTX fixes each parameter's size, not its type: the ABI is checked against the ``.entry`` as far as that goes."""
+        from .ptx import ptx_entries, verify_ptx_abi
+
+        where = f"kernel {self.label} ({binary.target} PTX)"
+        try:
+            entries = ptx_entries(binary.data.decode())
+        except UnicodeDecodeError:
+            raise AbiMismatch(f"{where}: PTX that is not UTF-8 text") from None
+        except KernelpackError as e:
+            raise AbiMismatch(f"{where}: {e.message}") from None
+        if self.entry not in entries:
+            raise AbiMismatch(f"{where}: no .entry {self.entry} in the PTX (entries: {', '.join(entries) or 'none'})")
+        verify_ptx_abi(self.label, self.abi_for(binary.arch), self.entry, entries[self.entry], binary.target)
 
     def _check_launch_roles(self, abi: Abi, launch: LaunchSpec) -> None:
         """Scratch sizes need a param of that role; tensor descriptors need their params in the ABI; device-derived

@@ -122,7 +122,8 @@ def py_arg_names(names: Sequence[str], reserved: Collection[str] = ()) -> tuple[
 
 
 # the library's own entry points (NAME_preload, ...): an entry a user's name would give the same name gets a trailing _
-LIBRARY_API = ("preload", "last_error", "last_cuda_error", "status_name", "bundle", "set_default_device")
+LIBRARY_API = ("preload", "last_error", "last_cuda_error", "status_name", "bundle", "set_default_device",
+               "binary_for_device")
 
 
 def entry_name(lib: str, name: str) -> str:

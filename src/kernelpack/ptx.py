@@ -19,6 +19,7 @@ _TYPE = re.compile(r"^\.(?:[usbf](8|16|32|64)|f16x2|bf16x2|bf16)$")
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _ENTRY = re.compile(r"\.entry\s+([A-Za-z_$%][\w$%]*)\s*(\()?")
 _TARGET = re.compile(r"^\s*\.target\s+(sm_\d+[af]?)", re.M)
+_VERSION = re.compile(r"^\s*\.version\s+(\d+\.\d+)", re.M)
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,13 @@ def ptx_target(text: str) -> Arch:
     if m is None:
         raise KernelpackError("PTX without a .target sm_XY directive")
     return Arch.parse(m.group(1))
+
+
+def ptx_isa_version(text: str) -> str | None:
+    """The PTX ISA version of ``.version 8.7`` (None without one): a driver JIT-compiles only the versions its CUDA
+    release knows (CUDA 13.0: up to 9.0)."""
+    m = _VERSION.search(_COMMENTS.sub(" ", text))
+    return m.group(1) if m else None
 
 
 def ptx_entries(text: str) -> dict[str, tuple[PtxParam, ...]]:
@@ -83,7 +91,7 @@ def _param(entry: str, decl: str) -> PtxParam:
 
 def verify_ptx_abi(kernel: str, abi: Abi, entry: str, params: tuple[PtxParam, ...], arch: Arch) -> None:
     """Raise AbiMismatch unless ``abi`` has the PTX entry's parameter count and sizes (what PTX fixes)."""
-    where = f"kernel {kernel} ({arch} PTX)"
+    where = f"kernel {kernel} ({arch.ptx_name} PTX)"
     if len(abi.params) != len(params):
         raise AbiMismatch(f"{where}: the ABI has {len(abi.params)} parameters ({abi.describe() or 'none'}) but the PTX "
                           f"entry {entry} has {len(params)} (sizes {[p.size for p in params]})")

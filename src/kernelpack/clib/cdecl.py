@@ -170,7 +170,10 @@ def wrapper_name(lib: str, art: KernelArtifact) -> str:
 
 
 def archs_text(a: KernelArtifact) -> str:
-    return ", ".join(f"{b.arch}{' PTX' if b.kind == 'ptx' else ''}" for b in a.binaries)
+    """What the kernel carries, as NO_BINARY messages say it (``sm_90a, compute_80 PTX``)."""
+    from ..launch.binaries import describe_binaries
+
+    return describe_binaries([(b.arch, b.kind == "ptx") for b in a.binaries])
 
 
 def renamed_note(name: str) -> str:

@@ -287,7 +287,10 @@ static const kp_bin_launch kp_launches[KP_NBIN] = {{
 {api} int {lib}_last_cuda_error(void) {{ return kp_tls_cuerr; }}
 {api} const char* {lib}_status_name(kp_status status) {{
 {status_name_body()}}}
-{api} kp_status {lib}_preload(int device) {{ return kp_preload(device); }}{self._host_hook()}
+{api} kp_status {lib}_preload(int device) {{ return kp_preload(device); }}
+{api} kp_status {lib}_binary_for_device(const char* kernel, int major, int minor, char* buf, size_t size) {{
+    return kp_binary_for_device(kernel, major, minor, buf, size);
+}}{self._host_hook()}
 {api} const void* {lib}_bundle(size_t* size) {{
     if (size != NULL) *size = (size_t)KP_BUNDLE_SIZE;
     return kp_bundle;

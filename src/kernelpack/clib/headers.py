@@ -66,6 +66,11 @@ extern "C" {{
 {api} const char* {lib}_status_name(kp_status status);
 /** Load every kernel's binary for device `device` now (-1 = every device) instead of on first launch. */
 {api} kp_status {lib}_preload(int device);
+/** Which binary kernel `kernel` ("add", or "scale[f32]" for one specialization; a family's name means its first)
+ * runs on a device of compute capability major.minor (9.0 for an H200): writes "sm_90a", "sm_100f" or
+ * "compute_80 PTX" (JIT-compiled by the driver) to buf; KP_ERROR_NO_BINARY_FOR_ARCH, naming the arch and what the
+ * kernel carries, when none runs there. Needs no driver: it answers for devices that are not here. */
+{api} kp_status {lib}_binary_for_device(const char* kernel, int major, int minor, char* buf, size_t size);
 /** The embedded kernelpack bundle (.kpack bytes: every binary plus the manifest); its size goes to *size. */
 {api} const void* {lib}_bundle(size_t* size);
 

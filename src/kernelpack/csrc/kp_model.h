@@ -117,8 +117,10 @@ typedef struct kp_bin_rule {
 } kp_bin_rule;
 static const kp_bin_rule kp_bin_rules[] = {
     {0, 'a', 1, 3000, 0},
+    {0, 'f', 2, 2000, 1},
     {0, 0, 2, 2000, 1},
     {1, 'a', 1, 1000, 2},
+    {1, 'f', 2, 1000, 2},
     {1, 0, 3, 1000, 2}
 };
 

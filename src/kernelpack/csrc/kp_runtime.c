@@ -336,6 +336,56 @@ static kp_status kp_no_binary(const kp_ctx* c, uint32_t spec) {
                    c->fn, KP_STR(kp_specs[spec].label), c->d->ordinal, c->d->major, c->d->minor, KP_STR(kp_specs[spec].archs));
 }
 
+/* The binary spec would run on a device of compute capability major.minor, written to buf as "sm_90a" or
+ * "compute_80 PTX" (the launch model's rule, as kp_device_create applies it); NO_BINARY naming the arch and what the
+ * kernel carries when nothing fits. */
+static kp_status kp_binary_for(const char* fn, uint32_t spec, int major, int minor, char* buf, size_t size) {
+    int32_t best = -1, best_q = 0;
+    for (uint32_t i = kp_specs[spec].first_bin; i < kp_specs[spec].first_bin + kp_specs[spec].nbin; i++) {
+        int32_t q = kp_bin_quality(&kp_bins[i], major, minor);
+        if (q > best_q) best = (int32_t)i, best_q = q;
+    }
+    if (best < 0)
+        return kp_fail(KP_ERROR_NO_BINARY_FOR_ARCH, "%s: kernel %s has no binary for sm_%d%d: it carries %s", fn,
+                       KP_STR(kp_specs[spec].label), major, minor, KP_STR(kp_specs[spec].archs));
+    const kp_bin_info* b = &kp_bins[best];
+    char suffix[2] = {b->suffix, 0};
+    int n = snprintf(buf, size, "%s_%d%d%s%s", b->is_ptx ? "compute" : "sm", (int)b->major, (int)b->minor, suffix,
+                     b->is_ptx ? " PTX" : "");
+    if (n < 0 || (size_t)n >= size)
+        return kp_fail(KP_ERROR_INVALID_ARGUMENT, "%s: a buffer of %zu bytes cannot hold \"%s_%d%d%s%s\" and its NUL",
+                       fn, size, b->is_ptx ? "compute" : "sm", (int)b->major, (int)b->minor, suffix,
+                       b->is_ptx ? " PTX" : "");
+    return KP_SUCCESS;
+}
+
+/* NAME_binary_for_device: the specialization labelled kernel ("add", "scale[f32]"; a family of one specialization
+ * by its name) on a device of compute capability major.minor; no driver needed, so it answers for devices that are
+ * not here. */
+static kp_status kp_binary_for_device(const char* kernel, int major, int minor, char* buf, size_t size) {
+    const char* fn = KP_LIBNAME "_binary_for_device";
+    if (kernel == NULL || buf == NULL || size == 0)
+        return kp_fail(KP_ERROR_INVALID_ARGUMENT, "%s: kernel, buf and size must be given (got %s, %s, %zu)", fn,
+                       kernel ? "a name" : "NULL", buf ? "a buffer" : "NULL", size);
+    buf[0] = 0;
+    if (major < 1 || major > 99 || minor < 0 || minor > 9)
+        return kp_fail(KP_ERROR_INVALID_ARGUMENT, "%s: kernel %s: %d.%d is not a compute capability (e.g. 9.0, 12.0)",
+                       fn, kernel, major, minor);
+    int64_t found = -1;
+    size_t len = strlen(kernel);
+    for (uint32_t s = 0; s < KP_NSPEC && found < 0; s++) {
+        const char* label = KP_STR(kp_specs[s].label);
+        if (strcmp(label, kernel) == 0) found = s;
+    }
+    for (uint32_t s = 0; s < KP_NSPEC && found < 0; s++) { /* a family's name: its first specialization */
+        const char* label = KP_STR(kp_specs[s].label);
+        if (strncmp(label, kernel, len) == 0 && label[len] == '[') found = s;
+    }
+    if (found < 0)
+        return kp_fail(KP_ERROR_INVALID_ARGUMENT, "%s: no kernel %s in this library", fn, kernel);
+    return kp_binary_for(fn, (uint32_t)found, major, minor, buf, size);
+}
+
 static kp_status kp_preload(int ordinal) {
     const char* fn = KP_LIBNAME "_preload";
     kp_status s = kp_driver_ready();

@@ -3,13 +3,17 @@ CuTe host entries (``csrc/kp_model.h`` renders the table and the function that r
 
 Each binary gets a quality for a device of compute capability ``major.minor``: 0 means it cannot run there; the
 highest quality wins (then bundle order). Per NVIDIA's compatibility rules: arch-specific SASS (``sm_90a``) runs
-only on exactly that arch and beats everything; plain SASS runs on the same major with an equal or newer minor
-(the newest such minor first); PTX is JIT-compiled by the driver for any device at or above its virtual arch
-(arch-specific PTX only on exactly that arch), the newest PTX first, after every SASS binary.
+only on exactly that arch and beats everything; family-specific SASS (``sm_100f``: 10.0 and 10.3) and plain SASS
+run on the same major with an equal or newer minor (the newest such minor first; family and plain of one minor
+tie, and bundle order decides); PTX is JIT-compiled by the driver for any device at or above its virtual arch
+(arch-specific PTX only on exactly that arch, family-specific PTX only on that family), the newest PTX first, after
+every SASS binary. When nothing fits, both back ends fail with KP_ERROR_NO_BINARY_FOR_ARCH naming the device's arch
+and what the kernel carries (:func:`describe_binaries`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..arch import Arch
@@ -32,8 +36,10 @@ class BinaryRule:
 
 RULES: tuple[BinaryRule, ...] = (
     BinaryRule(False, "a", MATCH_EXACT, 3000, PLUS_NONE),
+    BinaryRule(False, "f", MATCH_SAME_MAJOR, 2000, PLUS_MINOR),
     BinaryRule(False, "", MATCH_SAME_MAJOR, 2000, PLUS_MINOR),
     BinaryRule(True, "a", MATCH_EXACT, 1000, PLUS_SM),
+    BinaryRule(True, "f", MATCH_SAME_MAJOR, 1000, PLUS_SM),
     BinaryRule(True, "", MATCH_AT_MOST, 1000, PLUS_SM),
 )
 
@@ -56,3 +62,19 @@ def quality(arch: Arch, ptx: bool, major: int, minor: int) -> int:
     if not ok:
         return 0
     return r.base + (arch.minor if r.plus == PLUS_MINOR else arch.sm if r.plus == PLUS_SM else 0)
+
+
+def best(binaries: Sequence[tuple[Arch, bool]], major: int, minor: int) -> int | None:
+    """The index of the binary (arch, is PTX) a device of compute capability major.minor runs: the best quality,
+    the first in order among equals; None when none can run there."""
+    top, at = 0, None
+    for i, (arch, ptx) in enumerate(binaries):
+        q = quality(arch, ptx, major, minor)
+        if q > top:
+            top, at = q, i
+    return at
+
+
+def describe_binaries(binaries: Sequence[tuple[Arch, bool]]) -> str:
+    """``sm_90a, compute_80 PTX``: what a kernel carries, as the C library's NO_BINARY message spells it."""
+    return ", ".join(f"{a.ptx_name} PTX" if ptx else str(a.real) for a, ptx in binaries)

@@ -23,6 +23,7 @@ from ..abi import Scalar, Struct
 from ..artifact import Binary, KernelArtifact, LaunchSpec, evaluate_grid, grid_params
 from ..errors import KernelpackError, LaunchError
 from ..launch import device as dev_model
+from ..launch.binaries import describe_binaries
 from ..launch.facts import plans as layout_plans
 from ..launch.family import dispatch_order, family_args, plan_specificity
 from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_DEVICE, Plan, Slot
@@ -306,7 +307,7 @@ class KernelFamily:
             info = state.info
             if s.index in state.unmet:
                 raise NoBinaryForDevice(state.unmet[s.index])
-            carried = ", ".join(f"{b.arch} {b.kind}" for b in s.artifact.binaries)
+            carried = describe_binaries([(b.arch, b.kind == "ptx") for b in s.artifact.binaries])
             raise NoBinaryForDevice(f"kernel {s.label}: no binary runs on device {info.ordinal} ({info.arch_name}); it "
                               f"carries {carried}")
         if len(reasons) == 1 or (reasons and all(type(r[1]) is ArgumentTypeError for r in reasons)):
