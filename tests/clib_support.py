@@ -3,6 +3,7 @@ helpers to build C/C++ programs against generated libraries and run them on the 
 
 from __future__ import annotations
 
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ class TestKernels:
 def compile_kernels(out: Path) -> TestKernels:
     nvcc = require_nvcc()
     cubins = {}
-    for a in ARCHS:
+    for a in (*ARCHS, "100f"):
         ptx = out / f"k{a}.ptx"
         subprocess.run([nvcc, "-ptx", f"-arch=compute_{a}", str(KERNELS_CU), "-o", str(ptx)], check=True)
         text = ptx.read_text()
@@ -49,6 +50,11 @@ def bins(k: TestKernels, *archs: str, ptx: bool = False) -> list[Binary]:
     if ptx:
         out.append(Binary("sm_80", k.ptx80, "ptx"))
     return out
+
+
+def ptx_isa(ptx: bytes, version: str) -> bytes:
+    """The PTX with its ``.version`` line set to ``version`` (a PTX ISA a CUDA 13.0 driver may not know)."""
+    return re.sub(rb"^\.version \d+\.\d+", b".version " + version.encode(), ptx, count=1, flags=re.M)
 
 
 def add_abi(d: DType, div: int = 1) -> Abi:
@@ -121,6 +127,13 @@ def demo_artifacts(k: TestKernels) -> list[KernelArtifact]:
         KernelArtifact("arch_block", "noargs", Abi(()), bins(k, "80", "90a"), launch=LaunchSpec(block=(64, 1, 1)),
                        per_arch={"sm_90a": ArchLaunch(LaunchSpec(block=(128, 1, 1)))}),
         KernelArtifact("needs_108", "add_f32", add_abi(f32), bins(k, "80", "90a"), requires={"sm_count": 108}),
+        # which binary a device gets (kernelpack.launch.binaries): family SASS on a newer minor, PTX on a newer GPU,
+        # PTX of an ISA newer than the driver knows
+        KernelArtifact("on_family", "noargs", Abi(()), bins(k, "90a", "100f"), launch=LaunchSpec(block=(32, 1, 1))),
+        KernelArtifact("on_ptx", "noargs", Abi(()), [*bins(k, "90a"), Binary("compute_80", k.ptx80, "ptx")],
+                       launch=LaunchSpec(block=(32, 1, 1))),
+        KernelArtifact("new_ptx", "noargs", Abi(()), [Binary("compute_80", ptx_isa(k.ptx80, "9.5"), "ptx")],
+                       launch=LaunchSpec(block=(32, 1, 1))),
         KernelArtifact("mac", "add_f32", Abi((*add_abi(f32).params[:3], Param("n", Scalar(DType.i32),
                                                                                role="max_active_clusters:2"))),
                        bins(k, "90a"), launch=LaunchSpec(cluster=(2, 1, 1))),

@@ -124,6 +124,18 @@ static int row(const char* name) {
         ROW(demo_arch_block(&l));
     } else if (!strcmp(name, "requires_unmet")) { /* built for 108 SMs; the fake has 132 */
         ROW(demo_needs_108(&l, x, y, out, 8));
+    } else if (!strcmp(name, "family_newer_minor") || !strcmp(name, "nothing_fits")) { /* sm_90a + sm_100f */
+        l = L(2, 32);
+        ROW(demo_on_family(&l));
+    } else if (!strcmp(name, "arch_specific_elsewhere")) { /* sm_90a only, on 10.0 */
+        l = L(4, 64);
+        ROW(demo_cluster2(&l, out));
+    } else if (!strcmp(name, "ptx_newer_device")) { /* sm_90a + compute_80 PTX, on 12.0 */
+        l = L(2, 32);
+        ROW(demo_on_ptx(&l));
+    } else if (!strcmp(name, "ptx_too_new")) { /* PTX ISA 9.5 on a CUDA 13.0 driver */
+        l = L(2, 32);
+        ROW(demo_new_ptx(&l));
     } else if (!strcmp(name, "mac_no_driver")) { /* run with FAKECUDA_MISSING=cuOccupancyMaxActiveClusters */
         l = L(4, 128);
         ROW(demo_mac(&l, x, y, out));

@@ -9,6 +9,7 @@ the same, and nothing may be launched; the "ok" rows launch once everywhere.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ class Case:
     call: Callable[[Any], Any]  # the same launch through kernelpack.load of the demo library
     cc: str = "9.0"
     fake: tuple[tuple[str, str], ...] = ()  # other settings of the fake driver (fake_cuda.settings)
+    msg: str = ""  # a pattern every back end's message must hold
+    loads: str = ""  # the kind of binary ("cubin", "ptx") every back end must have loaded
 
 
 def _f32(ptr: int, n: int = 1024) -> Any:
@@ -94,6 +97,17 @@ CASES = [
          "KP_ERROR_INVALID_LAUNCH", lambda m: m.arch_block(grid=2, block=128), cc="8.0"),
     Case("requires_unmet", "a specialization built for 108 SMs on a device of 132", "KP_ERROR_NO_BINARY_FOR_ARCH",
          lambda m: m.needs_108(_f32(X), _f32(Y), _f32(OUT), 8, grid=2, block=128)),
+    Case("family_newer_minor", "sm_100f SASS on a 10.3 device (family: same major, newer minor)", "KP_SUCCESS",
+         lambda m: m.on_family(grid=2), cc="10.3", loads="cubin"),
+    Case("arch_specific_elsewhere", "sm_90a SASS only, on a 10.0 device (arch-specific: that arch only)",
+         "KP_ERROR_NO_BINARY_FOR_ARCH", lambda m: m.cluster2(_f32(OUT), grid=4, block=64), cc="10.0",
+         msg=r"sm_100\b.*carries sm_90a"),
+    Case("ptx_newer_device", "compute_80 PTX on a 12.0 device that no SASS fits (the driver JITs it)", "KP_SUCCESS",
+         lambda m: m.on_ptx(grid=2), cc="12.0", loads="ptx"),
+    Case("nothing_fits", "sm_90a + sm_100f on a 12.0 device", "KP_ERROR_NO_BINARY_FOR_ARCH",
+         lambda m: m.on_family(grid=2), cc="12.0", msg=r"sm_120\b.*carries sm_90a, sm_100f"),
+    Case("ptx_too_new", "PTX ISA 9.5 on a CUDA 13.0 driver (it JITs up to 9.0)", "KP_ERROR_CUDA",
+         lambda m: m.new_ptx(grid=2), msg=r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION \(222\).*PTX ISA 9\.5"),
     Case("mac_no_driver", "max_active_clusters on a driver without cuOccupancyMaxActiveClusters",
          "KP_ERROR_DRIVER_TOO_OLD", lambda m: m.mac(_f32(X), _f32(Y), _f32(OUT), grid=4, block=128),
          fake=(("missing", "cuOccupancyMaxActiveClusters"),)),
@@ -121,6 +135,9 @@ def test_the_c_library_and_both_runtime_paths_give_the_same_answer(harness, fake
     assert r.returncode == 0 and r.stdout.rstrip().endswith("alive"), r.stdout + r.stderr
     c_status, c_msg = results(r)[case.row]
     assert c_status == case.status, c_msg
+    assert re.search(case.msg, c_msg), c_msg
+    if case.loads:
+        assert [r.field(x, "kind") for x in r.calls("cuLibraryLoadData")] == [case.loads], r.calls("cuLibraryLoadData")
     assert len(r.launches()) == (case.status == "KP_SUCCESS"), r.launch_lines()
     want = STATUS_BY_NAME[case.status].value
     major, minor = (int(x) for x in case.cc.split("."))
@@ -134,6 +151,7 @@ def test_the_c_library_and_both_runtime_paths_give_the_same_answer(harness, fake
         except kernelpack.errors.KernelpackError as e:
             got = getattr(e, "status", None)
             assert got == want, f"{path} path: {type(e).__name__} (status {got}) where C gave {c_status}: {e}"
+            assert re.search(case.msg, str(e)), f"{path} path: {e}"
         else:
             assert want == 0, f"{path} path launched where C gave {c_status}: {c_msg}"
         assert len(fake.launches()) - before == (want == 0), path

@@ -6,7 +6,9 @@
 Parameter types come from the mangled symbol for C++ kernels, and for ``extern "C"`` kernels from a probe
 kernel ``__kp_probe<i, decltype(kernel)>`` whose mangled name spells the kernel's function type, so macros,
 typedefs and templates are resolved by the compiler itself. Parameter names come from the declaration.
-Every ABI is verified against the cubin of every arch.
+Every ABI is verified against the cubin of every arch. A virtual arch (``compute_80``) ships PTX for the driver to
+JIT on that arch and newer ones; its ABI is verified against the PTX ``.entry`` (sizes: PTX has no signedness), its
+types are derived from a cubin for the same SM that is built and not shipped.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from .cxxtypes import abi_from_cxx, abi_from_params, declared_param_names
 from .demangle import Demangled, FunctionType, demangle, is_mangled, spell
 from .deps import include_digest
 from .errors import AbiError, CompileError, KernelpackError
+from .ptx import ptx_entries
 
 PROBE = "template <int I, class T> __global__ void __kp_probe() {}\n"
 
@@ -58,7 +61,8 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     compiler: str | None = None,
     cache: CompileCache | None = None,
 ) -> Bundle:
-    """Compile CUDA C++ kernels for every arch in ``arch`` and return them as a bundle.
+    """Compile CUDA C++ kernels for every arch in ``arch`` and return them as a bundle: a cubin for each ``sm_XY``
+    (``sm_90a``, ``sm_100f``), PTX for each ``compute_XY`` (which any newer GPU runs after a JIT on first load).
 
     ``kernels``: kernel names, C++ name expressions (``"gemm<float, 128>"``), or ``{name: expression}``.
     Template instantiations of one kernel become variants of one family (``scale`` with variants
@@ -85,13 +89,19 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     exprs = [r.expr for r in requests]
 
     outputs = {a: _compile_cached(text, filename, a, opts, exprs, backend, version, cache) for a in archs}
-    shared = {a: Binary(a, o.cubin) for a, o in outputs.items()}  # one parsed cubin per arch for every kernel
-    cubins = {a: b.cubin for a, b in shared.items()}
-    first = archs[0]
+    # types come from a cubin: the first SASS arch's, else one built for the first PTX arch's SM and not shipped
+    sass = [a for a in archs if not a.virtual]
+    first = sass[0] if sass else archs[0].real
+    if not sass:
+        outputs[first] = _compile_cached(text, filename, first, opts, exprs, backend, version, cache)
+    shared = {a: Binary(a, outputs[a].cubin, "ptx" if a.virtual else "cubin") for a in archs}  # one per arch
+    cubins = {a: shared[a].cubin for a in sass} if sass else {first: read_cubin(outputs[first].cubin)}
     symbols = {r.expr: _symbol(r, outputs[first], cubins[first]) for r in requests}
-    for a in archs[1:]:
+    for a in archs:
+        if a == first:
+            continue
         for r in requests:
-            other = _symbol(r, outputs[a], cubins[a])
+            other = _symbol(r, outputs[a], cubins[a]) if not a.virtual else _ptx_symbol(r, outputs[a], symbols[r.expr])
             if other != symbols[r.expr]:
                 raise CompileError(f"kernel {r.name}: {r.expr!r} is {symbols[r.expr]} on {first} but {other} on {a}")
     unmangled = [r for r in requests if not is_mangled(symbols[r.expr]) and r.name not in (signatures or {})]
@@ -192,6 +202,15 @@ def _symbol(r: _Request, out: CompileOutput, cubin: Cubin) -> str:
         return same_base[0]
     raise CompileError(f"kernel {r.name}: cannot find {r.expr!r} among the cubin's kernels {names} "
                        f"(is it __global__ and spelled as the compiler spells it?)")
+
+
+def _ptx_symbol(r: _Request, out: CompileOutput, symbol: str) -> str:
+    """The entry of a name expression in PTX: NVRTC says it; for nvcc, the cubin's symbol when the PTX has it."""
+    entries = ptx_entries(out.cubin.decode(errors="replace"))
+    got = out.lowered.get(r.expr) or symbol
+    if got not in entries:
+        raise CompileError(f"kernel {r.name}: {r.expr!r} ({got}) is not an .entry of the PTX; entries: {list(entries)}")
+    return got
 
 
 def _probe(text: str, filename: str, arch: Arch, opts: CudaOptions, reqs: list[_Request], backend: str,

@@ -1,4 +1,5 @@
-"""Run a CUDA C++ compiler (NVRTC in-process, or nvcc) for one arch and return the cubin.
+"""Run a CUDA C++ compiler (NVRTC in-process, or nvcc) for one arch and return the cubin (``sm_90a``), or the PTX
+(a virtual arch, ``compute_90``).
 
 Both backends take the same option set and return the same result, including the mangled symbol that
 each requested name expression became, so the frontend does not care which one ran.
@@ -53,7 +54,7 @@ class CudaOptions:
 
 @dataclass(frozen=True)
 class CompileOutput:
-    cubin: bytes
+    cubin: bytes  # PTX text (no NUL) when the arch was virtual
     lowered: dict[str, str]  # name expression -> symbol in the cubin ("" when the backend cannot tell)
     log: str
     compiler: str  # e.g. "nvrtc 13.5" or "nvcc 13.0"
@@ -132,6 +133,7 @@ def backend_version(backend: str) -> str:
 
 def compile_cubin(source: str, arch: Arch, options: CudaOptions, name_expressions: Sequence[str],
                   backend: str, *, filename: str = "kernel.cu") -> CompileOutput:
+    """A cubin for ``sm_XY``; PTX text for ``compute_XY`` (never SASS for a virtual arch)."""
     if backend == "nvrtc":
         return _nvrtc(source, arch, options, name_expressions, filename)
     return _nvcc(source, arch, options, name_expressions, filename)
@@ -166,9 +168,15 @@ def _nvrtc(source: str, arch: Arch, options: CudaOptions, exprs: Sequence[str], 
         if int(status) != 0:
             raise CompileError(f"{version} failed to compile {filename} for {arch} (flags: {' '.join(flags)})",
                                log=log)
-        (csize,) = check(nvrtc.nvrtcGetCUBINSize(prog), "cubin size")
-        cubin = bytearray(csize)
-        check(nvrtc.nvrtcGetCUBIN(prog, cubin), "get cubin")
+        if arch.virtual:
+            (csize,) = check(nvrtc.nvrtcGetPTXSize(prog), "PTX size")
+            cubin = bytearray(csize)
+            check(nvrtc.nvrtcGetPTX(prog, cubin), "get PTX")
+            cubin = cubin.rstrip(b"\0")
+        else:
+            (csize,) = check(nvrtc.nvrtcGetCUBINSize(prog), "cubin size")
+            cubin = bytearray(csize)
+            check(nvrtc.nvrtcGetCUBIN(prog, cubin), "get cubin")
         lowered = {}
         for e in exprs:
             (name,) = check(nvrtc.nvrtcGetLoweredName(prog, e.encode()), f"lowered name of {e!r}")
@@ -187,8 +195,8 @@ def _nvcc(source: str, arch: Arch, options: CudaOptions, exprs: Sequence[str], f
     with tempfile.TemporaryDirectory(prefix="kernelpack-nvcc-") as tmp:
         src = Path(tmp) / Path(filename).with_suffix(".cu").name
         src.write_text(source + "\n" + refs + "\n")
-        out = Path(tmp) / "out.cubin"
-        cmd = [nvcc, "-cubin", f"-arch={arch}", "-O3", *options.common_flags(), *options.extra, "-o", str(out),
+        out = Path(tmp) / ("out.ptx" if arch.virtual else "out.cubin")
+        cmd = [nvcc, "-ptx" if arch.virtual else "-cubin", f"-arch={arch}", "-O3", *options.common_flags(), *options.extra, "-o", str(out),
                str(src)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(os.environ))
@@ -198,4 +206,5 @@ def _nvcc(source: str, arch: Arch, options: CudaOptions, exprs: Sequence[str], f
         version = backend_version("nvcc")
         if proc.returncode != 0 or not out.is_file():
             raise CompileError(f"{version} failed to compile {filename} for {arch}: {' '.join(cmd)}", log=log)
-        return CompileOutput(out.read_bytes(), dict.fromkeys(exprs, ""), log, version)
+        data = out.read_bytes().rstrip(b"\0") if arch.virtual else out.read_bytes()
+        return CompileOutput(data, dict.fromkeys(exprs, ""), log, version)

@@ -10,7 +10,8 @@
  * by fk_reset), or in-process with fk_set("<KEY>", value) after fk_reset():
  *   CC       compute capability per device, comma-separated ("9.0", "8.0,9.0"); "none" = no device (default 9.0)
  *   SMS      SM count per device, comma-separated ("132", "132,108"); devices not named have 132 (default)
- *   VERSION  driver version cuDriverGetVersion reports (default 13000)
+ *   VERSION  driver version cuDriverGetVersion reports (default 13000); PTX of a newer ISA than that version's
+ *            (13.0: 9.0) fails to load with CUDA_ERROR_UNSUPPORTED_PTX_VERSION, as the real driver's JIT does
  *   CURRENT  device whose primary context is current on every thread from the start (default: none)
  *   FAIL     "cuName:code": that entry point returns code
  *   MISSING  an entry point cuGetProcAddress_v2 does not find
@@ -50,6 +51,7 @@ enum {
     INVALID_DEVICE = 101,
     INVALID_CONTEXT = 201,
     INVALID_HANDLE = 400,
+    UNSUPPORTED_PTX_VERSION = 222,
     NOT_FOUND = 500,
     CLUSTER_SIZE_INVALID = 912,
 };
@@ -407,6 +409,7 @@ static const struct {
     {201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
     {209, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
     {400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {222, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "the provided PTX was compiled with an unsupported toolchain."},
     {500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
     {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
@@ -533,6 +536,21 @@ static CUresult cuStreamGetCtx(void* stream, void** ctx) {
 
 /* ------------------------------------------------------------------ libraries and kernels */
 
+/* The newest PTX ISA (major * 10 + minor) a driver of CUDA version v JIT-compiles: 13.x knows 9.x, 12.8 8.7,
+ * 12.9 8.8, 12.y (y <= 7) 8.y (NVIDIA's PTX ISA release notes). */
+static int max_ptx_isa(int v) {
+    int major = v / 1000, minor = v % 1000 / 10;
+    if (major >= 13) return 90 + minor;
+    return minor >= 8 ? 79 + minor : 80 + minor;
+}
+
+/* The ISA of a PTX image's ".version a.b" as a * 10 + b; 0 without one. */
+static int ptx_isa(const char* ptx) {
+    const char* v = strstr(ptx, ".version");
+    int a = 0, b = 0;
+    return v != NULL && sscanf(v + 8, " %d.%d", &a, &b) == 2 ? a * 10 + b : 0;
+}
+
 static CUresult cuLibraryLoadData(void** lib, const void* code, void* o1, void** o2, unsigned n1, void* o3,
                                   void** o4, unsigned n2) {
     (void)o1, (void)o2, (void)n1, (void)o3, (void)o4, (void)n2;
@@ -541,6 +559,10 @@ static CUresult cuLibraryLoadData(void** lib, const void* code, void* o1, void**
     if (lib == NULL || code == NULL) return INVALID_VALUE;
     if (cfg.load_us > 0) usleep((useconds_t)cfg.load_us);
     const unsigned char* img = (const unsigned char*)code;
+    if (memcmp(img, "\x7f" "ELF", 4) != 0 && ptx_isa((const char*)img) > max_ptx_isa(cfg.version)) {
+        logf_("cuLibraryLoadData kind=ptx -> CUDA_ERROR_UNSUPPORTED_PTX_VERSION");
+        return UNSUPPORTED_PTX_VERSION;
+    }
     fk_library* l = (fk_library*)calloc(1, sizeof *l);
     l->is_ptx = memcmp(img, "\x7f" "ELF", 4) != 0;
     l->size = l->is_ptx ? strlen((const char*)img) : elf_size(img);

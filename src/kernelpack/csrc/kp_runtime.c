@@ -271,6 +271,20 @@ static int kp_rebind(const kp_ctx* c, const kp_launch* l, kp_CUresult r, kp_stat
 
 /* ------------------------------------------------------------------ loading */
 
+/* The PTX ISA version of a PTX image (".version 9.5") into out, "?" without one; reads at most its first 4 KiB. */
+static void kp_ptx_isa(const char* ptx, char* out, size_t size) {
+    snprintf(out, size, "?");
+    for (size_t i = 0; i < 4096 && ptx[i] != 0; i++) {
+        if (strncmp(ptx + i, ".version", 8) == 0 && (ptx[i + 8] == ' ' || ptx[i + 8] == '\t')) {
+            size_t j = i + 8, n = 0;
+            while (ptx[j] == ' ' || ptx[j] == '\t') j++;
+            while (n + 1 < size && ((ptx[j + n] >= '0' && ptx[j + n] <= '9') || ptx[j + n] == '.')) n++;
+            if (n > 0) memcpy(out, ptx + j, n), out[n] = 0;
+            return;
+        }
+    }
+}
+
 static kp_status kp_load_library(const char* fn, const char* label, uint32_t blob) {
     const kp_blob_info* bl = &kp_blobs[blob];
     const unsigned char* image = kp_bundle + bl->offset;
@@ -292,6 +306,16 @@ static kp_status kp_load_library(const char* fn, const char* label, uint32_t blo
     }
     kp_CUlibrary lib = NULL; /* the driver copies the image: ours can go right after */
     kp_CUresult r = kp_cu.LibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0);
+    if (r == KP_CUDA_ERROR_UNSUPPORTED_PTX_VERSION && bl->is_ptx) {
+        char isa[16];
+        kp_ptx_isa((const char*)image, isa, sizeof isa);
+        free(copy);
+        return kp_fail_cuda(KP_ERROR_CUDA, (int)r, "%s: kernel %s: cuLibraryLoadData failed with "
+                            "CUDA_ERROR_UNSUPPORTED_PTX_VERSION (%d): the driver (CUDA %d.%d) cannot JIT-compile PTX "
+                            "ISA %s, which a newer toolkit wrote: update the driver, or build the PTX with a toolkit no "
+                            "newer than the driver (e.g. compiler='nvcc' of that CUDA version), or ship SASS for this "
+                            "GPU", fn, label, (int)r, kp_driver_version / 1000, kp_driver_version % 1000 / 10, isa);
+    }
     free(copy);
     if (r != KP_CUDA_SUCCESS) return kp_cuda_fail(r, fn, label, "cuLibraryLoadData");
     KP_STORE(kp_libraries[blob], lib);

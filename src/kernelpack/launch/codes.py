@@ -76,12 +76,21 @@ CUDA_RESULTS: dict[str, int] = {
     "CUDA_ERROR_INVALID_VALUE": 1,
     "CUDA_ERROR_NOT_INITIALIZED": 3,
     "CUDA_ERROR_NO_DEVICE": 100,
+    "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": 222,  # loading PTX whose ISA version the driver does not know
     "CUDA_ERROR_INVALID_CONTEXT": 201,
     "CUDA_ERROR_NOT_FOUND": 500,
     "CUDA_ERROR_NOT_SUPPORTED": 801,
 }
 CUDA_SUCCESS = CUDA_RESULTS["CUDA_SUCCESS"]
 CUDA_ERROR_INVALID_CONTEXT = CUDA_RESULTS["CUDA_ERROR_INVALID_CONTEXT"]
+CUDA_ERROR_UNSUPPORTED_PTX_VERSION = CUDA_RESULTS["CUDA_ERROR_UNSUPPORTED_PTX_VERSION"]
+
+
+def ptx_too_new_hint(isa: str, driver_version: int) -> str:
+    """What to do when the driver refuses PTX as too new (both back ends say the same)."""
+    return (f"the driver (CUDA {driver_version // 1000}.{driver_version % 1000 // 10}) cannot JIT-compile PTX ISA "
+            f"{isa}, which a newer toolkit wrote: update the driver, or build the PTX with a toolkit no newer than "
+            f"the driver (e.g. compiler='nvcc' of that CUDA version), or ship SASS for this GPU")
 
 # CUdevice_attribute, CUfunction_attribute, CUpointer_attribute and CUlaunchAttributeID values (cuda.h)
 DEVICE_ATTRIBUTES: dict[str, int] = {

@@ -13,6 +13,7 @@ import threading
 
 from ..artifact import Binary, KernelArtifact
 from ..launch.binaries import quality
+from ..launch.codes import CUDA_ERROR_UNSUPPORTED_PTX_VERSION, ptx_too_new_hint
 from ..launch.facts import BinaryFacts as LaunchFacts  # noqa: F401 - the facts of one binary (the launch model)
 from . import driver as drv
 
@@ -53,8 +54,15 @@ class Loader:
                 lib = self._libraries.get(b.sha256)
                 where = f"kernel {art.label} ({b.arch} {b.kind} from {self.source})"
                 if lib is None:
-                    image = b.data + b"\0" if b.kind == "ptx" else b.data
-                    lib = self.driver.load_library(image, where)
+                    image = b.data + b"\0" if b.kind == "ptx" else b.data  # the driver reads PTX up to a NUL
+                    try:
+                        lib = self.driver.load_library(image, where)
+                    except drv.DriverError as e:
+                        if e.code != CUDA_ERROR_UNSUPPORTED_PTX_VERSION or b.kind != "ptx":
+                            raise
+                        raise drv.DriverError(f"{where}: cuLibraryLoadData failed with {e.name} ({e.code}): "
+                                              f"{ptx_too_new_hint(b.ptx_isa or '?', self.driver.version)}",
+                                              code=e.code, name=e.name, status=e.status) from None
                     self._libraries[b.sha256] = lib
                 k = self.driver.get_kernel(lib, art.entry, where)
                 self._kernels[key] = k
