@@ -20,6 +20,21 @@ static void* race_thread(void* arg) {
 int main(int argc, char** argv) {
     const char* what = argc > 1 ? argv[1] : "";
     kp_launch l = L(2, 128);
+    if (!strcmp(what, "binary_for")) { /* binary_for KERNEL MAJOR MINOR ...: which binary each device gets */
+        for (int i = 2; i + 2 < argc; i += 3) {
+            char buf[64], tag[160];
+            kp_status s = demo_binary_for_device(argv[i], atoi(argv[i + 1]), atoi(argv[i + 2]), buf, sizeof buf);
+            snprintf(tag, sizeof tag, "%s@%s.%s", argv[i], argv[i + 1], argv[i + 2]);
+            printf("%s status=%s msg=%s\n", tag, demo_status_name(s), s ? demo_last_error() : buf);
+        }
+        return 0;
+    }
+    if (!strcmp(what, "rule_launch")) { /* launch ladder and ptx_only once on the fake's device */
+        l = L(1, 32);
+        P("ladder", demo_ladder(&l));
+        P("ptx_only", demo_ptx_only(&l));
+        return 0;
+    }
     if (!strcmp(what, "pack")) {
         kp_f16 h = {0x3c00};
         l = L(1, 1);

@@ -26,11 +26,12 @@ ARCHS = ("80", "90a", "100a")
 class TestKernels:
     cubins: dict[str, bytes]  # "80" -> cubin with every test kernel
     ptx80: bytes  # compute_80 PTX of the same file
+    ptx: dict[str, bytes]  # "90a" -> compute_90a PTX of the same file (every arch of cubins)
 
 
 def compile_kernels(out: Path) -> TestKernels:
     nvcc = require_nvcc()
-    cubins = {}
+    cubins, ptxs = {}, {}
     for a in (*ARCHS, "100f"):
         ptx = out / f"k{a}.ptx"
         subprocess.run([nvcc, "-ptx", f"-arch=compute_{a}", str(KERNELS_CU), "-o", str(ptx)], check=True)
@@ -42,11 +43,14 @@ def compile_kernels(out: Path) -> TestKernels:
         cubin = out / f"k{a}.cubin"
         subprocess.run([str(PTXAS), f"-arch=sm_{a}", str(ptx), "-o", str(cubin)], check=True)
         cubins[a] = cubin.read_bytes()
-    return TestKernels(cubins, (out / "k80.ptx").read_bytes())
+        ptxs[a] = ptx.read_bytes()
+    return TestKernels(cubins, ptxs["80"], ptxs)
 
 
 def bins(k: TestKernels, *archs: str, ptx: bool = False) -> list[Binary]:
-    out = [Binary(f"sm_{a}", k.cubins[a]) for a in archs]
+    """SASS for "80", "90a"...; PTX for "compute_80", "compute_100f"... (and compute_80 PTX last with ``ptx``)."""
+    out = [Binary(a, k.ptx[a.removeprefix("compute_")], "ptx") if a.startswith("compute_") else
+           Binary(f"sm_{a}", k.cubins[a]) for a in archs]
     if ptx:
         out.append(Binary("sm_80", k.ptx80, "ptx"))
     return out
@@ -133,6 +137,11 @@ def demo_artifacts(k: TestKernels) -> list[KernelArtifact]:
         KernelArtifact("on_ptx", "noargs", Abi(()), [*bins(k, "90a"), Binary("compute_80", k.ptx80, "ptx")],
                        launch=LaunchSpec(block=(32, 1, 1))),
         KernelArtifact("new_ptx", "noargs", Abi(()), [Binary("compute_80", ptx_isa(k.ptx80, "9.5"), "ptx")],
+                       launch=LaunchSpec(block=(32, 1, 1))),
+        # the binary rule's table (tests/test_binary_rule.py): every kind of target in one kernel, PTX only
+        KernelArtifact("ladder", "noargs", Abi(()), bins(k, "80", "90a", "100f", "100a", "compute_80", "compute_100f"),
+                       launch=LaunchSpec(block=(32, 1, 1))),
+        KernelArtifact("ptx_only", "noargs", Abi(()), bins(k, "compute_80", "compute_90a", "compute_100f"),
                        launch=LaunchSpec(block=(32, 1, 1))),
         KernelArtifact("mac", "add_f32", Abi((*add_abi(f32).params[:3], Param("n", Scalar(DType.i32),
                                                                                role="max_active_clusters:2"))),

@@ -360,32 +360,40 @@ static kp_status kp_no_binary(const kp_ctx* c, uint32_t spec) {
                    c->fn, KP_STR(kp_specs[spec].label), c->d->ordinal, c->d->major, c->d->minor, KP_STR(kp_specs[spec].archs));
 }
 
-/* The binary spec would run on a device of compute capability major.minor, written to buf as "sm_90a" or
- * "compute_80 PTX" (the launch model's rule, as kp_device_create applies it); NO_BINARY naming the arch and what the
- * kernel carries when nothing fits. */
-static kp_status kp_binary_for(const char* fn, uint32_t spec, int major, int minor, char* buf, size_t size) {
-    int32_t best = -1, best_q = 0;
+/* The binary spec runs on a device of compute capability major.minor (the launch model's rule, as kp_device_create
+ * applies it): its index, -1 when none fits. */
+static int64_t kp_binary_of(uint32_t spec, int major, int minor) {
+    int64_t best = -1;
+    int32_t best_q = 0;
     for (uint32_t i = kp_specs[spec].first_bin; i < kp_specs[spec].first_bin + kp_specs[spec].nbin; i++) {
         int32_t q = kp_bin_quality(&kp_bins[i], major, minor);
-        if (q > best_q) best = (int32_t)i, best_q = q;
+        if (q > best_q) best = (int64_t)i, best_q = q;
     }
-    if (best < 0)
-        return kp_fail(KP_ERROR_NO_BINARY_FOR_ARCH, "%s: kernel %s has no binary for sm_%d%d: it carries %s", fn,
-                       KP_STR(kp_specs[spec].label), major, minor, KP_STR(kp_specs[spec].archs));
-    const kp_bin_info* b = &kp_bins[best];
-    char suffix[2] = {b->suffix, 0};
-    int n = snprintf(buf, size, "%s_%d%d%s%s", b->is_ptx ? "compute" : "sm", (int)b->major, (int)b->minor, suffix,
-                     b->is_ptx ? " PTX" : "");
-    if (n < 0 || (size_t)n >= size)
-        return kp_fail(KP_ERROR_INVALID_ARGUMENT, "%s: a buffer of %zu bytes cannot hold \"%s_%d%d%s%s\" and its NUL",
-                       fn, size, b->is_ptx ? "compute" : "sm", (int)b->major, (int)b->minor, suffix,
-                       b->is_ptx ? " PTX" : "");
-    return KP_SUCCESS;
+    return best;
 }
 
-/* NAME_binary_for_device: the specialization labelled kernel ("add", "scale[f32]"; a family of one specialization
- * by its name) on a device of compute capability major.minor; no driver needed, so it answers for devices that are
- * not here. */
+/* "sm_90a" or "compute_80 PTX" for binary b (launch/binaries.py binary_name); "no binary" for -1. */
+static void kp_binary_text(int64_t b, char* out, size_t size) {
+    if (b < 0) {
+        snprintf(out, size, "no binary");
+        return;
+    }
+    const kp_bin_info* bi = &kp_bins[b];
+    char suffix[2] = {bi->suffix, 0};
+    snprintf(out, size, "%s_%d%d%s%s", bi->is_ptx ? "compute" : "sm", (int)bi->major, (int)bi->minor, suffix,
+             bi->is_ptx ? " PTX" : "");
+}
+
+/* Does spec answer to kernel: its label, or the family name before its "[variant]". */
+static int kp_names_spec(uint32_t spec, const char* kernel, int family) {
+    const char* label = KP_STR(kp_specs[spec].label);
+    size_t len = strlen(kernel);
+    return family ? strncmp(label, kernel, len) == 0 && label[len] == '[' : strcmp(label, kernel) == 0;
+}
+
+/* NAME_binary_for_device: which binary kernel (a specialization's label "scale[f32]", or a family's name when all its
+ * specializations get the same binary) runs on a device of compute capability major.minor; no driver needed, so it
+ * answers for devices that are not here. The rule of kernelpack.launch.binaries.family_choice. */
 static kp_status kp_binary_for_device(const char* kernel, int major, int minor, char* buf, size_t size) {
     const char* fn = KP_LIBNAME "_binary_for_device";
     if (kernel == NULL || buf == NULL || size == 0)
@@ -395,19 +403,49 @@ static kp_status kp_binary_for_device(const char* kernel, int major, int minor, 
     if (major < 1 || major > 99 || minor < 0 || minor > 9)
         return kp_fail(KP_ERROR_INVALID_ARGUMENT, "%s: kernel %s: %d.%d is not a compute capability (e.g. 9.0, 12.0)",
                        fn, kernel, major, minor);
-    int64_t found = -1;
-    size_t len = strlen(kernel);
-    for (uint32_t s = 0; s < KP_NSPEC && found < 0; s++) {
-        const char* label = KP_STR(kp_specs[s].label);
-        if (strcmp(label, kernel) == 0) found = s;
+    int64_t first = -1, answer = -1;
+    uint32_t nspec = 0;
+    int same = 1;
+    for (uint32_t s = 0; s < KP_NSPEC && nspec == 0; s++)
+        if (kp_names_spec(s, kernel, 0)) first = s, nspec = 1, answer = kp_binary_of(s, major, minor);
+    for (uint32_t s = 0; s < KP_NSPEC && first < 0; s++) { /* no such label: a family's name */
+        if (!kp_names_spec(s, kernel, 1)) continue;
+        int64_t b = kp_binary_of(s, major, minor);
+        char t1[32], t2[32];
+        kp_binary_text(b, t1, sizeof t1);
+        kp_binary_text(answer, t2, sizeof t2);
+        if (nspec++ == 0) answer = b;
+        else if (strcmp(t1, t2) != 0) same = 0;
     }
-    for (uint32_t s = 0; s < KP_NSPEC && found < 0; s++) { /* a family's name: its first specialization */
-        const char* label = KP_STR(kp_specs[s].label);
-        if (strncmp(label, kernel, len) == 0 && label[len] == '[') found = s;
+    if (first < 0 && nspec > 0) /* the family's first specialization, for the NO_BINARY message */
+        for (uint32_t s = 0; s < KP_NSPEC && first < 0; s++)
+            if (kp_names_spec(s, kernel, 1)) first = s;
+    if (nspec == 0) return kp_fail(KP_ERROR_INVALID_ARGUMENT, "%s: no kernel %s in this library", fn, kernel);
+    if (!same) {
+        char list[512];
+        size_t n = 0;
+        list[0] = 0;
+        for (uint32_t s = 0; s < KP_NSPEC && n < sizeof list; s++) {
+            if (!kp_names_spec(s, kernel, 1)) continue;
+            char t[32];
+            kp_binary_text(kp_binary_of(s, major, minor), t, sizeof t);
+            int w = snprintf(list + n, sizeof list - n, "%s%s: %s", n ? ", " : "", KP_STR(kp_specs[s].label), t);
+            if (w < 0) break;
+            n += (size_t)w;
+        }
+        return kp_fail(KP_ERROR_INVALID_ARGUMENT, "%s: kernel %s: its specializations get different binaries on "
+                       "sm_%d%d (%s); name one", fn, kernel, major, minor, list);
     }
-    if (found < 0)
-        return kp_fail(KP_ERROR_INVALID_ARGUMENT, "%s: no kernel %s in this library", fn, kernel);
-    return kp_binary_for(fn, (uint32_t)found, major, minor, buf, size);
+    if (answer < 0)
+        return kp_fail(KP_ERROR_NO_BINARY_FOR_ARCH, "%s: kernel %s has no binary for sm_%d%d: it carries %s", fn,
+                       KP_STR(kp_specs[first].label), major, minor, KP_STR(kp_specs[first].archs));
+    char text[32];
+    kp_binary_text(answer, text, sizeof text);
+    if (strlen(text) >= size)
+        return kp_fail(KP_ERROR_INVALID_ARGUMENT, "%s: kernel %s: a buffer of %zu bytes cannot hold \"%s\" and its "
+                       "NUL", fn, kernel, size, text);
+    memcpy(buf, text, strlen(text) + 1);
+    return KP_SUCCESS;
 }
 
 static kp_status kp_preload(int ordinal) {

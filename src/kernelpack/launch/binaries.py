@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..arch import Arch
+from ..errors import KernelpackError
 
 MATCH_EXACT, MATCH_SAME_MAJOR, MATCH_AT_MOST = 1, 2, 3  # the device is exactly / same major, minor >= / sm >=
 PLUS_NONE, PLUS_MINOR, PLUS_SM = 0, 1, 2
@@ -77,4 +78,47 @@ def best(binaries: Sequence[tuple[Arch, bool]], major: int, minor: int) -> int |
 
 def describe_binaries(binaries: Sequence[tuple[Arch, bool]]) -> str:
     """``sm_90a, compute_80 PTX``: what a kernel carries, as the C library's NO_BINARY message spells it."""
-    return ", ".join(f"{a.ptx_name} PTX" if ptx else str(a.real) for a, ptx in binaries)
+    return ", ".join(binary_name(a, ptx) for a, ptx in binaries)
+
+
+def binary_name(arch: Arch, ptx: bool) -> str:
+    """``sm_90a`` for SASS, ``compute_80 PTX`` for PTX: how both back ends name the binary a device gets."""
+    return f"{arch.ptx_name} PTX" if ptx else str(arch.real)
+
+
+def device_arch(device: str) -> tuple[int, int]:
+    """The compute capability of a device named by its arch (``sm_120`` -> (12, 0)). A device is plain ``sm_XY``:
+    ``sm_90a`` and ``compute_90`` name binaries, not devices, and an SM no NVIDIA GPU has is refused."""
+    if not isinstance(device, str):
+        raise KernelpackError(f"a device arch must be a string such as 'sm_120' (got {type(device).__name__} "
+                              f"{device!r:.40})")
+    a = Arch.parse(device)
+    if a.virtual or a.suffix:
+        what = "PTX" if a.virtual else "SASS"
+        raise KernelpackError(f"not a device arch: {device!r:.60} names a binary target ({what} for {a}); a device "
+                              f"is plain sm_XY, e.g. 'sm_{a.sm}'")
+    return a.major, a.minor
+
+
+def choice(label: str, binaries: Sequence[tuple[Arch, bool]], major: int, minor: int) -> tuple[str | None, str]:
+    """What kernel ``label`` runs on a device of compute capability major.minor: (``binary_name``, "") or, when
+    nothing fits, (None, the NO_BINARY_FOR_ARCH message both back ends give)."""
+    at = best(binaries, major, minor)
+    if at is not None:
+        return binary_name(*binaries[at]), ""
+    return None, f"kernel {label} has no binary for sm_{major}{minor}: it carries {describe_binaries(binaries)}"
+
+
+def family_choice(family: str, specs: Sequence[tuple[str, Sequence[tuple[Arch, bool]]]], major: int,
+                  minor: int) -> tuple[str | None, str, bool]:
+    """The answer for a family of specializations (label, binaries): (name, "", ok) when all of them get the same
+    binary; (None, first NO_BINARY message, True) when none has one; (None, why, False) when they differ (name a
+    specialization). The C library's NAME_binary_for_device applies the same rule."""
+    answers = [(label, *choice(label, bins, major, minor)) for label, bins in specs]
+    names = {a[1] for a in answers}
+    if len(names) == 1:
+        name = answers[0][1]
+        return (name, "", True) if name is not None else (None, answers[0][2], True)
+    listed = ", ".join(f"{label}: {name or 'no binary'}" for label, name, _ in answers)
+    return None, (f"kernel {family}: its specializations get different binaries on sm_{major}{minor} ({listed}); "
+                  f"name one"), False

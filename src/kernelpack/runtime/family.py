@@ -23,7 +23,7 @@ from ..abi import Scalar, Struct
 from ..artifact import Binary, KernelArtifact, LaunchSpec, evaluate_grid, grid_params
 from ..errors import KernelpackError, LaunchError
 from ..launch import device as dev_model
-from ..launch.binaries import describe_binaries
+from ..launch.binaries import describe_binaries, device_arch, family_choice
 from ..launch.facts import plans as layout_plans
 from ..launch.family import dispatch_order, family_args, plan_specificity
 from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_DEVICE, Plan, Slot
@@ -213,6 +213,38 @@ class KernelFamily:
 
     def preload(self, ordinal: int) -> None:
         self.device_state(ordinal)
+
+    def binary_for(self, device: str | int, specialization: str | None = None) -> str:
+        """Which binary runs on ``device`` (an arch such as ``"sm_120"``, for a GPU that need not be here, or a
+        device index): ``"sm_90a"``, ``"sm_100f"`` or ``"compute_80 PTX"`` (JIT-compiled by the driver on first
+        load), by the launch model's rule (kernelpack.launch.binaries), as the C library's NAME_binary_for_device
+        answers. A family answers when all its specializations get the same binary; else name one
+        (``specialization``: its label ``"scale[f32]"`` or variant ``"f32"``). NoBinaryForDevice when none runs
+        there, naming the arch and what the kernel carries; ArgumentValueError for a malformed device."""
+        if isinstance(device, bool) or not isinstance(device, (str, int)):
+            raise ArgumentTypeError(f"kernel {self.label}: binary_for takes an arch such as 'sm_120' or a device "
+                                    f"index (got {type(device).__name__} {device!r:.40})")
+        if isinstance(device, int):
+            info = self.loader.driver.device(device)
+            major, minor = info.major, info.minor
+        else:
+            try:
+                major, minor = device_arch(device)
+            except KernelpackError as e:
+                raise ArgumentValueError(f"kernel {self.label}: {e.message}") from None
+        specs = sorted(self.specs, key=lambda s: s.index)  # bundle order, as the C library's spec table
+        if specialization is not None:
+            named = [s for s in specs if specialization in (s.label, s.artifact.variant)]
+            if not named:
+                raise ArgumentValueError(f"kernel {self.name}: no specialization {specialization!r:.60} (it has "
+                                         f"{listing((s.label for s in specs), 200)})")
+            specs = named[:1]
+        name, why, agreed = family_choice(self.name if specialization is None else specs[0].label,
+                                          [(s.label, [(b.arch, b.kind == "ptx") for b in s.artifact.binaries])
+                                           for s in specs], major, minor)
+        if name is not None:
+            return name
+        raise (NoBinaryForDevice if agreed else ArgumentValueError)(why)
 
     # ------------------------------------------------------------ the full launch path
 

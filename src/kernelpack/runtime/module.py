@@ -65,6 +65,7 @@ class KernelModule(types.ModuleType):
             launcher.__signature__ = docs.signature(fam)
             launcher._kp_repr = docs.repr_text(fam)
             launcher.family = fam
+            launcher.binary_for = fam.binary_for  # which binary a device (here or not) gets
             st.families[fname] = fam
             st.callables[fname] = launcher
         st.hosts = _host_families(host, source, archive)
