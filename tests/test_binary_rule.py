@@ -185,3 +185,42 @@ def test_the_c_query_refuses_bad_arguments_naming_them(env):
     assert res["ladder@7.10"] == (BAD, "demo_binary_for_device: kernel ladder: 7.10 is not a compute capability "
                                        "(e.g. 9.0, 12.0)")
     assert res["ladder@0.0"][0] == BAD
+
+
+def test_inspect_device_prints_what_each_kernel_gets_as_the_rule_table_says(env, capsys):
+    """``kernelpack inspect LIB --device sm_XY``: the same answers, for a device that is not here."""
+    import json
+
+    from kernelpack.cli import main
+
+    for device in sorted({r.device for r in ROWS}):
+        assert main(["inspect", str(env.demo.shared), "--device", device, "--json"]) == 0
+        got = json.loads(capsys.readouterr().out)
+        assert got["device"] == device
+        for r in (r for r in ROWS if r.device == device and "[" not in r.kernel and r.kernel in got["families"]):
+            c = got["families"][r.kernel]
+            if r.want == NO:
+                assert c["error"] == NO and re.search(r.msg, c["message"]), c
+            elif r.want == BAD:
+                assert c["specializations"] == {"add[f32]": "compute_80 PTX", "add[f32_vec4]": "no binary",
+                                                "add[f64]": "no binary"}
+            else:
+                assert c == {"binary": r.want}, (r, c)
+    assert main(["inspect", str(env.demo.shared), "--device", "sm_120"]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"binaries a sm_120 device gets", text)
+    assert re.search(r"ladder\s+│ compute_80 PTX \(JIT-compiled by the driver on first load\)", text)
+    assert re.search(r"on_family\s+│ KP_ERROR_NO_BINARY_FOR_ARCH: kernel on_family has no binary for sm_120: it "
+                     r"carries sm_90a, sm_100f", text)
+
+
+@pytest.mark.parametrize("device,match", [
+    ("sm_95", "no NVIDIA GPU has SM 95"),
+    ("compute_120", "not a device arch: 'compute_120' names a binary target"),
+    ("sm_12O", "not a CUDA arch: 'sm_12O'"),
+])
+def test_inspect_device_refuses_a_malformed_arch(env, capsys, device, match):
+    from kernelpack.cli import main
+
+    assert main(["inspect", str(env.demo.shared), "--device", device]) == 2
+    assert re.search(match, capsys.readouterr().err)

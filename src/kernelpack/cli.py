@@ -23,9 +23,16 @@ EXIT_INTERRUPTED = 130
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from .describe import describe, disassemble, load_any, render
+    from .describe import describe, device_choice, disassemble, load_any, render, render_device
 
     obj = load_any(args.file)
+    if args.device is not None:
+        choice = device_choice(obj, args.device)
+        if args.json:
+            print(json.dumps(choice, indent=2, sort_keys=True))
+        else:
+            render_device(choice)
+        return 0
     if args.json:
         print(json.dumps(describe(obj), indent=2, sort_keys=True))
     else:
@@ -92,6 +99,8 @@ def make_parser() -> argparse.ArgumentParser:
     i.add_argument("file")
     i.add_argument("--json", action="store_true", help="machine-readable output")
     i.add_argument("--sass", action="store_true", help="also print the SASS disassembly (needs cuobjdump)")
+    i.add_argument("--device", metavar="ARCH", default=None,
+                   help="only say which binary a device of this arch (sm_120; need not be here) gets from each kernel")
     i.set_defaults(func=_cmd_inspect)
 
     b = sub.add_parser("build", parents=[common],

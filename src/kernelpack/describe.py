@@ -94,7 +94,8 @@ def describe(obj: Cubin | Bundle) -> dict[str, Any]:
         per_arch = []
         for b in a.binaries:
             # each binary's own launch facts (kernelpack.launch.facts): its arch's LaunchSpec and parameter layout
-            entry: dict[str, Any] = {"arch": str(b.arch), "kind": b.kind, "bytes": len(b.data), "sha256": b.sha256,
+            entry: dict[str, Any] = {"arch": str(b.arch), "target": str(b.target), "kind": b.kind,
+                                     "bytes": len(b.data), "sha256": b.sha256,
                                      "launch": a.launch_for(b.arch).to_json(), "layout": layout_index(a, b)}
             if b.kind == "cubin":
                 ck = b.cubin.kernel(a.entry)
@@ -112,6 +113,50 @@ def describe(obj: Cubin | Bundle) -> dict[str, Any]:
             out["requires"] = dict(a.requirements)
         arts.append(out)
     return {"kind": "bundle", "artifacts": arts}
+
+
+def device_choice(obj: Cubin | Bundle, device: str) -> dict[str, Any]:
+    """Which binary a device (``sm_120``, here or not) gets from each kernel family, by the launch model's rule
+    (kernelpack.launch.binaries), as the C library's NAME_binary_for_device and ``mod.kernel.binary_for`` answer: per
+    family ``binary`` (all its specializations agree), ``error`` (none has one, KP_ERROR_NO_BINARY_FOR_ARCH), or
+    ``specializations`` (they differ: the answer of each)."""
+    from .launch.binaries import choice, device_arch, family_choice
+
+    major, minor = device_arch(device)
+    if isinstance(obj, Cubin):
+        fams = {k.name: [(k.name, [(obj.arch, False)])] for k in obj.kernels}
+    else:
+        fams = {name: [(a.label, [(b.arch, b.kind == "ptx") for b in a.binaries]) for a in arts]
+                for name, arts in obj.families().items()}
+    out: dict[str, Any] = {}
+    for name, specs in fams.items():
+        binary, why, agreed = family_choice(name, specs, major, minor)
+        if binary is not None:
+            out[name] = {"binary": binary}
+        elif agreed:
+            out[name] = {"error": "KP_ERROR_NO_BINARY_FOR_ARCH", "message": why}
+        else:
+            out[name] = {"specializations": {label: choice(label, bins, major, minor)[0] or "no binary"
+                                             for label, bins in specs}}
+    return {"device": f"sm_{major}{minor}", "families": out}
+
+
+def render_device(desc: dict[str, Any]) -> None:
+    """Print :func:`device_choice` as a table: family, binary (or why none)."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table("kernel", "binary", title=f"binaries a {desc['device']} device gets", title_justify="left")
+    for name, c in desc["families"].items():
+        if "binary" in c:
+            text = c["binary"] + (" (JIT-compiled by the driver on first load)" if c["binary"].endswith("PTX") else "")
+        elif "error" in c:
+            text = f"{c['error']}: {c['message']}"
+        else:
+            text = "; ".join(f"{label}: {b}" for label, b in c["specializations"].items())
+        t.add_row(escape(name), escape(text))
+    Console(width=200).print(t)
 
 
 def _params(abi: Any) -> list[dict[str, Any]]:
@@ -184,7 +229,7 @@ def render(desc: dict[str, Any]) -> None:
             if b["kind"] == "cubin":
                 r.add_row(*res_row(b["arch"], b), str(b["bytes"]))
             else:
-                r.add_row(b["arch"] + " (ptx)", *["-"] * (len(res_cols) - 1), str(b["bytes"]))
+                r.add_row(b["target"] + " PTX", *["-"] * (len(res_cols) - 1), str(b["bytes"]))
         console.print(r)
 
 
