@@ -504,17 +504,21 @@ class KernelArtifact:
 
     def _verify_ptx(self, binary: Binary) -> None:
         """PTX fixes each parameter's size, not its type: the ABI is checked against the ``.entry`` as far as that goes."""
-        from .ptx import ptx_entries, verify_ptx_abi
+        from .ptx import ptx_entries, ptx_target, verify_ptx_abi
 
         where = f"kernel {self.label} ({binary.target} PTX)"
         try:
             entries = ptx_entries(binary.data.decode())
+            target = ptx_target(binary.data.decode())
         except UnicodeDecodeError:
             raise AbiMismatch(f"{where}: PTX that is not UTF-8 text") from None
         except KernelpackError as e:
             raise AbiMismatch(f"{where}: {e.message}") from None
         if self.entry not in entries:
             raise AbiMismatch(f"{where}: no .entry {self.entry} in the PTX (entries: {', '.join(entries) or 'none'})")
+        if target != binary.arch:
+            raise AbiMismatch(f"{where}: the PTX is for .target {target}, not {binary.arch}; file it as "
+                              f"{target.ptx_name}")
         verify_ptx_abi(self.label, self.abi_for(binary.arch), self.entry, entries[self.entry], binary.target)
 
     def _check_launch_roles(self, abi: Abi, launch: LaunchSpec) -> None:

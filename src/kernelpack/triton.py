@@ -18,7 +18,9 @@ expand to the params Triton lowers them to, with the encoding facts in ``LaunchS
 (see :mod:`kernelpack.tma`). Where archs disagree on launch facts (dynamic shared memory, scratch) or lower a
 tensor descriptor differently (a CUtensorMap on sm_90a, pointer/shape/strides on sm_80), each arch's binary carries
 its own (``KernelArtifact.per_arch``): one artifact, one caller-visible signature, for every arch. Every ABI is
-verified against the cubin of its arch.
+verified against the cubin of its arch. A virtual arch (``compute_80``, ``compute_90a``) ships Triton's PTX for the
+driver to JIT (verified against its ``.entry``); Triton writes arch-specific PTX (``sm_90a``) from sm_90 on, so plain
+``compute_90`` and newer is accepted only where ptxas assembles that PTX for the plain target.
 
 ``device_args`` (``{"NUM_SMS": "sm_count"}``) makes runtime parameters hidden ones the launcher fills from the
 launch device; a specialization's ``requires`` (``{"sm_count": 132}``) builds it for devices with that property
@@ -31,6 +33,7 @@ import hashlib
 import json
 import math
 import re
+from pathlib import Path
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -150,8 +153,8 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
         per = [(a, *_abi_and_launch(label, args, divs, outs[a], opts["num_warps"], device_args or {}, grid))
                for a in archs]
         abi, launch, per_arch = split_per_arch(per)
-        bins = tuple(Binary(a, outs[a].cubin) for a in archs)
-        ptxas = ", ".join(sorted({str(b.cubin.toolkit_version) for b in bins}))
+        bins = tuple(Binary(a, outs[a].cubin, "ptx" if a.virtual else "cubin") for a in archs)
+        ptxas = ", ".join(sorted({str(b.cubin.toolkit_version) for b in bins if b.kind == "cubin"})) or "PTX only"
         provenance = Provenance("triton", triton.__version__, f"triton {triton.__version__} (ptxas {ptxas})",
                                 _provenance_options(opts, consts, divs), source_sha)
         try:
@@ -319,7 +322,8 @@ def _compile_cached(jit: Any, args: list[_Arg], consts: dict[str, Any], divs: di
     attrs = {(a.index,): [["tt.divisibility", divs[a.name]]] for a in args if a.name in divs}
     src = ASTSource(jit, sig, consts, attrs)
     key = cache_key(frontend="triton", kernelpack=__version__, triton=triton.__version__, ast=src.hash(),
-                    options=sorted((k, repr(v)) for k, v in opts.items()), arch=arch.sm)
+                    options=sorted((k, repr(v)) for k, v in opts.items()),
+                    arch=str(arch) if arch.virtual else arch.sm)  # compute_XY: PTX, not a cubin
     hit = cache.get(key)
     if hit is not None:
         return _Output(hit.data, dict(hit.meta))
@@ -335,9 +339,46 @@ def _compile_cached(jit: Any, args: list[_Arg], consts: dict[str, Any], divs: di
         ("global_scratch_size", 0), ("global_scratch_align", 1), ("profile_scratch_size", 0),
         ("profile_scratch_align", 1), ("tensordesc_meta", None), ("cluster_dims", None),
         ("launch_cooperative_grid", False), ("launch_pdl", False))}
-    cubin = compiled.asm["cubin"]
+    cubin = _portable_ptx(compiled.asm["ptx"], arch, label) if arch.virtual else compiled.asm["cubin"]
     cache.put(key, meta, cubin)
     return _Output(cubin, meta)
+
+
+def _portable_ptx(ptx: str, arch: Arch, label: str) -> bytes:
+    """Triton's PTX for ``compute_XY``: it writes ``.target sm_XYa`` for sm_90 and newer, which the driver JITs on
+    exactly that arch; for plain ``compute_XY`` (or family ``compute_XYf``) the target is relaxed to it and ptxas
+    must accept the PTX for it (it refuses arch-specific instructions such as wgmma), else a CompileError says which
+    targets the kernel can have."""
+    from .ptx import ptx_target
+
+    target = ptx_target(ptx)
+    want = arch.real
+    if target == want:
+        return ptx.encode()
+    if (target.major, target.minor, target.suffix) != (want.major, want.minor, "a"):
+        raise CompileError(f"kernel {label} ({arch}): Triton wrote PTX for .target {target}, not {want}")
+    relaxed = re.sub(rf"^(\s*\.target\s+){target}\b", rf"\g<1>{want}", ptx, count=1, flags=re.M)
+    _ptxas_accepts(relaxed, want, label, arch)
+    return relaxed.encode()
+
+
+def _ptxas_accepts(ptx: str, target: Arch, label: str, arch: Arch) -> None:
+    import subprocess
+    import tempfile
+
+    from triton.backends.nvidia.compiler import get_ptxas  # type: ignore[import-untyped]
+
+    ptxas = get_ptxas(target.sm).path
+    with tempfile.TemporaryDirectory(prefix="kernelpack-ptx-") as tmp:
+        src = Path(tmp) / "k.ptx"
+        src.write_text(ptx)
+        proc = subprocess.run([ptxas, f"-arch={target}", str(src), "-o", str(Path(tmp) / "k.cubin")],
+                              capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise CompileError(f"kernel {label} ({arch}): Triton's PTX for sm_{target.sm} uses sm_{target.sm}a-only "
+                           f"instructions, so it cannot be {arch} PTX (which newer GPUs JIT): ask for "
+                           f"compute_{target.sm}a (runs on exactly sm_{target.sm}) or an older virtual arch such as "
+                           f"compute_80", log=proc.stderr)
 
 
 def _jsonable(v: Any) -> Any:
@@ -442,13 +483,22 @@ def _desc_params(name: str, dtype: Any, lowering: str, rank: int, flags: tuple[s
 
 
 def _hidden_params(label: str, params: list[Param], out: _Output) -> list[Param]:
-    """Triton appends a global-scratch and (since 3.5) a profile-scratch pointer: count them in the cubin."""
-    ck = read_cubin(out.cubin).kernel(out.meta["name"])
-    extra = len(ck.params) - len(params)
+    """Triton appends a global-scratch and (since 3.5) a profile-scratch pointer: count them in the cubin (or the
+    PTX .entry)."""
+    if out.cubin.startswith(b"\x7fELF"):
+        sizes = [p.size for p in read_cubin(out.cubin).kernel(out.meta["name"]).params]
+    else:
+        from .ptx import ptx_entries
+
+        entries = ptx_entries(out.cubin.decode())
+        if out.meta["name"] not in entries:
+            raise CompileError(f"kernel {label}: no .entry {out.meta['name']} in Triton's PTX")
+        sizes = [p.size for p in entries[out.meta["name"]]]
+    extra = len(sizes) - len(params)
     roles = ["global_scratch", "profile_scratch"][:max(extra, 0)]
-    if extra not in (0, 1, 2) or any(p.size != 8 for p in ck.params[len(params):]):
-        raise CompileError(f"kernel {label}: the cubin has {len(ck.params)} params (sizes "
-                           f"{[p.size for p in ck.params]}) but the signature gives {len(params)} "
+    if extra not in (0, 1, 2) or any(size != 8 for size in sizes[len(params):]):
+        raise CompileError(f"kernel {label}: the kernel has {len(sizes)} params (sizes "
+                           f"{sizes}) but the signature gives {len(params)} "
                            f"({', '.join(p.name for p in params)}), which hidden scratch pointers cannot explain")
     taken = {p.name for p in params}
     return [Param(r if r not in taken else f"kp_{r}", Pointer(None), role=r) for r in roles]
