@@ -88,6 +88,11 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     if not items:
         raise CompileError(f"kernel {kname}: no signatures given")
     archs = parse_archs(arch)
+    virtual = [a for a in archs if a.virtual]
+    if virtual:
+        raise CompileError(f"kernel {kname} ({', '.join(map(str, virtual))}): cuTile cannot embed PTX: its toolchain "
+                           f"(tileiras) writes SASS cubins (or TileIR bytecode, which kernelpack does not ship), never "
+                           f"PTX; ask for the SASS of each GPU to run on ({', '.join(str(a.real) for a in virtual)})")
     cache = cache if cache is not None else CompileCache.default()
     try:
         source = inspect.getsource(pyfunc)

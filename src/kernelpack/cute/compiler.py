@@ -40,6 +40,7 @@ class _Traced:
     compiled: Any
     launches: list[Launch]
     cubin: bytes
+    ptx: bytes = b""  # kept for a virtual arch (compute_XY): what ships
 
 
 def dsl_version() -> str:
@@ -52,7 +53,8 @@ def dsl_version() -> str:
 
 
 def _cute_arch(a: Arch) -> str:
-    return str(a)
+    """CuTe's --gpu-arch: the SASS name (compute_80 compiles for sm_80 and keeps the PTX)."""
+    return str(a.real)
 
 
 def _compile_arch(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], arch: Arch,
@@ -65,7 +67,8 @@ def _compile_arch(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str,
     try:
         with tempfile.TemporaryDirectory(prefix="kp-cute-") as dump, capture_launches() as launches:
             # --keep-cubin writes <function>.<arch>.cubin files: keep them out of the caller's directory
-            opts = f"--gpu-arch {_cute_arch(arch)} --keep-cubin --dump-dir={dump} {options}".strip()
+            keep = "--keep-cubin --keep-ptx" if arch.virtual else "--keep-cubin"
+            opts = f"--gpu-arch {_cute_arch(arch)} {keep} --dump-dir={dump} {options}".strip()
             compiled = cute.compile(fn, *args, **kwargs, options=opts)
     except KernelpackError:
         raise
@@ -76,7 +79,25 @@ def _compile_arch(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str,
         cubin = cubin.encode("latin-1")
     if not cubin:
         raise CompileError(f"{_fn_name(fn)} ({arch}): CuTe kept no cubin (is the function launching a kernel?)")
-    return _Traced(arch, compiled, launches, bytes(cubin))
+    return _Traced(arch, compiled, launches, bytes(cubin), _kept_ptx(fn, compiled, arch) if arch.virtual else b"")
+
+
+def _kept_ptx(fn: Any, compiled: Any, arch: Arch) -> bytes:
+    """The PTX CuTe kept for a virtual arch; it must be for that arch's target (CuTe writes ``sm_XYa`` PTX where
+    the kernel needs arch-specific instructions: then only ``compute_XYa`` can have it)."""
+    from ..ptx import ptx_target
+
+    ptx = getattr(compiled, "__ptx__", None)
+    if isinstance(ptx, bytes):
+        ptx = ptx.decode(errors="replace")
+    if not ptx:
+        raise CompileError(f"{_fn_name(fn)} ({arch}): CuTe kept no PTX for {arch}")
+    ptx = ptx.rstrip("\0")
+    target = ptx_target(ptx)
+    if target != arch.real:
+        raise CompileError(f"{_fn_name(fn)} ({arch}): CuTe wrote PTX for .target {target}, so it cannot be {arch} "
+                           f"PTX; ask for {target.ptx_name} (runs where {target} SASS runs) or an older virtual arch")
+    return ptx.encode()
 
 
 def _source_file(fn: Any) -> str | None:
@@ -162,7 +183,8 @@ def compile(  # noqa: A001 - the frontend verb, as kernelpack.cuda.compile
             if other.symbol != rec.symbol or [p.type for p in other.params] != [p.type for p in rec.params]:
                 raise CompileError(f"kernel {kname}: {t.arch} traced {other.symbol} with a different signature than "
                                    f"{traced[0].arch}")
-            binaries.append(Binary(t.arch, _kernel_cubin(t.cubin, rec.symbol, kname)))
+            binaries.append(Binary(t.arch, _kernel_ptx(t.ptx, rec.symbol, kname), "ptx") if t.arch.virtual else
+                            Binary(t.arch, _kernel_cubin(t.cubin, rec.symbol, kname)))
         smem = rec.smem if rec.smem is not None else _smem(traced[0], rec, len(launches))
         spec = LaunchSpec(block=rec.block, dynamic_smem=smem, cluster=rec.cluster, grid=rec.grid)
         out.append(KernelArtifact(kname, rec.symbol, to_abi(rec.params), tuple(binaries), spec, prov, variant))
@@ -183,6 +205,15 @@ def _kernel_cubin(cubin: bytes, symbol: str, kname: str) -> bytes:
     if symbol not in names:
         raise CompileError(f"kernel {kname}: entry {symbol} is not in the cubin (entries: {names})")
     return cubin
+
+
+def _kernel_ptx(ptx: bytes, symbol: str, kname: str) -> bytes:
+    from ..ptx import ptx_entries
+
+    names = list(ptx_entries(ptx.decode()))
+    if symbol not in names:
+        raise CompileError(f"kernel {kname}: entry {symbol} is not in the PTX (entries: {names})")
+    return ptx
 
 
 def _smem(t: _Traced, rec: Launch, nlaunch: int) -> int | None:
@@ -225,6 +256,12 @@ def export(
     archs = parse_archs(arch)
     kw = dict(kwargs or {})
     base = name or re.sub(r"\W", "_", _fn_name(fn).split(".")[-1]).strip("_")
+    virtual = [str(a) for a in archs if a.virtual]
+    if virtual:
+        raise CompileError(f"host program {base}{f'[{variant}]' if variant else ''} ({', '.join(virtual)}): CuTe's "
+                           f"export_to_c object embeds SASS (a cubin) and loads it itself, so a host program cannot "
+                           f"carry PTX; use kernelpack.cute.compile (kernel-level) for {virtual[0]}, or sm_XY targets "
+                           f"here")
     params = host_leaves(fn, args, kw)
     _load_cute_runtime()
     objects, kernels = [], []
