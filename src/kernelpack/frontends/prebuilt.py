@@ -208,8 +208,8 @@ def _select(bins: list[Image], arch: ArchSpec | None) -> list[Image]:
         return bins
     wanted: set[tuple[str, Arch]] = set()
     for a in [arch] if isinstance(arch, (str, Arch)) else list(arch):
-        ptx = isinstance(a, str) and a.strip().lower().startswith("compute_")
-        wanted.add(("ptx" if ptx else "cubin", Arch.parse(a)))
+        parsed = Arch.parse(a)  # compute_XY: the PTX of that virtual arch
+        wanted.add(("ptx" if parsed.virtual else "cubin", parsed.real))
     missing = [_arch_name(k) for k in sorted(wanted - {b.key for b in bins}, key=_order)]
     if missing:
         raise CompileError(f"arch {', '.join(missing)} asked for, but the binaries carry {_carried(bins)}")
