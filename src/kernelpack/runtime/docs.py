@@ -57,7 +57,7 @@ def _requirements(art: KernelArtifact) -> list[str]:
     for b in art.binaries:
         own = _own_facts(art, b.arch)  # where this arch's binary launches otherwise than the artifact
         if b.kind != "cubin":
-            out.append(f"{b.arch} ptx (JIT-compiled by the driver on first load)" + "".join(f", {f}" for f in own))
+            out.append(f"{b.target} PTX (JIT-compiled by the driver on first load)" + "".join(f", {f}" for f in own))
             continue
         ck = art.cubin_kernel(b.arch)
         facts = [f"{ck.registers} regs", *own]
