@@ -119,8 +119,8 @@ def test_a_wrong_signature_is_refused_naming_kernel_parameter_and_the_cubins_siz
     with pytest.raises(AbiMismatch, match=r"kernel axpy \(sm_80\): parameter 3 'n' \(int32_t\): expected 4 bytes, the "
                                           r"cubin has 8 bytes"):
         prebuilt.compile(f, {"axpy": "float a, const float* x, float* y, int n"})
-    with pytest.raises(AbiMismatch, match=r"kernel add \(compute_90 PTX\): parameter 3 'n' \(int64_t\): expected 8 bytes, "
-                                          r"the PTX has 4 bytes"):
+    with pytest.raises(AbiMismatch, match=r"kernel add \(compute_90 PTX\): parameter 3 'n' \(int64_t\): expected 8 "
+                                          r"bytes, the PTX has 4 bytes"):
         prebuilt.compile(f, {"add": "const float* x, const float* y, float* out, long n"}, arch=["compute_90"])
     with pytest.raises(AbiMismatch, match=r"kernel add \(sm_80\): parameter 1 'y' \(int32_t\): expected 4 bytes"):
         prebuilt.compile(f, {"add": Abi((Param("x", Pointer()), Param("y", Scalar(DType.i32)), Param("z", Pointer()),

@@ -60,7 +60,8 @@ def test_a_ptx_only_binary_is_verified_against_its_entry_and_target(fresh_cache)
     with pytest.raises(AbiMismatch, match=r"kernel axpy \(compute_90 PTX\): the PTX is for \.target sm_80, not sm_90; "
                                           r"file it as compute_80"):
         KernelArtifact("axpy", "axpy", good.abi, (Binary("compute_90", ptx.data, "ptx"),))
-    with pytest.raises(AbiMismatch, match=r"kernel nope \(compute_80 PTX\): no \.entry nope in the PTX \(entries: axpy, "):
+    with pytest.raises(AbiMismatch, match=r"kernel nope \(compute_80 PTX\): no \.entry nope in the PTX \(entries: "
+                                          r"axpy, "):
         KernelArtifact("nope", "nope", good.abi, (ptx,))
     with pytest.raises(Exception, match=r"a cubin is SASS for a real arch; compute_80 names PTX"):
         Binary("compute_80", ptx.data, "cubin")
@@ -115,8 +116,9 @@ def test_triton_ptx_that_needs_arch_specific_instructions_is_refused_naming_kern
 
 def test_cutile_refuses_compute_archs_naming_kernel_and_arch():
     pytest.importorskip("cuda.tile")
-    import kernelpack.cutile as kct
     import cuda.tile as ct
+
+    import kernelpack.cutile as kct
     from cutile_kernels import array, vadd
 
     sig = [[array(ct.float32, 1), array(ct.float32, 1), array(ct.float32, 1), 1024]]

@@ -503,7 +503,8 @@ class KernelArtifact:
                               f"required block {ck.reqntid}; give {binary.arch} its own block (per_arch)")
 
     def _verify_ptx(self, binary: Binary) -> None:
-        """PTX fixes each parameter's size, not its type: the ABI is checked against the ``.entry`` as far as that goes."""
+        """PTX fixes each parameter's size, not its type: the ABI is checked against the ``.entry`` as far as that
+        goes, and the PTX's ``.target`` must be the arch it is filed under."""
         from .ptx import ptx_entries, ptx_target, verify_ptx_abi
 
         where = f"kernel {self.label} ({binary.target} PTX)"

@@ -196,8 +196,8 @@ def _nvcc(source: str, arch: Arch, options: CudaOptions, exprs: Sequence[str], f
         src = Path(tmp) / Path(filename).with_suffix(".cu").name
         src.write_text(source + "\n" + refs + "\n")
         out = Path(tmp) / ("out.ptx" if arch.virtual else "out.cubin")
-        cmd = [nvcc, "-ptx" if arch.virtual else "-cubin", f"-arch={arch}", "-O3", *options.common_flags(), *options.extra, "-o", str(out),
-               str(src)]
+        cmd = [nvcc, "-ptx" if arch.virtual else "-cubin", f"-arch={arch}", "-O3", *options.common_flags(),
+               *options.extra, "-o", str(out), str(src)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(os.environ))
         except (OSError, subprocess.SubprocessError) as e:

@@ -33,9 +33,9 @@ import hashlib
 import json
 import math
 import re
-from pathlib import Path
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from . import __version__
