@@ -95,8 +95,8 @@ class Binary:
         return read_cubin(self.data)
 
     def __repr__(self) -> str:
-        isa = f" PTX ISA {self.ptx_isa}" if self.ptx_isa else ""
-        return f"<Binary {self.target}{isa} {_reprs.size(len(self.data))} sha256:{self.sha256[:12]}>"
+        kind = f"PTX ISA {self.ptx_isa or '?'}" if self.kind == "ptx" else self.kind
+        return f"<Binary {self.target} {kind} {_reprs.size(len(self.data))} sha256:{self.sha256[:12]}>"
 
 
 GRID_OPS = ("add", "sub", "mul", "div", "ceil_div", "min", "max")
