@@ -210,8 +210,7 @@ def test_no_binary_for_the_device(fake, bundle):
     fake.reset((10, 0))
     with cpu_tensors_as_cuda():
         m = kernelpack.load(bundle)
-        with pytest.raises(LaunchError, match=r"no binary runs on device 0 \(sm_100\); it carries sm_80 cubin, "
-                                              r"sm_90a cubin"):
+        with pytest.raises(LaunchError, match=r"no binary runs on device 0 \(sm_100\); it carries sm_80, sm_90a$"):
             m.add(*vecs(8), 8, grid=1, block=32)
     assert fake.count() == 0
 

@@ -462,7 +462,8 @@ class KernelArtifact:
         entry = "" if self.entry == self.name else f" entry {_reprs.clip(self.entry, 48)},"
         kinds, n = sorted({b.kind for b in self.binaries}), len(self.binaries)
         bins = f"{n} {kinds[0]}{'s' * (n > 1)}" if len(kinds) == 1 else f"{n} binaries ({'+'.join(kinds)})"
-        return (f"<KernelArtifact {_reprs.clip(self.label, 64)} for {_reprs.listing(map(str, self.archs), 60)}:{entry} "
+        targets = (str(b.target) for b in self.binaries)  # compute_80 for PTX
+        return (f"<KernelArtifact {_reprs.clip(self.label, 64)} for {_reprs.listing(targets, 60)}:{entry} "
                 f"{len(self.abi.params)} params, {bins} {_reprs.size(sum(len(b.data) for b in self.binaries))}, "
                 f"{_reprs.clip(self.provenance.frontend, 24)}>")
 

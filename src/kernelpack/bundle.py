@@ -101,7 +101,7 @@ class Bundle:
         return cls(tuple(merge(parts) for parts in groups.values()))
 
     def __repr__(self) -> str:
-        archs = sorted({x for a in self.artifacts for x in a.archs})
+        archs = sorted({b.target for a in self.artifacts for b in a.binaries}, key=lambda t: (t.virtual, t))
         size = sum({b.sha256: len(b.data) for a in self.artifacts for b in a.binaries}.values())  # each blob once
         where = f" from {clip_left(self.source, 80)}" if self.source else ""
         return (f"<Bundle of {len(self.artifacts)} kernel{'s' * (len(self.artifacts) != 1)} "

@@ -90,7 +90,7 @@ def _key(item: tuple[tuple[object, str], tuple[Binary, str]]) -> tuple[object, s
 
 
 def _part(a: KernelArtifact, where: str) -> str:
-    return f"{where} ({', '.join(str(x) for x in a.archs)})"
+    return f"{where} ({', '.join(str(b.target) for b in a.binaries)})"
 
 
 def _binary(b: Binary) -> str:
