@@ -38,8 +38,8 @@ def torch():  # type: ignore[no-untyped-def]
 def _mod(path: str, bundle_path: Path):  # type: ignore[no-untyped-def]
     if path == "runtime_python":
         with python_path():
-            return kernelpack.load(bundle_path)
-    return kernelpack.load(bundle_path)
+            return kernelpack.load(str(bundle_path))
+    return kernelpack.load(str(bundle_path))
 
 
 @pytest.mark.parametrize("path", ["runtime_c", "runtime_python"])
