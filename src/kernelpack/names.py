@@ -224,6 +224,23 @@ def c_comment(text: str) -> str:
     return t
 
 
+def py_docstring(text: str, indent: str = "") -> str:
+    """``text`` as a triple-quoted Python (or stub) docstring: backslashes, quotes and anything not printable ASCII
+    escaped, so no user string can end it early, splice lines or hide characters; a line break stays one, followed
+    by ``indent`` (which ``inspect.cleandoc`` and ``help()`` remove again)."""
+    out = []
+    for c in text:
+        if c == "\n":
+            out.append("\n" + indent if indent else "\n")
+        elif c in "\\\"":
+            out.append("\\" + c)
+        elif 0x20 <= ord(c) < 0x7F:
+            out.append(c)
+        else:
+            out.append(c.encode("unicode_escape").decode("ascii") if ord(c) > 0xFF else f"\\x{ord(c):02x}")
+    return '"""' + "".join(out) + '"""'
+
+
 def cmake_string(text: str) -> str:
     """``text`` as a CMake quoted argument (``"..."``): backslash, quote and ``$`` escaped (no variable reference or
     generator expression can form), newlines as ``\\n`` (a quoted argument is never split at ``;``)."""
