@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, Union
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .bundle import Bundle as Bundle
@@ -60,22 +60,22 @@ class PtrStream(Protocol):
     def ptr(self) -> int: ...
 
 
-Tensor = Union[DLPackTensor, CudaArray]
+Tensor = DLPackTensor | CudaArray
 """A tensor argument (a tensor descriptor, a CuTe/cuTile tensor): an array on the kernel's CUDA device."""
 
-Pointer = Union[DLPackTensor, CudaArray, int, None]
+Pointer = DLPackTensor | CudaArray | int | None
 """A pointer argument: a contiguous array on the device, a raw device address as an int, or None (NULL)."""
 
-Struct = Union[bytes, bytearray, memoryview, Mapping[str, Any], Sequence[Any]]
+Struct = bytes | bytearray | memoryview | Mapping[str, Any] | Sequence[Any]
 """A struct passed by value: its bytes, or its fields by name (a mapping) or in order (a sequence)."""
 
-Bytes = Union[bytes, bytearray, memoryview]
+Bytes = bytes | bytearray | memoryview
 """An opaque parameter (such as a 128-byte ``CUtensorMap``): exactly its bytes."""
 
-Dim3 = Union[int, tuple[int], tuple[int, int], tuple[int, int, int], list[int]]
+Dim3 = int | tuple[int] | tuple[int, int] | tuple[int, int, int] | list[int]
 """A grid, block or cluster shape: an int or up to three ints."""
 
-Stream = Union[int, TorchStream, CudaStreamProtocol, PtrStream]
+Stream = int | TorchStream | CudaStreamProtocol | PtrStream
 """A CUDA stream: an int ``CUstream`` handle or a stream object; None (the default) is torch's current stream with
 torch tensors, else the default stream."""
 

@@ -226,19 +226,21 @@ def c_comment(text: str) -> str:
 
 def py_docstring(text: str, indent: str = "") -> str:
     """``text`` as a triple-quoted Python (or stub) docstring: backslashes, quotes and anything not printable ASCII
-    escaped, so no user string can end it early, splice lines or hide characters; a line break stays one, followed
-    by ``indent`` (which ``inspect.cleandoc`` and ``help()`` remove again)."""
-    out = []
-    for c in text:
-        if c == "\n":
-            out.append("\n" + indent if indent else "\n")
-        elif c in "\\\"":
-            out.append("\\" + c)
-        elif 0x20 <= ord(c) < 0x7F:
-            out.append(c)
-        else:
-            out.append(c.encode("unicode_escape").decode("ascii") if ord(c) > 0xFF else f"\\x{ord(c):02x}")
-    return '"""' + "".join(out) + '"""'
+    escaped, so no user string can end it early, splice lines or hide characters; a line break stays one, and each
+    non-empty line after it starts with ``indent`` (which ``inspect.cleandoc`` and ``help()`` remove again)."""
+    lines = []
+    for line in text.split("\n"):
+        out = []
+        for c in line:
+            if c in "\\\"":
+                out.append("\\" + c)
+            elif 0x20 <= ord(c) < 0x7F:
+                out.append(c)
+            else:
+                out.append(c.encode("unicode_escape").decode("ascii") if ord(c) > 0xFF else f"\\x{ord(c):02x}")
+        lines.append("".join(out))
+    body = lines[0] + "".join("\n" + (indent + x if x else "") for x in lines[1:])
+    return '"""' + body + '"""'
 
 
 def cmake_string(text: str) -> str:

@@ -1,6 +1,6 @@
 """``kernelpack wheel``: a project's kernels as a Python wheel users ``pip install`` -- no DSL, no compiler, no JIT.
 
-Wheel layout (``NAME-VERSION-py3-none-any.whl``; ``py3-none-manylinux_X_Y_<arch>`` with the C library)::
+Wheel layout (``NAME-VERSION-py3-none-manylinux_X_Y_<cpu>.whl``, tagged by :mod:`.platform`)::
 
     NAME/__init__.py           each kernel family a module attribute, loaded on first use (kernelpack.load)
     NAME/__init__.pyi          a typed signature per family with the docs of each specialization
@@ -29,11 +29,10 @@ from ..publish import Stage, output_dir
 from .archive import sdist_bytes, wheel_bytes
 from .meta import WheelError, WheelMeta, check_package_name
 from .package import package_files, summary_lines
-from .platform import read_shared_object
+from .platform import check_platform, kernels_tag, read_shared_object
 from .project import wheel_meta
 
-ANY = "py3-none-any"
-__all__ = ["ANY", "WheelError", "WheelResult", "build_sdist", "build_wheel"]
+__all__ = ["WheelError", "WheelResult", "build_sdist", "build_wheel", "check_platform"]
 
 
 @dataclass(frozen=True)
@@ -48,22 +47,25 @@ class WheelResult:
 
 
 def build_wheel(where: str | os.PathLike[str] | None = None, dist: str | os.PathLike[str] | None = None, *,
-                with_library: bool = False, jobs: int | None = None, force: bool = False, overwrite: bool = False,
-                events: Events | None = None, exact_outputs: bool = False) -> WheelResult:
+                with_library: bool = False, platform: str | None = None, jobs: int | None = None,
+                force: bool = False, overwrite: bool = False, events: Events | None = None,
+                exact_outputs: bool = False) -> WheelResult:
     """Build the project at ``where`` (as ``kernelpack build`` does) and write its wheel into ``dist`` (default:
-    ``dist/`` beside the project file). ``with_library``: carry the C library for C++ consumers. ``overwrite``:
+    ``dist/`` beside the project file). ``with_library``: carry the C library for C++ consumers. ``platform``: the
+    CPU of the machines that will load it (``x86_64``, ``aarch64``; default this machine's). ``overwrite``:
     replace a different wheel of the same name (else WheelError; the same bytes are left as they are).
     ``exact_outputs``: build only what the wheel carries (the bundle, and the library with ``with_library``) rather
     than the project's ``[library] outputs`` plus those."""
     static = load_project(where, import_includes=False)
     meta, _ = wheel_meta(static)  # bad names and versions fail here, before anything is compiled
+    arch = check_platform(platform)
     need = ("bundle", "library") if with_library else ("bundle",)
     outputs = need if exact_outputs else tuple(dict.fromkeys((*static.library.outputs, *need)))
     dist_dir = Path(dist) if dist is not None else static.root / "dist"
     with output_dir(dist_dir, "wheel directory") as d:
-        _check_target(d / meta.wheel_name(ANY), overwrite)
+        _check_target(d / meta.wheel_name(kernels_tag(arch)), overwrite)
         report = build(where, jobs=jobs, force=force, events=events, outputs=outputs)
-        data, tag, warnings, left_out = _contents(static, meta, report, with_library)
+        data, tag, warnings, left_out = _contents(static, meta, report, with_library, arch)
         target = d / meta.wheel_name(tag)
         unchanged = _check_target(target, overwrite, data)
         if not unchanged:
@@ -87,8 +89,8 @@ def _check_target(path: Path, overwrite: bool, data: bytes | None = None) -> boo
     return False
 
 
-def _contents(project: Project, meta: WheelMeta, report: BuildReport,
-              with_library: bool) -> tuple[bytes, str, tuple[str, ...], tuple[str, ...]]:
+def _contents(project: Project, meta: WheelMeta, report: BuildReport, with_library: bool,
+              arch: str) -> tuple[bytes, str, tuple[str, ...], tuple[str, ...]]:
     """The wheel's bytes, its tag, warnings and the host programs left out."""
     from ..runtime.module import KernelModule, load
 
@@ -97,7 +99,7 @@ def _contents(project: Project, meta: WheelMeta, report: BuildReport,
     bundle_data = bundle_path.read_bytes()
     bundle = Bundle.from_bytes(bundle_data, source=str(bundle_path))
     files: dict[str, bytes] = {f"{name}/{name}.kpack": bundle_data, f"{name}/py.typed": b""}
-    tag, warnings, left_out = ANY, [], ()
+    tag, warnings, left_out = kernels_tag(arch), [], ()
     hosts = [r.kernel for r in report.rows if r.kernel not in {a.label for a in bundle}]
     mod: KernelModule
     source: tuple[str, ...] = (f"{name}.kpack",)
@@ -105,6 +107,9 @@ def _contents(project: Project, meta: WheelMeta, report: BuildReport,
         lib = _library_files(project, report, name)
         files.update({f"{name}/{rel}": data for rel, data in lib.items()})
         so = read_shared_object(lib[f"lib/lib{name}.so"], f"lib/lib{name}.so")
+        if so.arch != arch:
+            raise WheelError(f"lib{name}.so is built for {so.arch}, the wheel for {arch}: set CC to a compiler for "
+                             f"{arch} or pass --platform {so.arch}")
         tag = f"py3-none-{so.tag}"
         if so.foreign:
             warnings.append(f"lib{name}.so needs {', '.join(so.foreign)} beyond glibc: tagged {so.tag}, which PyPI "
@@ -123,7 +128,7 @@ def _contents(project: Project, meta: WheelMeta, report: BuildReport,
     if gen.main is not None:
         files[f"{name}/__main__.py"] = gen.main.encode()
     meta = _described(meta, mod, bundle)
-    return wheel_bytes(meta, tag, files, purelib=not with_library), tag, tuple(warnings), left_out
+    return wheel_bytes(meta, tag, files, purelib=False), tag, tuple(warnings), left_out
 
 
 def _library_files(project: Project, report: BuildReport, name: str) -> dict[str, bytes]:

@@ -1,15 +1,18 @@
 """The platform tag of a wheel that carries the C library, read from the built ``libNAME.so`` itself.
 
-A wheel of kernels and Python only is ``py3-none-any``: a cubin is the GPU's code, not the host's, and the runtime
-that loads it is kernelpack's (its own wheel carries the platform-specific extension). A wheel that carries
-``libNAME.so`` for C++ consumers holds host code: it is tagged ``manylinux_X_Y_<arch>`` (PEP 600) with the
-architecture of the library's ELF header (so a cross compiler in ``CC`` tags correctly) and the newest ``GLIBC_X.Y``
-symbol version it needs (``.gnu.version_r``), never older than the architecture's first manylinux. A library that
-needs a shared library beyond glibc's own is tagged ``linux_<arch>`` (installable from the file, not from PyPI).
+Every kernelpack wheel is tagged for the machine that will load it (``py3-none-manylinux_X_Y_<arch>``): cubins run
+only where a CUDA driver does, which is Linux on x86_64 or aarch64 here, so a wheel must not install on a Mac. A
+wheel of kernels and Python only holds no host code: it is tagged for the target CPU (``--platform``, default this
+machine's) at ``manylinux_2_17``, the oldest glibc current CUDA drivers support. A wheel that carries ``libNAME.so``
+for C++ consumers holds host code: its tag is read from the library's ELF header (so a cross compiler in ``CC`` tags
+correctly) and the newest ``GLIBC_X.Y`` symbol version it needs (``.gnu.version_r``), never older than 2.17. A
+library that needs a shared library beyond glibc's own is tagged ``linux_<arch>`` (installable from the file, not
+from PyPI).
 """
 
 from __future__ import annotations
 
+import platform
 import re
 import struct
 from dataclasses import dataclass
@@ -17,7 +20,9 @@ from dataclasses import dataclass
 from .meta import WheelError
 
 MACHINES = {62: "x86_64", 183: "aarch64", 21: "ppc64le", 22: "s390x"}
-FIRST_MANYLINUX = {"x86_64": (2, 5), "aarch64": (2, 17), "ppc64le": (2, 17), "s390x": (2, 17)}
+FIRST_MANYLINUX = {"x86_64": (2, 17), "aarch64": (2, 17), "ppc64le": (2, 17), "s390x": (2, 17)}  # CUDA's floor
+PLATFORMS = ("x86_64", "aarch64")  # CPUs with a CUDA driver
+_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
 # what PEP 600 lets a manylinux wheel assume (glibc's libraries and the dynamic loader)
 GLIBC_LIBRARIES = frozenset(("libc.so.6", "libdl.so.2", "libpthread.so.0", "libm.so.6", "librt.so.1", "libutil.so.1",
                              "libresolv.so.2", "libcrypt.so.1", "libnsl.so.1", "ld-linux-x86-64.so.2",
@@ -50,6 +55,23 @@ class SharedObject:
             return f"linux_{self.arch}"
         major, minor = self.glibc
         return f"manylinux_{major}_{minor}_{self.arch}"
+
+
+def check_platform(given: str | None) -> str:
+    """The target CPU of a wheel: ``given`` (``x86_64``, ``aarch64``) or this machine's."""
+    raw = given if given is not None else platform.machine()
+    arch = _ALIASES.get(raw.lower(), raw.lower()) if isinstance(raw, str) else raw
+    if arch not in PLATFORMS:
+        where = "--platform" if given is not None else f"this machine ({platform.machine()!r})"
+        raise WheelError(f"{where}: {raw!r:.40} is not a CPU with a CUDA driver; a kernelpack wheel targets "
+                         f"{' or '.join(PLATFORMS)} (pass --platform)")
+    return arch
+
+
+def kernels_tag(arch: str) -> str:
+    """The tag of a wheel without host code, for CPU ``arch``."""
+    major, minor = FIRST_MANYLINUX[arch]
+    return f"py3-none-manylinux_{major}_{minor}_{arch}"
 
 
 def read_shared_object(data: bytes, source: str) -> SharedObject:

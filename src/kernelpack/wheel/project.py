@@ -53,9 +53,9 @@ def _pep621(path: Path) -> dict[str, Any]:
         raise WheelError(f"{path}: project must be a table ([project])")
     unknown = sorted(set(table) - set(PROJECT_KEYS))
     if unknown:
-        raise WheelError(f"{path}: [project] {', '.join(unknown)}: not supported by kernelpack.build_meta (a kernelpack "
-                         f"wheel requires kernelpack only, has no entry points and nothing dynamic); supported: "
-                         f"{', '.join(PROJECT_KEYS)}")
+        raise WheelError(f"{path}: [project] {', '.join(unknown)}: not supported by kernelpack.build_meta (a "
+                         f"kernelpack wheel requires kernelpack only, has no entry points and nothing dynamic); "
+                         f"supported: {', '.join(PROJECT_KEYS)}")
     for key in ("name", "version", "description", "license"):
         if key in table and not isinstance(table[key], str) and not (key == "license" and isinstance(table[key], dict)):
             raise WheelError(f"{path}: [project] {key} must be a string, got {table[key]!r:.60}")
