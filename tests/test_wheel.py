@@ -233,11 +233,14 @@ def test_pep517_backend_pip_and_sdist_give_the_same_wheel(tmp_path: Path, fresh_
 
 
 def test_pyproject_refuses_what_a_kernelpack_wheel_cannot_honour(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("# pep_kernels\n")
     (tmp_path / "pyproject.toml").write_text(PYPROJECT.format().replace('version = "0.3.0"',
                                                                         'version = "0.3.0"\ndependencies = ["numpy"]'))
     with pytest.raises(WheelError, match="dependencies: not supported"):
         build_wheel(tmp_path, tmp_path / "dist")
-    (tmp_path / "pyproject.toml").write_text(PYPROJECT.format().replace('name = "pep_kernels"', 'name = "other"'))
+    clash = PYPROJECT.format().replace('name = "pep_kernels"', 'name = "other"')
+    (tmp_path / "pyproject.toml").write_text(clash.replace("[tool.kernelpack.library]\n",
+                                                           '[tool.kernelpack.library]\nname = "pep_kernels"\n'))
     with pytest.raises(WheelError, match="differs from the library name"):
         build_wheel(tmp_path, tmp_path / "dist")
     assert not (tmp_path / "dist").exists()

@@ -80,8 +80,9 @@ def run_wheel(project: str | None, *, dist: str | None, with_library: bool, plat
     """The ``kernelpack wheel`` command; returns the exit status. The wheel's path is printed on stdout."""
     from rich.console import Console
 
-    from ..wheel import build_wheel
+    from ..wheel import build_wheel, preflight
 
+    preflight(project, platform)  # bad input fails in one line, before the progress display draws anything
     if console is None:
         console = Console(stderr=True, quiet=quiet)
         if not console.is_terminal:

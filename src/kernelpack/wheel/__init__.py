@@ -32,7 +32,7 @@ from .package import package_files, summary_lines
 from .platform import check_platform, kernels_tag, read_shared_object
 from .project import wheel_meta
 
-__all__ = ["WheelError", "WheelResult", "build_sdist", "build_wheel", "check_platform"]
+__all__ = ["WheelError", "WheelResult", "build_sdist", "build_wheel", "check_platform", "preflight"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,14 @@ def build_wheel(where: str | os.PathLike[str] | None = None, dist: str | os.Path
             with Stage(d) as stage:
                 stage.write(target.name, data)
     return WheelResult(target, tag, len(data), unchanged, report, left_out, warnings)
+
+
+def preflight(where: str | os.PathLike[str] | None = None, platform: str | None = None) -> WheelMeta:
+    """What ``build_wheel`` checks before any work: the project file, its name and version, the platform
+    (WheelError / KernelpackError naming what is wrong). The CLI calls it before drawing progress."""
+    meta, _ = wheel_meta(load_project(where, import_includes=False))
+    check_platform(platform)
+    return meta
 
 
 def _check_target(path: Path, overwrite: bool, data: bytes | None = None) -> bool:
