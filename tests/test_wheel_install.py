@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -17,17 +18,27 @@ from pathlib import Path
 import pytest
 
 from example_builds import ALL, Example
-from wheel_support import LIGHT, Venv, VenvUnavailable, kernelpack_wheel, make_venv
+from wheel_support import (LIGHT, Venv, VenvUnavailable, dependency_closure, kernelpack_wheel, make_venv,
+                           requirements, wheel_requires)
 
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+EXPECTED = {"cuda": {"saxpy", "relu"}, "triton": {"add", "axpy"}, "cutile": {"vadd", "scale"}, "cute": {"ew_add"}}
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    root = tmp_path_factory.mktemp("wheel-venv")
+def kp_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     try:
-        return make_venv(root / "venv", kernelpack_wheel(root / "kp"))
+        return kernelpack_wheel(tmp_path_factory.mktemp("kp"))
+    except VenvUnavailable as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory, kp_wheel: Path) -> Venv:
+    try:
+        return make_venv(tmp_path_factory.mktemp("wheel-venv") / "venv", kp_wheel)
     except VenvUnavailable as e:
         pytest.skip(str(e))
 
@@ -51,28 +62,56 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-def test_kernelpack_without_extras_is_light(venv: Venv) -> None:
-    extra = venv.installed() - LIGHT
-    assert not extra, f"installing kernelpack pulled {sorted(extra)}"
-
-
-def test_wheels_install_offline_import_nothing_heavy_and_launch(venv: Venv, wheels: dict[str, Path],
-                                                                fake_cuda) -> None:  # type: ignore[no-untyped-def]
-    r = venv.pip("install", "--no-index", *map(str, wheels.values()))
+@pytest.fixture(scope="module")
+def installed(venv: Venv, wheels: dict[str, Path]) -> dict[str, Path]:
+    """The example wheels installed into the venv: offline, from the files, nothing else pulled."""
+    r = venv.pip("install", "--no-index", "--no-deps", *map(str, wheels.values()))
     assert r.returncode == 0, r.stdout + r.stderr
-    check = venv.pip("check")
-    assert check.returncode == 0, check.stdout + check.stderr
-    names = [f"ex_{dsl}" for dsl in wheels]
+    return wheels
+
+
+def test_kernelpack_without_extras_pulls_no_dsl_compiler_or_torch(kp_wheel: Path, venv: Venv) -> None:
+    requires = wheel_requires(kp_wheel)
+    pulled = dependency_closure(requires)
+    assert pulled and pulled <= LIGHT, f"pip install kernelpack pulls {sorted(pulled - LIGHT)}"
+    optional = {n for n, _ in requirements(requires, frozenset({"nvrtc", "triton", "cutile", "cute", "dev"}))}
+    assert {"triton", "cuda-tile", "nvidia-cutlass-dsl", "torch"} <= optional - pulled  # extras only
+    assert venv.installed() - {"pip", "setuptools", "wheel"} == {"kernelpack"}
+
+
+def test_wheels_install_offline_import_nothing_heavy_and_launch(venv: Venv, installed: dict[str, Path],
+                                                                fake_cuda) -> None:  # type: ignore[no-untyped-def]
+    check = venv.pip("check")  # the generated wheels' one requirement (kernelpack>=X) is met; kernelpack's own
+    problems = [x for x in check.stdout.splitlines() if not x.startswith("kernelpack ")]  # (CLI-only) deps are not
+    assert not problems, check.stdout + check.stderr
+    names = [f"ex_{dsl}" for dsl in installed]
     run = venv.run(str(HERE / "wheel_venv_check.py"), *names, env=fake_cuda.env(cc="9.0"), cwd=venv.dir)
     assert run.returncode == 0, run.stderr[-4000:]
     got = json.loads(run.stdout)
     assert got["before_import"] == []
-    expected = {"cuda": {"saxpy", "relu"}, "triton": {"add", "axpy"}, "cutile": {"vadd", "scale"}, "cute": {"ew_add"}}
-    for dsl in wheels:
+    for dsl in installed:
         pkg = got["packages"][f"ex_{dsl}"]
         assert pkg["heavy_after_import"] == [] and pkg["heavy_after_launch"] == [], pkg
         assert pkg["version"] == "1.0.0" and "site-packages" in pkg["file"]
-        assert set(pkg["launched"]) == expected[dsl], pkg
+        assert set(pkg["launched"]) == EXPECTED[dsl], pkg
+
+
+def test_importing_a_package_imports_no_dsl_even_where_they_are_installed(installed: dict[str, Path], tmp_path: Path,
+                                                                          fake_cuda) -> None:  # type: ignore
+    """This interpreter has torch and the DSLs: importing and launching an installed package imports none of them."""
+    target = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--target", str(target),
+                        *map(str, installed.values())], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    env = {**fake_cuda.env(cc="9.0"), "PYTHONPATH": f"{target}{os.pathsep}{ROOT / 'src'}"}
+    run = subprocess.run([sys.executable, str(HERE / "wheel_venv_check.py"), *(f"ex_{d}" for d in installed)],
+                         capture_output=True, text=True, env={**os.environ, **env}, cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stderr[-4000:]
+    got = json.loads(run.stdout)
+    for dsl in installed:
+        pkg = got["packages"][f"ex_{dsl}"]
+        assert pkg["heavy_after_import"] == [] and pkg["heavy_after_launch"] == [], pkg
+        assert set(pkg["launched"]) == EXPECTED[dsl] and str(target) in pkg["file"], pkg
 
 
 def _calls(stub: str, pkg: str) -> tuple[str, str]:
@@ -91,12 +130,11 @@ def _calls(stub: str, pkg: str) -> tuple[str, str]:
     return good, bad
 
 
-def test_mypy_accepts_a_correct_call_and_flags_a_wrong_type(venv: Venv, wheels: dict[str, Path],
+def test_mypy_accepts_a_correct_call_and_flags_a_wrong_type(venv: Venv, installed: dict[str, Path],
                                                             tmp_path: Path) -> None:
     if subprocess.run([sys.executable, "-m", "mypy", "--version"], capture_output=True).returncode:
         pytest.skip("mypy is not installed (pip install 'kernelpack[dev]')")
-    r = venv.pip("install", "--no-index", *map(str, wheels.values()))
-    assert r.returncode == 0, r.stdout + r.stderr
+    wheels = installed
     for dsl, whl in wheels.items():
         pkg = f"ex_{dsl}"
         with zipfile.ZipFile(whl) as z:
@@ -116,7 +154,8 @@ def test_mypy_accepts_a_correct_call_and_flags_a_wrong_type(venv: Venv, wheels: 
     assert all("[arg-type]" in x for x in lines), flagged.stdout
 
 
-def test_wheel_with_library_installs_the_c_library(venv: Venv, tmp_path: Path, fake_cuda) -> None:  # type: ignore
+def test_wheel_with_library_installs_the_c_library(venv: Venv, installed: dict[str, Path], tmp_path: Path,
+                                                   fake_cuda) -> None:  # type: ignore[no-untyped-def]
     from kernelpack.wheel import build_wheel
 
     ex = next(e for e in ALL if e.dsl == "cuda")
