@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import tarfile
-import textwrap
 import zipfile
 from pathlib import Path
 
@@ -44,7 +43,8 @@ kernels = ["axpy"]
 def project(where: Path, name: str = "wkernels", version: str | None = "1.2.0") -> Path:
     where.mkdir(parents=True, exist_ok=True)
     (where / "k.cu").write_text(KERNELS)
-    (where / "kernelpack.toml").write_text(TOML.format(name=name, version=f'version = "{version}"\n' if version else ""))
+    line = f'version = "{version}"\n' if version else ""
+    (where / "kernelpack.toml").write_text(TOML.format(name=name, version=line))
     return where
 
 
@@ -63,8 +63,9 @@ def test_package_names(good: str) -> None:
     assert check_package_name(good) == good
 
 
-@pytest.mark.parametrize(("given", "normal"), [("1.0.0", "1.0.0"), ("1.0.0-beta.2", "1.0.0b2"), ("1.0.0-alpha", "1.0.0a0"),
-                                               ("2.0.0rc1", "2.0.0rc1"), ("1.0.post1.dev3", "1.0.post1.dev3")])
+@pytest.mark.parametrize(("given", "normal"), [("1.0.0", "1.0.0"), ("1.0.0-beta.2", "1.0.0b2"),
+                                               ("1.0.0-alpha", "1.0.0a0"), ("2.0.0rc1", "2.0.0rc1"),
+                                               ("1.0.post1.dev3", "1.0.post1.dev3")])
 def test_versions_are_normalized(given: str, normal: str) -> None:
     assert normalize_version(given) == normal
 
@@ -259,11 +260,10 @@ def env(tmp_path_factory):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("pool", ["keywords", "generated", "random"])
 def test_generated_python_is_valid_and_inert_whatever_the_names(env, pool: str, tmp_path: Path, fake,
                                                                 monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from test_generated_names import POOLS, hostile_artifacts
-
     from kernelpack.bundle import Bundle
     from kernelpack.runtime.module import KernelModule
     from kernelpack.wheel.package import package_files
+    from test_generated_names import POOLS, hostile_artifacts
 
     bundle = Bundle.of(hostile_artifacts(env.kernels, POOLS[pool]))
     pkg = f"hostile_{pool}"

@@ -18,8 +18,16 @@ from pathlib import Path
 import pytest
 
 from example_builds import ALL, Example
-from wheel_support import (LIGHT, Venv, VenvUnavailable, dependency_closure, kernelpack_wheel, make_venv,
-                           requirements, wheel_requires)
+from wheel_support import (
+    LIGHT,
+    Venv,
+    VenvUnavailable,
+    dependency_closure,
+    kernelpack_wheel,
+    make_venv,
+    requirements,
+    wheel_requires,
+)
 
 pytestmark = pytest.mark.slow
 HERE = Path(__file__).resolve().parent

@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# the packages a plain `pip install kernelpack` may bring (its own dependencies and theirs): no DSL, no compiler, no torch
+# what a plain `pip install kernelpack` may bring (its dependencies and theirs): no DSL, no compiler, no torch
 LIGHT = {"rich", "markdown-it-py", "mdurl", "pygments", "tomli", "typing-extensions"}
 
 

@@ -18,6 +18,9 @@ writes nothing). The same inputs give the same bytes (:mod:`.archive`). See docs
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -124,10 +127,12 @@ def _contents(project: Project, meta: WheelMeta, report: BuildReport, with_libra
                             f"refuses (install it from the file)")
         if hosts:  # CuTe host programs live in the shared library: load from it
             source = ("lib", f"lib{name}.so")
-        mod = load(project.out / "lib" / f"lib{name}.so") if hosts else KernelModule(bundle, str(bundle_path))
+        with _quiet_fallback():
+            mod = load(project.out / "lib" / f"lib{name}.so") if hosts else KernelModule(bundle, str(bundle_path))
     else:
         left_out = tuple(hosts)
-        mod = KernelModule(bundle, str(bundle_path))
+        with _quiet_fallback():
+            mod = KernelModule(bundle, str(bundle_path))
     if not mod.__all__:
         raise WheelError(f"{project.path}: no kernel to put into a wheel"
                          + (" (its CuTe host programs need --with-library)" if left_out else ""))
@@ -137,6 +142,16 @@ def _contents(project: Project, meta: WheelMeta, report: BuildReport, with_libra
         files[f"{name}/__main__.py"] = gen.main.encode()
     meta = _described(meta, mod, bundle)
     return wheel_bytes(meta, tag, files, purelib=False), tag, tuple(warnings), left_out
+
+
+@contextmanager
+def _quiet_fallback() -> Iterator[None]:
+    """The module is made to read its signatures, never to launch: the launch extension's absence is no news."""
+    from ..runtime import FallbackWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FallbackWarning)
+        yield
 
 
 def _library_files(project: Project, report: BuildReport, name: str) -> dict[str, bytes]:
