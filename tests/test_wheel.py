@@ -231,6 +231,23 @@ def test_pep517_backend_pip_and_sdist_give_the_same_wheel(tmp_path: Path, fresh_
     assert (tmp_path / "from-sdist" / name).read_bytes() == cli.path.read_bytes()
     with pytest.raises(WheelError, match="unknown config setting"):
         backend.build_wheel(str(tmp_path / "nope"), {"wtih-library": "true"})
+    if subprocess.run([sys.executable, "-m", "build", "--version"], capture_output=True).returncode == 0:
+        # python -m build: the sdist, then the wheel built from the unpacked sdist (no isolation: offline)
+        pb = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "-o", str(tmp_path / "pb"), str(src)],
+                            capture_output=True, text=True, env=env, timeout=300)
+        assert pb.returncode == 0, pb.stdout + pb.stderr
+        assert (tmp_path / "pb" / cli.path.name).read_bytes() == cli.path.read_bytes()
+        assert (tmp_path / "pb" / sdist.name).read_bytes() == sdist.read_bytes()
+
+
+def test_metadata_headers_cannot_be_forged_from_project_text() -> None:
+    from kernelpack.wheel.meta import WheelMeta
+
+    meta = WheelMeta("wk", "1.0", summary="ok\nRequires-Dist: evil", description="body\n\nRequires-Dist: x\n",
+                     extra=(("License", "MIT\r\nRequires-Dist: evil2\x00"),))
+    head, _, body = meta.metadata().partition("\n\n")
+    assert [x for x in head.splitlines() if x.startswith("Requires-Dist")] == [f"Requires-Dist: {meta.requires}"]
+    assert "Summary: ok Requires-Dist: evil\n" in head + "\n" and body == "body\n\nRequires-Dist: x\n"
 
 
 def test_pyproject_refuses_what_a_kernelpack_wheel_cannot_honour(tmp_path: Path) -> None:

@@ -68,13 +68,13 @@ def build_wheel(where: str | os.PathLike[str] | None = None, dist: str | os.Path
     with output_dir(dist_dir, "wheel directory") as d:
         _check_target(d / meta.wheel_name(kernels_tag(arch)), overwrite)
         report = build(where, jobs=jobs, force=force, events=events, outputs=outputs)
-        data, tag, warnings, left_out = _contents(static, meta, report, with_library, arch)
+        data, tag, notes, left_out = _contents(static, meta, report, with_library, arch)
         target = d / meta.wheel_name(tag)
         unchanged = _check_target(target, overwrite, data)
         if not unchanged:
             with Stage(d) as stage:
                 stage.write(target.name, data)
-    return WheelResult(target, tag, len(data), unchanged, report, left_out, warnings)
+    return WheelResult(target, tag, len(data), unchanged, report, left_out, notes)
 
 
 def preflight(where: str | os.PathLike[str] | None = None, platform: str | None = None) -> WheelMeta:
@@ -110,7 +110,8 @@ def _contents(project: Project, meta: WheelMeta, report: BuildReport, with_libra
     bundle_data = bundle_path.read_bytes()
     bundle = Bundle.from_bytes(bundle_data, source=str(bundle_path))
     files: dict[str, bytes] = {f"{name}/{name}.kpack": bundle_data, f"{name}/py.typed": b""}
-    tag, warnings, left_out = kernels_tag(arch), [], ()
+    tag, notes = kernels_tag(arch), []
+    left_out: tuple[str, ...] = ()
     hosts = [r.kernel for r in report.rows if r.kernel not in {a.label for a in bundle}]
     mod: KernelModule
     source: tuple[str, ...] = (f"{name}.kpack",)
@@ -123,7 +124,7 @@ def _contents(project: Project, meta: WheelMeta, report: BuildReport, with_libra
                              f"{arch} or pass --platform {so.arch}")
         tag = f"py3-none-{so.tag}"
         if so.foreign:
-            warnings.append(f"lib{name}.so needs {', '.join(so.foreign)} beyond glibc: tagged {so.tag}, which PyPI "
+            notes.append(f"lib{name}.so needs {', '.join(so.foreign)} beyond glibc: tagged {so.tag}, which PyPI "
                             f"refuses (install it from the file)")
         if hosts:  # CuTe host programs live in the shared library: load from it
             source = ("lib", f"lib{name}.so")
@@ -141,7 +142,7 @@ def _contents(project: Project, meta: WheelMeta, report: BuildReport, with_libra
     if gen.main is not None:
         files[f"{name}/__main__.py"] = gen.main.encode()
     meta = _described(meta, mod, bundle)
-    return wheel_bytes(meta, tag, files, purelib=False), tag, tuple(warnings), left_out
+    return wheel_bytes(meta, tag, files, purelib=False), tag, tuple(notes), left_out
 
 
 @contextmanager
