@@ -313,3 +313,31 @@ def test_generated_python_is_valid_and_inert_whatever_the_names(env, pool: str, 
     assert sorted(dir(package)) == sorted(set(dir(package)))
     with pytest.raises(AttributeError):
         package.no_such_kernel  # noqa: B018
+
+
+@pytest.mark.parametrize("text", ['"""; import os; os.system("x") #', "line1\nline2\r\n\u2028'''\\",
+                                  "é\u00a0\u202e\x00", "def f(): pass", "\\N{BULLET} \\x41 \\u0041"])
+def test_hostile_strings_in_a_bundle_stay_docs(env, text: str, tmp_path: Path, fake,
+                                               monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A bundle's own strings (its frontend, compiler, entry names come from whoever built it) reach the generated
+    files only inside docstrings: escaped, read back exactly, never run."""
+    import dataclasses
+
+    from kernelpack.artifact import Provenance
+    from kernelpack.bundle import Bundle
+    from kernelpack.runtime.module import KernelModule
+    from kernelpack.wheel.package import package_files
+    from test_generated_names import POOLS, hostile_artifacts
+
+    arts = [dataclasses.replace(a, provenance=Provenance(text, text, text, (text,), ""))
+            for a in hostile_artifacts(env.kernels, POOLS["keywords"])[:6]]
+    mod = KernelModule(Bundle.of(arts), "x")
+    gen = package_files(mod, "hostile_docs", "1.0", ("hostile_docs.kpack",), with_library=False)
+    assert gen.init.isascii() and gen.stub.isascii()
+    stub = ast.parse(gen.stub)
+    docs_ = [ast.get_docstring(n, clean=False) or "" for n in stub.body if isinstance(n, ast.FunctionDef)]
+    assert any(text in d.replace("\n    ", "\n") for d in docs_)  # the exact string, inside a docstring
+    calls = [n for n in ast.walk(stub) if isinstance(n, ast.Call)]
+    assert not calls  # nothing in the stub runs anything
+    init = ast.parse(gen.init)
+    assert isinstance(init.body[0], ast.Expr) and isinstance(init.body[0].value, ast.Constant)
