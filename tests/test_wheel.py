@@ -9,6 +9,7 @@ import base64
 import csv
 import hashlib
 import importlib
+import importlib.util
 import io
 import os
 import subprocess
@@ -165,6 +166,10 @@ def test_same_inputs_same_bytes_and_what_wheel_checks(tmp_path: Path, fresh_cach
     unpack = subprocess.run([sys.executable, "-m", "wheel", "unpack", "-d", str(tmp_path / "u"), str(a.path)],
                             capture_output=True, text=True)
     assert unpack.returncode == 0, unpack.stderr  # wheel checks every RECORD hash
+    if importlib.util.find_spec("twine") is not None:  # not a dev dependency: checked where it is installed
+        twine = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", str(a.path)], capture_output=True,
+                               text=True)
+        assert twine.returncode == 0, twine.stdout + twine.stderr
     with config.override(source_date_epoch="1700000000"):
         c = build_wheel(project(tmp_path / "c"), tmp_path / "dc", jobs=1)
     assert {i.date_time for i in _entries(c.path.read_bytes())} == {(2023, 11, 14, 22, 13, 20)}
