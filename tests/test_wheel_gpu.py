@@ -5,10 +5,15 @@ binding the packages imports neither torch nor Triton (tests/wheel_gpu_check.py)
 
 from __future__ import annotations
 
+import base64
+import csv
+import hashlib
+import io
 import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 from gpu import GPU_MARKS, require_carried
@@ -23,9 +28,13 @@ def test_installed_example_wheels_run_every_kernel_against_torch(tmp_path: Path)
     wheels = [carried / name for name in manifest["wheels"].values()]
     assert wheels, manifest
     target = tmp_path / "site"
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--target", str(target),
-                        *map(str, wheels)], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
+    if subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode == 0:
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--target", str(target),
+                            *map(str, wheels)], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+    else:  # no pip on this interpreter: what pip does for these wheels (platlib at the root), RECORD checked
+        for whl in wheels:
+            _unpack(whl, target)
     src = HERE.parent / "src"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), str(src)])}
     run = subprocess.run([sys.executable, str(HERE / "wheel_gpu_check.py"), *manifest["wheels"]],
@@ -39,3 +48,14 @@ def test_installed_example_wheels_run_every_kernel_against_torch(tmp_path: Path)
         assert pkg["heavy_after_bind"] == [], pkg
         assert "error" not in pkg, (got["seed"], got["n"], pkg)
         assert pkg["checked"], pkg
+
+
+def _unpack(whl: Path, target: Path) -> None:
+    with zipfile.ZipFile(whl) as z:
+        record = next(n for n in z.namelist() if n.endswith(".dist-info/RECORD"))
+        for path, digest, size in csv.reader(io.StringIO(z.read(record).decode())):
+            if digest:
+                data = z.read(path)
+                want = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+                assert digest == f"sha256={want}" and int(size) == len(data), (whl.name, path)
+        z.extractall(target)

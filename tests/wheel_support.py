@@ -1,6 +1,5 @@
 """A fresh virtual environment holding kernelpack without extras (and nothing of this process's site-packages), for
-installing kernelpack-built wheels the way their users do, offline. Shared by tests/test_wheel_install.py and
-scripts/gpu_prepare_wheels.py.
+installing kernelpack-built wheels the way their users do, offline (tests/test_wheel_install.py).
 
 kernelpack is built once as a wheel from this checkout (``pip wheel --no-build-isolation --no-deps``, the torch
 bridge skipped: a consumer without torch has none) and installed into ``python -m venv`` with ``pip install
