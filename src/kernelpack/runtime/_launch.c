@@ -386,8 +386,11 @@ static int read_stream(PyObject* o, uint64_t* out) {
     return ok;
 }
 
+/* torch's current stream of `device`: from the bridge in C (c10's, when it was built against torch's CUDA headers),
+ * else from the Python-level getter (runtime/streams.py c_getter: torch's builtin itself, called without a Python
+ * frame). 0 when neither answers (the Python path resolves it). */
 static int current_stream(int device, uint64_t* out) {
-    if (bridge != NULL && bridge->current_stream != NULL && bridge->current_stream(device, out) == 0) return 1;
+    if (KP_LIKELY(bridge != NULL) && bridge->current_stream(device, out) == 0) return 1;
     if (stream_getter == NULL) return 0;
     PyObject* dev = PyLong_FromLong(device);
     if (dev == NULL) return PyErr_Clear(), 0;
@@ -1130,7 +1133,7 @@ static PyObject* state(PyObject* mod, PyObject* unused) {
     (void)mod, (void)unused;
     return Py_BuildValue("{s:O,s:O,s:O,s:O}", "driver", cu_launch ? Py_True : Py_False, "torch_bridge",
                          bridge ? Py_True : Py_False, "torch_streams",
-                         bridge && bridge->current_stream ? Py_True : Py_False, "one_device",
+                         bridge && bridge->cuda_streams ? Py_True : Py_False, "one_device",
                          one_device ? Py_True : Py_False);
 }
 

@@ -23,6 +23,9 @@ extern "C" {
 namespace {
 
 int cpu_as_cuda = 0;  // tests without a GPU: CPU tensors read as tensors on cuda:0
+// tests without a GPU, with cpu_as_cuda: torch's "current stream" of device d is test_stream + d, answered here in C as
+// c10 answers it on a GPU; -1: none (the launcher asks the Python-level getter, as with a bridge built without CUDA)
+long long test_stream = -1;
 
 int8_t dtype_code(c10::ScalarType t) {
     switch (t) {
@@ -73,8 +76,12 @@ int unpack(PyObject* obj, kp_view* out) {
 }
 
 int current_stream(int device, uint64_t* out) {
+    if (cpu_as_cuda) {
+        if (test_stream < 0) return -1;
+        *out = static_cast<uint64_t>(test_stream) + static_cast<uint64_t>(device);
+        return 0;
+    }
 #ifdef KP_TORCH_CUDA
-    if (cpu_as_cuda) return -1;
     try {
         *out = reinterpret_cast<uint64_t>(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream());
         return 0;
@@ -82,15 +89,14 @@ int current_stream(int device, uint64_t* out) {
         return -1;
     }
 #else
-    (void)device, (void)out;
     return -1;
 #endif
 }
 
 #ifdef KP_TORCH_CUDA
-const kp_bridge api = {KP_BRIDGE_ABI, unpack, current_stream};
+const kp_bridge api = {KP_BRIDGE_ABI, unpack, current_stream, 1};
 #else
-const kp_bridge api = {KP_BRIDGE_ABI, unpack, nullptr};
+const kp_bridge api = {KP_BRIDGE_ABI, unpack, current_stream, 0};
 #endif
 
 PyObject* set_cpu_as_cuda(PyObject*, PyObject* flag) {
@@ -100,8 +106,26 @@ PyObject* set_cpu_as_cuda(PyObject*, PyObject* flag) {
     Py_RETURN_NONE;
 }
 
+PyObject* set_test_stream(PyObject*, PyObject* handle) {
+    if (handle == Py_None) {
+        test_stream = -1;
+        Py_RETURN_NONE;
+    }
+    long long v = PyLong_AsLongLong(handle);
+    if (v == -1 && PyErr_Occurred()) return nullptr;
+    if (v < 0) {
+        PyErr_SetString(PyExc_ValueError, "set_test_stream: the handle must be None or an int >= 0");
+        return nullptr;
+    }
+    test_stream = v;
+    Py_RETURN_NONE;
+}
+
 PyMethodDef methods[] = {
     {"set_cpu_as_cuda", set_cpu_as_cuda, METH_O, "Tests without a GPU: read CPU tensors as tensors on cuda:0."},
+    {"set_test_stream", set_test_stream, METH_O,
+     "Tests without a GPU (with set_cpu_as_cuda): torch's current stream of device d is handle + d (None: ask the "
+     "Python getter)."},
     {nullptr, nullptr, 0, nullptr},
 };
 
