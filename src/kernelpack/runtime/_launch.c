@@ -41,6 +41,7 @@
 #define KP_BUF 4096
 #define KP_LIKELY(x) __builtin_expect(!!(x), 1)
 #define KP_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define KP_INLINE inline __attribute__((always_inline)) /* the per-argument steps of a launch */
 
 
 /* ------------------------------------------------------------------ driver */
@@ -157,7 +158,7 @@ typedef struct {
     kp_view v;
 } kp_arg;
 
-static int int_range_ok(int dt, int64_t v) {
+static KP_INLINE int int_range_ok(int dt, int64_t v) {
     switch (dt) {
     case KP_DT_I8: return v >= INT8_MIN && v <= INT8_MAX;
     case KP_DT_I16: return v >= INT16_MIN && v <= INT16_MAX;
@@ -171,7 +172,7 @@ static int int_range_ok(int dt, int64_t v) {
     return 0;
 }
 
-static void store_int(unsigned char* p, int dt, uint64_t v) {
+static KP_INLINE void store_int(unsigned char* p, int dt, uint64_t v) {
     switch (dt) {
     case KP_DT_I8: case KP_DT_U8: case KP_DT_BOOL: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
     case KP_DT_I16: case KP_DT_U16: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
@@ -239,7 +240,7 @@ static int store_float(unsigned char* p, int dt, double x) {
 }
 
 /* Does argument a fit slot s? If so, pack it into buf (dv: the device values of the entry tried). */
-static int fit_slot(const kp_slot* s, const kp_arg* a, PyObject* obj, unsigned char* buf, const int64_t* dv) {
+static KP_INLINE int fit_slot(const kp_slot* s, const kp_arg* a, PyObject* obj, unsigned char* buf, const int64_t* dv) {
     unsigned char* p = buf + s->offset;
     switch (s->op) {
     case KP_OP_NULL:
