@@ -200,6 +200,20 @@ def measure(work: Path, launches: int) -> None:
         print(json.dumps(names))
 
 
+def launcher_only(dump: Path, launches: int) -> float | None:
+    """Instructions per launch inside the extension's call (family_call, inclusive) minus its driver call."""
+    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--auto=no", "--threshold=100", str(dump)],
+                         capture_output=True, text=True).stdout
+    found: dict[str, int] = {}
+    for ln in out.splitlines():
+        for fn in ("family_call", "launch_once"):
+            if f":{fn} [" in ln and fn not in found:
+                found[fn] = int(ln.split()[0].replace(",", ""))
+    if "family_call" not in found:
+        return None
+    return (found["family_call"] - found.get("launch_once", 0)) / launches
+
+
 def _slope(points: list[tuple[int, float]]) -> float:
     mx = sum(x for x, _ in points) / len(points)
     my = sum(y for _, y in points) / len(points)
@@ -224,7 +238,8 @@ def main() -> int:
         print(out.stdout[-3000:], out.stderr[-3000:])
         return 1
     names = json.loads(out.stdout.strip().splitlines()[-1])
-    counts = {}
+    counts: dict[int, float] = {}
+    files: dict[int, Path] = {}
     for f in work.glob("cg.*"):
         text = f.read_text(errors="replace")
         lines = text.splitlines()
@@ -232,12 +247,14 @@ def main() -> int:
         total = next((int(ln.split()[1]) for ln in lines if ln.startswith("totals:")), None)
         if trig.startswith("Client Request: row") and total is not None:
             counts[int(trig.rsplit("row", 1)[1])] = total / args.launches
+            files[int(trig.rsplit("row", 1)[1])] = f
     base = counts.get(0, 0.0)
     result = {name: counts.get(i) for i, name in enumerate(names)}
     print(f"Instructions per launch, callgrind on the fake driver ({args.launches} launches per row, Python "
           f"{sys.version.split()[0]}, {time.strftime('%Y-%m-%d')}):\n")
     print("| row | instr/launch | kernelpack's own (minus the fake's call from C) |\n|---|---:|---:|")
     own: dict[int, float] = {}
+    launcher: dict[int, float] = {}
     for i, name in enumerate(names):
         v = counts.get(i)
         if v is None:
@@ -251,6 +268,9 @@ def main() -> int:
             nargs = int(name.split("kernelpack, ", 1)[1].split(" args")[0])
             ref = counts.get(names.index(f"fake cuLaunchKernel from C, {nargs} args"), base)
             own[nargs] = v - ref
+            inner = launcher_only(files[i], args.launches) if i in files else None
+            if inner is not None:
+                launcher[nargs] = inner
         print(f"| {name} | {v:,.0f} | {v - ref:,.0f} |")
     if len(own) >= 2:
         xs = sorted(own)
@@ -261,6 +281,15 @@ def main() -> int:
               f"{fit:.1f} by least squares over {', '.join(map(str, xs))} args, {fit4:.1f} over 4 and up; "
               f"between counts {steps}.")
         result["slope_instr_per_arg"] = fit
+    if len(launcher) >= 2:
+        xs = sorted(launcher)
+        steps = ", ".join(f"{a}→{b}: {(launcher[b] - launcher[a]) / (b - a):.1f}" for a, b in zip(xs, xs[1:]))
+        print(f"\nOf which in kernelpack's launcher (the extension's call, torch bridge included, without the driver "
+              f"call): {', '.join(f'{launcher[x]:,.0f}' for x in xs)} instructions at {', '.join(map(str, xs))} args; "
+              f"{_slope([(x, launcher[x]) for x in xs]):.1f} per extra argument by least squares; between counts "
+              f"{steps}. The rest is CPython's call (above 30 arguments it builds a list, a tuple and a dict per call "
+              f"and unpacks them again for vectorcall).")
+        result["launcher_instr_per_arg"] = _slope([(x, launcher[x]) for x in xs])
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return 0

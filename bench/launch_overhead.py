@@ -554,6 +554,7 @@ def add_count_rows(add_row, raw, art_dir: Path, tmp: Path, sh: int, torch, np): 
     import kernelpack
 
     refs: dict[str, str] = {}
+    art_dir = art_dir.resolve()  # the shim's #include and rpath are absolute
     dev = torch.device("cuda", 0)
     kp = kernelpack.load(art_dir / "argcount.kpack")
     cubin = art_dir / "argcount.cubin"
