@@ -49,9 +49,10 @@ int8_t dtype_code(c10::ScalarType t) {
 int unpack(PyObject* obj, kp_view* out) {
     try {
         if (!THPVariable_Check(obj)) return 0;
-        const at::Tensor& t = THPVariable_Unpack(obj);
-        c10::Device d = t.device();
-        if (d.is_cuda()) {
+        // the TensorImpl once, then its inline accessors (at::Tensor's re-read the pointer each time)
+        c10::TensorImpl* t = THPVariable_Unpack(obj).unsafeGetTensorImpl();
+        c10::Device d = t->device();
+        if (C10_LIKELY(d.is_cuda())) {
             out->device_type = 1;
             out->device = static_cast<int16_t>(d.index());
         } else if (d.is_cpu() && cpu_as_cuda) {
@@ -62,12 +63,13 @@ int unpack(PyObject* obj, kp_view* out) {
             out->device = -1;
             return 1;
         }
-        out->data = reinterpret_cast<uint64_t>(t.data_ptr());
-        out->ndim = static_cast<int32_t>(t.dim());
-        out->shape = t.sizes().data();
-        out->stride = t.strides().data();
-        out->dtype = dtype_code(t.scalar_type());
-        out->contiguous = t.is_contiguous() ? 1 : 0;
+        // mutable, as Tensor::data_ptr(): a copy-on-write storage is materialized before a kernel may write it
+        out->data = reinterpret_cast<uint64_t>(t->mutable_data());
+        out->ndim = static_cast<int32_t>(t->dim());
+        out->shape = t->sizes().data();
+        out->stride = t->strides().data();
+        out->dtype = dtype_code(t->dtype().toScalarType());
+        out->contiguous = t->is_contiguous() ? 1 : 0;
         return 1;
     } catch (...) {
         PyErr_Clear();
