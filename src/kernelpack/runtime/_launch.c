@@ -96,9 +96,6 @@ typedef struct {
     int16_t arg;
     uint32_t offset, size, align, data_off;
     int64_t divisor;
-    /* align and divisor as masks when they are powers of two (0: no constraint; -1: test with %): the test of
-     * each pointer and integer argument then costs an AND, not a 64-bit division */
-    int64_t align_mask, div_mask;
     int64_t shape[KP_MAX_RANK], stride[KP_MAX_RANK];
     int32_t shape_off[KP_MAX_RANK], stride_off[KP_MAX_RANK];
 } kp_slot;
@@ -265,7 +262,7 @@ static KP_INLINE int fit_slot(const kp_slot* s, const kp_arg* a, PyObject* obj, 
         } else {
             return 0;
         }
-        if (KP_LIKELY(s->align_mask >= 0) ? (ptr & (uint64_t)s->align_mask) != 0 : ptr % s->align != 0) return 0;
+        if (s->align > 1 && ptr % s->align) return 0;
         memcpy(p, &ptr, 8);
         return 1;
     }
@@ -283,8 +280,7 @@ static KP_INLINE int fit_slot(const kp_slot* s, const kp_arg* a, PyObject* obj, 
             return 1;
         }
         if (a->kind == A_INT) {
-            if (!int_range_ok(s->dtype, a->i)) return 0;
-            if (KP_LIKELY(s->div_mask >= 0) ? (a->i & s->div_mask) != 0 : a->i % s->divisor != 0) return 0;
+            if (!int_range_ok(s->dtype, a->i) || (s->divisor > 1 && a->i % s->divisor)) return 0;
             store_int(p, s->dtype, (uint64_t)a->i);
             return 1;
         }
@@ -296,8 +292,7 @@ static KP_INLINE int fit_slot(const kp_slot* s, const kp_arg* a, PyObject* obj, 
         return 0;
     case KP_OP_TENSOR: {
         if (a->kind != A_TENSOR || a->v.dtype != s->dtype || a->v.ndim != s->rank) return 0;
-        if (KP_LIKELY(s->align_mask >= 0) ? (a->v.data & (uint64_t)s->align_mask) != 0 : a->v.data % s->align != 0)
-            return 0;
+        if (s->align > 1 && a->v.data % s->align) return 0;
         memcpy(p + s->data_off, &a->v.data, 8);
         for (int i = 0; i < s->rank; i++) {
             int64_t sh = a->v.shape[i], st = a->v.stride[i];
@@ -768,8 +763,6 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
     memset(s, 0, sizeof *s);
     s->op = (uint8_t)op, s->arg = (int16_t)arg, s->offset = (uint32_t)offset, s->size = (uint32_t)size;
     s->dtype = (int8_t)dtype, s->align = (uint32_t)align, s->divisor = divisor;
-    s->align_mask = s->align <= 1 ? 0 : (s->align & (s->align - 1)) == 0 ? (int64_t)s->align - 1 : -1;
-    s->div_mask = divisor <= 1 ? 0 : (divisor & (divisor - 1)) == 0 ? divisor - 1 : -1;
     if (offset + size > KP_BUF || op < 0 || (op > KP_OP_BYTES && op != KP_OP_DEVICE))
         *ok = 0; /* op -1: a value derived at launch (Python) */
     if (op == KP_OP_DEVICE && (arg < 0 || arg >= KP_MAX_DEVICE_VALUES || (size != 4 && size != 8))) *ok = 0;
