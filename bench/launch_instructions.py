@@ -165,7 +165,8 @@ def measure(work: Path, launches: int) -> None:
             finally:
                 _torch_bridge.set_test_stream(0x5000)
 
-        rows = [("fake cuLaunchKernel from C", raw, fam), ("kernelpack, torch tensors, current stream", torch_current, fam),
+        rows = [("fake cuLaunchKernel from C", raw, fam),
+                ("kernelpack, torch tensors, current stream", torch_current, fam),
                 ("kernelpack, stream given", given, fam), ("kernelpack, int pointers, stream given", ints, fam),
                 ("kernelpack, grid from rule, stream given", rule, famr), ("kernelpack keeping the GIL", keep_gil, fam),
                 ("kernelpack, current stream from the getter (bridge without c10 streams)", getter, fam)]

@@ -527,10 +527,11 @@ def triton_source() -> str:
     return "\n".join(lines)
 
 
-def pack_store(n: int, args: list, torch) -> "ctypes.Array[ctypes.c_uint64]":  # type: ignore[no-untyped-def]
+def pack_store(n: int, args: list, torch) -> ctypes.Array[ctypes.c_uint64]:  # type: ignore[no-untyped-def]
     """One 8-byte slot per parameter, its value packed little-endian (pointers as addresses)."""
-    import argcount
     import struct
+
+    import argcount
 
     slots = []
     for k, v in zip(argcount.kinds(n), args):
@@ -613,7 +614,7 @@ def add_count_rows(add_row, raw, art_dir: Path, tmp: Path, sh: int, torch, np): 
                 return r
             return first
 
-        def row(path: str, run) -> None:  # type: ignore[no-untyped-def]
+        def row(path: str, run, n: int = n) -> None:  # type: ignore[no-untyped-def]
             name = count_row(path, n)
             refs[name] = count_row("raw C cuLaunchKernel", n)
             done = []
@@ -659,7 +660,7 @@ def add_count_rows(add_row, raw, art_dir: Path, tmp: Path, sh: int, torch, np): 
             tys = "".join(code[k] for k in kinds)
             targs = tuple(args)
 
-            def static_run(count: int, sfn=sfn, tys=tys, targs=targs) -> None:
+            def static_run(count: int, sfn=sfn, tys=tys, targs=targs, SL=SL) -> None:  # noqa: N803
                 for _ in range(count):
                     SL._launch_kernel(sfn, COUNT_GRID, 1, 1, 1, 0, tys, targs, sh)
 

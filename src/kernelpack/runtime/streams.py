@@ -4,9 +4,10 @@
 ``torch._C._cuda_getCurrentRawStream`` (about 60 ns; ``torch.cuda.current_stream()`` costs about 4 us and is never
 called). The C launch path reads it through the torch bridge (c10 directly) when the bridge was built against torch's
 CUDA headers, else it calls :func:`c_getter` -- torch's builtin itself, no Python frame in between. Replace the getter
-with :func:`set_current_torch_stream` (never by assigning the attribute), so both paths see the new one. ``stream=None`` otherwise: the legacy default stream (0). An int is a ``CUstream`` handle; an object may
-carry one as ``cuda_stream`` (torch), ``__cuda_stream__()`` (the CUDA stream protocol: ``(version, handle)``) or
-``ptr`` (CuPy).
+with :func:`set_current_torch_stream` (never by assigning the attribute), so both paths see the new one.
+
+``stream=None`` otherwise: the legacy default stream (0). An int is a ``CUstream`` handle; an object may carry one as
+``cuda_stream`` (torch), ``__cuda_stream__()`` (the CUDA stream protocol: ``(version, handle)``) or ``ptr`` (CuPy).
 """
 
 from __future__ import annotations
