@@ -141,6 +141,7 @@ typedef struct {
     PyObject* slow;
     int nargs, nplan;
     kp_plan* plans;
+    uint8_t dims[KP_MAX_SLOTS]; /* per argument: 1 when some plan packs it as a tensor descriptor (shape, strides) */
     kp_dev* devs[KP_MAX_DEVICES];
 } kp_family;
 
@@ -631,7 +632,7 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
             x->kind = A_BOOL, x->i = o == Py_True;
         } else {
             if (bridge == NULL) goto slow; /* tensors are read in C only through the torch bridge */
-            int r = bridge->unpack(o, &x->v);
+            int r = self->dims[i] ? bridge->unpack(o, &x->v) : bridge->unpack_ptr(o, &x->v);
             if (r != 1) {
                 if (r == 0 && PyBytes_CheckExact(o)) {
                     x->kind = A_OTHER;
@@ -887,6 +888,7 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
         for (Py_ssize_t s = 0; s < pl->nslots; s++) {
             kp_slot* sl = &pl->slots[s];
             if (parse_slot(PyTuple_GetItem(p, s), sl, &pl->ok) < 0) goto fail;
+            if (sl->op == KP_OP_TENSOR && sl->arg >= 0 && sl->arg < KP_MAX_SLOTS) f->dims[sl->arg] = 1;
             if (sl->op != KP_OP_DEVICE) continue;
             if (sl->arg != pl->ndev || pl->ndev == KP_MAX_DEVICE_VALUES) {
                 pl->ok = 0;

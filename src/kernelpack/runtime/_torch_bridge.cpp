@@ -46,7 +46,9 @@ int8_t dtype_code(c10::ScalarType t) {
     }
 }
 
-int unpack(PyObject* obj, kp_view* out) {
+// with_dims: also ndim, shape and stride (only tensor-descriptor params use them)
+template <bool with_dims>
+int read_tensor(PyObject* obj, kp_view* out) {
     try {
         if (!THPVariable_Check(obj)) return 0;
         // the TensorImpl once, then its inline accessors (at::Tensor's re-read the pointer each time)
@@ -65,9 +67,11 @@ int unpack(PyObject* obj, kp_view* out) {
         }
         // mutable, as Tensor::data_ptr(): a copy-on-write storage is materialized before a kernel may write it
         out->data = reinterpret_cast<uint64_t>(t->mutable_data());
-        out->ndim = static_cast<int32_t>(t->dim());
-        out->shape = t->sizes().data();
-        out->stride = t->strides().data();
+        if (with_dims) {
+            out->ndim = static_cast<int32_t>(t->dim());
+            out->shape = t->sizes().data();
+            out->stride = t->strides().data();
+        }
         out->dtype = dtype_code(t->dtype().toScalarType());
         out->contiguous = t->is_contiguous() ? 1 : 0;
         return 1;
@@ -76,6 +80,9 @@ int unpack(PyObject* obj, kp_view* out) {
         return -1;
     }
 }
+
+int unpack(PyObject* obj, kp_view* out) { return read_tensor<true>(obj, out); }
+int unpack_ptr(PyObject* obj, kp_view* out) { return read_tensor<false>(obj, out); }
 
 int current_stream(int device, uint64_t* out) {
     if (cpu_as_cuda) {
@@ -96,9 +103,9 @@ int current_stream(int device, uint64_t* out) {
 }
 
 #ifdef KP_TORCH_CUDA
-const kp_bridge api = {KP_BRIDGE_ABI, unpack, current_stream, 1};
+const kp_bridge api = {KP_BRIDGE_ABI, unpack, unpack_ptr, current_stream, 1};
 #else
-const kp_bridge api = {KP_BRIDGE_ABI, unpack, current_stream, 0};
+const kp_bridge api = {KP_BRIDGE_ABI, unpack, unpack_ptr, current_stream, 0};
 #endif
 
 PyObject* set_cpu_as_cuda(PyObject*, PyObject* flag) {
