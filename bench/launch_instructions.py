@@ -6,7 +6,18 @@ compare two versions of ``_launch.c`` on this machine. Each row runs a Python ``
 (tests/fakecuda); only the loop is counted (callgrind client requests around it). The first row is the fake's own
 ``cuLaunchKernel`` called from a C loop: the fake's cost, the same in every row; subtract it to get kernelpack's.
 
+torch's current stream: the torch bridge answers it in C in these runs (``set_test_stream``), as it reads c10's on a
+GPU when built against torch's CUDA headers; the row "current stream from the getter" takes the fallback instead (a
+bridge built without them): the extension calls the getter (``streams.c_getter()``: torch's builtin on a GPU, a
+C-level ``partial(operator.add, stream)`` here) without a Python frame.
+
+Argument counts: kernels with 0, 4, 19 and 64 parameters (bench/argcount.py: half tensors, half scalars), stream
+given, each against the fake's own ``cuLaunchKernel`` of the same kernel from C; the slope is kernelpack's own
+instructions per extra argument (least squares over the counts).
+
     python bench/launch_instructions.py [--launches 2000] [--json out.json]
+
+Prints markdown tables ready to paste into docs/benchmarks.md.
 
 Needs valgrind, nvcc (to compile the test kernel once), torch and the built extensions (setup.py build_ext
 --inplace).
@@ -21,10 +32,11 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "bench")]
 
 HELPER = r"""
 #include <stdint.h>
@@ -37,6 +49,16 @@ int kb_loop(void* fn, void* f, uint64_t a, uint64_t b, uint64_t c, int n, int co
     for (int i = 0; i < count; i++) {
         void* params[4] = {&a, &b, &c, &n};
         int r = ((launch_t)fn)(f, 4, 1, 1, 256, 1, 1, 0, (void*)0x77, params, 0);
+        if (r) return r;
+    }
+    return 0;
+}
+/* n parameters, one 8-byte slot each in store; kernelParams built per launch */
+int kb_loopv(void* fn, void* f, uint64_t* store, int n, int count) {
+    for (int i = 0; i < count; i++) {
+        void* params[64];
+        for (int j = 0; j < n; j++) params[j] = &store[j];
+        int r = ((launch_t)fn)(f, 1, 1, 1, 32, 1, 1, 0, (void*)0x77, n ? params : 0, 0);
         if (r) return r;
     }
     return 0;
@@ -60,12 +82,19 @@ def prepare(work: Path) -> None:
     rule = dataclasses.replace(add, name="add_rule", launch=LaunchSpec(
         block=(256, 1, 1), grid=(("ceil_div", ("arg", "n", None), 256), 1, 1)))
     Bundle.of([add, rule]).write(work / "k.kpack")
+    import argcount
+
+    (work / "argcount.cu").write_text(argcount.source())
+    counts = cuda.compile(work / "argcount.cu", [f"args{n}" for n in argcount.COUNTS], arch=["sm_90a"],
+                          cache=CompileCache(work / "cache"))
+    Bundle.of(counts).write(work / "argcount.kpack")
 
 
 def measure(work: Path, launches: int) -> None:
     """Inside valgrind: one callgrind dump per row."""
     import ctypes
     import gc
+    import struct
 
     import torch
 
@@ -83,12 +112,16 @@ def measure(work: Path, launches: int) -> None:
     helper.kb_stop.argtypes = (ctypes.c_char_p,)
     helper.kb_loop.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
                                ctypes.c_int, ctypes.c_int)
+    helper.kb_loopv.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int)
+    import argcount
+
+    counts = kernelpack.load(Bundle.read(work / "argcount.kpack"))
     m = kernelpack.load(bundle)
     k, kr = m.add, m.add_rule
     a, b, c = (torch.zeros(4096) for _ in range(3))
     pa, pb, pc = a.data_ptr(), b.data_ptr(), c.data_ptr()
     n = 4096
-    from kernelpack.runtime import _launch
+    from kernelpack.runtime import _launch, _torch_bridge
 
     with cpu_tensors_as_cuda():
         k(a, b, c, n, grid=4, block=256)
@@ -124,12 +157,39 @@ def measure(work: Path, launches: int) -> None:
             finally:
                 _launch.set_release_gil(True)
 
-        rows = [("fake cuLaunchKernel from C", raw), ("kernelpack, torch tensors, current stream", torch_current),
-                ("kernelpack, stream given", given), ("kernelpack, int pointers, stream given", ints),
-                ("kernelpack, grid from rule, stream given", rule), ("kernelpack keeping the GIL", keep_gil)]
+        def getter(count: int) -> None:
+            _torch_bridge.set_test_stream(None)  # the bridge cannot read torch's stream: the getter answers
+            try:
+                for _ in range(count):
+                    k(a, b, c, n, grid=4, block=256)
+            finally:
+                _torch_bridge.set_test_stream(0x5000)
+
+        rows = [("fake cuLaunchKernel from C", raw, fam),
+                ("kernelpack, torch tensors, current stream", torch_current, fam),
+                ("kernelpack, stream given", given, fam), ("kernelpack, int pointers, stream given", ints, fam),
+                ("kernelpack, grid from rule, stream given", rule, famr), ("kernelpack keeping the GIL", keep_gil, fam),
+                ("kernelpack, current stream from the getter (bridge without c10 streams)", getter, fam)]
+        if not hasattr(_torch_bridge, "set_test_stream"):  # a runtime before it: the getter always answered
+            rows.pop()
+        for nargs in argcount.COUNTS:
+            kc = getattr(counts, f"args{nargs}")
+            args = argcount.arguments(nargs, torch, "cpu")
+            kc(*args, grid=1, block=32, stream=0x77)  # loads it
+            kernel_n = kc.family.device_state(0).entries[0].kernel
+            slots = [x.data_ptr() if isinstance(x, torch.Tensor) else
+                     int.from_bytes(struct.pack("<f", x), "little") if isinstance(x, float) else x for x in args]
+            store = (ctypes.c_uint64 * max(nargs, 1))(*slots)
+
+            def raw_n(count: int, kernel_n=kernel_n, store=store, nargs=nargs) -> None:
+                assert helper.kb_loopv(d.addresses["cuLaunchKernel"], kernel_n, store, nargs, count) == 0
+
+            rows.append((f"fake cuLaunchKernel from C, {nargs} args", raw_n, kc.family))
+            rows.append((f"kernelpack, {nargs} args, stream given", argcount.call_loop(
+                kc, args, tail=", grid=1, block=32, stream=0x77"), kc.family))
         names = []
-        for i, (name, run) in enumerate(rows):
-            before = (fam.python_calls, famr.python_calls, fake.count())
+        for i, (name, run, f) in enumerate(rows):
+            before = f.python_calls
             run(10)
             gc.collect()
             gc.disable()  # a collection inside the window would count the heap's size, not the launch path
@@ -137,9 +197,28 @@ def measure(work: Path, launches: int) -> None:
             run(launches)
             helper.kb_stop(f"row{i}".encode())
             gc.enable()
-            slow = (fam.python_calls, famr.python_calls) != before[:2]
-            names.append(name + (" [Python path]" if slow else ""))
+            names.append(name + (" [Python path]" if f.python_calls != before else ""))
         print(json.dumps(names))
+
+
+def launcher_only(dump: Path, launches: int) -> float | None:
+    """Instructions per launch inside the extension's call (family_call, inclusive) minus its driver call."""
+    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--auto=no", "--threshold=100", str(dump)],
+                         capture_output=True, text=True).stdout
+    found: dict[str, int] = {}
+    for ln in out.splitlines():
+        for fn in ("family_call", "launch_once"):
+            if f":{fn} [" in ln and fn not in found:
+                found[fn] = int(ln.split()[0].replace(",", ""))
+    if "family_call" not in found:
+        return None
+    return (found["family_call"] - found.get("launch_once", 0)) / launches
+
+
+def _slope(points: list[tuple[int, float]]) -> float:
+    mx = sum(x for x, _ in points) / len(points)
+    my = sum(y for _, y in points) / len(points)
+    return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
 
 
 def main() -> int:
@@ -160,7 +239,8 @@ def main() -> int:
         print(out.stdout[-3000:], out.stderr[-3000:])
         return 1
     names = json.loads(out.stdout.strip().splitlines()[-1])
-    counts = {}
+    counts: dict[int, float] = {}
+    files: dict[int, Path] = {}
     for f in work.glob("cg.*"):
         text = f.read_text(errors="replace")
         lines = text.splitlines()
@@ -168,14 +248,49 @@ def main() -> int:
         total = next((int(ln.split()[1]) for ln in lines if ln.startswith("totals:")), None)
         if trig.startswith("Client Request: row") and total is not None:
             counts[int(trig.rsplit("row", 1)[1])] = total / args.launches
+            files[int(trig.rsplit("row", 1)[1])] = f
     base = counts.get(0, 0.0)
-    print(f"instructions per launch (callgrind, {args.launches} launches per row, Python {sys.version.split()[0]})")
-    print(f"{'row':45s} {'instr/launch':>13s} {'minus fake':>11s}")
-    result = {}
+    result = {name: counts.get(i) for i, name in enumerate(names)}
+    print(f"Instructions per launch, callgrind on the fake driver ({args.launches} launches per row, Python "
+          f"{sys.version.split()[0]}, {time.strftime('%Y-%m-%d')}):\n")
+    print("| row | instr/launch | kernelpack's own (minus the fake's call from C) |\n|---|---:|---:|")
+    own: dict[int, float] = {}
+    launcher: dict[int, float] = {}
     for i, name in enumerate(names):
         v = counts.get(i)
-        result[name] = v
-        print(f"{name:45s} {v:13.0f} {v - base:11.0f}" if v is not None else f"{name:45s} -")
+        if v is None:
+            print(f"| {name} | - | - |")
+            continue
+        if name.startswith("fake cuLaunchKernel from C, "):
+            print(f"| {name} | {v:,.0f} | 0 |")
+            continue
+        ref = base
+        if " args, " in name:  # a count row: against the fake's call of the same kernel
+            nargs = int(name.split("kernelpack, ", 1)[1].split(" args")[0])
+            ref = counts.get(names.index(f"fake cuLaunchKernel from C, {nargs} args"), base)
+            own[nargs] = v - ref
+            inner = launcher_only(files[i], args.launches) if i in files else None
+            if inner is not None:
+                launcher[nargs] = inner
+        print(f"| {name} | {v:,.0f} | {v - ref:,.0f} |")
+    if len(own) >= 2:
+        xs = sorted(own)
+        fit = _slope([(x, own[x]) for x in xs])
+        fit4 = _slope([(x, own[x]) for x in xs if x >= 4])
+        steps = ", ".join(f"{a}→{b}: {(own[b] - own[a]) / (b - a):.1f}" for a, b in zip(xs, xs[1:]))
+        print(f"\nkernelpack's own instructions per extra argument (stream given; tensors and scalars mixed): "
+              f"{fit:.1f} by least squares over {', '.join(map(str, xs))} args, {fit4:.1f} over 4 and up; "
+              f"between counts {steps}.")
+        result["slope_instr_per_arg"] = fit
+    if len(launcher) >= 2:
+        xs = sorted(launcher)
+        steps = ", ".join(f"{a}→{b}: {(launcher[b] - launcher[a]) / (b - a):.1f}" for a, b in zip(xs, xs[1:]))
+        print(f"\nOf which in kernelpack's launcher (the extension's call, torch bridge included, without the driver "
+              f"call): {', '.join(f'{launcher[x]:,.0f}' for x in xs)} instructions at {', '.join(map(str, xs))} args; "
+              f"{_slope([(x, launcher[x]) for x in xs]):.1f} per extra argument by least squares; between counts "
+              f"{steps}. The rest is CPython's call (above 30 arguments it builds a list, a tuple and a dict per call "
+              f"and unpacks them again for vectorcall).")
+        result["launcher_instr_per_arg"] = _slope([(x, launcher[x]) for x in xs])
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return 0

@@ -67,6 +67,18 @@ double kb_loop(void* f, uint64_t a, uint64_t b, uint64_t c, int n, unsigned grid
     }
     return now() - t0;
 }
+/* launches of f with n parameters, each one 8-byte slot of store (packed little-endian, low bytes first); the
+ * kernelParams array is built per launch as a C caller writes it */
+double kb_loopv(void* f, uint64_t* store, int n, unsigned grid, unsigned block, void* stream, int count) {
+    double t0 = now();
+    for (int i = 0; i < count; i++) {
+        void* params[64];
+        for (int j = 0; j < n; j++) params[j] = &store[j];
+        int r = launch(f, grid, 1, 1, block, 1, 1, 0, stream, n ? params : 0, 0);
+        if (r) return -r;
+    }
+    return now() - t0;
+}
 /* the same, plus the cuCtxGetCurrent a context-safe launcher makes per launch */
 typedef int (*getctx_t)(void**);
 static getctx_t getctx;
@@ -158,8 +170,10 @@ def steady_batch(run, stream):  # type: ignore[no-untyped-def]
 RAW_ROW = "raw C cuLaunchKernel (same process)"
 
 
-def measure(candidates, spin, stream, torch):  # type: ignore[no-untyped-def]
-    """Every row's batches interleaved round by round (start rotated), so drift hits all rows alike."""
+def measure(candidates, spin, stream, torch, refs=None):  # type: ignore[no-untyped-def]
+    """Every row's batches interleaved round by round (start rotated), so drift hits all rows alike. ``refs``: the
+    raw-C row each row's paired ratio is taken against (default RAW_ROW)."""
+    refs = refs or {}
     host: dict[str, list[float]] = {name: [] for name, _ in candidates}
     rounds: dict[str, dict[int, float]] = {name: {} for name, _ in candidates}
     late: dict[str, int] = {name: 0 for name, _ in candidates}
@@ -175,7 +189,6 @@ def measure(candidates, spin, stream, torch):  # type: ignore[no-untyped-def]
             else:
                 host[name].append(t)
                 rounds[name][rnd] = t
-    raw = rounds.get(RAW_ROW, {})
     for rnd in range(STEADY_REPS):
         k = rnd % len(candidates)
         for name, run in candidates[k:] + candidates[:k]:
@@ -183,10 +196,13 @@ def measure(candidates, spin, stream, torch):  # type: ignore[no-untyped-def]
     out = {}
     for name, _ in candidates:
         h, st = host[name], steady[name]
+        raw = rounds.get(refs.get(name, RAW_ROW), {})
         paired = [t / raw[r] for r, t in rounds[name].items() if r in raw]  # this row over raw C, same round
+        diff = [t - raw[r] for r, t in rounds[name].items() if r in raw]  # ns above raw C, same round
         out[name] = {"host": {"median": statistics.median(h), "min": min(h), "p25": _quantile(h, 0.25),
                               "p75": _quantile(h, 0.75), "late": late[name], "n": len(h),
-                              "paired": statistics.median(paired) if paired else None} if h else None,
+                              "paired": statistics.median(paired) if paired else None,
+                              "paired_diff": statistics.median(diff) if diff else None} if h else None,
                      "steady": statistics.median(st), "steady_p25": _quantile(st, 0.25),
                      "steady_p75": _quantile(st, 0.75)}
     return out
@@ -206,8 +222,12 @@ def main() -> int:
     ap.add_argument("--artifacts", default=os.environ.get("KERNELPACK_GPU_ARTIFACTS", ".gpu") + "/runtime")
     ap.add_argument("--json", default=None)
     ap.add_argument("--no-pin", action="store_true", help="do not pin the measuring thread to one CPU")
+    ap.add_argument("--launchcost", default=os.environ.get("KERNELPACK_GPU_ARTIFACTS", ".gpu") + "/launchcost",
+                    help="the argument-count kernels (scripts/gpu_prepare_launchcost.py); rows skipped when absent")
+    ap.add_argument("--no-counts", action="store_true", help="skip the argument-count rows")
     args = ap.parse_args()
     art_dir = Path(args.artifacts)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/argcount.py
 
     import numpy as np
     import torch
@@ -434,16 +454,310 @@ def main() -> int:
 
     add_row("Triton JIT launch", triton_run)
 
+    refs: dict[str, str] = {}
+    count_fams: dict[str, object] = {}
+    count_dir = Path(args.launchcost)
+    if not args.no_counts and (count_dir / "argcount.kpack").is_file():
+        raw.kb_loopv.restype = ctypes.c_double
+        raw.kb_loopv.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_uint,
+                                 ctypes.c_void_p, ctypes.c_int)
+        refs, count_fams = add_count_rows(add_row, raw, count_dir, tmp, sh, torch, np)
+    elif not args.no_counts:
+        notes["argument-count rows"] = f"no {count_dir}/argcount.kpack (run scripts/gpu_prepare_launchcost.py)"
+
     print(f"measuring {len(candidates)} rows: {REPS} interleaved host-only batches of {BATCH} launches each, then "
           f"steady state", flush=True)
     python_before = (k.family.python_calls, k_rule.family.python_calls)
-    rows = measure(candidates, spin, stream, torch)
+    count_before = {name: f.family.python_calls for name, f in count_fams.items()}
+    rows = measure(candidates, spin, stream, torch, refs)
     slow = (k.family.python_calls - python_before[0], k_rule.family.python_calls - python_before[1])
     if any(slow):
         notes["C path check"] = f"launches that took the Python path while measuring (add, add_rule): {slow}"
+    slow_counts = {n: f.family.python_calls - count_before[n] for n, f in count_fams.items()}  # type: ignore[attr-defined]
+    if any(slow_counts.values()):
+        notes["C path check (argument counts)"] = f"launches that took the Python path while measuring: {slow_counts}"
     load = load_time(art_dir / "many.kpack")
     report(rows, notes, load, args.json, kernelpack.runtime.fast_path())
     return 0
+
+
+# ------------------------------------------------------------------ launch cost vs argument count
+
+COUNT_GRID, COUNT_BLOCK = 1, 32
+
+
+def count_row(path: str, n: int) -> str:
+    return f"{n} args: {path}"
+
+
+def clib_shim(include: Path) -> str:
+    """C loops calling the generated library's family entry kpargs_argsN with its N typed arguments written out,
+    read from an 8-byte slot each (as the raw loop reads them)."""
+    import argcount
+
+    ctype = {"out": "float*", "in": "const float*", "i32": "int32_t", "f32": "float", "i64": "int64_t"}
+    out = [f'#include <stdint.h>\n#include <string.h>\n#include <time.h>\n#include "{include}/kpargs.h"',
+           "static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); "
+           "return t.tv_sec * 1e9 + t.tv_nsec; }",
+           "static float f32(uint64_t v) { float f; uint32_t b = (uint32_t)v; memcpy(&f, &b, 4); return f; }"]
+    for n in argcount.COUNTS:
+        args = []
+        for i, k in enumerate(argcount.kinds(n)):
+            t = ctype[k]
+            args.append(f"f32(s[{i}])" if k == "f32" else f"({t})(uintptr_t)s[{i}]" if "*" in t else f"({t})s[{i}]")
+        call = ", ".join(["&L", *args])
+        out.append(f"double kb_clib{n}(const uint64_t* s, unsigned grid, unsigned block, void* stream, int count) {{\n"
+                   f"    kp_launch L = {{{{grid, 1, 1}}, {{block, 1, 1}}, 0, {{0, 0, 0}}, stream}};\n"
+                   f"    double t0 = now();\n    (void)s;\n"
+                   f"    for (int i = 0; i < count; i++) {{\n"
+                   f"        kp_status r = kpargs_args{n}({call});\n"
+                   f"        if (r) return -(double)r;\n    }}\n    return now() - t0;\n}}")
+    return "\n".join(out) + "\n"
+
+
+def triton_source() -> str:
+    import argcount
+
+    lines = ["import triton", "import triton.language as tl", ""]
+    for n in argcount.COUNTS:
+        ks = argcount.kinds(n)
+        terms = [f"tl.load(p{i})" if k == "in" else f"p{i}" for i, k in enumerate(ks) if k != "out"]
+        lines += ["@triton.jit", f"def targs{n}({', '.join(f'p{i}' for i in range(n))}):"]
+        lines += [f"    tl.store(p0, 0.0 + {' + '.join(terms)})" if n else "    pass", ""]
+    return "\n".join(lines)
+
+
+def pack_store(n: int, args: list, torch) -> ctypes.Array[ctypes.c_uint64]:  # type: ignore[no-untyped-def]
+    """One 8-byte slot per parameter, its value packed little-endian (pointers as addresses)."""
+    import struct
+
+    import argcount
+
+    slots = []
+    for k, v in zip(argcount.kinds(n), args):
+        if k in ("out", "in"):
+            slots.append(v.data_ptr())
+        elif k == "f32":
+            slots.append(struct.unpack("<I", struct.pack("<f", v))[0])
+        else:
+            slots.append(v & (1 << 64) - 1)
+    return (ctypes.c_uint64 * max(n, 1))(*slots)
+
+
+def add_count_rows(add_row, raw, art_dir: Path, tmp: Path, sh: int, torch, np):  # type: ignore[no-untyped-def]
+    """Rows for kernels of 0, 4, 19 and 64 parameters (bench/argcount.py), the stream given to every path (a kernel
+    without tensor arguments has no torch stream to follow). Returns each row's raw-C reference row (for the
+    paired ratio) and kernelpack's kernel objects by name (to check they stayed on the C path)."""
+    import importlib.util
+
+    import argcount
+
+    import kernelpack
+
+    refs: dict[str, str] = {}
+    art_dir = art_dir.resolve()  # the shim's #include and rpath are absolute
+    dev = torch.device("cuda", 0)
+    kp = kernelpack.load(art_dir / "argcount.kpack")
+    cubin = art_dir / "argcount.cubin"
+    clib = None
+    try:
+        inc, lib = art_dir / "clib" / "include", art_dir / "clib" / "lib"
+        (tmp / "kpargs_shim.c").write_text(clib_shim(inc))
+        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", str(tmp / "kpargs_shim.c"), "-o", str(tmp / "shim.so"),
+                        f"-L{lib}", "-lkpargs", f"-Wl,-rpath,{lib}"], check=True)
+        clib = ctypes.CDLL(str(tmp / "shim.so"))
+    except Exception as e:  # noqa: BLE001 - the C library rows are reported missing, the others run
+        print(f"  kernelpack C library rows: {type(e).__name__}: {e}"[:300], flush=True)
+    tmod = None
+    try:
+        (tmp / "kp_targs.py").write_text(triton_source())
+        spec = importlib.util.spec_from_file_location("kp_targs", tmp / "kp_targs.py")
+        assert spec is not None and spec.loader is not None
+        tmod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(tmod)
+    except Exception as e:  # noqa: BLE001
+        print(f"  Triton argument-count kernels: {type(e).__name__}: {e}"[:300], flush=True)
+    try:
+        import cupy as cp
+    except Exception:  # noqa: BLE001
+        cp = None
+    try:
+        from cuda.bindings import driver as cu
+    except Exception:  # noqa: BLE001
+        cu = None
+    try:
+        try:
+            from cuda.core import LaunchConfig, ObjectCode, Stream, launch
+        except ImportError:
+            from cuda.core.experimental import LaunchConfig, ObjectCode, Stream, launch
+    except Exception:  # noqa: BLE001
+        launch = None
+    env = {"g": COUNT_GRID, "b": COUNT_BLOCK, "s": sh}
+    fams = {}
+    for n in argcount.COUNTS:
+        args = argcount.arguments(n, torch, dev)
+        want = argcount.expected(n)
+        out = args[0] if n else None
+        fam = getattr(kp, f"args{n}")
+        fams[f"args{n}"] = fam
+        kinds = argcount.kinds(n)
+
+        def checked(run, out=out, want=want):  # type: ignore[no-untyped-def]
+            def first(count: int):  # type: ignore[no-untyped-def]
+                if out is not None:
+                    out.zero_()
+                r = run(count)
+                if out is not None:
+                    torch.cuda.synchronize()
+                    if float(out[0]) != want:
+                        raise RuntimeError(f"wrong result: {float(out[0])} != {want}")
+                return r
+            return first
+
+        def row(path: str, run, n: int = n) -> None:  # type: ignore[no-untyped-def]
+            name = count_row(path, n)
+            refs[name] = count_row("raw C cuLaunchKernel", n)
+            done = []
+
+            def once_checked(count: int, run=run):  # type: ignore[no-untyped-def]
+                if not done:  # the first call (add_row's) checks the result; the measured ones do not sync
+                    done.append(1)
+                    return checked(run)(count)
+                return run(count)
+
+            add_row(name, once_checked, check=False)
+
+        fam(*args, grid=COUNT_GRID, block=COUNT_BLOCK, stream=sh)  # loads the kernel
+        handle = fam.family.device_state(0).entries[0].kernel
+        store = pack_store(n, args, torch)
+
+        def raw_run(count: int, handle=handle, store=store, n=n) -> float:
+            ns = raw.kb_loopv(handle, store, n, COUNT_GRID, COUNT_BLOCK, sh, count)
+            if ns < 0:
+                raise RuntimeError(f"cuLaunchKernel failed: {-ns}")
+            return ns
+
+        row("raw C cuLaunchKernel", raw_run)
+        if clib is not None:
+            fn = getattr(clib, f"kb_clib{n}")
+            fn.restype = ctypes.c_double
+            fn.argtypes = (ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p, ctypes.c_int)
+
+            def clib_run(count: int, fn=fn, store=store) -> float:
+                ns = fn(store, COUNT_GRID, COUNT_BLOCK, sh, count)
+                if ns < 0:
+                    raise RuntimeError(f"kpargs launch failed: status {-ns}")
+                return ns
+
+            row("kernelpack C library (family entry)", clib_run)
+        row("kernelpack Python (C extension, torch tensors)",
+            argcount.call_loop(fam, args, tail=", grid=g, block=b, stream=s", env=env))
+        try:
+            SL = torch._C._StaticCudaLauncher
+            loaded = SL._load_kernel(str(cubin), f"args{n}", 0, 0)
+            sfn = loaded[1] if len(loaded) == 4 else loaded[0]
+            code = {"out": "O", "in": "O", "i32": "i", "f32": "f", "i64": "l"}
+            tys = "".join(code[k] for k in kinds)
+            targs = tuple(args)
+
+            def static_run(count: int, sfn=sfn, tys=tys, targs=targs, SL=SL) -> None:  # noqa: N803
+                for _ in range(count):
+                    SL._launch_kernel(sfn, COUNT_GRID, 1, 1, 1, 0, tys, targs, sh)
+
+            row("torch _StaticCudaLauncher", static_run)
+        except Exception as e:  # noqa: BLE001
+            print(f"  {count_row('torch _StaticCudaLauncher', n)}: {type(e).__name__}: {e}"[:300], flush=True)
+        conv = []
+        for k, v in zip(kinds, args):
+            conv.append(v.data_ptr() if k in ("out", "in") else np.float32(v) if k == "f32" else
+                        np.int32(v) if k == "i32" else np.int64(v))
+        if launch is not None:
+            try:
+                kern = ObjectCode.from_cubin(cubin.read_bytes()).get_kernel(f"args{n}")
+                row("cuda.core launch (pre-converted args)", argcount.call_loop(
+                    launch, conv, head="cs, cfg, kern, ", env={"cs": Stream.from_handle(sh), "kern": kern,
+                                                               "cfg": LaunchConfig(grid=COUNT_GRID,
+                                                                                   block=COUNT_BLOCK)}))
+            except Exception as e:  # noqa: BLE001
+                print(f"  {count_row('cuda.core', n)}: {type(e).__name__}: {e}"[:300], flush=True)
+        if cu is not None:
+            try:
+                ct = {"out": ctypes.c_void_p, "in": ctypes.c_void_p, "i32": ctypes.c_int, "f32": ctypes.c_float,
+                      "i64": ctypes.c_longlong}
+                vals = tuple(int(v) if k != "f32" else float(v) for k, v in zip(kinds, conv))
+                params = (vals, tuple(ct[k] for k in kinds)) if n else 0
+                f, cs = cu.CUfunction(int(handle)), cu.CUstream(sh)
+
+                def bindings_run(count: int, f=f, cs=cs, params=params) -> None:
+                    for _ in range(count):
+                        (err,) = cu.cuLaunchKernel(f, COUNT_GRID, 1, 1, COUNT_BLOCK, 1, 1, 0, cs, params, 0)
+                        if err != cu.CUresult.CUDA_SUCCESS:
+                            raise RuntimeError(str(err))
+
+                row("cuda.bindings cuLaunchKernel (pre-converted args)", bindings_run)
+            except Exception as e:  # noqa: BLE001
+                print(f"  {count_row('cuda.bindings', n)}: {type(e).__name__}: {e}"[:300], flush=True)
+        if cp is not None:
+            try:
+                fn_cp = cp.RawModule(path=str(cubin)).get_function(f"args{n}")
+                cargs = tuple(cp.from_dlpack(v) if k in ("out", "in") else c for k, v, c in zip(kinds, args, conv))
+                ext = cp.cuda.ExternalStream(sh)
+
+                def cupy_run(count: int, fn_cp=fn_cp, cargs=cargs, ext=ext) -> None:
+                    with ext:
+                        for _ in range(count):
+                            fn_cp((COUNT_GRID,), (COUNT_BLOCK,), cargs)
+
+                row("CuPy RawModule kernel", cupy_run)
+            except Exception as e:  # noqa: BLE001
+                print(f"  {count_row('CuPy', n)}: {type(e).__name__}: {e}"[:300], flush=True)
+        if tmod is not None:
+            tk = getattr(tmod, f"targs{n}")
+            row("Triton JIT launch", argcount.call_loop(tk[(COUNT_GRID,)], args, tail=", num_warps=1", env={}))
+    return refs, fams
+
+
+def slope(points: list[tuple[int, float]]) -> float | None:
+    """Least-squares ns per argument through (count, ns) points."""
+    if len(points) < 2:
+        return None
+    mx = sum(x for x, _ in points) / len(points)
+    my = sum(y for _, y in points) / len(points)
+    den = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / den if den else None
+
+
+def count_table(rows, notes) -> list[str]:  # type: ignore[no-untyped-def]
+    """Markdown: per path and argument count, host-only ns/launch (paired × raw C of that count); slopes."""
+    import argcount
+
+    paths: list[str] = []
+    for name in rows:
+        head, _, path = name.partition(" args: ")
+        if head.isdigit() and path not in paths:
+            paths.append(path)
+    counts = argcount.COUNTS
+    lines = ["| path | " + " | ".join(f"{n} args: ns (paired ×)" for n in counts)
+             + " | ns/extra arg (fit over counts) | own ns/extra arg (paired − raw C) |",
+             "|---|" + "---:|" * (len(counts) + 2)]
+    for path in paths:
+        cells, pts, own = [], [], []
+        for n in counts:
+            h = (rows.get(count_row(path, n)) or {}).get("host")
+            if not h:
+                cells.append("-")
+                continue
+            pr = f" ({h['paired']:.2f})" if h.get("paired") else ""
+            cells.append(f"{h['median']:.0f}{pr}")
+            pts.append((n, h["median"]))
+            if h.get("paired_diff") is not None:
+                own.append((n, h["paired_diff"]))
+        sl, so = slope(pts), slope(own)
+        bold = "**" if path.startswith("kernelpack Python") else ""
+        fit = f"{sl:.1f}" if sl is not None else "-"
+        own_fit = f"{so:+.1f}" if so is not None else "-"
+        lines.append(f"| {bold}{path}{bold} | " + " | ".join(cells) + f" | {fit} | {own_fit} |")
+    return lines
 
 
 LOAD_SCRIPT = textwrap.dedent("""
@@ -494,9 +808,11 @@ def report(rows, notes, load, json_path, fast) -> None:  # type: ignore[no-untyp
     v = driver.get().version
     print(f"\nLaunch overhead, {time.strftime('%Y-%m-%d')}, {gpu}, CUDA driver {v // 1000}.{v % 1000 // 10}, "
           f"torch {torch.__version__}, Python {platform.python_version()}, kernelpack fast path {fast}")
-    print(f"{'path':58s} {'host-only ns':>13s} {'x raw C':>8s} {'paired x':>9s} {'p25-p75 ns':>12s} {'min ns':>8s} "
-          f"{'steady ns':>10s} {'steady p25-p75':>15s}")
+    print("\n| path | host-only ns | × raw C | paired × | p25-p75 | min | steady ns | steady p25-p75 |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in rows.items():
+        if " args: " in name:
+            continue  # the argument-count table below
         h = r["host"]
         med = f"{h['median']:.0f}" if h else "-"
         ratio = f"{h['median'] / base:.2f}" if h and base else "-"
@@ -505,10 +821,14 @@ def report(rows, notes, load, json_path, fast) -> None:  # type: ignore[no-untyp
         iqr = f"{h['p25']:.0f}-{h['p75']:.0f}" if h else "-"
         late = f" ({h['late']} late)" if h and h["late"] else ""
         siqr = f"{r['steady_p25']:.0f}-{r['steady_p75']:.0f}"
-        print(f"{name:58s} {med:>13s} {ratio:>8s} {paired:>9s} {iqr:>12s} {mn:>8s} {r['steady']:>10.0f} "
-              f"{siqr:>15s}{late}")
+        print(f"| {name}{late} | {med} | {ratio} | {paired} | {iqr} | {mn} | {r['steady']:.0f} | {siqr} |")
+    if any(" args: " in name for name in rows):
+        print(f"\nLaunch cost vs argument count (bench/argcount.py kernels, grid {COUNT_GRID}, block {COUNT_BLOCK}, "
+              f"stream given; host-only ns/launch, median over rounds; paired × = median over rounds of the row over "
+              f"raw C with the same kernel in the same round):\n")
+        print("\n".join(count_table(rows, notes)))
     for name, why in notes.items():
-        print(f"{name:58s} not measured: {why}")
+        print(f"\n{name}: not measured: {why}")
     if load:
         print(f"\n100-kernel bundle in a fresh process (median of 3): import kernelpack {load['import_ms']:.1f} ms, "
               f"load {load['load_ms']:.1f} ms, first launch {load['first_launch_ms']:.1f} ms, "

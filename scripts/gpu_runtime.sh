@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # On the GPU machine: build the runtime's extensions in place for its python3 (abi3 launch path + torch bridge
 # against its torch), run the runtime tests (fake-driver CPU tests, then GPU tests) and the launch benchmark.
-# Artifacts come from .gpu/runtime (scripts/gpu_runtime_prepare.py on the build machine). Logs go to $OUT.
+# Artifacts come from .gpu/runtime (scripts/gpu_runtime_prepare.py on the build machine) and .gpu/launchcost
+# (scripts/gpu_prepare_launchcost.py: the argument-count kernels, their C library, and the runtime's sources before
+# the launch-cost work, benchmarked first in the same session for the before/after ratios). Logs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
@@ -20,6 +22,15 @@ if [ -z "${SKIP_TESTS:-}" ]; then
   status=${PIPESTATUS[0]}
 fi
 if [ -z "${SKIP_BENCH:-}" ]; then
+  BEFORE=.gpu/launchcost/before
+  if [ -d "$BEFORE/src" ] && [ -z "${SKIP_BEFORE:-}" ]; then  # the runtime before the launch-cost work, same bench
+    ( cd "$BEFORE" && rm -rf build src/kernelpack/runtime/*.so && python3 setup.py -q build_ext --inplace ) \
+      > "$OUT/build_before.log" 2>&1 || tail -5 "$OUT/build_before.log"
+    echo "=== before (runtime from $BEFORE)" | tee "$OUT/bench_before.log"
+    PYTHONPATH=$PWD/$BEFORE/src python3 bench/launch_overhead.py --json "$OUT/bench_before.json" 2>&1 \
+      | tee -a "$OUT/bench_before.log"
+  fi
+  echo "=== after (runtime from src/)"
   python3 bench/launch_overhead.py --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
 fi
 exit $status

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
+import operator
 import subprocess
 from contextlib import contextmanager
 from pathlib import Path
@@ -155,18 +157,21 @@ def cpu_tensors_as_cuda(stream: int = 0x5000) -> Any:
 
     saved_getter = streams.current_torch_stream
     adapters.testing.cpu_as_cuda = True
-    streams.current_torch_stream = lambda device: stream + device
+    # a C-level callable like torch's own getter (torch._C._cuda_getCurrentRawStream): stream + device
+    streams.set_current_torch_stream(functools.partial(operator.add, stream))
     bridge = None
     try:
         from kernelpack.runtime import _torch_bridge as bridge
 
         bridge.set_cpu_as_cuda(True)
+        bridge.set_test_stream(stream)  # the C path reads it in the bridge, as it reads c10's on a GPU
     except ImportError:
         pass
     try:
         yield
     finally:
         adapters.testing.cpu_as_cuda = False
-        streams.current_torch_stream = saved_getter
+        streams.set_current_torch_stream(saved_getter)
         if bridge is not None:
             bridge.set_cpu_as_cuda(False)
+            bridge.set_test_stream(None)

@@ -193,6 +193,53 @@ def test_current_stream_and_cuda_graph_capture(mod, torch):
 
 
 @requires_gpu
+@pytest.mark.parametrize("how", ["with torch.cuda.stream(s)", "torch.cuda.set_stream(s)"])
+def test_stream_none_launches_on_the_stream_torch_made_current(mod, torch, how):
+    """stream=None goes to the stream torch made current, read at each launch: captured into a graph begun on s
+    (a launch to any other stream would not be in the graph, and in global capture mode would fail), on the C path
+    after the first launch."""
+    n = 4096
+    a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out = torch.zeros(n, device="cuda")
+    mod.add(a, b, out, n, grid=16, block=256)  # loads the kernel outside the capture
+    torch.cuda.synchronize()
+    fam = mod.add.family
+    before = fam.python_calls
+    s = torch.cuda.Stream()
+    g = torch.cuda.CUDAGraph()
+    prev = torch.cuda.current_stream()
+    if how.startswith("with"):
+        with torch.cuda.stream(s):
+            assert torch.cuda.current_stream() == s
+            g.capture_begin()
+            mod.add(a, b, out, n, grid=16, block=256)
+            g.capture_end()
+    else:
+        torch.cuda.set_stream(s)
+        try:
+            g.capture_begin()
+            mod.add(a, b, out, n, grid=16, block=256)
+            g.capture_end()
+        finally:
+            torch.cuda.set_stream(prev)
+    assert torch.cuda.current_stream() == prev
+    torch.cuda.synchronize()
+    a.fill_(2.0)
+    b.fill_(3.0)
+    out.zero_()
+    torch.cuda.synchronize()
+    g.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, torch.full_like(out, 5.0))
+    if fam.fast is not None:
+        assert fam.python_calls == before, "the launch on torch's current stream stayed on the C path"
+    out.zero_()
+    mod.add(a, b, out, n, grid=16, block=256)  # back on the previous current stream
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, torch.full_like(out, 5.0))
+
+
+@requires_gpu
 def test_explicit_stream_objects(mod, torch):
     n = 1000
     a, b, out = torch.randn(n, device="cuda"), torch.randn(n, device="cuda"), torch.zeros(n, device="cuda")

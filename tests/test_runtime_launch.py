@@ -373,6 +373,57 @@ def test_streams(mod, fake):
         assert fake.last()["stream"] == handle
 
 
+def test_stream_none_follows_torchs_current_stream_each_launch_in_the_bridge_and_through_the_getter(mod, fake, path):
+    """stream=None reads torch's current stream at every launch, never a value kept from an earlier one: from the
+    torch bridge in C (as c10's on a GPU), and from the getter when the bridge cannot read it -- the getter
+    replaced between launches (as torch.cuda.set_stream / `with torch.cuda.stream(s)` change the answer) is seen
+    by the next launch, on the C path."""
+    import functools
+    import operator
+
+    from kernelpack.runtime import _torch_bridge, streams
+
+    a, b, c = vecs(8)
+    mod.add(a, b, c, 8, grid=1, block=32)  # the first launch loads the device (the Python path)
+    assert fake.last()["stream"] == 0x5000
+    before = mod.add.family.python_calls
+    _torch_bridge.set_test_stream(0x6000)  # torch's current stream changed (c10's answer, read in C)
+    mod.add(a, b, c, 8, grid=1, block=32)
+    expected_bridge = 0x6000 if path == "c" else 0x5000  # the Python path asks the getter only
+    assert fake.last()["stream"] == expected_bridge
+    _torch_bridge.set_test_stream(None)  # a bridge built without torch's CUDA headers: the getter answers
+    for handle in (0x7000, 0x7100, 0x5000):
+        streams.set_current_torch_stream(functools.partial(operator.add, handle))
+        mod.add(a, b, c, 8, grid=1, block=32)
+        assert fake.last()["stream"] == handle
+    streams.set_current_torch_stream(lambda device: 0x7200 + device)  # a Python-level getter works the same
+    mod.add(a, b, c, 8, grid=1, block=32)
+    assert fake.last()["stream"] == 0x7200
+    if path == "c":
+        assert mod.add.family.python_calls == before, "every launch stayed on the C path"
+
+
+def test_the_c_path_calls_torchs_own_stream_getter_without_a_python_wrapper(monkeypatch):
+    """With the default getter, the callable handed to the C path is torch._C._cuda_getCurrentRawStream itself (no
+    lambda around it); a replaced getter is handed over as is, and None restores torch's."""
+    from kernelpack.runtime import streams
+
+    def raw(device):
+        return 0x9000 + device
+
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", raw, raising=False)
+    saved = streams.current_torch_stream
+    try:
+        streams.set_current_torch_stream(None)
+        assert streams.c_getter() is raw
+        assert streams.resolve(None, 1, True, "k") == 0x9001
+        mine = lambda device: 0x42  # noqa: E731
+        streams.set_current_torch_stream(mine)
+        assert streams.c_getter() is mine and streams.resolve(None, 0, True, "k") == 0x42
+    finally:
+        streams.set_current_torch_stream(saved)
+
+
 def test_the_tensors_device_picks_the_context_and_the_callers_context_is_restored(path, fake, bundle):
     fake.reset((9, 0), (9, 0))
     with python_path() if path == "python" else _nullctx():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from .abi import Abi, DType, Field, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
@@ -42,7 +41,9 @@ def load(source):  # type: ignore[no-untyped-def]
 
 def __getattr__(name: str):  # type: ignore[no-untyped-def]  # PEP 562: what `import kernelpack` does not import
     if name in _FRONTENDS:  # the submodule (importing it binds it here: this runs once per name)
-        return importlib.import_module(f".{name}", __name__)
+        from ._lazy import submodule
+
+        return submodule(__name__, name)
     if name == "Library":  # the C library generator imports the cubin reader and the builders
         from .clib import Library
 

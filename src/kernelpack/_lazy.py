@@ -20,3 +20,8 @@ def lazy_exports(package: str, namespace: dict[str, Any], where: dict[str, str])
         return value
 
     return __getattr__
+
+
+def submodule(package: str, name: str) -> Any:
+    """``package.name`` imported on first use (the caller checks ``name`` against its own constant table)."""
+    return importlib.import_module(f".{name}", package)

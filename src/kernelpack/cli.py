@@ -1,4 +1,4 @@
-"""The ``kernelpack`` command line: demo, inspect, build.
+"""The ``kernelpack`` command line: demo, inspect, build, wheel.
 
 Exit status: 0 success; 2 a user error — any :class:`KernelpackError` (bad project file, compile error, build
 failure...) or an ``OSError`` from the environment (unreadable input, unwritable output, full disk) — reported as one
@@ -80,6 +80,18 @@ def _build_bundles(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_wheel(args: argparse.Namespace) -> int:
+    from .publish import check_out_dir
+
+    if args.out is not None:
+        check_out_dir(args.out, "-o/--out")
+    from .project.ui import run_wheel
+
+    return run_wheel(args.project or args.input, dist=args.out, with_library=args.with_library, platform=args.platform,
+                     jobs=args.jobs,
+                     force=args.force, overwrite=args.overwrite, quiet=args.quiet)
+
+
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kernelpack", description="Compile GPU kernels once; ship them anywhere.")
     debug_help = "print the traceback of an error"
@@ -119,6 +131,27 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors (no progress, no summary)")
     b.add_argument("--json", action="store_true", help="print the build report as JSON on stdout")
     b.set_defaults(func=_cmd_build)
+
+    w = sub.add_parser("wheel", parents=[common], help="build a project's kernels as a Python wheel (pip install)",
+                       description="kernelpack wheel [PROJECT] builds the project as kernelpack build does "
+                                   "(incrementally) and writes NAME-VERSION-py3-none-TAG.whl: the package NAME with "
+                                   "the bundle, typed stubs and, with --with-library, the C library. Needs [library] "
+                                   "version. See docs/wheels.md.")
+    w.add_argument("input", nargs="?", default=None, metavar="PROJECT",
+                   help="a project file or directory (default: ./kernelpack.toml or a pyproject.toml with "
+                        "[tool.kernelpack])")
+    w.add_argument("-o", "--out", default=None, metavar="DIST", help="where the wheel goes (default: dist/ beside "
+                                                                      "the project file)")
+    w.add_argument("-p", "--project", default=None, help="project file or directory")
+    w.add_argument("--with-library", action="store_true", help="also carry the C library, headers, CMake and "
+                                                                "pkg-config files (NAME/lib, NAME/include)")
+    w.add_argument("--platform", default=None, metavar="CPU", help="x86_64 or aarch64: the CPU of the machines that "
+                                                                    "will load it (default: this machine's)")
+    w.add_argument("-j", "--jobs", type=int, default=None, help="parallel compile processes (default: CPU count)")
+    w.add_argument("--force", action="store_true", help="rebuild every step (the compile cache still applies)")
+    w.add_argument("--overwrite", action="store_true", help="replace a wheel of the same name with other contents")
+    w.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors and the wheel's path")
+    w.set_defaults(func=_cmd_wheel)
     return p
 
 

@@ -11,6 +11,8 @@
                               4 GiB is the format's own ceiling (the C library's blob table holds 32-bit offsets, so
                               no bundle a library carries is larger). Files that are not regular files (FIFOs,
                               devices, directories) are refused whatever the limit.
+``SOURCE_DATE_EPOCH``         the timestamp (seconds since 1970) written into wheels and sdists (``kernelpack
+                              wheel``, ``kernelpack.build_meta``); default 1980-01-01, the earliest a zip can hold
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Knobs:
     cc: str = "cc"
     ar: str = "ar"
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
+    source_date_epoch: str | None = None  # as given; kernelpack.wheel.archive checks it where it is used
 
 
 _overrides: dict[str, object] = {}
@@ -58,7 +61,8 @@ def _from_env() -> Knobs:
     cuda_home = Path(home) if home else (Path("/usr/local/cuda") if Path("/usr/local/cuda").is_dir() else None)
     return Knobs(cache_dir, compiler, os.environ.get("KERNELPACK_NVCC") or None, cuda_home,
                  os.environ.get("CC") or "cc", os.environ.get("AR") or "ar",
-                 max_file_bytes=_byte_count("KERNELPACK_MAX_FILE_BYTES", DEFAULT_MAX_FILE_BYTES))
+                 max_file_bytes=_byte_count("KERNELPACK_MAX_FILE_BYTES", DEFAULT_MAX_FILE_BYTES),
+                 source_date_epoch=os.environ.get("SOURCE_DATE_EPOCH", "").strip() or None)
 
 
 def _byte_count(name: str, default: int) -> int:

@@ -17,7 +17,7 @@ import hashlib
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import __version__
@@ -107,7 +107,7 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     unmangled = [r for r in requests if not is_mangled(symbols[r.expr]) and r.name not in (signatures or {})]
     probed = _probe(text, filename, first, opts, unmangled, backend, version, cache) if unmangled else {}
 
-    provenance = Provenance("cuda", version, version, tuple(opts.common_flags()) + opts.extra,
+    provenance = Provenance("cuda", version, version, _portable_flags(opts, src_dir),
                             hashlib.sha256(text.encode()).hexdigest())
     artifacts = []
     for r in requests:
@@ -119,6 +119,18 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
         binaries = tuple(shared[a] for a in archs)
         artifacts.append(KernelArtifact(r.name, symbol, abi, binaries, spec, provenance, r.variant))
     return Bundle(tuple(artifacts))
+
+
+def _portable_flags(opts: CudaOptions, src_dir: str | None) -> tuple[str, ...]:
+    """The flags as provenance records them: include folders inside the source's folder relative to it (``-I.``,
+    ``-Iinclude``), so the same project built in another folder (an unpacked sdist, a CI checkout) gives the same
+    bundle bytes."""
+    portable = opts
+    if src_dir is not None:
+        base = Path(src_dir)
+        rel = [Path(d).relative_to(base).as_posix() if Path(d).is_relative_to(base) else d for d in opts.include_dirs]
+        portable = replace(opts, include_dirs=tuple(rel))
+    return tuple(portable.common_flags()) + opts.extra
 
 
 def _read_source(source: str | os.PathLike[str]) -> tuple[str, str, str | None]:

@@ -225,6 +225,25 @@ def c_comment(text: str) -> str:
     return t
 
 
+def py_docstring(text: str, indent: str = "") -> str:
+    """``text`` as a triple-quoted Python (or stub) docstring: backslashes, quotes and anything not printable ASCII
+    escaped, so no user string can end it early, splice lines or hide characters; a line break stays one, and each
+    non-empty line after it starts with ``indent`` (which ``inspect.cleandoc`` and ``help()`` remove again)."""
+    lines = []
+    for line in text.split("\n"):
+        out = []
+        for c in line:
+            if c in "\\\"":
+                out.append("\\" + c)
+            elif 0x20 <= ord(c) < 0x7F:
+                out.append(c)
+            else:
+                out.append(c.encode("unicode_escape").decode("ascii") if ord(c) > 0xFF else f"\\x{ord(c):02x}")
+        lines.append("".join(out))
+    body = lines[0] + "".join("\n" + (indent + x if x else "") for x in lines[1:])
+    return '"""' + body + '"""'
+
+
 def cmake_string(text: str) -> str:
     """``text`` as a CMake quoted argument (``"..."``): backslash, quote and ``$`` escaped (no variable reference or
     generator expression can form), newlines as ``\\n`` (a quoted argument is never split at ``;``)."""

@@ -36,6 +36,10 @@
     files = ["prebuilt/kernels.fatbin"]                    # cubins, fatbins, objects with a fatbin (globs)
     kernels = { add = "const float* x, const float* y, float* out, int n" }
 
+A ``pyproject.toml`` whose ``[tool.kernelpack]`` table holds the same tables (``[tool.kernelpack.library]``,
+``[[tool.kernelpack.cuda]]``, ...) is a project too (``[project] name`` and ``version`` stand in for the library's
+when it has none): ``kernelpack.build_meta`` builds it as a Python wheel.
+
 ``{ py = "dotted.name" }`` (or ``"file.py:attr"``) anywhere in ``init``/``variants``/``args`` is a Python object.
 A Python project module exposes ``KERNELS`` (a list of entries: :class:`~kernelpack.frontends.Cuda`, ``Triton``,
 ``Cutile``, ``Cute``, ``Cubin``, whose fields may hold the objects themselves) and optionally ``LIBRARY`` (the
@@ -69,7 +73,9 @@ else:  # pragma: no cover - Python 3.10
 OUTPUTS = ("library", "bundle")
 LIBRARY: dict[str, fl.Check] = {"name": fl.STRING, "archs": fl.ARCHS, "out": fl.PATH, "outputs": fl.STRINGS,
                                 "version": fl.STRING, "cflags": fl.STRINGS, "include": fl.STRINGS}
-__all__ = ["Entry", "LibrarySpec", "Project", "ProjectError", "entry_problem", "find_project", "load_project"]
+PYPROJECT = "pyproject.toml"  # a project when it has a [tool.kernelpack] table
+__all__ = ["Entry", "LibrarySpec", "Project", "ProjectError", "declared_library", "entry_problem", "find_project",
+           "load_project"]
 
 
 @dataclass(frozen=True)
@@ -127,13 +133,17 @@ class Project:
 
 
 def find_project(where: str | os.PathLike[str] | None = None) -> Path:
-    """The project file: ``where`` itself, or ``kernelpack.toml`` / ``kernelpack_project.py`` in that directory."""
+    """The project file: ``where`` itself, or ``kernelpack.toml`` / ``kernelpack_project.py`` in that directory, or
+    its ``pyproject.toml`` when that has a ``[tool.kernelpack]`` table."""
     p = Path(where) if where is not None else Path.cwd()
     if p.is_dir():
         for cand in ("kernelpack.toml", "kernelpack_project.py"):
             if (p / cand).is_file():
                 return (p / cand).resolve()
-        raise ProjectError(f"no kernelpack.toml or kernelpack_project.py in {p}")
+        if (p / PYPROJECT).is_file() and _tool_table(read_toml(p / PYPROJECT), p / PYPROJECT) is not None:
+            return (p / PYPROJECT).resolve()
+        raise ProjectError(f"no kernelpack.toml or kernelpack_project.py in {p} (nor a pyproject.toml with a "
+                           f"[tool.kernelpack] table)")
     if not p.is_file():
         raise ProjectError(f"project file {p} does not exist")
     return p.resolve()
@@ -149,6 +159,47 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ProjectError(f"{path}: invalid TOML: {e}") from None
 
 
+def _tool_table(doc: dict[str, Any], path: Path) -> dict[str, Any] | None:
+    """``[tool.kernelpack]`` of a pyproject.toml (None when there is none)."""
+    tool = doc.get("tool", {})
+    table = tool.get("kernelpack") if isinstance(tool, dict) else None
+    if table is not None and not isinstance(table, dict):
+        raise ProjectError(f"{path}: tool.kernelpack must be a table ([tool.kernelpack.library], "
+                           f"[[tool.kernelpack.cuda]], ...), got {fl.given(table)}")
+    return table
+
+
+def _read_project_toml(path: Path) -> dict[str, Any]:
+    """The project tables of a kernelpack.toml, or of a pyproject.toml's [tool.kernelpack]."""
+    doc = read_toml(path)
+    if path.name != PYPROJECT:
+        return doc
+    table = _tool_table(doc, path)
+    if table is None:
+        raise ProjectError(f"{path}: no [tool.kernelpack] table (the project's [tool.kernelpack.library] and kernel "
+                           f"entries)")
+    pep621, lib = doc.get("project"), table.get("library", {})
+    if isinstance(pep621, dict) and isinstance(lib, dict):  # [project] name and version stand in for the library's
+        filled = {k: pep621[k] for k in ("name", "version") if k not in lib and isinstance(pep621.get(k), str)}
+        if filled:
+            table = {**table, "library": {**lib, **filled}}
+    return table
+
+
+def declared_library(where: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The ``[library]`` table as the project file writes it (no defaults filled in), for what must be given
+    explicitly (a wheel's ``version``). A Python project's ``LIBRARY`` is read without running the module when it is
+    a literal, else from the imported module."""
+    path = find_project(where)
+    if path.suffix != ".py":
+        table = _read_project_toml(path).get("library", {})
+        return dict(table) if isinstance(table, dict) else {}
+    table = _static_library(path)
+    if table is None:
+        table = getattr(import_file(path), "LIBRARY", None)
+    return dict(table) if isinstance(table, Mapping) else {}
+
+
 def load_project(where: str | os.PathLike[str] | None = None, *, import_includes: bool = True) -> Project:
     """Read a project file. Python modules (a ``.py`` project, ``include``) are imported only when
     ``import_includes``; otherwise their entries are missing (enough to fingerprint the project statically)."""
@@ -157,7 +208,7 @@ def load_project(where: str | os.PathLike[str] | None = None, *, import_includes
         raw: dict[str, Any] = {"library": None}
         includes = [path]
     else:
-        raw = read_toml(path)
+        raw = _read_project_toml(path)
         unknown = sorted(set(raw) - {"library", *FRONTENDS})
         if unknown:
             raise ProjectError(f"{path}: unknown table(s) {unknown}; expected [library], "

@@ -95,18 +95,21 @@ class Events:
 
 
 def build(where: str | os.PathLike[str] | None = None, *, jobs: int | None = None, force: bool = False,
-          out: str | os.PathLike[str] | None = None, events: Events | None = None) -> BuildReport:
+          out: str | os.PathLike[str] | None = None, events: Events | None = None,
+          outputs: tuple[str, ...] | None = None) -> BuildReport:
     """Build the project at ``where`` (a project file or a directory holding one). ``jobs``: worker processes
     (default: CPU count). ``force``: ignore fingerprints and stamps (the compile cache is still used). ``out``:
-    output directory instead of the project's ``[library] out``."""
+    output directory instead of the project's ``[library] out``. ``outputs``: instead of ``[library] outputs``
+    (``kernelpack wheel`` needs the bundle, and the library only when the wheel carries it)."""
     t0 = time.perf_counter()
-    static = _load(where, out, import_includes=False)
+    static = _load(where, out, import_includes=False, outputs=outputs)
     with output_dir(static.out, "output directory") as out_dir:
-        return _build(where, out, static, out_dir, jobs, force, events, t0)
+        return _build(where, out, static, out_dir, jobs, force, events, t0, outputs)
 
 
 def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | None, static: Project, out_dir: Path,
-           jobs: int | None, force: bool, events: Events | None, t0: float) -> BuildReport:
+           jobs: int | None, force: bool, events: Events | None, t0: float,
+           outputs: tuple[str, ...] | None = None) -> BuildReport:
     state_dir = out_dir / STATE_DIR
     st.prepare(state_dir)
     expected = {str(p) for p in _expected_outputs(static).values()}
@@ -121,7 +124,7 @@ def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | N
         report.seconds = time.perf_counter() - t0
         return report
 
-    project = _load(where, out, import_includes=True) if static.includes else static
+    project = _load(where, out, import_includes=True, outputs=outputs) if static.includes else static
     all_jobs = plan(project)
     files: dict[int, list[Path]] = {}  # per entry: its jobs read the same files
     for j in all_jobs:
@@ -194,11 +197,14 @@ def _finish(project: Project, stage: Stage, all_jobs: list[Job], built: dict[str
 
 
 def _load(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | None, *,
-          import_includes: bool) -> Project:
+          import_includes: bool, outputs: tuple[str, ...] | None = None) -> Project:
     project = load_project(where, import_includes=import_includes)
-    if out is None:
-        return project
-    return dataclasses.replace(project, library=dataclasses.replace(project.library, out=Path(out).resolve()))
+    lib = project.library
+    if out is not None:
+        lib = dataclasses.replace(lib, out=Path(out).resolve())
+    if outputs is not None:
+        lib = dataclasses.replace(lib, outputs=tuple(outputs))
+    return project if lib is project.library else dataclasses.replace(project, library=lib)
 
 
 # ------------------------------------------------------------------------------------------------ digests

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#define KP_BRIDGE_ABI 1
+#define KP_BRIDGE_ABI 2
 #define KP_BRIDGE_CAPSULE "kernelpack.runtime._torch_bridge.api"
 
 typedef struct kp_view {
@@ -23,8 +23,12 @@ typedef struct kp_bridge {
     int abi; /* KP_BRIDGE_ABI */
     /* 1: a torch tensor, *out filled; 0: not a torch tensor; -1: a tensor the bridge cannot read (no exception set) */
     int (*unpack)(PyObject* obj, kp_view* out);
-    /* 0: *out = torch's current stream on CUDA device `device`; -1: not available (no exception set) */
+    /* the same without ndim, shape and stride (left unset): for arguments no plan packs as a tensor descriptor */
+    int (*unpack_ptr)(PyObject* obj, kp_view* out);
+    /* 0: *out = torch's current stream on CUDA device `device`; -1: not available (no exception set): the caller
+     * asks the Python-level getter (runtime/streams.py c_getter) */
     int (*current_stream)(int device, uint64_t* out);
+    int cuda_streams; /* 1: current_stream reads c10's current stream (built against torch's CUDA headers) */
 } kp_bridge;
 
 #endif

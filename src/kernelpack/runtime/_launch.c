@@ -41,6 +41,7 @@
 #define KP_BUF 4096
 #define KP_LIKELY(x) __builtin_expect(!!(x), 1)
 #define KP_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define KP_INLINE inline __attribute__((always_inline)) /* the per-argument steps of a launch */
 
 
 /* ------------------------------------------------------------------ driver */
@@ -140,6 +141,7 @@ typedef struct {
     PyObject* slow;
     int nargs, nplan;
     kp_plan* plans;
+    uint8_t dims[KP_MAX_SLOTS]; /* per argument: 1 when some plan packs it as a tensor descriptor (shape, strides) */
     kp_dev* devs[KP_MAX_DEVICES];
 } kp_family;
 
@@ -157,7 +159,7 @@ typedef struct {
     kp_view v;
 } kp_arg;
 
-static int int_range_ok(int dt, int64_t v) {
+static KP_INLINE int int_range_ok(int dt, int64_t v) {
     switch (dt) {
     case KP_DT_I8: return v >= INT8_MIN && v <= INT8_MAX;
     case KP_DT_I16: return v >= INT16_MIN && v <= INT16_MAX;
@@ -171,7 +173,7 @@ static int int_range_ok(int dt, int64_t v) {
     return 0;
 }
 
-static void store_int(unsigned char* p, int dt, uint64_t v) {
+static KP_INLINE void store_int(unsigned char* p, int dt, uint64_t v) {
     switch (dt) {
     case KP_DT_I8: case KP_DT_U8: case KP_DT_BOOL: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); break; }
     case KP_DT_I16: case KP_DT_U16: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
@@ -239,7 +241,7 @@ static int store_float(unsigned char* p, int dt, double x) {
 }
 
 /* Does argument a fit slot s? If so, pack it into buf (dv: the device values of the entry tried). */
-static int fit_slot(const kp_slot* s, const kp_arg* a, PyObject* obj, unsigned char* buf, const int64_t* dv) {
+static KP_INLINE int fit_slot(const kp_slot* s, const kp_arg* a, PyObject* obj, unsigned char* buf, const int64_t* dv) {
     unsigned char* p = buf + s->offset;
     switch (s->op) {
     case KP_OP_NULL:
@@ -386,8 +388,11 @@ static int read_stream(PyObject* o, uint64_t* out) {
     return ok;
 }
 
+/* torch's current stream of `device`: from the bridge in C (c10's, when it was built against torch's CUDA headers),
+ * else from the Python-level getter (runtime/streams.py c_getter: torch's builtin itself, called without a Python
+ * frame). 0 when neither answers (the Python path resolves it). */
 static int current_stream(int device, uint64_t* out) {
-    if (bridge != NULL && bridge->current_stream != NULL && bridge->current_stream(device, out) == 0) return 1;
+    if (KP_LIKELY(bridge != NULL) && bridge->current_stream(device, out) == 0) return 1;
     if (stream_getter == NULL) return 0;
     PyObject* dev = PyLong_FromLong(device);
     if (dev == NULL) return PyErr_Clear(), 0;
@@ -627,7 +632,7 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
             x->kind = A_BOOL, x->i = o == Py_True;
         } else {
             if (bridge == NULL) goto slow; /* tensors are read in C only through the torch bridge */
-            int r = bridge->unpack(o, &x->v);
+            int r = self->dims[i] ? bridge->unpack(o, &x->v) : bridge->unpack_ptr(o, &x->v);
             if (r != 1) {
                 if (r == 0 && PyBytes_CheckExact(o)) {
                     x->kind = A_OTHER;
@@ -883,6 +888,7 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
         for (Py_ssize_t s = 0; s < pl->nslots; s++) {
             kp_slot* sl = &pl->slots[s];
             if (parse_slot(PyTuple_GetItem(p, s), sl, &pl->ok) < 0) goto fail;
+            if (sl->op == KP_OP_TENSOR && sl->arg >= 0 && sl->arg < KP_MAX_SLOTS) f->dims[sl->arg] = 1;
             if (sl->op != KP_OP_DEVICE) continue;
             if (sl->arg != pl->ndev || pl->ndev == KP_MAX_DEVICE_VALUES) {
                 pl->ok = 0;
@@ -1130,7 +1136,7 @@ static PyObject* state(PyObject* mod, PyObject* unused) {
     (void)mod, (void)unused;
     return Py_BuildValue("{s:O,s:O,s:O,s:O}", "driver", cu_launch ? Py_True : Py_False, "torch_bridge",
                          bridge ? Py_True : Py_False, "torch_streams",
-                         bridge && bridge->current_stream ? Py_True : Py_False, "one_device",
+                         bridge && bridge->cuda_streams ? Py_True : Py_False, "one_device",
                          one_device ? Py_True : Py_False);
 }
 

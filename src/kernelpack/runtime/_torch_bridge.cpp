@@ -23,6 +23,9 @@ extern "C" {
 namespace {
 
 int cpu_as_cuda = 0;  // tests without a GPU: CPU tensors read as tensors on cuda:0
+// tests without a GPU, with cpu_as_cuda: torch's "current stream" of device d is test_stream + d, answered here in C as
+// c10 answers it on a GPU; -1: none (the launcher asks the Python-level getter, as with a bridge built without CUDA)
+long long test_stream = -1;
 
 int8_t dtype_code(c10::ScalarType t) {
     switch (t) {
@@ -43,12 +46,15 @@ int8_t dtype_code(c10::ScalarType t) {
     }
 }
 
-int unpack(PyObject* obj, kp_view* out) {
+// with_dims: also ndim, shape and stride (only tensor-descriptor params use them)
+template <bool with_dims>
+int read_tensor(PyObject* obj, kp_view* out) {
     try {
         if (!THPVariable_Check(obj)) return 0;
-        const at::Tensor& t = THPVariable_Unpack(obj);
-        c10::Device d = t.device();
-        if (d.is_cuda()) {
+        // the TensorImpl once, then its inline accessors (at::Tensor's re-read the pointer each time)
+        c10::TensorImpl* t = THPVariable_Unpack(obj).unsafeGetTensorImpl();
+        c10::Device d = t->device();
+        if (C10_LIKELY(d.is_cuda())) {
             out->device_type = 1;
             out->device = static_cast<int16_t>(d.index());
         } else if (d.is_cpu() && cpu_as_cuda) {
@@ -59,12 +65,15 @@ int unpack(PyObject* obj, kp_view* out) {
             out->device = -1;
             return 1;
         }
-        out->data = reinterpret_cast<uint64_t>(t.data_ptr());
-        out->ndim = static_cast<int32_t>(t.dim());
-        out->shape = t.sizes().data();
-        out->stride = t.strides().data();
-        out->dtype = dtype_code(t.scalar_type());
-        out->contiguous = t.is_contiguous() ? 1 : 0;
+        // mutable, as Tensor::data_ptr(): a copy-on-write storage is materialized before a kernel may write it
+        out->data = reinterpret_cast<uint64_t>(t->mutable_data());
+        if (with_dims) {
+            out->ndim = static_cast<int32_t>(t->dim());
+            out->shape = t->sizes().data();
+            out->stride = t->strides().data();
+        }
+        out->dtype = dtype_code(t->dtype().toScalarType());
+        out->contiguous = t->is_contiguous() ? 1 : 0;
         return 1;
     } catch (...) {
         PyErr_Clear();
@@ -72,9 +81,16 @@ int unpack(PyObject* obj, kp_view* out) {
     }
 }
 
+int unpack(PyObject* obj, kp_view* out) { return read_tensor<true>(obj, out); }
+int unpack_ptr(PyObject* obj, kp_view* out) { return read_tensor<false>(obj, out); }
+
 int current_stream(int device, uint64_t* out) {
+    if (cpu_as_cuda) {
+        if (test_stream < 0) return -1;
+        *out = static_cast<uint64_t>(test_stream) + static_cast<uint64_t>(device);
+        return 0;
+    }
 #ifdef KP_TORCH_CUDA
-    if (cpu_as_cuda) return -1;
     try {
         *out = reinterpret_cast<uint64_t>(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream());
         return 0;
@@ -82,15 +98,14 @@ int current_stream(int device, uint64_t* out) {
         return -1;
     }
 #else
-    (void)device, (void)out;
     return -1;
 #endif
 }
 
 #ifdef KP_TORCH_CUDA
-const kp_bridge api = {KP_BRIDGE_ABI, unpack, current_stream};
+const kp_bridge api = {KP_BRIDGE_ABI, unpack, unpack_ptr, current_stream, 1};
 #else
-const kp_bridge api = {KP_BRIDGE_ABI, unpack, nullptr};
+const kp_bridge api = {KP_BRIDGE_ABI, unpack, unpack_ptr, current_stream, 0};
 #endif
 
 PyObject* set_cpu_as_cuda(PyObject*, PyObject* flag) {
@@ -100,8 +115,26 @@ PyObject* set_cpu_as_cuda(PyObject*, PyObject* flag) {
     Py_RETURN_NONE;
 }
 
+PyObject* set_test_stream(PyObject*, PyObject* handle) {
+    if (handle == Py_None) {
+        test_stream = -1;
+        Py_RETURN_NONE;
+    }
+    long long v = PyLong_AsLongLong(handle);
+    if (v == -1 && PyErr_Occurred()) return nullptr;
+    if (v < 0) {
+        PyErr_SetString(PyExc_ValueError, "set_test_stream: the handle must be None or an int >= 0");
+        return nullptr;
+    }
+    test_stream = v;
+    Py_RETURN_NONE;
+}
+
 PyMethodDef methods[] = {
     {"set_cpu_as_cuda", set_cpu_as_cuda, METH_O, "Tests without a GPU: read CPU tensors as tensors on cuda:0."},
+    {"set_test_stream", set_test_stream, METH_O,
+     "Tests without a GPU (with set_cpu_as_cuda): torch's current stream of device d is handle + d (None: ask the "
+     "Python getter)."},
     {nullptr, nullptr, 0, nullptr},
 };
 

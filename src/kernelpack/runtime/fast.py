@@ -43,7 +43,7 @@ def sync_driver(ext: Any) -> None:
         d = drv.get()
         ext.set_driver({name: d.addresses[name] for name in drv.FAST_ENTRY_POINTS})
         ext.set_device_count(d.device_count())
-        ext.set_stream_getter(lambda device: streams.current_torch_stream(device))
+        ext.set_stream_getter(streams.c_getter())
         _state["driver_gen"] = gen
 
 
@@ -67,6 +67,7 @@ def install_torch_bridge() -> bool:
                       FallbackWarning, stacklevel=3)
         return False
     ext.set_bridge(_torch_bridge.api)
+    ext.set_stream_getter(streams.c_getter())  # torch is loaded now: its own builtin, without a Python frame
     return True
 
 

@@ -73,7 +73,8 @@ class KernelModule(types.ModuleType):
             if hname not in st.families:
                 st.callables[hname] = _host_callable(hfam, self.__name__, source)
         self._publish(st.callables)
-        self.__all__ = sorted(n for n in vars(self) if n in st.callables or n.removesuffix("_") in st.callables)
+        published = {id(c) for c in st.callables.values()}  # the attributes that hold a kernel (a kernel named
+        self.__all__ = sorted(n for n, v in vars(self).items() if id(v) in published)  # __spec__ is u_spec_)
         self.__doc__ = self._doc(source)
 
     def _publish(self, callables: dict[str, Any]) -> None:

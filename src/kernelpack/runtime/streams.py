@@ -2,9 +2,12 @@
 
 ``stream=None`` with torch tensors among the arguments: torch's current stream of the tensors' device, read with
 ``torch._C._cuda_getCurrentRawStream`` (about 60 ns; ``torch.cuda.current_stream()`` costs about 4 us and is never
-called). ``stream=None`` otherwise: the legacy default stream (0). An int is a ``CUstream`` handle; an object may
-carry one as ``cuda_stream`` (torch), ``__cuda_stream__()`` (the CUDA stream protocol: ``(version, handle)``) or
-``ptr`` (CuPy).
+called). The C launch path reads it through the torch bridge (c10 directly) when the bridge was built against torch's
+CUDA headers, else it calls :func:`c_getter` -- torch's builtin itself, no Python frame in between. Replace the getter
+with :func:`set_current_torch_stream` (never by assigning the attribute), so both paths see the new one.
+
+``stream=None`` otherwise: the legacy default stream (0). An int is a ``CUstream`` handle; an object may carry one as
+``cuda_stream`` (torch), ``__cuda_stream__()`` (the CUDA stream protocol: ``(version, handle)``) or ``ptr`` (CuPy).
 """
 
 from __future__ import annotations
@@ -20,8 +23,27 @@ def _torch_current(device: int) -> int:
     return int(sys.modules["torch"]._C._cuda_getCurrentRawStream(device))
 
 
-# replaced by tests that run torch CPU tensors as if they were CUDA tensors
+# replaced (set_current_torch_stream) by tests that run torch CPU tensors as if they were CUDA tensors
 current_torch_stream: Callable[[int], int] = _torch_current
+
+
+def c_getter() -> Callable[[int], int]:
+    """The callable the C path calls for torch's current stream: ``torch._C._cuda_getCurrentRawStream`` itself while
+    the getter is the default and torch (with CUDA) is loaded, else :data:`current_torch_stream` unwrapped."""
+    if current_torch_stream is _torch_current:
+        raw = getattr(getattr(sys.modules.get("torch"), "_C", None), "_cuda_getCurrentRawStream", None)
+        if raw is not None:
+            return raw  # type: ignore[no-any-return]
+    return current_torch_stream
+
+
+def set_current_torch_stream(fn: Callable[[int], int] | None) -> None:
+    """Use ``fn(device) -> CUstream handle`` as torch's current stream on both launch paths (None: torch's own)."""
+    global current_torch_stream
+    current_torch_stream = _torch_current if fn is None else fn
+    ext = sys.modules.get("kernelpack.runtime._launch")
+    if ext is not None:
+        ext.set_stream_getter(c_getter())
 
 
 def resolve(stream: Any, device: int, saw_torch: bool, kernel: str) -> int:
