@@ -153,7 +153,9 @@ class _Gen:
             requires += [f"{{KP_DP_{n.upper()}, {string(n)}u, INT64_C({v})}}" for n, v in a.requirements]
             for b in a.binaries:
                 ls, f = a.launch_for(b.arch), facts(a, b)
-                launches.append(f"{{{_dims(ls.block)}, {ls.dynamic_smem or 0}u, {_dims(ls.cluster)}, {f.layout}u}} "
+                flags = (LAUNCH_FLAGS["PDL"] if ls.pdl else 0) | (LAUNCH_FLAGS["COOPERATIVE"] if ls.cooperative else 0)
+                launches.append(f"{{{_dims(ls.block)}, {ls.dynamic_smem or 0}u, {_dims(ls.cluster)}, {f.layout}u, "
+                                f"{flags}u}} "
                                 f"/* {a.label} {b.arch}{' PTX' if b.kind == 'ptx' else ''} */")
             first += len(a.binaries)
         sep = ",\n    "

@@ -43,7 +43,7 @@ from .errors import (
 from .loader import LaunchFacts, Loader, binary_quality
 from .packer import pack
 
-LAUNCH_KEYWORDS = ("grid", "block", "smem", "stream", "cluster")
+LAUNCH_KEYWORDS = ("grid", "block", "smem", "stream", "cluster", "pdl", "cooperative")
 
 
 @dataclass(frozen=True)
@@ -201,6 +201,8 @@ class KernelFamily:
         info = state.info
         if any(e.error is not None for e in state.entries):
             return  # launches on this device take the Python path, which reports the error
+        if any(e.spec_launch.pdl or e.spec_launch.cooperative for e in state.entries):
+            return  # launch flags (PDL, cooperative) are applied on the Python path
         rows = []
         for e in state.entries:
             f = e.facts
@@ -217,7 +219,7 @@ class KernelFamily:
     # ------------------------------------------------------------ the full launch path
 
     def call(self, *args: Any, grid: Any = None, block: Any = None, smem: Any = None, stream: Any = None,
-             cluster: Any = None, **named: Any) -> None:
+             cluster: Any = None, pdl: bool | None = None, cooperative: bool | None = None, **named: Any) -> None:
         self.python_calls += 1
         values = self._bind(args, named)
         try:
@@ -240,11 +242,12 @@ class KernelFamily:
         b = checks.check_block(block, entry.facts, info, kernel)
         n = checks.check_smem(smem, entry.facts, info, kernel)
         c = checks.check_cluster(cluster, g, entry.facts, info, kernel)
+        flags = checks.check_flags(pdl, cooperative, entry.spec_launch, info, kernel)
         saw_torch = any(v is not None and v.source == "torch" for v in views)
         handle = streams.resolve(stream, ordinal, saw_torch, kernel)
         if saw_torch:
             _install_torch_bridge()
-        self._launch(d, state, entry, g, b, n, c, handle, packed)
+        self._launch(d, state, entry, g, b, n, c, handle, packed, flags)
 
     def _bind(self, args: tuple[Any, ...], named: dict[str, Any]) -> list[Any]:
         n = len(self.arg_names)
@@ -333,9 +336,12 @@ class KernelFamily:
 
     def _launch(self, d: Driver, state: DeviceState, entry: DeviceEntry, grid: tuple[int, int, int],
                 block: tuple[int, int, int], smem: int, cluster: tuple[int, int, int] | None, stream: int,
-                packed: list[Any]) -> None:
+                packed: list[Any], flags: tuple[bool, bool] = (False, False)) -> None:
         info = state.info
         where = f"kernel {entry.spec.label} on device {info.ordinal}"
+        if flags[1]:
+            per_sm = d.max_blocks_per_sm(entry.kernel, info.context, block[0] * block[1] * block[2], smem, where)
+            checks.check_cooperative_grid(grid, block, smem, per_sm, info, entry.spec.label)
         if smem > entry.smem_raised:
             with self._lock:
                 if smem > entry.smem_raised:
@@ -350,10 +356,10 @@ class KernelFamily:
             d.set_current(info.context)
         try:
             if plan.derived and _scratch_sizes(entry.spec_launch):
-                _launch_with_scratch(d, entry, grid, block, smem, cluster, stream, packed, where)
+                _launch_with_scratch(d, entry, grid, block, smem, cluster, stream, packed, where, flags)
             else:
                 buf, ptrs = pack(plan, packed, entry.values)
-                d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where)
+                d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where, *flags)
                 del buf
         finally:
             if saved and saved != info.context:
@@ -442,7 +448,7 @@ def _encode_descs(d: Driver, plan: Plan, packed: list[Any], kernel: str, where: 
 
 def _launch_with_scratch(d: Driver, entry: DeviceEntry, grid: tuple[int, int, int], block: tuple[int, int, int],
                          smem: int, cluster: tuple[int, int, int] | None, stream: int, packed: list[Any],
-                         where: str) -> None:
+                         where: str, flags: tuple[bool, bool] = (False, False)) -> None:
     """Triton scratch: ``size x CTAs`` bytes per buffer, one stream-ordered allocation on the launch stream for
     this launch only (cuMemAllocAsync, cuMemFreeAsync right after the launch), as ``kp_run_scratch`` in the C
     library does; the current context is the launch device's."""
@@ -459,7 +465,7 @@ def _launch_with_scratch(d: Driver, entry: DeviceEntry, grid: tuple[int, int, in
         start = (base + align - 1) // align * align if align > 256 else base
         scratch = {"global_scratch": start if gsize else 0, "profile_scratch": start + poff if psize else 0}
         buf, ptrs = pack(entry.layout, packed, {**entry.values, **scratch})
-        d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where)
+        d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where, *flags)
         del buf
     finally:
         d.mem_free_async(base, stream, where)
