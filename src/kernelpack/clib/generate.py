@@ -19,6 +19,7 @@ from ..abi import Struct
 from ..artifact import KernelArtifact
 from ..bundle import Bundle, read_manifest
 from ..errors import KernelpackError
+from ..launch.codes import LAUNCH_FLAGS
 from ..launch.device import requires_text
 from ..launch.facts import facts
 from ..names import c_name, c_string, check_library_name
