@@ -248,3 +248,38 @@ def test_c_and_python_refuse_with_the_same_message(c_program, fake_cuda, fake, b
     with cpu_tensors_as_cuda(), pytest.raises(LaunchError) as e:
         m.coop_k(_y(), 4096, grid=TOO_BIG, block=128)
     assert c == f"lf_coop_k: {e.value}"
+
+
+# ------------------------------------------------------------------ frontends
+
+
+def test_triton_launch_pdl_and_cooperative_grid_become_launch_flags(fresh_cache):
+    pytest.importorskip("triton")
+    import kernelpack.triton as kt
+    from triton_kernels import add_kernel
+
+    sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
+    (pdl,) = kt.compile(add_kernel, sig, constexprs={"BLOCK": 256}, arch="sm_90", options={"launch_pdl": True},
+                        cache=fresh_cache)
+    assert pdl.launch.pdl and not pdl.launch.cooperative
+    (coop,) = kt.compile(add_kernel, sig, constexprs={"BLOCK": 256}, arch="sm_90",
+                         options={"launch_cooperative_grid": True}, cache=fresh_cache)
+    assert coop.launch.cooperative and not coop.launch.pdl
+    (plain,) = kt.compile(add_kernel, sig, constexprs={"BLOCK": 256}, arch="sm_90", cache=fresh_cache)
+    assert not plain.launch.pdl and not plain.launch.cooperative
+
+
+def test_project_file_declares_cuda_launch_flags(tmp_path, fresh_cache):
+    from kernelpack.project import ProjectError, build, load_project
+
+    (tmp_path / "k.cu").write_text(SOURCE)
+    (tmp_path / "kernelpack.toml").write_text('[library]\nname = "lfp"\narchs = ["sm_90"]\n[[cuda]]\nsource = "k.cu"\n'
+                                             'kernels = ["pdl_k", "coop_k", "plain_k"]\npdl = ["pdl_k"]\n'
+                                             'cooperative = ["coop_k"]\n')
+    build(tmp_path, jobs=1)
+    got = {a.name: (a.launch.pdl, a.launch.cooperative) for a in Bundle.read(tmp_path / "build" / "lfp.kpack")}
+    assert got == {"pdl_k": (True, False), "coop_k": (False, True), "plain_k": (False, False)}
+    (tmp_path / "kernelpack.toml").write_text('[library]\nname = "lfp"\narchs = ["sm_90"]\n[[cuda]]\nsource = "k.cu"\n'
+                                             'kernels = ["plain_k"]\npdl = "yes"\n')
+    with pytest.raises(ProjectError, match=r"pdl.*true, false or a list of kernel names"):
+        load_project(tmp_path)
