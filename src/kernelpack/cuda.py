@@ -14,7 +14,6 @@ types are derived from a cubin for the same SM that is built and not shipped.
 from __future__ import annotations
 
 import dataclasses
-
 import hashlib
 import os
 import re

@@ -145,9 +145,9 @@ def doc_text(family: KernelFamily, source: str) -> str:
     body.append("Arguments: torch tensors, __cuda_array_interface__ or DLPack arrays for pointers and tensors (an "
                 "int is a raw device pointer); Python numbers for scalars. grid/block/cluster: an int or a tuple of up "
                 "to 3. smem: dynamic shared memory bytes. stream: None (torch's current stream with torch tensors, "
-                "else the default stream), an int handle, or a stream object. pdl: None (the kernel's launch flag), True or False: "
-                "programmatic dependent launch (sm_90+). cooperative: True for a cooperative launch (all blocks "
-                "co-resident), refused when the grid does not fit.")
+                "else the default stream), an int handle, or a stream object. pdl: None (the kernel's launch flag), "
+                "True or False: programmatic dependent launch (sm_90+). cooperative: True for a cooperative launch "
+                "(all blocks co-resident), refused when the grid does not fit.")
     return head + "\n\n" + "\n".join(body)
 
 
