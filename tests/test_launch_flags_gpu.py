@@ -13,6 +13,7 @@ Inputs are fresh random values, outputs start as NaN so an unwritten element fai
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Any
 
 import pytest
@@ -120,6 +121,15 @@ def _arg(path: str, v: Any) -> Any:
     return v
 
 
+def _report(line: str) -> None:
+    """Print a measurement (pytest -s shows it) and append it to $OUT/launch_flags.txt when $OUT is set."""
+    print("\n" + line)
+    out = os.environ.get("OUT")
+    if out:
+        with open(os.path.join(out, "launch_flags.txt"), "a") as f:
+            f.write(line + "\n")
+
+
 def sm_count(torch) -> int:  # type: ignore[no-untyped-def]
     return int(torch.cuda.get_device_properties(0).multi_processor_count)
 
@@ -158,8 +168,8 @@ def test_pdl_pair_overlaps_and_computes_the_same(bundle, clib, torch, path):
         times[pdl] = start.elapsed_time(end) * 1000 / PAIRS
         assert torch.equal(y, 2 * x)
         assert torch.equal(z, 2 * x + 1)  # every element: the wait saw every write of the primary
-    print(f"\n[{path}] PDL pair of {grid}x{block}, {SPIN} spin cycles each half: without PDL {times[False]:.1f} us "
-          f"per pair, with PDL {times[True]:.1f} us per pair ({times[False] / times[True]:.2f}x)")
+    _report(f"[{path}] PDL pair of {grid}x{block}, {SPIN} spin cycles each half: without PDL {times[False]:.1f} us "
+            f"per pair, with PDL {times[True]:.1f} us per pair ({times[False] / times[True]:.2f}x)")
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -197,7 +207,7 @@ def test_cooperative_grid_larger_than_the_device_is_refused_before_launch(bundle
         with pytest.raises(LaunchError) as e:
             _call(mod, path, "grid_center", *args, grid=grid, block=block)
         msg = str(e.value)
-    print(f"\n[{path}] {msg}")
+    _report(f"[{path}] {msg}")
     assert f"kernel grid_center: cooperative launch of grid {{{grid},1,1}}" in msg
     assert f"x {sms} SMs" in msg and "co-resident on device 0 (sm_90)" in msg
     torch.cuda.synchronize()
