@@ -34,7 +34,8 @@ def common_header() -> str:
     """Types shared by every kernelpack library; guarded, so several libraries' headers can be included together."""
     status = "\n".join(f"    {st.name} = {st.value}, /**< {st.doc} */" for st in STATUS)
     dtypes = "\n".join(f"    {dtype_enum_name(d)} = {DTYPE_CODE[d]}, /**< {d.c_type} */" for d in DTYPES)
-    flags = "\n".join(f"#define KP_LAUNCH_{n} {v}u /**< {LAUNCH_FLAG_DOCS[n]} */" for n, v in LAUNCH_FLAGS.items())
+    flags = "\n".join(f"/** kp_launch.flags: {LAUNCH_FLAG_DOCS[n]}. */\n#define KP_LAUNCH_{n} {v}u"
+                      for n, v in LAUNCH_FLAGS.items())
     return f"""#ifndef KP_COMMON_TYPES_V1
 #define KP_COMMON_TYPES_V1
 /** Result of every kernelpack call. Values never change between kernelpack versions; new ones are appended. */
@@ -68,7 +69,6 @@ typedef struct kp_tensor {{
 #endif /* KP_COMMON_TYPES_V1 */
 #ifndef KP_LAUNCH_TYPE_V2
 #define KP_LAUNCH_TYPE_V2
-/** kp_launch.flags bits: per-call launch attributes, on top of the kernel's own launch flags. */
 {flags}
 
 /** How to launch a kernel. Zero-initialize it and set what you need. In grid, block and cluster, x must be >= 1
