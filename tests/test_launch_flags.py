@@ -283,3 +283,29 @@ def test_project_file_declares_cuda_launch_flags(tmp_path, fresh_cache):
                                              'kernels = ["plain_k"]\npdl = "yes"\n')
     with pytest.raises(ProjectError, match=r"pdl.*true, false or a list of kernel names"):
         load_project(tmp_path)
+
+
+def test_flags_are_documented_in_the_python_doc_and_the_c_header(mod, c_program):
+    assert "launched with programmatic dependent launch" in mod.pdl_k.__doc__
+    assert "launched cooperatively" in mod.coop_k.__doc__
+    root, _ = c_program
+    header = (root / "lib" / "include" / "lf.h").read_text()
+    assert "cooperative launch (the grid must fit on the device at once)" in header
+    assert "#define KP_LAUNCH_PDL 1u" in header and "uint32_t flags;" in header
+
+
+def test_c_extension_launches_pdl_kernels_itself_and_leaves_cooperative_ones_to_python(fake, mod):
+    fam = mod.pdl_k.family
+    if fam.fast is None:
+        pytest.skip("the C extension is not built (python setup.py build_ext --inplace)")
+    mod.pdl_k(_y(), 4096, grid=32, block=128)  # the first call loads the kernel and publishes the device
+    before = fam.python_calls
+    mod.pdl_k(_y(), 4096, grid=32, block=128)
+    assert fam.python_calls == before and fake.last()["ex"] and fake.last()["attrs"] == (PDL,)
+    mod.pdl_k(_y(), 4096, grid=32, block=128, pdl=False)  # a per-call flag: the Python path
+    assert fam.python_calls == before + 1 and fake.last()["attrs"] == ()
+    coop = mod.coop_k.family
+    mod.coop_k(_y(), 4096, grid=32, block=128)
+    before = coop.python_calls
+    mod.coop_k(_y(), 4096, grid=32, block=128)  # every cooperative launch is checked against the occupancy
+    assert coop.python_calls == before + 1 and fake.last()["attrs"] == (COOP,)

@@ -78,6 +78,10 @@ def _requirements(art: KernelArtifact) -> list[str]:
         out.append(f"needs {ls.dynamic_smem} B dynamic smem")
     if ls.cluster:
         out.append(f"launched with cluster {_dim(ls.cluster)}")
+    if ls.pdl:
+        out.append("launched with programmatic dependent launch (pdl=False: without)")
+    if ls.cooperative:
+        out.append("launched cooperatively (its grid must fit on the device at once)")
     if ls.grid is not None:
         out.append(f"grid computed from the arguments when none is given: {_grid_text(ls.grid)}")
     if art.requirements:

@@ -24,6 +24,7 @@ from ..artifact import Binary, KernelArtifact, LaunchSpec, evaluate_grid, grid_p
 from ..errors import KernelpackError, LaunchError
 from ..launch import device as dev_model
 from ..launch.binaries import describe_binaries
+from ..launch.codes import PDL_MIN_MAJOR
 from ..launch.facts import plans as layout_plans
 from ..launch.family import dispatch_order, family_args, plan_specificity
 from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_DEVICE, Plan, Slot
@@ -201,15 +202,16 @@ class KernelFamily:
         info = state.info
         if any(e.error is not None for e in state.entries):
             return  # launches on this device take the Python path, which reports the error
-        if any(e.spec_launch.pdl or e.spec_launch.cooperative for e in state.entries):
-            return  # launch flags (PDL, cooperative) are applied on the Python path
+        if any(e.spec_launch.cooperative or (e.spec_launch.pdl and info.major < PDL_MIN_MAJOR)
+               for e in state.entries):
+            return  # a cooperative grid is checked against the occupancy, an unsupported PDL refused, in Python
         rows = []
         for e in state.entries:
             f = e.facts
             values = tuple(e.values[s.param.role] for s in e.layout.slots if s.op == OP_DEVICE)
             rows.append((e.spec.first_plan + f.layout, e.kernel, f.fixed_block or (0, 0, 0), f.reqntid or (0, 0, 0),
                          f.max_threads, f.cluster or (0, 0, 0), f.spec_cluster or (0, 0, 0), f.static_smem,
-                         f.dyn_smem, e.smem_raised, values))
+                         f.dyn_smem, e.smem_raised, values, e.spec_launch.pdl))
         self.fast._set_device(ordinal, info.context, info.max_grid, info.max_block, info.max_threads,
                               info.smem_optin, int(info.cluster_launch), tuple(rows))
 
