@@ -14,6 +14,7 @@ from fake_cuda import run
 from kernelpack.artifact import LaunchSpec
 from kernelpack.bundle import Bundle
 from kernelpack.errors import CompileError, KernelpackError, LaunchError
+from kernelpack.runtime import DriverError
 from runtime_support import cpu_tensors_as_cuda
 
 torch = pytest.importorskip("torch")
@@ -309,3 +310,18 @@ def test_c_extension_launches_pdl_kernels_itself_and_leaves_cooperative_ones_to_
     before = coop.python_calls
     mod.coop_k(_y(), 4096, grid=32, block=128)  # every cooperative launch is checked against the occupancy
     assert coop.python_calls == before + 1 and fake.last()["attrs"] == (COOP,)
+
+
+def test_a_driver_without_the_occupancy_query_refuses_cooperative_launches_only(fake, bundle, c_program, fake_cuda):
+    query = "cuOccupancyMaxActiveBlocksPerMultiprocessor"
+    fake.reset(missing=query)
+    m = kernelpack.load(bundle)
+    with cpu_tensors_as_cuda():
+        with pytest.raises(DriverError, match=rf"kernel coop_k on device 0: a cooperative launch needs {query}"):
+            m.coop_k(_y(), 4096, grid=32, block=128)
+        m.pdl_k(_y(), 4096, grid=32, block=128)
+        assert fake.last()["attrs"] == (PDL,)
+    root, exe = c_program
+    res = results(run(exe, root, fake_cuda, FAKECUDA_MISSING=query))
+    assert res["coop"][0] == "KP_ERROR_DRIVER_TOO_OLD" and query in res["coop"][1]
+    assert res["plain_coop"][0] == "KP_ERROR_DRIVER_TOO_OLD" and res["pdl"][0] == res["plain"][0] == "KP_SUCCESS"
