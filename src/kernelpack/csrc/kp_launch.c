@@ -142,9 +142,14 @@ static kp_status kp_launch_flags(const kp_ctx* c, uint32_t spec, const kp_bin_la
                            label);
         int per_sm = 0;
         uint32_t threads = block[0] * block[1] * block[2];
+        kp_status s = KP_SUCCESS;
         kp_CUresult r = kp_cu.OccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (kp_CUfunction)k, (int)threads,
                                                                         (size_t)smem);
-        if (r != KP_CUDA_SUCCESS) return kp_cuda_fail(r, c->fn, label, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+        int rebound = r != KP_CUDA_SUCCESS ? kp_rebind(c, l, r, &s) : 0; /* no current context yet: bind it */
+        if (rebound > 0)
+            r = kp_cu.OccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (kp_CUfunction)k, (int)threads, (size_t)smem);
+        if (r != KP_CUDA_SUCCESS)
+            return rebound < 0 ? s : kp_cuda_fail(r, c->fn, label, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
         uint64_t total = (uint64_t)grid[0] * grid[1] * grid[2], most = (uint64_t)(per_sm > 0 ? per_sm : 0) *
                          (uint64_t)(c->d->sm_count > 0 ? c->d->sm_count : 0);
         if (total > most)
