@@ -115,9 +115,9 @@ CASES = [
                        r"or newer; device 0 is sm_80$"),
     Case("cooperative_too_big", "a cooperative grid larger than the co-resident blocks", "KP_ERROR_INVALID_LAUNCH",
          lambda m: _add(m, grid=100000, cooperative=True),
-         msg=r"kernel add\[f32_vec4\]: cooperative launch of grid \{100000,1,1\} \(100000 blocks of 128 threads, 0 bytes "
-             r"of dynamic shared memory\) exceeds the 2112 blocks that can be co-resident on device 0 \(sm_90\): 16 "
-             r"per SM x 132 SMs$"),
+         msg=r"kernel add\[f32_vec4\]: cooperative launch of grid \{100000,1,1\} \(100000 blocks of 128 threads, "
+             r"0 bytes of dynamic shared memory\) exceeds the 2112 blocks that can be co-resident on device 0 "
+             r"\(sm_90\): 16 per SM x 132 SMs$"),
     Case("cooperative_no_driver", "a cooperative launch on a driver without its occupancy query",
          "KP_ERROR_DRIVER_TOO_OLD", lambda m: _add(m, cooperative=True),
          fake=(("missing", "cuOccupancyMaxActiveBlocksPerMultiprocessor"),),
