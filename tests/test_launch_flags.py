@@ -325,3 +325,17 @@ def test_a_driver_without_the_occupancy_query_refuses_cooperative_launches_only(
     res = results(run(exe, root, fake_cuda, FAKECUDA_MISSING=query))
     assert res["coop"][0] == "KP_ERROR_DRIVER_TOO_OLD" and query in res["coop"][1]
     assert res["plain_coop"][0] == "KP_ERROR_DRIVER_TOO_OLD" and res["pdl"][0] == res["plain"][0] == "KP_SUCCESS"
+
+
+def test_prebuilt_kernel_tables_declare_launch_flags(bundle, tmp_path):
+    from kernelpack.frontends.prebuilt import _table_kernels
+    from kernelpack.project import ProjectError
+
+    (cubin,) = [b for b in _art(bundle, "plain_k").binaries if str(b.arch) == "sm_90"]
+    path = tmp_path / "k.cubin"
+    path.write_bytes(cubin.data)
+    specs = _table_kernels({"plain_k": {"params": "float* y, int n", "pdl": True, "cooperative": True}})
+    (art,) = kernelpack.prebuilt.compile([path], specs)
+    assert art.launch.pdl and art.launch.cooperative
+    with pytest.raises(ProjectError, match=r"kernels.plain_k: LaunchSpec.pdl must be True or False \(got 'yes'\)"):
+        _table_kernels({"plain_k": {"params": "float* y, int n", "pdl": "yes"}})
