@@ -69,7 +69,7 @@ static int raw(int n) {
     void* args[] = {&a, &b, &c, &n};
     return cuLaunchKernel(raw_kernel, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL);
 }
-static const kp_launch L = {{1, 1, 1}, {32, 1, 1}, 0, {0, 0, 0}, NULL};
+static const kp_launch L = {{1, 1, 1}, {32, 1, 1}, 0, {0, 0, 0}, NULL, 0};
 static int typed(int n) { return bench_noop_default(&L, a, b, c, n); }
 static int family1(int n) { return bench_noop(&L, a, b, c, n); }
 static int typed_generic8(int n) { return bench_noop8_d1(&L, a, b, c, n); }

@@ -54,6 +54,12 @@ def smem_and_cluster(x: cute.Tensor, y: cute.Tensor, n: Int32, stream: cuda.CUst
 
 
 @cute.jit
+def pdl(x: cute.Tensor, y: cute.Tensor, n: Int32, stream: cuda.CUstream = None):
+    scale(x, y, n).launch(grid=[cute.ceil_div(n, THREADS), 1, 1], block=[THREADS, 1, 1], use_pdl=True,
+                          stream=stream)
+
+
+@cute.jit
 def cooperative(x: cute.Tensor, y: cute.Tensor, n: Int32, stream: cuda.CUstream = None):
     scale(x, y, n).launch(grid=[cute.ceil_div(n, THREADS), 1, 1], block=[THREADS, 1, 1], cooperative=True,
                           stream=stream)

@@ -112,6 +112,19 @@ static int row(const char* name) {
         ROW(demo_add(&l, x, KP_F32, y, KP_F32, out, KP_F32, 8));
     } else if (!strcmp(name, "ok_tsum")) {
         ROW(demo_tsum(&l, &t, out));
+    } else if (!strcmp(name, "ok_pdl_cooperative")) { /* per-call launch flags (KP_LAUNCH_*) */
+        l.flags = KP_LAUNCH_PDL | KP_LAUNCH_COOPERATIVE;
+        ROW(demo_add(&l, x, KP_F32, y, KP_F32, out, KP_F32, 8));
+    } else if (!strcmp(name, "pdl_pre90")) { /* run with FAKECUDA_CC=8.0 */
+        l.flags = KP_LAUNCH_PDL;
+        ROW(demo_add(&l, x, KP_F32, y, KP_F32, out, KP_F32, 8));
+    } else if (!strcmp(name, "cooperative_too_big")) { /* 100000 blocks of 128 threads: 2112 fit on the fake */
+        l = L(100000, 128);
+        l.flags = KP_LAUNCH_COOPERATIVE;
+        ROW(demo_add(&l, x, KP_F32, y, KP_F32, out, KP_F32, 8));
+    } else if (!strcmp(name, "cooperative_no_driver")) { /* run without cuOccupancyMaxActiveBlocksPerMultiprocessor */
+        l.flags = KP_LAUNCH_COOPERATIVE;
+        ROW(demo_add(&l, x, KP_F32, y, KP_F32, out, KP_F32, 8));
     } else if (!strcmp(name, "cluster_too_big")) { /* 16 blocks: beyond the portable cluster size */
         l = L(16, 128);
         l.cluster[0] = 16;

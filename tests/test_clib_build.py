@@ -141,7 +141,7 @@ TWO_LIBS = r"""
 #include "alpha.h"
 #include "beta.h"
 int main(void) {
-    kp_launch l = {{1, 1, 1}, {32, 1, 1}, 0, {0, 0, 0}, NULL};
+    kp_launch l = {{1, 1, 1}, {32, 1, 1}, 0, {0, 0, 0}, NULL, 0};
     kp_status a = alpha_add(&l, (void*)0x1000, KP_F32, (void*)0x2000, KP_F32, (void*)0x3000, KP_F32, 8);
     kp_status b = beta_add(&l, (void*)0x1000, KP_F64, (void*)0x2000, KP_F64, (void*)0x3000, KP_F64, 8);
     printf("%s %s\n", alpha_status_name(a), beta_status_name(b));
@@ -171,7 +171,7 @@ CONSUMER_C = r"""
 #include <stdio.h>
 #include "demo.h"
 int main(void) {
-    kp_launch l = {{4, 1, 1}, {128, 1, 1}, 0, {0, 0, 0}, NULL};
+    kp_launch l = {{4, 1, 1}, {128, 1, 1}, 0, {0, 0, 0}, NULL, 0};
     kp_status s = demo_add(&l, (void*)0x10000, KP_F32, (void*)0x20000, KP_F32, (void*)0x30000, KP_F32, 512);
     printf("%s\n", demo_status_name(s));
     return s == KP_SUCCESS ? 0 : 1;

@@ -46,9 +46,9 @@ MAIN = r"""
 #include <stdio.h>
 #include "relink.h"
 int main(void) {
-    kp_launch l = {{2, 1, 1}, {128, 1, 1}, 0, {0, 0, 0}, NULL};
+    kp_launch l = {{2, 1, 1}, {128, 1, 1}, 0, {0, 0, 0}, NULL, 0};
     kp_status s = relink_add(&l, (void*)0x10000, KP_F32, (void*)0x20000, KP_F32, (void*)0x30000, KP_F32, 256);
-    kp_launch f = {{1, 1, 1}, {64, 1, 1}, 0, {0, 0, 0}, NULL};
+    kp_launch f = {{1, 1, 1}, {64, 1, 1}, 0, {0, 0, 0}, NULL, 0};
     kp_status b = relink_fixed_block(&f, (float*)0x1000);
     size_t size = 0;
     relink_bundle(&size);

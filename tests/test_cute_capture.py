@@ -55,9 +55,11 @@ def test_the_recorded_config_is_the_dsls_own(form: str) -> None:
     assert "LaunchConfig" not in vars(BaseDSL._get_dsl())  # the recording shadow is gone after the launch
 
 
-def test_cooperative_launch_is_refused_at_kernel_level() -> None:
-    with pytest.raises(CompileError, match=r"cooperative=True.*kernelpack.cute.export"):
-        kc.compile(forms.cooperative, *forms.example_args(), arch="sm_90a", name="coop")
+def test_cooperative_and_pdl_launches_become_artifact_launch_flags() -> None:
+    (coop,) = kc.compile(forms.cooperative, *forms.example_args(), arch="sm_90a", name="coop")
+    assert coop.launch.cooperative and not coop.launch.pdl
+    (pdl,) = kc.compile(forms.pdl, *forms.example_args(), arch="sm_90a", name="pdl")
+    assert pdl.launch.pdl and not pdl.launch.cooperative
 
 
 @pytest.mark.parametrize(("form", "line"), [

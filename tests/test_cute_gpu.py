@@ -154,7 +154,7 @@ def test_host_calls_from_a_fresh_thread(torch, kpcute) -> None:  # type: ignore[
 
 class KpLaunch(ctypes.Structure):
     _fields_ = [("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3), ("dynamic_smem", ctypes.c_uint32),
-                ("cluster", ctypes.c_uint32 * 3), ("stream", ctypes.c_void_p)]
+                ("cluster", ctypes.c_uint32 * 3), ("stream", ctypes.c_void_p), ("flags", ctypes.c_uint32)]
 
 
 class KpTensor(ctypes.Structure):

@@ -50,7 +50,7 @@ def clib(bundle, tmp_path_factory):  # type: ignore[no-untyped-def]
 
 class Launch(ctypes.Structure):  # kp_launch
     _fields_ = [("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3), ("dynamic_smem", ctypes.c_uint32),
-                ("cluster", ctypes.c_uint32 * 3), ("stream", ctypes.c_void_p)]
+                ("cluster", ctypes.c_uint32 * 3), ("stream", ctypes.c_void_p), ("flags", ctypes.c_uint32)]
 
 
 class Tensor(ctypes.Structure):  # kp_tensor

@@ -95,7 +95,7 @@ def test_ptx_alone_is_jit_compiled_by_the_driver(built: Built, torch) -> None:  
 
 class KpLaunch(ctypes.Structure):
     _fields_ = [("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3), ("dynamic_smem", ctypes.c_uint32),
-                ("cluster", ctypes.c_uint32 * 3), ("stream", ctypes.c_void_p)]
+                ("cluster", ctypes.c_uint32 * 3), ("stream", ctypes.c_void_p), ("flags", ctypes.c_uint32)]
 
 
 @requires_gpu

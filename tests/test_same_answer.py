@@ -108,6 +108,20 @@ CASES = [
          lambda m: m.on_family(grid=2), cc="12.0", msg=r"sm_120\b.*carries sm_90a, sm_100f"),
     Case("ptx_too_new", "PTX ISA 9.5 on a CUDA 13.0 driver (it JITs up to 9.0)", "KP_ERROR_CUDA",
          lambda m: m.new_ptx(grid=2), msg=r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION \(222\).*PTX ISA 9\.5"),
+    Case("ok_pdl_cooperative", "PDL and a cooperative launch asked per call", "KP_SUCCESS",
+         lambda m: _add(m, pdl=True, cooperative=True)),
+    Case("pdl_pre90", "PDL on a device before sm_90", "KP_ERROR_INVALID_LAUNCH", lambda m: _add(m, pdl=True),
+         cc="8.0", msg=r"kernel add\[f32_vec4\]: programmatic dependent launch \(PDL\) needs compute capability 9\.0 "
+                       r"or newer; device 0 is sm_80$"),
+    Case("cooperative_too_big", "a cooperative grid larger than the co-resident blocks", "KP_ERROR_INVALID_LAUNCH",
+         lambda m: _add(m, grid=100000, cooperative=True),
+         msg=r"kernel add\[f32_vec4\]: cooperative launch of grid \{100000,1,1\} \(100000 blocks of 128 threads, "
+             r"0 bytes of dynamic shared memory\) exceeds the 2112 blocks that can be co-resident on device 0 "
+             r"\(sm_90\): 16 per SM x 132 SMs$"),
+    Case("cooperative_no_driver", "a cooperative launch on a driver without its occupancy query",
+         "KP_ERROR_DRIVER_TOO_OLD", lambda m: _add(m, cooperative=True),
+         fake=(("missing", "cuOccupancyMaxActiveBlocksPerMultiprocessor"),),
+         msg=r"cooperative launch needs cuOccupancyMaxActiveBlocksPerMultiprocessor"),
     Case("mac_no_driver", "max_active_clusters on a driver without cuOccupancyMaxActiveClusters",
          "KP_ERROR_DRIVER_TOO_OLD", lambda m: m.mac(_f32(X), _f32(Y), _f32(OUT), grid=4, block=128),
          fake=(("missing", "cuOccupancyMaxActiveClusters"),)),

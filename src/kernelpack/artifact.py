@@ -183,8 +183,11 @@ class LaunchSpec:
     (Triton's hidden trailing pointers): 0 means pass NULL, else allocate ``size x grid CTAs`` bytes aligned to
     ``*_align`` for the launch. ``tensor_descs``: tensor-descriptor arguments the host encodes (see
     :mod:`kernelpack.tma`). ``grid``: per dimension, a formula of the kernel's arguments the launcher computes
-    the grid from when the caller gives none (see :func:`evaluate_grid`). The JSON form carries these only when
-    set, so older bundles read unchanged.
+    the grid from when the caller gives none (see :func:`evaluate_grid`). ``pdl``: launch with programmatic
+    dependent launch (the kernel was built to overlap the one before it: ``griddepcontrol``; Triton's
+    ``launch_pdl``). ``cooperative``: the kernel synchronizes its whole grid, so every launch is cooperative and
+    its grid must fit on the device at once (Triton's ``launch_cooperative_grid``). The JSON form carries these
+    only when set, so older bundles read unchanged.
     """
 
     block: Dim3 | None = None
@@ -196,8 +199,13 @@ class LaunchSpec:
     profile_scratch_align: int = 1
     tensor_descs: tuple[TensorDescSpec, ...] = ()
     grid: tuple[GridExpr, GridExpr, GridExpr] | None = None
+    pdl: bool = False
+    cooperative: bool = False
 
     def __post_init__(self) -> None:
+        for f in ("pdl", "cooperative"):
+            if not isinstance(getattr(self, f), bool):
+                raise KernelpackError(f"LaunchSpec.{f} must be True or False (got {getattr(self, f)!r})")
         if self.grid is not None:
             if not isinstance(self.grid, (tuple, list)) or len(self.grid) != 3:
                 raise KernelpackError(f"LaunchSpec.grid must be 3 grid expressions (got {self.grid!r})")
@@ -230,11 +238,14 @@ class LaunchSpec:
             out["tensor_descs"] = [t.to_json() for t in self.tensor_descs]
         if self.grid is not None:
             out["grid"] = [_grid_json(e) for e in self.grid]
+        for f in ("pdl", "cooperative"):
+            if getattr(self, f):
+                out[f] = True
         return out
 
     def __repr__(self) -> str:
         shown = []
-        for f in ("block", "dynamic_smem", "cluster", "global_scratch", "profile_scratch"):
+        for f in ("block", "dynamic_smem", "cluster", "global_scratch", "profile_scratch", "pdl", "cooperative"):
             if getattr(self, f):
                 shown.append(f"{f}={getattr(self, f)!r}")
         if self.tensor_descs:
@@ -248,7 +259,8 @@ class LaunchSpec:
         return cls(d.get("block"), d.get("dynamic_smem"), d.get("cluster"), int(d.get("global_scratch", 0)),
                    int(d.get("global_scratch_align", 1)), int(d.get("profile_scratch", 0)),
                    int(d.get("profile_scratch_align", 1)),
-                   tuple(TensorDescSpec.from_json(t) for t in d.get("tensor_descs", ())), d.get("grid"))
+                   tuple(TensorDescSpec.from_json(t) for t in d.get("tensor_descs", ())), d.get("grid"),
+                   bool(d.get("pdl", False)), bool(d.get("cooperative", False)))
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ types are derived from a cubin for the same SM that is built and not shipped.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -58,6 +59,8 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     lineinfo: bool = False,
     signatures: Mapping[str, str | Abi] | None = None,
     launch: LaunchSpec | Mapping[str, LaunchSpec] | None = None,
+    pdl: bool | Sequence[str] = False,
+    cooperative: bool | Sequence[str] = False,
     compiler: str | None = None,
     cache: CompileCache | None = None,
 ) -> Bundle:
@@ -70,10 +73,16 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     (``"float a, const float* x, float* y, int n"``) overriding the derived one. ``options``: extra
     compiler flags (``-O3``, ``--use_fast_math``...). ``compiler``: ``nvrtc`` or ``nvcc`` (default: the
     ``KERNELPACK_CUDA_COMPILER`` knob, NVRTC when installed).
+    ``pdl``/``cooperative``: launch flags of the kernels (True: all, or a list of kernel names), set in their
+    LaunchSpec: ``pdl`` launches with programmatic dependent launch (the kernel calls
+    ``cudaGridDependencySynchronize`` / ``griddepcontrol.wait`` before reading what the previous kernel wrote);
+    ``cooperative`` launches cooperatively (the kernel synchronizes its whole grid), refused when the grid does not
+    fit on the device at once.
     """
     archs = parse_archs(arch)
     text, filename, src_dir = _read_source(source)
     requests = _requests(kernels)
+    flagged = {f: _flagged(f, v, requests) for f, v in (("pdl", pdl), ("cooperative", cooperative))}
     opts = CudaOptions(
         defines=tuple((k, None if v is None else str(v)) for k, v in sorted((defines or {}).items())),
         include_dirs=tuple(str(d) for d in ([src_dir] if src_dir else []) + list(include_dirs)),
@@ -116,6 +125,9 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
         user_sig = (signatures or {}).get(r.name)
         abi = _abi(r, symbol, ck, text, user_sig, probed.get(r.expr))
         spec = launch.get(r.name, LaunchSpec()) if isinstance(launch, Mapping) else (launch or LaunchSpec())
+        if r.name in flagged["pdl"] or r.name in flagged["cooperative"]:
+            spec = dataclasses.replace(spec, pdl=spec.pdl or r.name in flagged["pdl"],
+                                       cooperative=spec.cooperative or r.name in flagged["cooperative"])
         binaries = tuple(shared[a] for a in archs)
         artifacts.append(KernelArtifact(r.name, symbol, abi, binaries, spec, provenance, r.variant))
     return Bundle(tuple(artifacts))
@@ -131,6 +143,20 @@ def _portable_flags(opts: CudaOptions, src_dir: str | None) -> tuple[str, ...]:
         rel = [Path(d).relative_to(base).as_posix() if Path(d).is_relative_to(base) else d for d in opts.include_dirs]
         portable = replace(opts, include_dirs=tuple(rel))
     return tuple(portable.common_flags()) + opts.extra
+
+
+def _flagged(option: str, value: bool | Sequence[str], requests: list[_Request]) -> set[str]:
+    """The kernel names a launch-flag option (``pdl``, ``cooperative``) applies to."""
+    names = {r.name for r in requests}
+    if isinstance(value, bool):
+        return names if value else set()
+    if isinstance(value, str) or not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise CompileError(f"{option} must be True, False or a list of kernel names (got {value!r})")
+    unknown = sorted(set(value) - names)
+    if unknown:
+        raise CompileError(f"{option} names {', '.join(unknown)}, which is no kernel of this compile (kernels: "
+                           f"{', '.join(sorted(names))})")
+    return set(value)
 
 
 def _read_source(source: str | os.PathLike[str]) -> tuple[str, str, str | None]:

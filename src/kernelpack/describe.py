@@ -209,9 +209,11 @@ def render(desc: dict[str, Any]) -> None:
         label = f"{a['name']}[{a['variant']}]" if a["variant"] else a["name"]
         prov = a["provenance"]
         requires = ", ".join(f"{n} == {v}" for n, v in a.get("requires", {}).items())
+        flags = [f for f in ("pdl", "cooperative") if (a.get("launch") or {}).get(f)]
         console.print(f"\n[bold cyan]{escape(label)}[/]  entry {escape(a['entry'])}  "
                       f"({prov['frontend']} {prov['frontend_version']})"
-                      + (f"  requires {requires}" if requires else ""))
+                      + (f"  requires {requires}" if requires else "")
+                      + (f"  launch flags: {', '.join(flags)}" if flags else ""))
         lays = a.get("layouts") or [{"archs": [b["arch"] for b in a["binaries"]], "params": a["params"]}]
         for i, lay in enumerate(lays):
             cubins = [b for b in a["binaries"] if b["kind"] == "cubin" and b.get("layout", 0) == i]

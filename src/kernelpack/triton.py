@@ -388,9 +388,6 @@ def _jsonable(v: Any) -> Any:
 def _abi_and_launch(label: str, args: list[_Arg], divs: dict[str, int], out: _Output, num_warps: int,
                     device_args: Mapping[str, str], grid: Sequence[Any] | None) -> tuple[Abi, LaunchSpec]:
     meta = out.meta
-    for flag in ("launch_cooperative_grid", "launch_pdl"):
-        if meta.get(flag):
-            raise CompileError(f"kernel {label}: Triton option {flag} is not supported by kernelpack launches")
     descs_meta = list(meta.get("tensordesc_meta") or [])
     params: list[Param] = []
     descs: list[TensorDescSpec] = []
@@ -432,6 +429,8 @@ def _abi_and_launch(label: str, args: list[_Arg], divs: dict[str, int], out: _Ou
         profile_scratch_align=int(meta.get("profile_scratch_align") or 1),
         tensor_descs=tuple(descs),
         grid=tuple(grid) if grid is not None else None,  # type: ignore[arg-type]
+        pdl=bool(meta.get("launch_pdl")),  # Triton's launcher sets programmatic stream serialization
+        cooperative=bool(meta.get("launch_cooperative_grid")),  # and the cooperative attribute
     )
     return Abi(tuple(params)), launch
 

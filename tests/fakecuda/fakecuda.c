@@ -30,7 +30,10 @@
  * (explicit) cluster and no other cluster shape (error 912), block and grid within the device limits, and an
  * opt-in (cuKernelSetAttribute 8) for more than 48 KiB of dynamic shared memory; otherwise CUDA_ERROR_INVALID_VALUE.
  * cuOccupancyMaxActiveClusters holds a configuration to the same rules (a cluster attribute is required) and answers
- * SMs / blocks per cluster: one block per SM, every SM usable.
+ * SMs / blocks per cluster: one block per SM, every SM usable. cuOccupancyMaxActiveBlocksPerMultiprocessor answers
+ * what an SM of 2048 threads, 32 blocks and (sm_90+) 233472 / 167936 bytes of shared memory holds; a cooperative
+ * launch (attribute 2) of more blocks than that x SMs fails with CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, and a
+ * programmatic-serialization launch (attribute 6) below compute capability 9.0 with CUDA_ERROR_NOT_SUPPORTED.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -53,6 +56,8 @@ enum {
     INVALID_HANDLE = 400,
     UNSUPPORTED_PTX_VERSION = 222,
     NOT_FOUND = 500,
+    COOPERATIVE_LAUNCH_TOO_LARGE = 720,
+    NOT_SUPPORTED = 801,
     CLUSTER_SIZE_INVALID = 912,
 };
 #define EXPORT __attribute__((visibility("default")))
@@ -414,6 +419,8 @@ static const struct {
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
     {701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
     {719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {720, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE", "too many blocks in cooperative launch"},
+    {801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {912, "CUDA_ERROR_CLUSTER_SIZE_INVALID", "invalid cluster size"},
     {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
@@ -466,6 +473,7 @@ static int attribute(int attr, int dev, int* v) {
     case 75: *v = major; return 1;
     case 76: *v = cfg.cc[dev][1]; return 1;
     case 97: *v = major >= 9 ? 232448 : 166912; return 1; /* shared memory per block, opt-in */
+    case 95: *v = major >= 6; return 1;                   /* cooperative launch */
     case 120: *v = major >= 9; return 1;                  /* cluster launch */
     }
     *v = 0;
@@ -666,6 +674,16 @@ typedef struct {
 } cu_config;
 
 static CUresult check_config(const fk_kernel* k, const fk_launch* l);
+
+/* Blocks of `threads` threads and `smem` bytes of dynamic shared memory one SM of device dev holds at once. */
+static int blocks_per_sm(int dev, uint32_t threads, uint32_t smem) {
+    uint32_t smem_sm = cfg.cc[dev][0] >= 9 ? 233472u : 167936u;
+    int n = threads ? (int)(2048u / threads) : 0;
+    if (n > 32) n = 32;
+    if (smem && (int)(smem_sm / smem) < n) n = (int)(smem_sm / smem);
+    return n;
+}
+
 static CUresult check_launch(const fk_kernel* k, const fk_launch* l, void** params, void** extra) {
     if (l->device < 0) return INVALID_CONTEXT;
     if (extra != NULL || (params == NULL && k->nparams > 0)) return INVALID_VALUE; /* kernelParams only */
@@ -682,6 +700,12 @@ static CUresult check_config(const fk_kernel* k, const fk_launch* l) {
     if (g[1] > 65535 || g[2] > 65535) return INVALID_VALUE;
     if (k->reqntid[0] && memcmp(b, k->reqntid, sizeof k->reqntid) != 0) return INVALID_VALUE;
     if (l->smem > DEFAULT_SMEM && (int)l->smem > k->max_dyn_smem[dev]) return INVALID_VALUE;
+    for (uint32_t i = 0; i < l->nattrs; i++) {
+        if (l->attrs[i].id == 6 && l->attrs[i].value[0] && cfg.cc[dev][0] < 9) return NOT_SUPPORTED;
+        if (l->attrs[i].id == 2 && l->attrs[i].value[0] &&
+            (uint64_t)g[0] * g[1] * g[2] > (uint64_t)blocks_per_sm(dev, b[0] * b[1] * b[2], l->smem) * cfg.sms[dev])
+            return COOPERATIVE_LAUNCH_TOO_LARGE;
+    }
     if (k->explicit_cluster && k->cluster[0]) {
         for (uint32_t i = 0; i < l->nattrs; i++)
             if (l->attrs[i].id == 4 && memcmp(l->attrs[i].value, k->cluster, sizeof k->cluster) != 0)
@@ -790,6 +814,19 @@ static CUresult cuOccupancyMaxActiveClusters(int* n, void* f, const cu_config* c
     return r;
 }
 
+static CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* n, void* f, int threads, size_t smem) {
+    ENTER("cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    NEED_INIT();
+    const fk_kernel* k = (const fk_kernel*)f;
+    int dev = cur();
+    if (n == NULL || k == NULL || threads <= 0 || threads > 1024) return INVALID_VALUE;
+    if (dev < 0) return INVALID_CONTEXT;
+    *n = blocks_per_sm(dev, (uint32_t)threads, (uint32_t)smem);
+    logf_("cuOccupancyMaxActiveBlocksPerMultiprocessor kernel=%s threads=%d smem=%zu dev=%d -> 0 (%d)", k->name,
+          threads, smem, dev, *n);
+    return OK;
+}
+
 /* ------------------------------------------------------------------ memory and tensor maps */
 
 static CUresult cuMemAllocAsync(uint64_t* ptr, size_t size, void* stream) {
@@ -894,7 +931,7 @@ EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
         E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuStreamGetCtx), E(cuLibraryLoadData), E(cuLibraryGetKernel),
         E(cuKernelGetFunction), E(cuKernelSetAttribute), E(cuPointerGetAttribute), E(cuLaunchKernel),
         E(cuLaunchKernelEx), E(cuMemAllocAsync), E(cuMemFreeAsync), E(cuTensorMapEncodeTiled),
-        E(cuOccupancyMaxActiveClusters),
+        E(cuOccupancyMaxActiveClusters), E(cuOccupancyMaxActiveBlocksPerMultiprocessor),
 #undef E
     };
     ready();

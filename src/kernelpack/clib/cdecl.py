@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..abi import DType, Opaque, Pointer, Scalar, Struct, TensorSpec
 from ..artifact import KernelArtifact
-from ..launch.codes import DTYPE_CODE, DTYPES, STATUS, dtype_enum_name  # noqa: E402 - the launch model
+from ..launch.codes import DTYPE_CODE, DTYPES, LAUNCH_FLAGS, STATUS, dtype_enum_name  # noqa: E402 - the launch model
 from ..launch.codes import INT64_RANGE as INT_RANGE  # noqa: E402,F401 - values a kp_tensor field can carry
 from ..names import LIBRARY_API, c_comment, c_name, entry_name  # noqa: F401 - LIBRARY_API re-exported
 
@@ -19,6 +19,13 @@ def status_name_body() -> str:
     return f'    switch (status) {{\n{cases}    }}\n    return "KP_ERROR_UNKNOWN";\n'
 
 
+LAUNCH_FLAG_DOCS = {
+    "PDL": "programmatic dependent launch: may start while the previous kernel on the stream finishes (sm_90+)",
+    "NO_PDL": "no programmatic dependent launch, although the kernel's launch flags ask for it",
+    "COOPERATIVE": "cooperative launch: all blocks co-resident (grid sync); refused when the grid does not fit",
+}
+
+
 def dtype_enum(d: DType | None) -> str:
     return dtype_enum_name(d)
 
@@ -27,6 +34,8 @@ def common_header() -> str:
     """Types shared by every kernelpack library; guarded, so several libraries' headers can be included together."""
     status = "\n".join(f"    {st.name} = {st.value}, /**< {st.doc} */" for st in STATUS)
     dtypes = "\n".join(f"    {dtype_enum_name(d)} = {DTYPE_CODE[d]}, /**< {d.c_type} */" for d in DTYPES)
+    flags = "\n".join(f"/** kp_launch.flags: {LAUNCH_FLAG_DOCS[n]}. */\n#define KP_LAUNCH_{n} {v}u"
+                      for n, v in LAUNCH_FLAGS.items())
     return f"""#ifndef KP_COMMON_TYPES_V1
 #define KP_COMMON_TYPES_V1
 /** Result of every kernelpack call. Values never change between kernelpack versions; new ones are appended. */
@@ -57,17 +66,24 @@ typedef struct kp_tensor {{
     int64_t stride[KP_MAX_RANK];  /**< stride of each mode, in elements */
 }} kp_tensor;
 
+#endif /* KP_COMMON_TYPES_V1 */
+#ifndef KP_LAUNCH_TYPE_V2
+#define KP_LAUNCH_TYPE_V2
+{flags}
+
 /** How to launch a kernel. Zero-initialize it and set what you need. In grid, block and cluster, x must be >= 1
  *  and a y or z of 0 means 1; block and cluster {{0,0,0}} ask for the kernel's own, and x = 0 with y or z set
- *  (block {{0,5,0}}) is refused with KP_ERROR_INVALID_LAUNCH. */
+ *  (block {{0,5,0}}) is refused with KP_ERROR_INVALID_LAUNCH. (Version 2: flags was added; a header of a library
+ *  built before it defines kp_launch without flags, and including both in one translation unit does not compile.) */
 typedef struct kp_launch {{
     uint32_t grid[3];      /**< blocks per grid; y and z of 0 mean 1 */
     uint32_t block[3];     /**< threads per block; {{0,0,0}} = the kernel's fixed block (REQNTID or launch spec) */
     uint32_t dynamic_smem; /**< dynamic shared memory bytes; 0 = what the kernel declares; > 48 KiB is opted into */
     uint32_t cluster[3];   /**< thread block cluster; {{0,0,0}} = the kernel's own cluster, or none */
     void* stream;          /**< CUstream or cudaStream_t; NULL = the legacy default stream */
+    uint32_t flags;        /**< KP_LAUNCH_* bits; 0 = the kernel's own launch flags (PDL, cooperative) */
 }} kp_launch;
-#endif /* KP_COMMON_TYPES_V1 */
+#endif /* KP_LAUNCH_TYPE_V2 */
 """
 
 

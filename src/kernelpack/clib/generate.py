@@ -19,6 +19,7 @@ from ..abi import Struct
 from ..artifact import KernelArtifact
 from ..bundle import Bundle, read_manifest
 from ..errors import KernelpackError
+from ..launch.codes import LAUNCH_FLAGS
 from ..launch.device import requires_text
 from ..launch.facts import facts
 from ..names import c_name, c_string, check_library_name
@@ -153,7 +154,9 @@ class _Gen:
             requires += [f"{{KP_DP_{n.upper()}, {string(n)}u, INT64_C({v})}}" for n, v in a.requirements]
             for b in a.binaries:
                 ls, f = a.launch_for(b.arch), facts(a, b)
-                launches.append(f"{{{_dims(ls.block)}, {ls.dynamic_smem or 0}u, {_dims(ls.cluster)}, {f.layout}u}} "
+                flags = (LAUNCH_FLAGS["PDL"] if ls.pdl else 0) | (LAUNCH_FLAGS["COOPERATIVE"] if ls.cooperative else 0)
+                launches.append(f"{{{_dims(ls.block)}, {ls.dynamic_smem or 0}u, {_dims(ls.cluster)}, {f.layout}u, "
+                                f"{flags}u}} "
                                 f"/* {a.label} {b.arch}{' PTX' if b.kind == 'ptx' else ''} */")
             first += len(a.binaries)
         sep = ",\n    "

@@ -129,6 +129,10 @@ def _facts(a: KernelArtifact) -> str:
         facts.append(f"{a.launch.dynamic_smem} bytes dynamic smem")
     if a.launch.cluster:
         facts.append(f"cluster {a.launch.cluster}")
+    if a.launch.pdl:
+        facts.append("launched with programmatic dependent launch (KP_LAUNCH_NO_PDL: without)")
+    if a.launch.cooperative:
+        facts.append("cooperative launch (the grid must fit on the device at once)")
     if a.requirements:
         facts.append(f"only on devices with {requires_text(a.requirements)}")
     return "; ".join(facts)

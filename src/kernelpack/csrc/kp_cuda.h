@@ -32,6 +32,7 @@ typedef union kp_CUlaunchAttributeValue {
     struct {
         unsigned int x, y, z;
     } clusterDim;
+    int i; /* cooperative, programmaticStreamSerializationAllowed */
 } kp_CUlaunchAttributeValue;
 
 typedef struct kp_CUlaunchAttribute {

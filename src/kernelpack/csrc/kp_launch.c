@@ -111,6 +111,58 @@ static kp_status kp_smem(const kp_ctx* c, uint32_t spec, const kp_bin_info* bi, 
     return KP_SUCCESS;
 }
 
+/* The launch flags of one launch (*flags: the kernel's own on entry): the caller's KP_LAUNCH_* bits added (or PDL
+ * taken away), PDL refused below compute capability 9.0, a cooperative grid refused unless all its blocks can be
+ * resident at once (cuOccupancyMaxActiveBlocksPerMultiprocessor x SMs), as the driver would refuse it later. */
+static kp_status kp_launch_flags(const kp_ctx* c, uint32_t spec, const kp_bin_launch* bl, const kp_launch* l,
+                                 const uint32_t grid[3], const uint32_t block[3], uint32_t smem, kp_CUkernel k,
+                                 uint32_t* flags) {
+    const char* label = KP_STR(kp_specs[spec].label);
+    const uint32_t known = KP_LF_PDL | KP_LF_NO_PDL | KP_LF_COOPERATIVE;
+    if (l->flags & ~known)
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.flags 0x%x has bits no KP_LAUNCH_* flag names "
+                       "(known: 0x%x)", c->fn, label, l->flags, known);
+    if ((l->flags & KP_LF_PDL) && (l->flags & KP_LF_NO_PDL))
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.flags sets both KP_LAUNCH_PDL and "
+                       "KP_LAUNCH_NO_PDL", c->fn, label);
+    uint32_t f = (bl->flags | (l->flags & (KP_LF_PDL | KP_LF_COOPERATIVE))) & ~(l->flags & KP_LF_NO_PDL ? KP_LF_PDL : 0u);
+    int own = (bl->flags & KP_LF_PDL) && !(l->flags & KP_LF_PDL);
+    if ((f & KP_LF_PDL) && c->d->major < KP_PDL_MIN_MAJOR)
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: programmatic dependent launch (PDL%s) needs compute "
+                       "capability %d.0 or newer; device %d is sm_%d%d%s", c->fn, label,
+                       own ? ", the kernel's launch flag" : "", KP_PDL_MIN_MAJOR, c->d->ordinal, c->d->major,
+                       c->d->minor, own ? " (pass KP_LAUNCH_NO_PDL to launch without)" : "");
+    if (f & KP_LF_COOPERATIVE) {
+        if (!c->d->coop_ok)
+            return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: device %d (sm_%d%d) does not support cooperative "
+                           "launches", c->fn, label, c->d->ordinal, c->d->major, c->d->minor);
+        if (kp_cu.OccupancyMaxActiveBlocksPerMultiprocessor == NULL)
+            return kp_fail(KP_ERROR_DRIVER_TOO_OLD, "%s: kernel %s: a cooperative launch needs "
+                           "cuOccupancyMaxActiveBlocksPerMultiprocessor, which this CUDA driver does not provide", c->fn,
+                           label);
+        int per_sm = 0;
+        uint32_t threads = block[0] * block[1] * block[2];
+        kp_status s = KP_SUCCESS;
+        kp_CUresult r = kp_cu.OccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (kp_CUfunction)k, (int)threads,
+                                                                        (size_t)smem);
+        int rebound = r != KP_CUDA_SUCCESS ? kp_rebind(c, l, r, &s) : 0; /* no current context yet: bind it */
+        if (rebound > 0)
+            r = kp_cu.OccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (kp_CUfunction)k, (int)threads, (size_t)smem);
+        if (r != KP_CUDA_SUCCESS)
+            return rebound < 0 ? s : kp_cuda_fail(r, c->fn, label, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+        uint64_t total = (uint64_t)grid[0] * grid[1] * grid[2], most = (uint64_t)(per_sm > 0 ? per_sm : 0) *
+                         (uint64_t)(c->d->sm_count > 0 ? c->d->sm_count : 0);
+        if (total > most)
+            return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: cooperative launch of grid {%u,%u,%u} (%llu blocks "
+                           "of %u threads, %u bytes of dynamic shared memory) exceeds the %llu blocks that can be "
+                           "co-resident on device %d (sm_%d%d): %d per SM x %d SMs", c->fn, label, grid[0], grid[1],
+                           grid[2], (unsigned long long)total, threads, smem, (unsigned long long)most, c->d->ordinal,
+                           c->d->major, c->d->minor, per_sm, c->d->sm_count);
+    }
+    *flags = f;
+    return KP_SUCCESS;
+}
+
 /* Launch specialization spec on the resolved device with its packed parameter pointers. */
 static kp_status kp_run(const kp_ctx* c, uint32_t spec, const kp_launch* l, void** args) {
     int32_t b = c->d->sel[spec];
@@ -139,26 +191,44 @@ static kp_status kp_run(const kp_ctx* c, uint32_t spec, const kp_launch* l, void
     if (KP_UNLIKELY(bi->cluster[0] || bl->cluster[0] || !kp_dims_zero(l->cluster))) {
         if ((s = kp_cluster(c, spec, bi, bl, l, grid, cluster)) != KP_SUCCESS) return s;
     }
-    const char* call = cluster[0] ? "cuLaunchKernelEx" : "cuLaunchKernel";
+    uint32_t flags = bl->flags;
+    if (KP_UNLIKELY(flags | l->flags)) {
+        if ((s = kp_launch_flags(c, spec, bl, l, grid, block, smem, k, &flags)) != KP_SUCCESS) return s;
+    }
+    kp_CUlaunchAttribute attrs[3];
+    unsigned nattrs = 0;
+    if (KP_UNLIKELY(cluster[0] || flags)) {
+        memset(attrs, 0, sizeof attrs);
+        if (cluster[0]) {
+            attrs[nattrs].id = KP_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+            attrs[nattrs].value.clusterDim.x = cluster[0], attrs[nattrs].value.clusterDim.y = cluster[1];
+            attrs[nattrs++].value.clusterDim.z = cluster[2];
+        }
+        if (flags & KP_LF_PDL) {
+            attrs[nattrs].id = KP_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            attrs[nattrs++].value.i = 1;
+        }
+        if (flags & KP_LF_COOPERATIVE) {
+            attrs[nattrs].id = KP_CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+            attrs[nattrs++].value.i = 1;
+        }
+    }
+    const char* call = nattrs ? "cuLaunchKernelEx" : "cuLaunchKernel";
     kp_CUresult r;
     int retried = 0, rebound = 0;
     do {
-        if (cluster[0] == 0) {
+        if (nattrs == 0) {
             r = kp_cu.LaunchKernel((kp_CUfunction)k, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
                                    (kp_CUstream)l->stream, args, NULL);
         } else {
-            kp_CUlaunchAttribute attr;
             kp_CUlaunchConfig cfg;
-            memset(&attr, 0, sizeof attr);
-            attr.id = KP_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-            attr.value.clusterDim.x = cluster[0], attr.value.clusterDim.y = cluster[1];
-            attr.value.clusterDim.z = cluster[2];
+            memset(&cfg, 0, sizeof cfg);
             cfg.gridDimX = grid[0], cfg.gridDimY = grid[1], cfg.gridDimZ = grid[2];
             cfg.blockDimX = block[0], cfg.blockDimY = block[1], cfg.blockDimZ = block[2];
             cfg.sharedMemBytes = smem;
             cfg.hStream = (kp_CUstream)l->stream;
-            cfg.attrs = &attr;
-            cfg.numAttrs = 1;
+            cfg.attrs = attrs;
+            cfg.numAttrs = nattrs;
             r = kp_cu.LaunchKernelEx(&cfg, (kp_CUfunction)k, args, NULL);
         }
     } while (KP_UNLIKELY(r != KP_CUDA_SUCCESS) && !retried++ && (rebound = kp_rebind(c, l, r, &s)) > 0);

@@ -51,10 +51,13 @@
 #define KP_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
 #define KP_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN 97
 #define KP_CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH 120
+#define KP_CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH 95
 #define KP_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
 #define KP_CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED 14
 #define KP_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
+#define KP_CU_LAUNCH_ATTRIBUTE_COOPERATIVE 2
 #define KP_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION 4
+#define KP_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
 
 /* ---- launch limits */
 #define KP_CUDA_API_VERSION 12000
@@ -72,6 +75,12 @@
 #define KP_MAX_RANK 8 /* kp_tensor modes (also in every library's public header) */
 #endif
 #define KP_DYN INT64_MIN /* a tensor mode passed at run time */
+
+/* ---- launch flags (kp_launch.flags, kp_bin_launch.flags; the runtime's pdl= / cooperative=) */
+#define KP_LF_PDL 1u
+#define KP_LF_NO_PDL 2u
+#define KP_LF_COOPERATIVE 4u
+#define KP_PDL_MIN_MAJOR 9
 
 /* ---- how a parameter is filled (runtime plans: kernelpack/launch/plan.py) and grid-formula steps */
 #define KP_OP_NULL 0

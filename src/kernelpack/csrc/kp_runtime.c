@@ -32,6 +32,7 @@ typedef struct kp_driver {
     kp_CUresult (*TensorMapEncodeTiled)(void*, int, unsigned int, void*, const uint64_t*, const uint64_t*,
                                         const unsigned int*, const unsigned int*, int, int, int, int);
     kp_CUresult (*OccupancyMaxActiveClusters)(int*, kp_CUfunction, const kp_CUlaunchConfig*);
+    kp_CUresult (*OccupancyMaxActiveBlocksPerMultiprocessor)(int*, kp_CUfunction, int, size_t);
 } kp_driver;
 
 
@@ -41,6 +42,7 @@ typedef struct kp_device {
     kp_CUdevice dev;
     int ordinal, major, minor, smem_optin, sm_count;
     int cluster_ok; /* CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: thread block clusters can be launched */
+    int coop_ok;    /* CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: cooperative launches are possible */
     int32_t sel[KP_NSPEC];    /* binary index, -1 = none for this arch or a device requirement unmet */
     int32_t quality[KP_NSPEC]; /* how well the specialization fits (0 = not at all): launch/device.py */
     uint32_t smem_raised[KP_NSPEC];
@@ -110,6 +112,7 @@ static kp_status kp_driver_open(void) {
         KP_DRIVER_SYM(kp_driver, LaunchKernelEx, 1), KP_DRIVER_SYM(kp_driver, MemAllocAsync, 0),
         KP_DRIVER_SYM(kp_driver, MemFreeAsync, 0), KP_DRIVER_SYM(kp_driver, TensorMapEncodeTiled, 0),
         KP_DRIVER_SYM(kp_driver, OccupancyMaxActiveClusters, 0),
+        KP_DRIVER_SYM(kp_driver, OccupancyMaxActiveBlocksPerMultiprocessor, 0),
     };
     char why[384];
     int v = 0;
@@ -178,6 +181,7 @@ static kp_status kp_device_create(const char* fn, kp_CUdevice dev, kp_device** o
     if (r == KP_CUDA_SUCCESS) r = kp_cu.DeviceGetAttribute(&d->smem_optin, KP_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
     if (r == KP_CUDA_SUCCESS) r = kp_cu.DeviceGetAttribute(&d->cluster_ok, KP_CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, dev);
     if (r == KP_CUDA_SUCCESS) r = kp_cu.DeviceGetAttribute(&d->sm_count, KP_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+    if (r == KP_CUDA_SUCCESS) r = kp_cu.DeviceGetAttribute(&d->coop_ok, KP_CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, dev);
     if (r != KP_CUDA_SUCCESS) {
         free(d);
         return kp_cuda_fail(r, fn, NULL, "cuDeviceGetAttribute");

@@ -65,6 +65,7 @@ typedef struct kp_bin_launch {
     uint32_t dyn_smem;   /* LaunchSpec.dynamic_smem */
     uint32_t cluster[3]; /* LaunchSpec.cluster; 0 = none */
     uint32_t layout;     /* 0 = the artifact's own */
+    uint32_t flags;      /* KP_LF_* of LaunchSpec.pdl / .cooperative */
 } kp_bin_launch;
 
 /* A device requirement of a specialization (KernelArtifact.requires): device property prop (KP_DP_*) == value. */

@@ -40,6 +40,8 @@ class Launch:
     block: tuple[int, int, int] | None = None
     cluster: tuple[int, int, int] | None = None
     smem: int | None = None
+    pdl: bool = False  # LaunchConfig.use_pdl: programmatic dependent launch
+    cooperative: bool = False  # LaunchConfig.cooperative: the kernel synchronizes its whole grid
     config: Any = None  # the DSL's own LaunchConfig for this launch (None if the DSL built none)
 
 
@@ -78,10 +80,8 @@ def _configure(rec: Launch, cfg: Any, values: list[Any]) -> None:
     if cfg is None:
         rec.error = rec.error or "the DSL built no launch configuration for this launch (an unknown DSL version?)"
         return
-    if getattr(cfg, "cooperative", False):
-        rec.error = rec.error or ("it is launched with cooperative=True (grid-wide sync), which a kernel-level "
-                                  "artifact does not carry")
-        return
+    rec.pdl = getattr(cfg, "use_pdl", False) is True
+    rec.cooperative = getattr(cfg, "cooperative", False) is True
     if rec.error:
         return
     try:

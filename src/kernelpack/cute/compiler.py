@@ -186,7 +186,8 @@ def compile(  # noqa: A001 - the frontend verb, as kernelpack.cuda.compile
             binaries.append(Binary(t.arch, _kernel_ptx(t.ptx, rec.symbol, kname), "ptx") if t.arch.virtual else
                             Binary(t.arch, _kernel_cubin(t.cubin, rec.symbol, kname)))
         smem = rec.smem if rec.smem is not None else _smem(traced[0], rec, len(launches))
-        spec = LaunchSpec(block=rec.block, dynamic_smem=smem, cluster=rec.cluster, grid=rec.grid)
+        spec = LaunchSpec(block=rec.block, dynamic_smem=smem, cluster=rec.cluster, grid=rec.grid, pdl=rec.pdl,
+                          cooperative=rec.cooperative)
         out.append(KernelArtifact(kname, rec.symbol, to_abi(rec.params), tuple(binaries), spec, prov, variant))
     return Bundle(tuple(out))
 

@@ -18,6 +18,9 @@ KERNELS = fl.rule(lambda v: (isinstance(v, str) and v != "") or (fl.is_sequence(
 DEFINES = fl.rule(lambda v: fl.str_key_map(v, lambda x: x is None or isinstance(x, str) or fl.is_int(x)),
                   "a table of macro values (strings or integers)")
 
+LAUNCH_FLAG = fl.rule(lambda v: isinstance(v, bool) or (fl.is_sequence(v) and all(isinstance(x, str) for x in v)),
+                      "true, false or a list of kernel names")
+
 
 @dataclass(frozen=True)
 class Cuda(Entry):
@@ -27,7 +30,7 @@ class Cuda(Entry):
     rules: ClassVar[Mapping[str, fl.Check]] = {
         "source": fl.PATH, "kernels": KERNELS, "options": fl.STRINGS, "defines": DEFINES, "include_dirs": fl.PATHS,
         "maxrregcount": fl.optional(fl.POSITIVE), "lineinfo": fl.BOOL, "signatures": fl.optional(fl.STRING_TABLE),
-        "compiler": fl.optional(fl.one_of("nvrtc", "nvcc"))}
+        "compiler": fl.optional(fl.one_of("nvrtc", "nvcc")), "pdl": LAUNCH_FLAG, "cooperative": LAUNCH_FLAG}
     source: str | os.PathLike[str] = ""
     kernels: Sequence[str] | Mapping[str, str] = ()
     _: KW_ONLY
@@ -38,6 +41,8 @@ class Cuda(Entry):
     lineinfo: bool = False
     signatures: Mapping[str, str] | None = None
     compiler: str | None = None
+    pdl: bool | Sequence[str] = False  # launch flags: true (every kernel) or a list of kernel names
+    cooperative: bool | Sequence[str] = False
 
 
 class CudaFrontend(Frontend[Cuda]):
@@ -76,7 +81,9 @@ class CudaFrontend(Frontend[Cuda]):
         bundle = cuda.compile(root / entry.source, entry.kernels, arch=list(step.archs), options=list(entry.options),
                               defines=dict(entry.defines), include_dirs=[root / d for d in entry.include_dirs],
                               maxrregcount=entry.maxrregcount, lineinfo=entry.lineinfo, signatures=entry.signatures,
-                              compiler=entry.compiler, cache=step.cache)
+                              pdl=entry.pdl if isinstance(entry.pdl, bool) else list(entry.pdl),
+                              cooperative=entry.cooperative if isinstance(entry.cooperative, bool) else list(
+                                  entry.cooperative), compiler=entry.compiler, cache=step.cache)
         return Output("bundle", bundle.to_bytes())
 
 

@@ -21,7 +21,7 @@ In a project, ``[[cubin]]``::
 
     [cubin.kernels]                                          # symbol = C parameter list, or a table
     add = "const float* x, const float* y, float* out, int n"
-    _Z5scaleIfEvT_PS0_l = { name = "scale", variant = "f32", block = [256] }   # also params, dynamic_smem
+    _Z5scaleIfEvT_PS0_l = { name = "scale", variant = "f32", block = [256] }   # + params, dynamic_smem, pdl, ...
 """
 
 from __future__ import annotations
@@ -326,7 +326,7 @@ def _artifact(symbol: str, spec: Kernel, chosen: list[Image]) -> KernelArtifact:
 
 # ------------------------------------------------------------------------------------------------ [[cubin]]
 
-_TABLE_KEYS = ("params", "name", "variant", "block", "dynamic_smem")
+_TABLE_KEYS = ("params", "name", "variant", "block", "dynamic_smem", "pdl", "cooperative")
 FILES = fl.rule(lambda v: fl.is_sequence(v) and len(v) > 0 and all(
     isinstance(x, (str, os.PathLike)) and str(x) for x in v), "a non-empty list of paths or globs")
 KERNELS = fl.rule(lambda v: (fl.is_sequence(v) and len(v) > 0 and all(isinstance(x, str) for x in v)) or (
@@ -393,7 +393,8 @@ def _table_kernels(kernels: Mapping[str, Any]) -> dict[str, KernelSpec]:
         if unknown:
             raise ProjectError(f"{where}: unknown key(s) {unknown}; expected some of {list(_TABLE_KEYS)}")
         try:
-            launch = LaunchSpec(block=v.get("block"), dynamic_smem=v.get("dynamic_smem"))
+            launch = LaunchSpec(block=v.get("block"), dynamic_smem=v.get("dynamic_smem"), pdl=v.get("pdl", False),
+                                cooperative=v.get("cooperative", False))
             out[symbol] = Kernel(v.get("params"), name=v.get("name"), variant=v.get("variant"),
                                  launch=None if launch == LaunchSpec() else launch)
         except KernelpackError as e:

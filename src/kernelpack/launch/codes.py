@@ -97,11 +97,22 @@ DEVICE_ATTRIBUTES: dict[str, int] = {
     "MAX_THREADS_PER_BLOCK": 1, "MAX_BLOCK_DIM_X": 2, "MAX_BLOCK_DIM_Y": 3, "MAX_BLOCK_DIM_Z": 4,
     "MAX_GRID_DIM_X": 5, "MAX_GRID_DIM_Y": 6, "MAX_GRID_DIM_Z": 7, "MULTIPROCESSOR_COUNT": 16,
     "COMPUTE_CAPABILITY_MAJOR": 75, "COMPUTE_CAPABILITY_MINOR": 76, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 97,
-    "CLUSTER_LAUNCH": 120,
+    "CLUSTER_LAUNCH": 120, "COOPERATIVE_LAUNCH": 95,
 }
 FUNC_ATTRIBUTES: dict[str, int] = {"MAX_DYNAMIC_SHARED_SIZE_BYTES": 8, "NON_PORTABLE_CLUSTER_SIZE_ALLOWED": 14}
 POINTER_ATTRIBUTES: dict[str, int] = {"DEVICE_ORDINAL": 9}
-LAUNCH_ATTRIBUTES: dict[str, int] = {"CLUSTER_DIMENSION": 4}
+LAUNCH_ATTRIBUTES: dict[str, int] = {"COOPERATIVE": 2, "CLUSTER_DIMENSION": 4,
+                                     "PROGRAMMATIC_STREAM_SERIALIZATION": 6}
+
+# ------------------------------------------------------------------------------------------------ launch flags
+
+# kp_launch.flags bits (C) and the artifact's LaunchSpec.pdl / .cooperative: stable, append-only
+LAUNCH_FLAGS: dict[str, int] = {
+    "PDL": 1,  # programmatic dependent launch (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 1)
+    "NO_PDL": 2,  # launch without PDL although the kernel's artifact asks for it
+    "COOPERATIVE": 4,  # cooperative launch (CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 1): every block co-resident
+}
+PDL_MIN_MAJOR = 9  # programmatic dependent launch needs compute capability 9.0 or newer
 
 # ------------------------------------------------------------------------------------------------ launch limits
 

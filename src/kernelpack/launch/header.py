@@ -35,6 +35,8 @@ def render() -> str:
                       *[(f"KP_MAX_BLOCK_{x}", f"{v}u") for x, v in zip("XYZ", codes.MAX_BLOCK)],
                       ("KP_MAX_BLOCK_THREADS", f"{codes.MAX_BLOCK_THREADS}u"),
                       *[(f"KP_MAX_GRID_{x}", f"{v}u") for x, v in zip("XYZ", codes.MAX_GRID)]])
+    flags = defines([(f"KP_LF_{n}", f"{v}u") for n, v in codes.LAUNCH_FLAGS.items()]
+                    + [("KP_PDL_MIN_MAJOR", codes.PDL_MIN_MAJOR)])
     ops = defines([(f"KP_OP_{n.upper()}", v) for n, v in OPS.items()])
     gops = defines([(f"KP_G_{n.upper()}", v) for n, v in GRID_OPS_CODES.items()])
     props = defines([(f"KP_DP_{p.name.upper()}", f"{p.code} /* {p.doc} */") for p in device.PROPERTIES]
@@ -73,6 +75,9 @@ def render() -> str:
 #define KP_MAX_RANK {codes.MAX_RANK} /* kp_tensor modes (also in every library's public header) */
 #endif
 #define KP_DYN INT64_MIN /* a tensor mode passed at run time */
+
+/* ---- launch flags (kp_launch.flags, kp_bin_launch.flags; the runtime's pdl= / cooperative=) */
+{flags}
 
 /* ---- how a parameter is filled (runtime plans: kernelpack/launch/plan.py) and grid-formula steps */
 {ops}

@@ -124,6 +124,7 @@ typedef struct {
     void* kernel;
     uint32_t fixed_block[3], reqntid[3], max_threads, cluster[3], spec_cluster[3], static_smem, dyn_smem, smem_raised;
     int64_t dv[KP_MAX_DEVICE_VALUES]; /* the values of the plan's device-derived params on this device */
+    int pdl; /* launched with programmatic dependent launch (LaunchSpec.pdl; a cooperative kernel is never here) */
 } kp_entry;
 
 typedef struct {
@@ -510,16 +511,27 @@ static int grid_from_rule(const kp_plan* plan, const unsigned char* buf, uint32_
 
 /* ------------------------------------------------------------------ the driver call */
 
+/* A launch with a cluster (c[0] != 0) and/or programmatic dependent launch (pdl) goes through cuLaunchKernelEx with
+ * those attributes, in the C library's order (cluster dimension, programmatic stream serialization). */
 static CUresult launch_once(void* kernel, const uint32_t g[3], const uint32_t b[3], uint32_t smem, void* stream,
-                            const uint32_t c[3], void** ptrs) {
-    if (c[0] == 0) return cu_launch(kernel, g[0], g[1], g[2], b[0], b[1], b[2], smem, stream, ptrs, NULL);
-    kp_attr attr;
+                            const uint32_t c[3], int pdl, void** ptrs) {
+    if (c[0] == 0 && !pdl) return cu_launch(kernel, g[0], g[1], g[2], b[0], b[1], b[2], smem, stream, ptrs, NULL);
+    kp_attr attr[2];
     kp_config cfg;
-    memset(&attr, 0, sizeof attr);
-    attr.id = 4; /* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION */
-    attr.value.cluster.x = c[0], attr.value.cluster.y = c[1], attr.value.cluster.z = c[2];
+    unsigned n = 0;
+    memset(attr, 0, sizeof attr);
+    if (c[0]) {
+        attr[n].id = KP_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr[n].value.cluster.x = c[0], attr[n].value.cluster.y = c[1], attr[n].value.cluster.z = c[2];
+        n++;
+    }
+    if (pdl) {
+        attr[n].id = KP_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr[n].value.cluster.x = 1; /* programmaticStreamSerializationAllowed: the value's first int */
+        n++;
+    }
     memcpy(cfg.grid, g, 3 * sizeof *g), memcpy(cfg.block, b, 3 * sizeof *b);
-    cfg.smem = smem, cfg.stream = stream, cfg.attrs = &attr, cfg.nattrs = 1;
+    cfg.smem = smem, cfg.stream = stream, cfg.attrs = attr, cfg.nattrs = n;
     return cu_launch_ex(&cfg, kernel, ptrs, NULL);
 }
 
@@ -533,17 +545,17 @@ static CUresult launch_once(void* kernel, const uint32_t g[3], const uint32_t b[
  * Several devices: the current context is read; when it is not the launch device's, that one is made current for
  * the launch and the caller's restored after it. */
 static CUresult launch(void* ctx, void* kernel, const uint32_t g[3], const uint32_t b[3], uint32_t smem,
-                       void* stream, const uint32_t c[3], void** ptrs, const char** call) {
+                       void* stream, const uint32_t c[3], int pdl, void** ptrs, const char** call) {
     CUresult r;
     if (KP_LIKELY(one_device)) {
-        r = launch_once(kernel, g, b, smem, stream, c, ptrs);
+        r = launch_once(kernel, g, b, smem, stream, c, pdl, ptrs);
         if (KP_LIKELY(r != KP_CUDA_ERROR_INVALID_CONTEXT)) return r;
         r = cu_ctx_set(ctx);
         if (r != 0) {
             *call = "cuCtxSetCurrent";
             return r;
         }
-        return launch_once(kernel, g, b, smem, stream, c, ptrs);
+        return launch_once(kernel, g, b, smem, stream, c, pdl, ptrs);
     }
     void* saved = NULL;
     r = cu_ctx_get(&saved);
@@ -555,7 +567,7 @@ static CUresult launch(void* ctx, void* kernel, const uint32_t g[3], const uint3
         *call = "cuCtxSetCurrent";
         return r;
     }
-    r = launch_once(kernel, g, b, smem, stream, c, ptrs);
+    r = launch_once(kernel, g, b, smem, stream, c, pdl, ptrs);
     if (saved != NULL && saved != ctx) cu_ctx_set(saved);
     return r;
 }
@@ -730,9 +742,9 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
         goto slow;
     }
 
-    const char* call = c[0] ? "cuLaunchKernelEx" : "cuLaunchKernel";
+    const char* call = c[0] || e->pdl ? "cuLaunchKernelEx" : "cuLaunchKernel";
     PyThreadState* ts = release_gil ? PyEval_SaveThread() : NULL;
-    CUresult r = launch(dev->ctx, e->kernel, g, b, nsmem, (void*)(uintptr_t)hstream, c, ptrs, &call);
+    CUresult r = launch(dev->ctx, e->kernel, g, b, nsmem, (void*)(uintptr_t)hstream, c, e->pdl, ptrs, &call);
     if (ts != NULL) PyEval_RestoreThread(ts);
     if (KP_UNLIKELY(r != 0)) return driver_error(self, plan, device, r, call);
     Py_RETURN_NONE;
@@ -943,8 +955,8 @@ static PyObject* family_set_device(PyObject* op, PyObject* args) {
         unsigned long long kernel;
         long long mt, ss, ds, raised;
         PyObject *fb, *rq, *cl, *scl, *dv;
-        if (!PyArg_ParseTuple(PyTuple_GetItem(rows, i), "iKOOLOOLLLO", &e->plan, &kernel, &fb, &rq, &mt, &cl, &scl,
-                              &ss, &ds, &raised, &dv))
+        if (!PyArg_ParseTuple(PyTuple_GetItem(rows, i), "iKOOLOOLLLOp", &e->plan, &kernel, &fb, &rq, &mt, &cl, &scl,
+                              &ss, &ds, &raised, &dv, &e->pdl))
             goto fail;
         if (e->plan < 0 || e->plan >= self->nplan) {
             PyErr_SetString(PyExc_ValueError, "_set_device: plan index out of range");

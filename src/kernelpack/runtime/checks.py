@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..abi import DType, Struct
-from ..artifact import Dim3
+from ..artifact import Dim3, LaunchSpec
 from ..errors import KernelpackError, LaunchError
-from ..launch.codes import MAX_PORTABLE_CLUSTER, SMEM_DEFAULT_LIMIT  # noqa: F401 - SMEM_DEFAULT_LIMIT re-exported
+from ..launch.codes import MAX_PORTABLE_CLUSTER, PDL_MIN_MAJOR, SMEM_DEFAULT_LIMIT  # noqa: F401 - SMEM_DEFAULT_LIMIT re-exported
 from ..launch.plan import INT_RANGE, OP_BYTES, OP_DESC, OP_PTR, OP_SCALAR, OP_TENSOR, Slot
 from ..packing import pack_value
 from ..tma import encode_args
@@ -282,3 +282,38 @@ def check_cluster(cluster: Any, grid: Dim3, facts: LaunchFacts, dev: DeviceInfo,
     if any(g % c for g, c in zip(grid, use)):
         raise LaunchError(f"kernel {kernel}: grid {grid} is not a multiple of the cluster {use}")
     return None if facts.cluster else use
+
+
+def check_flags(pdl: Any, cooperative: Any, spec: LaunchSpec, dev: DeviceInfo, kernel: str) -> tuple[bool, bool]:
+    """(PDL, cooperative) for one launch: the kernel's launch flags (``spec``) with the caller's ``pdl=`` /
+    ``cooperative=`` (None: the kernel's own; ``pdl=False`` launches without PDL, as C's KP_LAUNCH_NO_PDL). PDL
+    needs compute capability 9.0; a cooperative grid's size is checked at launch (:func:`check_cooperative_grid`)."""
+    for name, v in (("pdl", pdl), ("cooperative", cooperative)):
+        if v is not None and not isinstance(v, bool):
+            raise LaunchError(f"kernel {kernel}: {name} must be True, False or None (got {v!r})")
+    use_pdl = spec.pdl if pdl is None else pdl
+    if cooperative is False and spec.cooperative:
+        raise LaunchError(f"kernel {kernel}: cooperative=False, but the kernel's launch flags make every launch "
+                          f"cooperative (it synchronizes its whole grid)")
+    use_coop = spec.cooperative or cooperative is True
+    if use_pdl and dev.major < PDL_MIN_MAJOR:
+        own = ", the kernel's launch flag" if pdl is None else ""
+        raise LaunchError(f"kernel {kernel}: programmatic dependent launch (PDL{own}) "
+                          f"needs compute capability {PDL_MIN_MAJOR}.0 or newer; device {dev.ordinal} is "
+                          f"{dev.arch_name}{' (pass pdl=False to launch without)' if own else ''}")
+    if use_coop and not dev.cooperative_launch:
+        raise LaunchError(f"kernel {kernel}: device {dev.ordinal} ({dev.arch_name}) does not support cooperative "
+                          f"launches")
+    return use_pdl, use_coop
+
+
+def check_cooperative_grid(grid: Dim3, block: Dim3, smem: int, per_sm: int, dev: DeviceInfo, kernel: str) -> None:
+    """A cooperative grid must fit on the device at once: ``per_sm`` (cuOccupancyMaxActiveBlocksPerMultiprocessor)
+    x SMs blocks at most."""
+    total, threads = grid[0] * grid[1] * grid[2], block[0] * block[1] * block[2]
+    most = max(per_sm, 0) * max(dev.sm_count, 0)
+    if total > most:
+        raise LaunchError(f"kernel {kernel}: cooperative launch of grid {{{grid[0]},{grid[1]},{grid[2]}}} ({total} "
+                          f"blocks of {threads} threads, {smem} bytes of dynamic shared memory) exceeds the {most} "
+                          f"blocks that can be co-resident on device {dev.ordinal} ({dev.arch_name}): {per_sm} per SM "
+                          f"x {dev.sm_count} SMs")

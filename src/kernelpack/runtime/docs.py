@@ -33,7 +33,7 @@ def signature_text(family: KernelFamily) -> str:
     block = _common_block(family)
     grid = "grid=None" if all(sp.artifact.launch.grid is not None for sp in family.specs) else "grid"
     opts = f"{grid}, block={block}" if block else f"{grid}, block"
-    text = f"{family.name}({args}, *, {opts}, smem=None, stream=None, cluster=None)"
+    text = f"{family.name}({args}, *, {opts}, smem=None, stream=None, cluster=None, pdl=None, cooperative=None)"
     family._signature_text = text  # type: ignore[attr-defined]
     return text
 
@@ -78,6 +78,10 @@ def _requirements(art: KernelArtifact) -> list[str]:
         out.append(f"needs {ls.dynamic_smem} B dynamic smem")
     if ls.cluster:
         out.append(f"launched with cluster {_dim(ls.cluster)}")
+    if ls.pdl:
+        out.append("launched with programmatic dependent launch (pdl=False: without)")
+    if ls.cooperative:
+        out.append("launched cooperatively (its grid must fit on the device at once)")
     if ls.grid is not None:
         out.append(f"grid computed from the arguments when none is given: {_grid_text(ls.grid)}")
     if art.requirements:
@@ -145,7 +149,9 @@ def doc_text(family: KernelFamily, source: str) -> str:
     body.append("Arguments: torch tensors, __cuda_array_interface__ or DLPack arrays for pointers and tensors (an "
                 "int is a raw device pointer); Python numbers for scalars. grid/block/cluster: an int or a tuple of up "
                 "to 3. smem: dynamic shared memory bytes. stream: None (torch's current stream with torch tensors, "
-                "else the default stream), an int handle, or a stream object.")
+                "else the default stream), an int handle, or a stream object. pdl: None (the kernel's launch flag), "
+                "True or False: programmatic dependent launch (sm_90+). cooperative: True for a cooperative launch "
+                "(all blocks co-resident), refused when the grid does not fit.")
     return head + "\n\n" + "\n".join(body)
 
 
@@ -163,6 +169,6 @@ def signature(family: KernelFamily) -> inspect.Signature:
         params.append(P("grid", P.KEYWORD_ONLY, default=None))
     else:
         params.append(P("grid", P.KEYWORD_ONLY))
-    for name in ("block", "smem", "stream", "cluster"):
+    for name in ("block", "smem", "stream", "cluster", "pdl", "cooperative"):
         params.append(P(name, P.KEYWORD_ONLY, default=None))
     return inspect.Signature(params, return_annotation=None)

@@ -30,10 +30,13 @@ ATTR_CC_MAJOR = _A["COMPUTE_CAPABILITY_MAJOR"]
 ATTR_CC_MINOR = _A["COMPUTE_CAPABILITY_MINOR"]
 ATTR_MAX_SMEM_OPTIN = _A["MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"]
 ATTR_CLUSTER_LAUNCH = _A["CLUSTER_LAUNCH"]
+ATTR_COOPERATIVE_LAUNCH = _A["COOPERATIVE_LAUNCH"]
 
 FUNC_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES = codes.FUNC_ATTRIBUTES["MAX_DYNAMIC_SHARED_SIZE_BYTES"]
 POINTER_ATTRIBUTE_DEVICE_ORDINAL = codes.POINTER_ATTRIBUTES["DEVICE_ORDINAL"]
 LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = codes.LAUNCH_ATTRIBUTES["CLUSTER_DIMENSION"]
+LAUNCH_ATTRIBUTE_COOPERATIVE = codes.LAUNCH_ATTRIBUTES["COOPERATIVE"]
+LAUNCH_ATTRIBUTE_PDL = codes.LAUNCH_ATTRIBUTES["PROGRAMMATIC_STREAM_SERIALIZATION"]
 
 CUDA_ERROR_INVALID_CONTEXT = codes.CUDA_ERROR_INVALID_CONTEXT
 _CUDA_NO_DEVICE = codes.CUDA_RESULTS["CUDA_ERROR_NO_DEVICE"]
@@ -73,6 +76,7 @@ _OPTIONAL: dict[str, tuple[Any, ...]] = {
     "cuTensorMapEncodeTiled": (_vp, _i, _u, _vp, _c.POINTER(_c.c_uint64), _c.POINTER(_c.c_uint64),
                                _c.POINTER(_u), _c.POINTER(_u), _i, _i, _i, _i),
     "cuOccupancyMaxActiveClusters": (_c.POINTER(_i), _vp, _vp),
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor": (_c.POINTER(_i), _vp, _i, _c.c_size_t),
 }
 
 # entry points the C extension calls per launch (their addresses are handed to it)
@@ -105,6 +109,7 @@ class DeviceInfo:
     cluster_launch: bool
     sm_count: int
     context: int  # primary context handle, retained for the life of the process
+    cooperative_launch: bool = True  # CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH
 
     @property
     def arch_name(self) -> str:
@@ -215,6 +220,7 @@ class Driver:
             cluster_launch=bool(attr(ATTR_CLUSTER_LAUNCH)),
             sm_count=attr(ATTR_MULTIPROCESSOR_COUNT),
             context=int(ctx.value or 0),
+            cooperative_launch=bool(attr(ATTR_COOPERATIVE_LAUNCH)),
         )
 
     def current_context(self) -> int:
@@ -323,17 +329,44 @@ class Driver:
 
     # ------------------------------------------------------------ launch
 
+    def max_blocks_per_sm(self, kernel: int, context: int, threads: int, smem: int, where: str) -> int:
+        """cuOccupancyMaxActiveBlocksPerMultiprocessor for ``kernel`` in ``context``: blocks of ``threads`` threads
+        with ``smem`` bytes of dynamic shared memory one SM holds at once (the bound of a cooperative grid)."""
+        fn = self._optional("cuOccupancyMaxActiveBlocksPerMultiprocessor", "a cooperative launch", where)
+        n = _i(0)
+        saved = self.current_context()
+        self.set_current(context)
+        try:
+            self.check(fn(ctypes.byref(n), _vp(kernel), threads, smem), "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                       where)
+        finally:
+            if saved != context:
+                self.set_current(saved)
+        return n.value
+
+    # ------------------------------------------------------------ launch
+
     def launch(self, kernel: int, grid: tuple[int, int, int], block: tuple[int, int, int], smem: int, stream: int,
-               params: Any, cluster: tuple[int, int, int] | None, where: str) -> None:
-        """Launch with ``params`` a ctypes ``void*[]`` of pointers to each parameter value."""
-        if cluster is None:
+               params: Any, cluster: tuple[int, int, int] | None, where: str, pdl: bool = False,
+               cooperative: bool = False) -> None:
+        """Launch with ``params`` a ctypes ``void*[]`` of pointers to each parameter value; a cluster, PDL or a
+        cooperative launch go through cuLaunchKernelEx with those launch attributes, in that order."""
+        if cluster is None and not pdl and not cooperative:
             r = self.fn["cuLaunchKernel"](_vp(kernel), *grid, *block, smem, _vp(stream or None), params, None)
             self.check(r, "cuLaunchKernel", where)
             return
-        attr = LaunchAttribute()
-        attr.id = LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-        attr.value[0], attr.value[1], attr.value[2] = cluster
-        cfg = LaunchConfig((_u * 3)(*grid), (_u * 3)(*block), smem, stream or None, ctypes.pointer(attr), 1)
+        attrs = (LaunchAttribute * 3)()
+        n = 0
+        if cluster is not None:
+            attrs[n].id = LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            attrs[n].value[0], attrs[n].value[1], attrs[n].value[2] = cluster
+            n += 1
+        for on, ident in ((pdl, LAUNCH_ATTRIBUTE_PDL), (cooperative, LAUNCH_ATTRIBUTE_COOPERATIVE)):
+            if on:
+                attrs[n].id = ident
+                attrs[n].value[0] = 1
+                n += 1
+        cfg = LaunchConfig((_u * 3)(*grid), (_u * 3)(*block), smem, stream or None, attrs, n)
         r = self.fn["cuLaunchKernelEx"](ctypes.byref(cfg), _vp(kernel), params, None)
         self.check(r, "cuLaunchKernelEx", where)
 

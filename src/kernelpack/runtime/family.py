@@ -24,6 +24,7 @@ from ..artifact import Binary, KernelArtifact, LaunchSpec, evaluate_grid, grid_p
 from ..errors import KernelpackError, LaunchError
 from ..launch import device as dev_model
 from ..launch.binaries import describe_binaries, device_arch, family_choice
+from ..launch.codes import PDL_MIN_MAJOR
 from ..launch.facts import plans as layout_plans
 from ..launch.family import dispatch_order, family_args, plan_specificity
 from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_DEVICE, Plan, Slot
@@ -43,7 +44,7 @@ from .errors import (
 from .loader import LaunchFacts, Loader, binary_quality
 from .packer import pack
 
-LAUNCH_KEYWORDS = ("grid", "block", "smem", "stream", "cluster")
+LAUNCH_KEYWORDS = ("grid", "block", "smem", "stream", "cluster", "pdl", "cooperative")
 
 
 @dataclass(frozen=True)
@@ -201,13 +202,16 @@ class KernelFamily:
         info = state.info
         if any(e.error is not None for e in state.entries):
             return  # launches on this device take the Python path, which reports the error
+        if any(e.spec_launch.cooperative or (e.spec_launch.pdl and info.major < PDL_MIN_MAJOR)
+               for e in state.entries):
+            return  # a cooperative grid is checked against the occupancy, an unsupported PDL refused, in Python
         rows = []
         for e in state.entries:
             f = e.facts
             values = tuple(e.values[s.param.role] for s in e.layout.slots if s.op == OP_DEVICE)
             rows.append((e.spec.first_plan + f.layout, e.kernel, f.fixed_block or (0, 0, 0), f.reqntid or (0, 0, 0),
                          f.max_threads, f.cluster or (0, 0, 0), f.spec_cluster or (0, 0, 0), f.static_smem,
-                         f.dyn_smem, e.smem_raised, values))
+                         f.dyn_smem, e.smem_raised, values, e.spec_launch.pdl))
         self.fast._set_device(ordinal, info.context, info.max_grid, info.max_block, info.max_threads,
                               info.smem_optin, int(info.cluster_launch), tuple(rows))
 
@@ -249,7 +253,7 @@ class KernelFamily:
     # ------------------------------------------------------------ the full launch path
 
     def call(self, *args: Any, grid: Any = None, block: Any = None, smem: Any = None, stream: Any = None,
-             cluster: Any = None, **named: Any) -> None:
+             cluster: Any = None, pdl: bool | None = None, cooperative: bool | None = None, **named: Any) -> None:
         self.python_calls += 1
         values = self._bind(args, named)
         try:
@@ -272,11 +276,12 @@ class KernelFamily:
         b = checks.check_block(block, entry.facts, info, kernel)
         n = checks.check_smem(smem, entry.facts, info, kernel)
         c = checks.check_cluster(cluster, g, entry.facts, info, kernel)
+        flags = checks.check_flags(pdl, cooperative, entry.spec_launch, info, kernel)
         saw_torch = any(v is not None and v.source == "torch" for v in views)
         handle = streams.resolve(stream, ordinal, saw_torch, kernel)
         if saw_torch:
             _install_torch_bridge()
-        self._launch(d, state, entry, g, b, n, c, handle, packed)
+        self._launch(d, state, entry, g, b, n, c, handle, packed, flags)
 
     def _bind(self, args: tuple[Any, ...], named: dict[str, Any]) -> list[Any]:
         n = len(self.arg_names)
@@ -365,9 +370,12 @@ class KernelFamily:
 
     def _launch(self, d: Driver, state: DeviceState, entry: DeviceEntry, grid: tuple[int, int, int],
                 block: tuple[int, int, int], smem: int, cluster: tuple[int, int, int] | None, stream: int,
-                packed: list[Any]) -> None:
+                packed: list[Any], flags: tuple[bool, bool] = (False, False)) -> None:
         info = state.info
         where = f"kernel {entry.spec.label} on device {info.ordinal}"
+        if flags[1]:
+            per_sm = d.max_blocks_per_sm(entry.kernel, info.context, block[0] * block[1] * block[2], smem, where)
+            checks.check_cooperative_grid(grid, block, smem, per_sm, info, entry.spec.label)
         if smem > entry.smem_raised:
             with self._lock:
                 if smem > entry.smem_raised:
@@ -382,10 +390,10 @@ class KernelFamily:
             d.set_current(info.context)
         try:
             if plan.derived and _scratch_sizes(entry.spec_launch):
-                _launch_with_scratch(d, entry, grid, block, smem, cluster, stream, packed, where)
+                _launch_with_scratch(d, entry, grid, block, smem, cluster, stream, packed, where, flags)
             else:
                 buf, ptrs = pack(plan, packed, entry.values)
-                d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where)
+                d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where, *flags)
                 del buf
         finally:
             if saved and saved != info.context:
@@ -474,7 +482,7 @@ def _encode_descs(d: Driver, plan: Plan, packed: list[Any], kernel: str, where: 
 
 def _launch_with_scratch(d: Driver, entry: DeviceEntry, grid: tuple[int, int, int], block: tuple[int, int, int],
                          smem: int, cluster: tuple[int, int, int] | None, stream: int, packed: list[Any],
-                         where: str) -> None:
+                         where: str, flags: tuple[bool, bool] = (False, False)) -> None:
     """Triton scratch: ``size x CTAs`` bytes per buffer, one stream-ordered allocation on the launch stream for
     this launch only (cuMemAllocAsync, cuMemFreeAsync right after the launch), as ``kp_run_scratch`` in the C
     library does; the current context is the launch device's."""
@@ -491,7 +499,7 @@ def _launch_with_scratch(d: Driver, entry: DeviceEntry, grid: tuple[int, int, in
         start = (base + align - 1) // align * align if align > 256 else base
         scratch = {"global_scratch": start if gsize else 0, "profile_scratch": start + poff if psize else 0}
         buf, ptrs = pack(entry.layout, packed, {**entry.values, **scratch})
-        d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where)
+        d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where, *flags)
         del buf
     finally:
         d.mem_free_async(base, stream, where)
