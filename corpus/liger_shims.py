@@ -1,0 +1,22 @@
+"""Entry points for liger code paths its public wrappers only take on a GPU (each calls liger's own functions).
+
+``LigerMLPFunction.forward`` asserts ``input.is_cuda`` before anything else; the calls below are its body minus the
+assert (training forward, inference forward, both backward kernels), in liger's order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def mlp_forward_backward(x: Any, gate_weight: Any, up_weight: Any, down_weight: Any) -> Any:
+    import torch
+
+    from liger_kernel.ops import mlp
+
+    x, gate_weight, up_weight, down_weight = mlp._check_inputs(x, gate_weight, up_weight, down_weight)
+    agu, cfg = mlp.gemm_swiglu(x, gate_weight, up_weight, 1.0, True)
+    out, _ = mlp.gemm_swiglu(x, gate_weight, up_weight, 1.0, False)
+    d_out = torch.randn(*x.shape[:-1], down_weight.shape[0], dtype=x.dtype, device=x.device)
+    mlp.swiglu_backward_dGU(mlp._ensure_tma_compatible(d_out), down_weight, agu, cfg, 1.0, 1.0)
+    return mlp.swiglu_backward_dI(gate_weight, up_weight, agu), out
