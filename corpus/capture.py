@@ -240,6 +240,7 @@ class CuteCompile:
     args: tuple[Any, ...]
     kwargs: dict[str, Any] = field(default_factory=dict)
     options: str = ""
+    site: tuple[str, int] = ("", 0)  # (file, line) of the cute.compile call in the package
 
     @property
     def name(self) -> str:
@@ -260,6 +261,16 @@ class _NoKernel:
         raise AttributeError(f"corpus capture: compiled CuTe object has no attribute {name!r} (nothing was compiled)")
 
 
+def _call_site() -> tuple[str, int]:
+    """The first frame outside this file: where the package called ``cute.compile``."""
+    import sys
+
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename == __file__:
+        f = f.f_back
+    return (f.f_code.co_filename, f.f_lineno) if f is not None else ("", 0)
+
+
 @contextlib.contextmanager
 def cute_compiles() -> Iterator[list[CuteCompile]]:
     import cutlass.cute as cute
@@ -270,7 +281,7 @@ def cute_compiles() -> Iterator[list[CuteCompile]]:
         """``cute.compile(fn, *args, options=...)`` and ``cute.compile[opts](fn, ...)`` both record."""
 
         def __call__(self, fn: Any, *args: Any, options: str = "", **kwargs: Any) -> Any:
-            rec = CuteCompile(fn, args, kwargs, options or "")
+            rec = CuteCompile(fn, args, kwargs, options or "", _call_site())
             records.append(rec)
             return _NoKernel(rec)
 

@@ -73,6 +73,32 @@ def cutile_section(opts: Options) -> tuple[Section, Outcome]:
     return sec, out
 
 
+CUTE_DIRS = ("ops/cutedsl", "ops/cute")
+
+
+def cute_section(opts: Options) -> tuple[Section, Outcome]:
+    from . import cute_corpus as kc
+
+    root = package_root()
+    sec = Section(PACKAGE, "cute")
+    if root is None:
+        sec.notes.append("liger-kernel is not installed")
+        return sec, Outcome()
+    defined, sites = kc.sites(root, CUTE_DIRS)
+    sec.defined = [d.name for d in defined]
+    sec.notes.append(f"{len(sec.defined)} CuTe DSL launchers (distinct first arguments of cute.compile(...) per file) "
+                     f"under liger_kernel/ops/cutedsl/ and ops/cute/; ops/cute/ holds none: its MoE and TP "
+                     f"cross-entropy call a prebuilt TVM-FFI package (liger_cute_kernels), no CuTe DSL source")
+    meta, cases = load_cases(CORPUS / "liger_cute.toml")
+    archs = opts.archs or tuple(meta.get("archs", ("sm_80", "sm_90a")))
+    caps = kc.capture(select(cases, opts), sec, sites)
+    sec.reached = {c.qualname for _, c in caps}
+    specs = [kc.to_spec(where, c) for where, c in caps]
+    out = compile_specs(sec, specs, kc.compile_spec, kc.classify, archs, opts, prefix="cute_")
+    _not_reached(sec, opts)
+    return sec, out
+
+
 def _not_reached(sec: Section, opts: Options) -> None:
     if opts.reduced or opts.cases:
         return
@@ -95,6 +121,8 @@ def sections(opts: Options, dsls: tuple[str, ...]) -> list[tuple[Section, Outcom
         out.append(triton_section(opts))
     if "cutile" in dsls:
         out.append(cutile_section(opts))
+    if "cute" in dsls:
+        out.append(cute_section(opts))
     return out
 
 

@@ -20,3 +20,15 @@ def mlp_forward_backward(x: Any, gate_weight: Any, up_weight: Any, down_weight: 
     d_out = torch.randn(*x.shape[:-1], down_weight.shape[0], dtype=x.dtype, device=x.device)
     mlp.swiglu_backward_dGU(mlp._ensure_tma_compatible(d_out), down_weight, agu, cfg, 1.0, 1.0)
     return mlp.swiglu_backward_dI(gate_weight, up_weight, agu), out
+
+
+def rms_norm_dw_reduce(dw_partial: Any, dtype: Any, warps: int) -> Any:
+    """``reduce_dw_partials`` with ``LIGER_RMS_DW_REDUCTION_WARPS`` (read once at import) set to ``warps``."""
+    from liger_kernel.ops.cutedsl.ops import rms_norm_dw_reduce as m
+
+    saved = m._REDUCTION_WARPS
+    m._REDUCTION_WARPS = int(warps)
+    try:
+        return m.reduce_dw_partials(dw_partial, dtype)
+    finally:
+        m._REDUCTION_WARPS = saved
