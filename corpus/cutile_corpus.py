@@ -9,6 +9,7 @@ only in element types and divisibility assumptions are variants of one family (k
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from .capture import CutileLaunch, cpu_world, cutile_launches
@@ -78,9 +79,24 @@ def variant_name(s: Spec) -> str:
     return "_".join(dts)
 
 
+def prefer_pip_tileiras() -> None:
+    """cuTile looks for its pip ``tileiras`` under ``nvidia.cu13.__path__[0]`` only; another wheel's
+    ``nvidia/cu13`` earlier on sys.path (nvidia-curand's, next to a ``--no-deps`` package install) hides it. Put the
+    directory that has ``bin/tileiras`` first (this process only)."""
+    try:
+        import nvidia.cu13 as cu13
+    except ImportError:
+        return
+    paths = list(cu13.__path__)
+    good = [p for p in paths if (Path(p) / "bin" / "tileiras").exists()]
+    if good and paths[0] != good[0]:
+        cu13.__path__ = [good[0], *(p for p in paths if p != good[0])]
+
+
 def compile_spec(spec: Spec, archs: Sequence[str]) -> Any:
     import kernelpack.cutile as kc
 
+    prefer_pip_tileiras()
     rec: CutileLaunch = spec.payload
     sigs: Any = {spec.variant: rec.signature} if spec.variant else [rec.signature]
     return kc.compile(rec.kernel, sigs, arch=list(archs), name=spec.family)
@@ -109,3 +125,17 @@ def _flat(annotation: Any, value: Any) -> list[Any]:
     if isinstance(value, (tuple, list)):
         return [x for v in value for x in _flat(None, v)]
     return [value]
+
+
+def describe_launch(spec: Spec) -> dict[str, Any]:
+    """The recorded launch as the GPU run rebuilds it: grid, and per flat argument a tensor's dtype, shape and
+    strides (in elements) or a scalar's value."""
+    rec: CutileLaunch = spec.payload
+    args: list[dict[str, Any]] = []
+    for v in launch_args(rec):
+        if hasattr(v, "shape") and hasattr(v, "stride"):
+            args.append({"dtype": str(v.dtype).removeprefix("torch."), "shape": list(v.shape),
+                         "stride": list(v.stride())})
+        else:
+            args.append({"value": v if isinstance(v, (bool, int, float)) or v is None else repr(v)})
+    return {"grid": list(rec.grid), "args": args}

@@ -68,7 +68,8 @@ def cutile_section(opts: Options) -> tuple[Section, Outcome]:
             sec.fail(cc.qualname(rec), "capture", KERNELPACK, f"no cuTile signature: {rec.error}", where)
         else:
             specs.append(cc.to_spec(where, rec))
-    out = compile_specs(sec, specs, cc.compile_spec, cc.classify, archs, opts, variant_name=cc.variant_name)
+    out = compile_specs(sec, specs, cc.compile_spec, cc.classify, archs, opts, variant_name=cc.variant_name,
+                        describe_launch=cc.describe_launch)
     _not_reached(sec, opts)
     return sec, out
 

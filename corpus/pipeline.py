@@ -46,8 +46,12 @@ def select(cases: Sequence[Any], opts: Options) -> list[Any]:
 
 def compile_specs(sec: Section, specs: Sequence[Spec], compile_fn: Callable[[Spec, Sequence[str]], Any],
                   classify: Callable[[str], str], archs: Sequence[str], opts: Options, prefix: str = "",
-                  variant_name: Callable[[Spec], str] | None = None) -> Outcome:
-    """Compile every spec for ``archs``; a kernel counts as compiled when all its specs compiled."""
+                  variant_name: Callable[[Spec], str] | None = None,
+                  describe_launch: Callable[[Spec], dict[str, Any]] | None = None) -> Outcome:
+    """Compile every spec for ``archs``; a kernel counts as compiled when all its specs compiled.
+
+    ``describe_launch(spec)``, when given, adds the recorded launch (grid, argument shapes and values) to the
+    spec's manifest entry: what the GPU run launches where the package's own path cannot run there."""
     specs = dedupe(specs)
     assign_families(specs, prefix, variant_name)
     t = time.time()
@@ -68,6 +72,11 @@ def compile_specs(sec: Section, specs: Sequence[Spec], compile_fn: Callable[[Spe
                                   tuple(sorted({a.name for a in bundle}))))
             entry["artifacts"] = [{"name": a.name, "variant": a.variant, "entry": a.entry,
                                    "abi": a.abi.describe(), "archs": [str(x) for x in a.archs]} for a in bundle]
+            if describe_launch is not None:
+                try:
+                    entry["launch"] = describe_launch(spec)
+                except Exception as e:  # noqa: BLE001 - the GPU run then reports this entry as not launched
+                    entry["launch"] = {"error": f"{type(e).__name__}: {e}"}
         out.manifest.append(entry)
     sec.compiled |= {k for k in {s.kernel for s in specs} if ok[k]}
     sec.seconds += time.time() - t
