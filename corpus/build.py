@@ -29,8 +29,9 @@ def _run_one(i: int) -> tuple[int, bytes | None, str, float]:
     spec, fn, archs = _WORK[i]
     t = time.time()
     try:
-        bundle = fn(spec, archs)
-        return i, bundle.to_bytes(), "", time.time() - t
+        obj = fn(spec, archs)
+        tag = b"H" if type(obj).__name__ == "HostProgram" else b"B"
+        return i, tag + obj.to_bytes(), "", time.time() - t
     except BaseException as e:  # noqa: BLE001 - reported per spec
         log = getattr(e, "log", "") or ""
         msg = f"{type(e).__name__}: {e}"
@@ -41,11 +42,17 @@ def _run_one(i: int) -> tuple[int, bytes | None, str, float]:
         return i, None, msg, time.time() - t
 
 
+def _from_bytes(data: bytes) -> Any:
+    """A Bundle, or a CuTe HostProgram (what :func:`_run_one` sent back, tagged by its first byte)."""
+    from kernelpack.bundle import Bundle
+    from kernelpack.cute_host.program import HostProgram
+
+    return HostProgram.from_bytes(data[1:]) if data[:1] == b"H" else Bundle.from_bytes(data[1:])
+
+
 def compile_all(specs: Sequence[Spec], fn: Callable[[Spec, Sequence[str]], Any], archs: Sequence[str], jobs: int,
                 progress: Callable[[str], None] = print) -> list[tuple[Spec, Any, str]]:
     """(spec, Bundle or None, error) for every spec, compiled in ``jobs`` forked processes."""
-    from kernelpack.bundle import Bundle
-
     _WORK.clear()
     _WORK.extend((s, fn, tuple(archs)) for s in specs)
     results: list[tuple[Spec, Any, str]] = [(s, None, "not run") for s in specs]
@@ -60,7 +67,7 @@ def compile_all(specs: Sequence[Spec], fn: Callable[[Spec, Sequence[str]], Any],
         for i, data, err, secs in iterator:
             done += 1
             spec = specs[i]
-            bundle = Bundle.from_bytes(data) if data is not None else None
+            bundle = _from_bytes(data) if data is not None else None
             results[i] = (spec, bundle, err)
             status = "ok" if bundle is not None else "FAILED " + err[:160]
             progress(f"  [{done}/{len(specs)}] {spec.family}[{spec.variant}] {secs:.1f}s {status}")

@@ -58,12 +58,41 @@ def cpu_world(sm_count: int = H200_SMS, capability: tuple[int, int] = (9, 0)) ->
         (torch.cuda, "get_device_properties", lambda *a, **k: props),
         (torch.cuda, "get_device_capability", lambda *a, **k: capability),
         (torch.cuda, "current_stream", lambda *a, **k: stream),
+        (torch.cuda, "Stream", lambda *a, **k: stream),
         (torch.cuda, "current_device", lambda *a, **k: 0),
         (torch.cuda, "device", lambda *a, **k: contextlib.nullcontext()),
         (torch.cuda, "synchronize", lambda *a, **k: None),
     ]
+    patches += _hardware_info_patches(sm_count)
     with patched(patches):
         yield
+
+
+def _hardware_info_patches(sm_count: int) -> list[tuple[Any, str, Any]]:
+    """CuTe DSL's ``cutlass.utils.HardwareInfo`` asks the driver; here it answers for the stubbed device (one
+    cluster of n blocks per n SMs: what an H200 reports for cluster sizes 1, 2 and 4)."""
+    try:
+        import cutlass.utils as cu
+    except Exception:  # noqa: BLE001 - no CuTe DSL: nothing to stub
+        return []
+
+    class HardwareInfo:
+        def __init__(self, *a: Any, **k: Any) -> None:
+            pass
+
+        def get_max_active_clusters(self, cluster_size: int) -> int:
+            return sm_count // max(1, int(cluster_size))
+
+        def get_device_multiprocessor_count(self) -> int:
+            return sm_count
+
+        def get_l2_cache_size_in_bytes(self) -> int:
+            return 60 << 20
+
+        def get_max_shared_memory_per_block_optin(self) -> int:
+            return 232448
+
+    return [(cu, "HardwareInfo", HardwareInfo)]
 
 
 @contextlib.contextmanager
@@ -208,8 +237,8 @@ class CutileLaunch:
 
 
 @contextlib.contextmanager
-def cutile_launches(forward: Callable[[CutileLaunch], Any] | None = None,
-                    with_signature: bool = True) -> Iterator[list[CutileLaunch]]:
+def cutile_launches(forward: Callable[[CutileLaunch], Any] | None = None, with_signature: bool = True,
+                    config_index: Callable[[Any], int] | None = None) -> Iterator[list[CutileLaunch]]:
     import cuda.tile as ct
 
     records: list[CutileLaunch] = []
@@ -227,8 +256,35 @@ def cutile_launches(forward: Callable[[CutileLaunch], Any] | None = None,
         records.append(rec)
         return forward(rec) if forward is not None else None
 
-    with patched([(ct, "launch", launch)]):
+    with patched([(ct, "launch", launch), *_tuner_patches(config_index)]):
         yield records
+
+
+def _tuner_patches(config_index: Callable[[Any], int] | None) -> list[tuple[Any, str, Any]]:
+    """Replace ``cuda.tile.tune.exhaustive_search`` (and every module's imported copy of it): no benchmarking, the
+    configuration ``config_index(kernel)`` names (default the first) is "best"; the wrapper then launches the kernel
+    with it through ``ct.launch`` (captured)."""
+    import sys
+
+    try:
+        import cuda.tile.tune as tune
+    except ImportError:
+        return []
+    original = getattr(tune, "exhaustive_search", None)
+    if original is None:
+        return []
+
+    def search(configs: Any, stream: Any, grid_fn: Any, kernel: Any, *a: Any, **k: Any) -> Any:
+        configs = list(configs)
+        i = min(config_index(kernel), len(configs) - 1) if config_index else 0
+        best = types.SimpleNamespace(config=configs[i], mean_us=0.0, time_us=0.0)
+        return types.SimpleNamespace(best=best, successes=(best,), failures=())
+
+    out: list[tuple[Any, str, Any]] = [(tune, "exhaustive_search", search)]
+    for mod in list(sys.modules.values()):
+        if mod is not None and mod is not tune and getattr(mod, "exhaustive_search", None) is original:
+            out.append((mod, "exhaustive_search", search))
+    return out
 
 
 # ------------------------------------------------------------------------------------------------------- CuTe

@@ -14,6 +14,7 @@ Hopper-only launchers: WGMMA/TMA).
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -72,14 +73,11 @@ def _describe(v: Any) -> Any:
         return [_describe(x) for x in v]
     if type(v).__name__ == "CUstream":
         return "stream"
-    try:
-        import cutlass.cute as cute
-
-        if isinstance(v, cute.Tensor):
-            return f"{v.element_type}{v.layout}@{getattr(v, 'memspace', '')}"
-    except Exception:  # noqa: BLE001 - describe it by its repr
-        pass
-    return repr(v) if len(repr(v)) < 200 else type(v).__name__
+    text = re.sub(r"0x[0-9a-fA-F]+", "", repr(v))  # addresses differ per run: never part of a key
+    dtype = getattr(v, "element_type", None)
+    if dtype is not None:
+        text = f"{dtype} {text}"
+    return text if len(text) < 200 else type(v).__name__
 
 
 def _param_names(fn: Any, n: int) -> list[str]:
@@ -100,13 +98,28 @@ def to_spec(where: str, cap: Captured) -> Spec:
     return Spec(cap.qualname, rec.fn, fam, {}, cap, [where])
 
 
+NO_KERNEL_LEVEL = "no kernel-level C form"
+
+
 def compile_spec(spec: Spec, archs: Sequence[str]) -> Any:
+    """Kernel-level (a Bundle); a launcher whose kernels take host-built values kernel-level C cannot express (TMA
+    atoms, built by its host code), or whose kernel ABI kernelpack cannot derive from the launcher's arguments (an
+    ``AbiMismatch`` with the cubin), is exported whole as a CuTe host program instead -- kernelpack's path for such
+    launchers (``kernelpack.cute.export``; its parameters are checked against the host function CuTe lowered)."""
     import kernelpack.cute as kc
+    from kernelpack.errors import KernelpackError
 
     cap: Captured = spec.payload
     rec = cap.rec
-    return kc.compile(rec.fn, *rec.args, arch=list(cap.archs or archs), name=spec.family, options=rec.options,
-                      kwargs=dict(rec.kwargs) or None)
+    arch = list(cap.archs or archs)
+    try:
+        return kc.compile(rec.fn, *rec.args, arch=arch, name=spec.family, options=rec.options,
+                          kwargs=dict(rec.kwargs) or None)
+    except KernelpackError as e:
+        if NO_KERNEL_LEVEL not in str(e) and type(e).__name__ != "AbiMismatch":
+            raise
+        return kc.export(rec.fn, *rec.args, arch=arch, name=spec.family, options=rec.options,
+                         kwargs=dict(rec.kwargs) or None)
 
 
 def classify(err: str) -> str:

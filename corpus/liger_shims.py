@@ -32,3 +32,20 @@ def rms_norm_dw_reduce(dw_partial: Any, dtype: Any, warps: int) -> Any:
         return m.reduce_dw_partials(dw_partial, dtype)
     finally:
         m._REDUCTION_WARPS = saved
+
+
+def rms_norm_scalar(x: Any, weight: Any, eps: float) -> Any:
+    """liger's CuTe RMSNorm forward and backward on its scalar path (``LIGER_RMS_FORCE_NO_FAST=1``, read once at
+    import): the fwd / bwd_dx / bwd_dw launchers the vectorized path replaces."""
+    import torch
+
+    from liger_kernel.ops.cutedsl.ops import rms_norm as m
+
+    saved = m._FORCE_NO_FAST
+    m._FORCE_NO_FAST = True
+    try:
+        y = m.LigerRMSNormFunction.apply(x, weight, eps)
+        y.backward(torch.ones_like(y))
+        return y.detach()
+    finally:
+        m._FORCE_NO_FAST = saved

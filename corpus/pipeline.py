@@ -68,10 +68,16 @@ def compile_specs(sec: Section, specs: Sequence[Spec], compile_fn: Callable[[Spe
             sec.fail(spec.kernel, "compile", classify(err), err, f"{spec.family}[{spec.variant}] from "
                      f"{spec.sources[0]}")
         else:
-            out.items.append(Item(f"{sec.package}/{sec.dsl}", spec.kernel, bundle, spec,
-                                  tuple(sorted({a.name for a in bundle}))))
-            entry["artifacts"] = [{"name": a.name, "variant": a.variant, "entry": a.entry,
-                                   "abi": a.abi.describe(), "archs": [str(x) for x in a.archs]} for a in bundle]
+            if type(bundle).__name__ == "HostProgram":  # a CuTe launcher exported whole (host program)
+                out.items.append(Item(f"{sec.package}/{sec.dsl}", spec.kernel, bundle, spec, (bundle.name,)))
+                entry["host_program"] = {"name": bundle.name, "variant": bundle.variant,
+                                         "params": [p.name for p in bundle.params],
+                                         "archs": [str(o.arch) for o in bundle.objects]}
+            else:
+                out.items.append(Item(f"{sec.package}/{sec.dsl}", spec.kernel, bundle, spec,
+                                      tuple(sorted({a.name for a in bundle}))))
+                entry["artifacts"] = [{"name": a.name, "variant": a.variant, "entry": a.entry,
+                                       "abi": a.abi.describe(), "archs": [str(x) for x in a.archs]} for a in bundle]
             if describe_launch is not None:
                 try:
                     entry["launch"] = describe_launch(spec)
@@ -90,4 +96,5 @@ def mark_linked(sections: dict[str, Section], kept: Sequence[Item], all_items: S
     for key, sec in sections.items():
         sec.linked = {k for k in sec.compiled if (key, k) not in dropped}
         sec.specializations = sum(len(i.obj) if hasattr(i.obj, "__len__") else 1 for i in kept if i.section == key)
+        sec.host_programs = sum(1 for i in kept if i.section == key and not hasattr(i.obj, "__len__"))
         sec.families = len({f for i in kept if i.section == key for f in i.families})

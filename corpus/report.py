@@ -25,8 +25,13 @@ def table(sections: list[Section]) -> str:
         d = len(s.defined)
         rows.append(f"| {s.package} | {s.dsl} | {d} | {_pct(len(s.reached & set(s.defined)), d)} | "
                     f"{_pct(len(s.compiled & set(s.defined)), d)} | {_pct(len(s.linked & set(s.defined)), d)} | "
-                    f"{s.families} / {s.specializations} | {fails} |")
+                    f"{s.families} / {s.specializations}{_hosts(s)} | {fails} |")
     return "\n".join(rows)
+
+
+def _hosts(s: Section) -> str:
+    n = getattr(s, "host_programs", 0)
+    return f" ({n} host program{'s' * (n != 1)})" if n else ""
 
 
 def failures(sections: list[Section]) -> str:

@@ -42,6 +42,7 @@ class Section:
     linked: set[str] = field(default_factory=set)
     specializations: int = 0  # artifacts in the library
     families: int = 0
+    host_programs: int = 0  # CuTe launchers linked whole (host programs), counted in specializations
     failures: list[Failure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0

@@ -98,9 +98,10 @@ def _family_names(base: str, keys: list[dict[str, Any]]) -> list[str]:
             if isinstance(v, dict):
                 sub = [x for x in sorted(v) if len({stable(kk.get(f, {}).get(x)) for kk in keys}) > 1]
                 parts += [f"{_ABBREV.get(x, _short(x))}{_fmt(v.get(x))}" for x in sub]
-            else:
+            elif not isinstance(v, list):  # a list (cuTile's per-parameter constraints) names nothing short
                 parts.append(f"{_ABBREV.get(f, _short(f))}{_fmt(v)}")
-        names.append(_short(f"{base}_{'_'.join(parts)}"))
+        parts = [x for x in parts if "Tensor" not in x][:4]  # tensor layouts name nothing useful; keep it short
+        names.append(_short(f"{base}_{'_'.join(parts)}"[:72]))
     seen: dict[str, int] = defaultdict(int)
     out = []
     for n in names:
