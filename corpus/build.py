@@ -86,8 +86,7 @@ def link(section_of: dict[str, Section], name: str, items: list[tuple[str, str, 
     kept = list(items)
     while kept:
         try:
-            lib = kernelpack.Library(name, *[x for _, _, x in kept])
-            lib.generate()
+            _generate(name, [x for _, _, x in kept])
             break
         except Exception as e:  # noqa: BLE001 - find the item(s) responsible
             bad = _culprits(name, kept)
@@ -107,11 +106,20 @@ def link(section_of: dict[str, Section], name: str, items: list[tuple[str, str, 
     return result, kept
 
 
+def _generate(name: str, objs: list[Any]) -> None:
+    """Generate the library's C source (what ``build`` compiles); host programs alone have none to generate."""
+    import kernelpack
+
+    if all(type(x).__name__ == "HostProgram" for x in objs):
+        return
+    kernelpack.Library(name, *objs).generate()
+
+
 def _alone_error(name: str, item: tuple[str, str, Any]) -> str:
     import kernelpack
 
     try:
-        kernelpack.Library(name, item[2]).generate()
+        _generate(name, [item[2]])
         return "conflicts with another item of the library"
     except Exception as e:  # noqa: BLE001
         return f"{type(e).__name__}: {e}"
@@ -124,14 +132,14 @@ def _culprits(name: str, items: list[tuple[str, str, Any]]) -> list[tuple[str, s
     bad = []
     for item in items:
         try:
-            kernelpack.Library(name, item[2]).generate()
+            _generate(name, [item[2]])
         except Exception:  # noqa: BLE001
             bad.append(item)
     if bad:
         return bad
     for n in range(2, len(items) + 1):
         try:
-            kernelpack.Library(name, *[x for _, _, x in items[:n]]).generate()
+            _generate(name, [x for _, _, x in items[:n]])
         except Exception:  # noqa: BLE001
             return [items[n - 1]]
     return []

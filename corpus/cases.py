@@ -52,6 +52,7 @@ class Case:
     archs: tuple[str, ...] = ()  # empty: the corpus's archs
     seed: int = 0
     pretend: Mapping[str, Any] = field(default_factory=dict)  # "module:attr" -> what it returns instead
+    # ({ value = X }: the attribute itself becomes X, for module constants)
     interpret: tuple[str, ...] = ()  # kernels run by Triton's CPU interpreter during capture
 
     def points(self) -> Iterator[dict[str, Any]]:
@@ -178,6 +179,9 @@ def pretend_patches(case: Case) -> list[tuple[Any, str, Any]]:
     out = []
     for ref, value in case.pretend.items():
         mod, _, attr = ref.partition(":")
+        if isinstance(value, dict) and set(value) == {"value"}:  # a module constant: set it as it is
+            out.append((importlib.import_module(mod), attr, value["value"]))
+            continue
         value = tuple(value) if isinstance(value, list) else value
         out.append((importlib.import_module(mod), attr, lambda *a, _v=value, **k: _v))
     return out
