@@ -196,6 +196,17 @@ def triton_launches(config_choice: Callable[[Any, list[Any]], int] | None = None
         records.append(rec)
         return forward(rec) if forward is not None else None
 
+    tuner_run = chosen_config_run(config_choice, lambda index, n: pending.append((index, n)))
+
+    with patched([(JITFunction, "run", jit_run), (Autotuner, "run", tuner_run)]):
+        yield records
+
+
+def chosen_config_run(config_choice: Callable[[Any, list[Any]], int] | None,
+                      on_choice: Callable[[int, int], None] | None = None) -> Callable[..., Any]:
+    """A replacement for ``Autotuner.run``: no benchmarking, the configuration ``config_choice(tuner, configs)``
+    picks (default the first) runs; ``on_choice(index in tuner.configs, number of configs)`` is told which."""
+
     def tuner_run(self: Any, *args: Any, **kwargs: Any) -> Any:
         self.nargs = dict(zip(self.arg_names, args))
         configs = self.prune_configs(kwargs) if len(self.configs) > 1 else list(self.configs)
@@ -204,14 +215,14 @@ def triton_launches(config_choice: Callable[[Any, list[Any]], int] | None = None
         self.best_config = config  # wrappers read it (liger's MLP hands it to its backward)
         if config.pre_hook is not None:
             config.pre_hook({**self.nargs, **kwargs, **config.all_kwargs()})
-        pending.append((self.configs.index(config) if config in self.configs else i, len(self.configs)))
+        if on_choice is not None:
+            on_choice(self.configs.index(config) if config in self.configs else i, len(self.configs))
         try:
             return self.fn.run(*args, **kwargs, **config.all_kwargs())
         finally:
             self.nargs = None
 
-    with patched([(JITFunction, "run", jit_run), (Autotuner, "run", tuner_run)]):
-        yield records
+    return tuner_run
 
 
 # ------------------------------------------------------------------------------------------------------ cuTile

@@ -231,7 +231,8 @@ class Row:
 
     @property
     def passed(self) -> bool:
-        return self.python == "pass" and self.cpp in ("pass", "n/a")
+        """Python launched and matched (or ran, where there is no reference) and C++ did not fail."""
+        return self.python.startswith(("pass", "ran")) and not self.cpp.startswith("FAIL")
 
 
 def render(rows: Sequence[Row]) -> str:
