@@ -108,6 +108,23 @@ def patched(patches: list[tuple[Any, str, Any]]) -> Iterator[None]:
                 setattr(obj, name, old)
 
 
+def to_meta(v: Any) -> Any:
+    """A captured argument without its memory: a tensor becomes a meta tensor of the same dtype, shape, strides and
+    storage offset (its address is the offset, so alignment and 16-divisibility are what the CPU tensor had: CPU
+    allocations are 64-byte aligned); tuples and lists are converted element by element. The corpus keeps every
+    launch until it is compiled: without this, a full run holds every case's CPU tensors at once."""
+    import torch
+
+    if isinstance(v, torch.Tensor) and v.device.type != "meta":
+        base = torch.empty(v.untyped_storage().nbytes() // max(1, v.element_size()), dtype=v.dtype, device="meta")
+        return base.as_strided(v.shape, v.stride(), v.storage_offset())
+    if isinstance(v, tuple):
+        return tuple(to_meta(x) for x in v)
+    if isinstance(v, list):
+        return [to_meta(x) for x in v]
+    return v
+
+
 # ------------------------------------------------------------------------------------------------------ Triton
 
 

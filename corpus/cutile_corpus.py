@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .capture import CutileLaunch, cpu_world, cutile_launches
+from .capture import CutileLaunch, cpu_world, cutile_launches, to_meta
 from .cases import Case, run_case, tag
 from .results import CAPTURE, DSL, KERNELPACK, Section
 from .specs import Spec
@@ -29,6 +29,8 @@ def capture(cases: Sequence[Case], section: Section) -> list[tuple[str, CutileLa
                     run_case(case, point)
             except Exception as e:  # noqa: BLE001 - recorded
                 section.fail("", "capture", CAPTURE, f"{type(e).__name__}: {e}", where)
+            for r in recs:
+                r.args = tuple(to_meta(a) for a in r.args)
             out += [(where, r) for r in recs]
     return out
 

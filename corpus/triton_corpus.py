@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .capture import TritonLaunch, cpu_world, triton_launches
+from .capture import TritonLaunch, cpu_world, to_meta, triton_launches
 from .cases import Case, resolve, run_case, tag
 from .results import CAPTURE, DSL, KERNELPACK, Section
 from .specs import Spec, stable
@@ -46,6 +46,9 @@ def capture(cases: Sequence[Case], section: Section, *, device: str = "cpu",
             except Exception as e:  # noqa: BLE001 - a wrapper failing on this machine is a corpus result
                 section.fail("", "capture", CAPTURE, f"{type(e).__name__}: {e}", where)
                 recs = locals().get("recs", [])
+            if device == "cpu":
+                for r in recs:
+                    r.args = {k: to_meta(v) for k, v in r.args.items()}
             out += [(where, r) for r in recs]
     return out
 
