@@ -116,7 +116,6 @@ def _generate(name: str, objs: list[Any]) -> None:
 
 
 def _alone_error(name: str, item: tuple[str, str, Any]) -> str:
-    import kernelpack
 
     try:
         _generate(name, [item[2]])
@@ -127,7 +126,6 @@ def _alone_error(name: str, item: tuple[str, str, Any]) -> str:
 
 def _culprits(name: str, items: list[tuple[str, str, Any]]) -> list[tuple[str, str, Any]]:
     """Items that fail alone; else the smallest prefix that fails (a conflict between items)."""
-    import kernelpack
 
     bad = []
     for item in items:

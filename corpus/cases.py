@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import importlib
 import itertools
-import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 CORPUS = Path(__file__).resolve().parent
 

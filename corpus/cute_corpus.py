@@ -81,7 +81,7 @@ def _describe(v: Any) -> Any:
 
 
 def _param_names(fn: Any, n: int) -> list[str]:
-    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else getattr(type(fn), "__call__", fn)
+    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else type(fn).__call__ if callable(fn) else fn
     try:
         names = [p for p in inspect.signature(target).parameters if p != "self"]
     except (TypeError, ValueError):

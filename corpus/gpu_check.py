@@ -237,9 +237,13 @@ class Row:
 
 def render(rows: Sequence[Row]) -> str:
     """The markdown table (one row per family and case point) and a summary line."""
-    out = ["| DSL | family | case | Python | C++ | package us | kernelpack us | ratio |", "|---|---|---|---|---|---|---|---|"]
+    out = ["| DSL | family | case | Python | C++ | package us | kernelpack us | ratio |",
+           "|---|---|---|---|---|---|---|---|"]
+
+    def t(v: float | None) -> str:
+        return f"{v:.1f}" if v is not None else "-"
+
     for r in rows:
-        t = (lambda v: f"{v:.1f}" if v is not None else "-")
         ratio = f"{r.ratio:.3f}" if r.ratio is not None else "-"
         out.append(f"| {r.dsl} | `{r.family}` | {r.where} | {_cell(r.python)} | {_cell(r.cpp)} | "
                    f"{t(r.t_package_us)} | {t(r.t_kernelpack_us)} | {ratio} |")

@@ -26,8 +26,17 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .gpu_check import Entry, Param, Row, compare, driver_command, driver_source, match_family, pack_slots, \
-    parse_prototypes, supported
+from .gpu_check import (
+    Entry,
+    Row,
+    compare,
+    driver_command,
+    driver_source,
+    match_family,
+    pack_slots,
+    parse_prototypes,
+    supported,
+)
 
 OPTION_KEYS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
@@ -157,14 +166,15 @@ class TritonCheck:
             return orig_run(jit, *args, grid=grid, warmup=warmup, **kwargs)
         row = Row("triton", entry.family, self.where)
         self.rows.append(row)
-        tensors = [(n, v) for n, v in bound.items() if isinstance(v, torch.Tensor) and v.is_cuda]
+        plain = {n: _tensor_of(v) for n, v in bound.items()}  # a TensorDescriptor goes to kernelpack as its tensor
+        tensors = [(n, v) for n, v in plain.items() if isinstance(v, torch.Tensor) and v.is_cuda]
         before = [v.clone() for _, v in tensors]
         out = orig_run(jit, *args, grid=grid, warmup=warmup, **kwargs)
         torch.cuda.synchronize()
         ref = [v.clone() for _, v in tensors]
         g = _grid(grid, {**bound, **opts})
         fam = getattr(self.module, entry.family)
-        values = [bound[n] for n in fam.arg_names]
+        values = [plain[n] for n in fam.arg_names]
 
         def restore(state: list[Any]) -> None:
             for (_, v), s in zip(tensors, state):
@@ -186,7 +196,7 @@ class TritonCheck:
         why = self.cpp.why_not(entry.family)
         stream = torch.cuda.current_stream().cuda_stream
         row.cpp = f"n/a: {why}" if why else check(
-            lambda: self.cpp.call(entry.family, {**bound}, g, stream))
+            lambda: self.cpp.call(entry.family, plain, g, stream))
         if row.python == "pass" and self.reps:
             try:
                 row.t_package_us = time_us(lambda: orig_run(jit, *args, grid=grid, warmup=False, **kwargs), self.reps)
@@ -196,6 +206,12 @@ class TritonCheck:
         restore(ref)
         torch.cuda.synchronize()
         return out
+
+
+def _tensor_of(v: Any) -> Any:
+    """Triton's host ``TensorDescriptor`` is one tensor to kernelpack (it builds the TMA map or passes pointer, shape
+    and strides per arch); anything else as it is."""
+    return v.base if type(v).__name__ == "TensorDescriptor" and hasattr(v, "base") else v
 
 
 def run_triton(cases: Sequence[Any], entries: Sequence[Entry], module: Any, cpp: Cpp, reps: int,
@@ -286,7 +302,7 @@ def run_recorded(entries: Sequence[Entry], module: Any, cpp: Cpp, progress: Call
                 torch.cuda.synchronize()
                 bad = [m for i, (t, p) in enumerate(zip(tensors, py)) if (m := compare(f"arg{i}", p, t))]
                 row.cpp = f"FAIL: {err}" if err else ("pass (== Python)" if not bad else "FAIL: " + "; ".join(bad))
-            row.t_kernelpack_us = time_us(lambda: fam(*args, grid=grid), 10)
+            row.t_kernelpack_us = time_us(lambda f=fam, a=args, g=grid: f(*a, grid=g), 10)
         except Exception as ex:  # noqa: BLE001 - reported, the next family runs
             row.python = f"FAIL: {type(ex).__name__}: {str(ex)[:200]}"
         progress(f"  {row.family}: {row.python} / {row.cpp}")

@@ -11,7 +11,6 @@ from typing import Any
 
 def mlp_forward_backward(x: Any, gate_weight: Any, up_weight: Any, down_weight: Any) -> Any:
     import torch
-
     from liger_kernel.ops import mlp
 
     x, gate_weight, up_weight, down_weight = mlp._check_inputs(x, gate_weight, up_weight, down_weight)
@@ -38,7 +37,6 @@ def rms_norm_scalar(x: Any, weight: Any, eps: float) -> Any:
     """liger's CuTe RMSNorm forward and backward on its scalar path (``LIGER_RMS_FORCE_NO_FAST=1``, read once at
     import): the fwd / bwd_dx / bwd_dw launchers the vectorized path replaces."""
     import torch
-
     from liger_kernel.ops.cutedsl.ops import rms_norm as m
 
     saved = m._FORCE_NO_FAST

@@ -21,8 +21,20 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from corpus.gpu_check import Entry, Param, Row, compare, driver_command, driver_source, match_family, \
-    pack_slots, parse_prototypes, read_manifest, render, supported  # noqa: E402
+from corpus.gpu_check import (  # noqa: E402 - the corpus package lives at the repository root
+    Entry,
+    Param,
+    Row,
+    compare,
+    driver_command,
+    driver_source,
+    match_family,
+    pack_slots,
+    parse_prototypes,
+    read_manifest,
+    render,
+    supported,
+)
 
 
 def _missing(*mods: str) -> str:
