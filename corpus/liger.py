@@ -10,6 +10,7 @@ from . import inventory
 from .cases import CORPUS, load_cases
 from .pipeline import Options, Outcome, compile_specs, select
 from .results import CAPTURE, ENVIRONMENT, KERNELPACK, NOT_REACHED, Section
+from .specs import short_name
 
 PACKAGE = "liger-kernel"
 
@@ -68,8 +69,9 @@ def cutile_section(opts: Options) -> tuple[Section, Outcome]:
             sec.fail(cc.qualname(rec), "capture", KERNELPACK, f"no cuTile signature: {rec.error}", where)
         else:
             specs.append(cc.to_spec(where, rec))
+    triton_names = frozenset(short_name(d.name.split(":")[1]) for d in inventory.triton_kernels(root))
     out = compile_specs(sec, specs, cc.compile_spec, cc.classify, archs, opts, variant_name=cc.variant_name,
-                        describe_launch=cc.describe_launch)
+                        describe_launch=cc.describe_launch, reserved=triton_names, reserved_prefix="ct_")
     _not_reached(sec, opts)
     return sec, out
 

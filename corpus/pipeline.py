@@ -47,13 +47,14 @@ def select(cases: Sequence[Any], opts: Options) -> list[Any]:
 def compile_specs(sec: Section, specs: Sequence[Spec], compile_fn: Callable[[Spec, Sequence[str]], Any],
                   classify: Callable[[str], str], archs: Sequence[str], opts: Options, prefix: str = "",
                   variant_name: Callable[[Spec], str] | None = None,
-                  describe_launch: Callable[[Spec], dict[str, Any]] | None = None) -> Outcome:
+                  describe_launch: Callable[[Spec], dict[str, Any]] | None = None,
+                  reserved: frozenset[str] = frozenset(), reserved_prefix: str = "") -> Outcome:
     """Compile every spec for ``archs``; a kernel counts as compiled when all its specs compiled.
 
     ``describe_launch(spec)``, when given, adds the recorded launch (grid, argument shapes and values) to the
     spec's manifest entry: what the GPU run launches where the package's own path cannot run there."""
     specs = dedupe(specs)
-    assign_families(specs, prefix, variant_name)
+    assign_families(specs, prefix, variant_name, reserved, reserved_prefix)
     t = time.time()
     opts.progress(f"{sec.package} / {sec.dsl}: compiling {len(specs)} specializations of "
                   f"{len({s.kernel for s in specs})} kernels for {', '.join(archs)} (-j {opts.jobs})")

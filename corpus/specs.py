@@ -47,7 +47,7 @@ def dedupe(specs: Sequence[Spec]) -> list[Spec]:
     return list(out.values())
 
 
-def _short(name: str) -> str:
+def short_name(name: str) -> str:
     return re.sub(r"_+", "_", re.sub(r"\W", "_", name)).strip("_") or "kernel"
 
 
@@ -58,8 +58,11 @@ def _fmt(v: Any) -> str:
 
 
 def assign_families(specs: Sequence[Spec], prefix: str = "",
-                    variant_name: Callable[[Spec], str] | None = None) -> None:
-    """Set ``family`` and ``variant`` on every spec (deterministic: depends only on the specs' keys)."""
+                    variant_name: Callable[[Spec], str] | None = None, reserved: frozenset[str] = frozenset(),
+                    reserved_prefix: str = "") -> None:
+    """Set ``family`` and ``variant`` on every spec (deterministic: depends only on the specs' keys). A base name in
+    ``reserved`` (another section of the same library uses it: liger's cuTile ``_dyt_fwd_kernel`` and Triton
+    ``_dyt_fwd_kernel``) gets ``reserved_prefix``."""
     by_kernel: dict[str, list[Spec]] = defaultdict(list)
     for s in sorted(specs, key=lambda s: s.key):
         by_kernel[s.kernel].append(s)
@@ -67,9 +70,11 @@ def assign_families(specs: Sequence[Spec], prefix: str = "",
     taken: dict[str, str] = {}
     for kernel in sorted(by_kernel):
         mod, _, fn = kernel.partition(":")
-        base = prefix + _short(fn)
+        base = prefix + short_name(fn)
+        if base in reserved:
+            base = reserved_prefix + base
         if base in taken and taken[base] != kernel:
-            base = prefix + _short(mod.split(".")[-1] + "_" + fn)
+            base = prefix + short_name(mod.split(".")[-1] + "_" + fn)
         taken[base] = kernel
         bases[kernel] = base
     for kernel, group in by_kernel.items():
@@ -97,11 +102,11 @@ def _family_names(base: str, keys: list[dict[str, Any]]) -> list[str]:
             v = k.get(f)
             if isinstance(v, dict):
                 sub = [x for x in sorted(v) if len({stable(kk.get(f, {}).get(x)) for kk in keys}) > 1]
-                parts += [f"{_ABBREV.get(x, _short(x))}{_fmt(v.get(x))}" for x in sub]
+                parts += [f"{_ABBREV.get(x, short_name(x))}{_fmt(v.get(x))}" for x in sub]
             elif not isinstance(v, list):  # a list (cuTile's per-parameter constraints) names nothing short
-                parts.append(f"{_ABBREV.get(f, _short(f))}{_fmt(v)}")
+                parts.append(f"{_ABBREV.get(f, short_name(f))}{_fmt(v)}")
         parts = [x for x in parts if "Tensor" not in x][:4]  # tensor layouts name nothing useful; keep it short
-        names.append(_short(f"{base}_{'_'.join(parts)}"[:72]))
+        names.append(short_name(f"{base}_{'_'.join(parts)}"[:72]))
     seen: dict[str, int] = defaultdict(int)
     out = []
     for n in names:
@@ -116,7 +121,7 @@ def _name_variants(group: list[Spec], family: str, variant_name: Callable[[Spec]
     if len(group) == 1:
         group[0].variant = ""
         return
-    names = [_short(variant_name(s)) if variant_name else "" for s in group]
+    names = [short_name(variant_name(s)) if variant_name else "" for s in group]
     for i, s in enumerate(group):
         n = names[i] or f"v{i}"
         s.variant = n if names.count(names[i]) == 1 and names[i] else f"{n}_{i}"
