@@ -208,7 +208,7 @@ def test_manifest_reading_keeps_compiled_specs_only(tmp_path: Path) -> None:
 @pytest.mark.gpu
 def test_gpu_run_over_prepared_corpus(tmp_path: Path) -> None:
     """On the GPU machine after ``scripts/corpus.py --gpu-prepare``: the rms_norm case through the whole GPU run."""
-    from tests.gpu import gpu_count
+    from gpu import gpu_count
 
     if gpu_count() == 0:
         pytest.skip("no CUDA GPU/driver")
