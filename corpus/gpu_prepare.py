@@ -4,11 +4,11 @@ Layout (everything relative to the destination)::
 
     manifest.json            the corpus run's manifest (every spec: kernel, family, variant, sources, launches)
     results.json             the GPU-less results (what compiled and linked)
-    <pkg>/lib/...            the built library: lib/libNAME.so, lib/libNAME.a, include/NAME.h, NAME.hpp
-    <pkg>/NAME.kpack         the bundle (kernel-level artifacts)
+    <pkg>/lib/...            the built library: lib/libNAME.so (its bundle is embedded), include/NAME.h, NAME.hpp
     site/liger_kernel/...    liger-kernel's pure-Python sources (its Triton JIT path is the GPU-side reference)
 
-The corpus data (``corpus/*.toml``) and code travel with the working tree.
+The corpus data (``corpus/*.toml``) and code travel with the working tree. The static archive and the ``.kpack``
+stay behind (the GPU run loads the shared library, and its C++ driver links it): the device run carries 64 MiB.
 """
 
 from __future__ import annotations
@@ -35,9 +35,7 @@ def prepare(out: Path, dest: Path, limit: int = LIMIT) -> dict[str, Any]:
         lib = pkg_dir / "lib"
         if lib.is_dir():
             shutil.copytree(lib, dest / pkg_dir.name / "lib", ignore=shutil.ignore_patterns("header_check", "cmake",
-                                                                                            "pkgconfig"))
-        for kpack in pkg_dir.glob("*.kpack"):
-            shutil.copy2(kpack, dest / pkg_dir.name / kpack.name)
+                                                                                            "pkgconfig", "*.a"))
     copied = _copy_package("liger_kernel", dest / "site")
     size = sum(f.stat().st_size for f in dest.rglob("*") if f.is_file())
     if size > limit:
