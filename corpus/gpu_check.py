@@ -136,9 +136,9 @@ def _unpack(p: Param, i: int) -> str:
 def driver_source(lib: str, entries: Mapping[str, Sequence[Param]]) -> str:
     """C++17 source of the driver: ``extern "C" int corpus_<family>(const kp_launch*, const uint64_t*)``."""
     lines = [f'#include "{lib}.h"', "#include <cstdint>", "#include <cstring>", "",
-             "static float as_f32(uint64_t v) { uint32_t b = static_cast<uint32_t>(v); float f; "
+             "[[maybe_unused]] static float as_f32(uint64_t v) { uint32_t b = static_cast<uint32_t>(v); float f; "
              "std::memcpy(&f, &b, 4); return f; }",
-             "static double as_f64(uint64_t v) { double d; std::memcpy(&d, &v, 8); return d; }", "",
+             "[[maybe_unused]] static double as_f64(uint64_t v) { double d; std::memcpy(&d, &v, 8); return d; }", "",
              'extern "C" {', f'const char* corpus_last_error(void) {{ return {lib}_last_error(); }}']
     for fam, params in sorted(entries.items()):
         if supported(params):

@@ -174,7 +174,7 @@ class TritonCheck:
         ref = [v.clone() for _, v in tensors]
         g = _grid(grid, {**bound, **opts})
         fam = getattr(self.module, entry.family)
-        values = [plain[n] for n in fam.arg_names]
+        values = [plain[n] for n in self.module.families[entry.family].arg_names]
 
         def restore(state: list[Any]) -> None:
             for (_, v), s in zip(tensors, state):
@@ -282,9 +282,10 @@ def run_recorded(entries: Sequence[Entry], module: Any, cpp: Cpp, progress: Call
             if "args" not in e.launch:
                 raise RuntimeError(f"no recorded launch ({e.launch.get('error', 'manifest without launches')})")
             fam = getattr(module, e.family)
+            names = module.families[e.family].arg_names
             args = [rebuild(d, gen) for d in e.launch["args"]]
-            if len(args) != len(fam.arg_names):
-                raise RuntimeError(f"{len(args)} recorded arguments for {len(fam.arg_names)} parameters")
+            if len(args) != len(names):
+                raise RuntimeError(f"{len(args)} recorded arguments for {len(names)} parameters")
             grid = tuple(e.launch["grid"])
             tensors = [a for a in args if isinstance(a, torch.Tensor)]
             start = [t.clone() for t in tensors]
@@ -298,7 +299,7 @@ def run_recorded(entries: Sequence[Entry], module: Any, cpp: Cpp, progress: Call
             else:
                 for t, s in zip(tensors, start):
                     t.copy_(s)
-                err = cpp.call(e.family, dict(zip(fam.arg_names, args)), grid, torch.cuda.current_stream().cuda_stream)
+                err = cpp.call(e.family, dict(zip(names, args)), grid, torch.cuda.current_stream().cuda_stream)
                 torch.cuda.synchronize()
                 bad = [m for i, (t, p) in enumerate(zip(tensors, py)) if (m := compare(f"arg{i}", p, t))]
                 row.cpp = f"FAIL: {err}" if err else ("pass (== Python)" if not bad else "FAIL: " + "; ".join(bad))
