@@ -349,7 +349,7 @@ def _call_site() -> tuple[str, int]:
     """The first frame outside this file: where the package called ``cute.compile``."""
     import sys
 
-    f = sys._getframe(1)
+    f: types.FrameType | None = sys._getframe(1)
     while f is not None and f.f_code.co_filename == __file__:
         f = f.f_back
     return (f.f_code.co_filename, f.f_lineno) if f is not None else ("", 0)

@@ -134,7 +134,7 @@ class Inputs:
         if "torch_dtype" in spec:
             return self.dtype({"dtype": spec["torch_dtype"]})
         if "list" in spec or "tuple" in spec:
-            items = [self.build(x) for x in spec.get("list", spec.get("tuple", []))]
+            items = [self.build(x) for x in (spec.get("list") or spec.get("tuple") or [])]
             return items if "list" in spec else tuple(items)
         dt = self.dtype(spec, "int64" if ("randint" in spec or "arange" in spec) else "float32")
         if "randn" in spec:

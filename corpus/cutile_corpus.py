@@ -71,7 +71,8 @@ def variant_name(s: Spec) -> str:
 
     def walk(v: Any) -> None:
         if isinstance(v, dict) and "dtype" in v:
-            d = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "float64": "f64"}.get(v["dtype"], v["dtype"])
+            d = str({"bfloat16": "bf16", "float16": "f16", "float32": "f32", "float64": "f64"}.get(v["dtype"],
+                                                                                                  v["dtype"]))
             if d not in dts:
                 dts.append(d)
         elif isinstance(v, list):

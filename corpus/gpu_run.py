@@ -303,11 +303,15 @@ def run_recorded(entries: Sequence[Entry], module: Any, cpp: Cpp, progress: Call
                 torch.cuda.synchronize()
                 bad = [m for i, (t, p) in enumerate(zip(tensors, py)) if (m := compare(f"arg{i}", p, t))]
                 row.cpp = f"FAIL: {err}" if err else ("pass (== Python)" if not bad else "FAIL: " + "; ".join(bad))
-            row.t_kernelpack_us = time_us(lambda f=fam, a=args, g=grid: f(*a, grid=g), 10)
+            row.t_kernelpack_us = time_us(_launcher(fam, args, grid), 10)
         except Exception as ex:  # noqa: BLE001 - reported, the next family runs
             row.python = f"FAIL: {type(ex).__name__}: {str(ex)[:200]}"
         progress(f"  {row.family}: {row.python} / {row.cpp}")
     return rows
+
+
+def _launcher(fam: Any, args: list[Any], grid: tuple[int, ...]) -> Callable[[], Any]:
+    return lambda: fam(*args, grid=grid)
 
 
 def not_launched(entries: Sequence[Entry]) -> list[Row]:

@@ -140,10 +140,9 @@ def compile_spec(spec: Spec, archs: Sequence[str]) -> Any:
                       options=extra or None)
 
 
-def classify(exc: BaseException) -> str:
-    """kernelpack's own refusals vs Triton's compiler failing (the log says which)."""
-    text = f"{type(exc).__name__}: {exc}"
-    return DSL if "Triton failed" in text else KERNELPACK
+def classify(err: str) -> str:
+    """kernelpack's own refusals vs Triton's compiler failing (the error text says which)."""
+    return DSL if "Triton failed" in err else KERNELPACK
 
 
 def kernel_ref(spec: Spec) -> str:
