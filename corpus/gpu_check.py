@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import re
@@ -113,7 +114,8 @@ def supported(params: Sequence[Param]) -> str:
     """Empty when the driver can call the entry; else why not."""
     for p in params:
         base = p.ctype.replace("const ", "").rstrip("*").strip()
-        if p.pointer and (base in _SCALARS or base in ("void", "kp_bf16", "kp_f16")) and p.ctype.count("*") == 1:
+        if p.pointer and (base in _SCALARS or base in ("void", "kp_bf16", "kp_f16", "kp_tensor")) \
+                and p.ctype.count("*") == 1:
             continue
         if not p.pointer and p.ctype in _SCALARS:
             continue
@@ -162,9 +164,27 @@ KP_DTYPES = {"int8": 1, "int16": 2, "int32": 3, "int64": 4, "uint8": 5, "uint16"
              "float16": 9, "bfloat16": 10, "float32": 11, "float64": 12, "bool": 13}
 
 
-def pack_slots(params: Sequence[Param], values: Mapping[str, Any]) -> list[int]:
+class KpTensor(ctypes.Structure):
+    """``kp_tensor`` of the generated header (data, dtype, rank, shape[8], stride[8] in elements)."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int32),
+                ("shape", ctypes.c_int64 * 8), ("stride", ctypes.c_int64 * 8)]
+
+    @classmethod
+    def of(cls, t: Any) -> KpTensor:
+        if t.dim() > 8:
+            raise ValueError(f"kp_tensor holds rank <= 8, got {t.dim()}")
+        shape = list(t.shape) + [0] * (8 - t.dim())
+        stride = list(t.stride()) + [0] * (8 - t.dim())
+        return cls(t.data_ptr(), KP_DTYPES[str(t.dtype).removeprefix("torch.")], t.dim(),
+                   (ctypes.c_int64 * 8)(*shape), (ctypes.c_int64 * 8)(*stride))
+
+
+def pack_slots(params: Sequence[Param], values: Mapping[str, Any], keep: list[Any] | None = None) -> list[int]:
     """One 64-bit slot per C parameter, from the launch's values by name (a tensor gives its ``data_ptr()`` and,
-    for ``<name>_dtype``, its dtype). Raises KeyError naming a parameter without a value."""
+    for ``<name>_dtype``, its dtype; for a ``kp_tensor*`` parameter, the address of a ``kp_tensor`` built here and
+    kept alive in ``keep``). Raises KeyError naming a parameter without a value."""
+    keep = keep if keep is not None else []
     slots = []
     for p in params:
         if p.name in values:
@@ -175,7 +195,11 @@ def pack_slots(params: Sequence[Param], values: Mapping[str, Any]) -> list[int]:
             continue
         else:
             raise KeyError(f"C parameter {p.name} ({p.ctype}) has no value")
-        if p.pointer:
+        if p.ctype.replace("const ", "").strip() == "kp_tensor*":  # a tensor descriptor: a kp_tensor built here
+            desc = KpTensor.of(v)
+            keep.append(desc)
+            slots.append(ctypes.addressof(desc))
+        elif p.pointer:
             slots.append(0 if v is None else int(v.data_ptr() if hasattr(v, "data_ptr") else v))
         elif p.ctype == "float":
             slots.append(struct.unpack("<I", struct.pack("<f", float(v)))[0])

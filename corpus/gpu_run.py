@@ -69,7 +69,8 @@ class Cpp:
     def call(self, family: str, values: dict[str, Any], grid: tuple[int, int, int], stream: int) -> str:
         """'' on KP_SUCCESS, else the library's message."""
         assert self.dll is not None
-        slots = pack_slots(self.protos[family], values)
+        keep: list[Any] = []  # kp_tensor structs the slots point at
+        slots = pack_slots(self.protos[family], values, keep)
         arr = (ctypes.c_uint64 * max(1, len(slots)))(*slots)
         cfg = KpLaunch((ctypes.c_uint32 * 3)(*grid), (ctypes.c_uint32 * 3)(0, 0, 0), 0,
                        (ctypes.c_uint32 * 3)(0, 0, 0), ctypes.c_void_p(stream))

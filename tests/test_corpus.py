@@ -9,6 +9,7 @@ there these tests skip, saying which import is missing). Run locally with the pa
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import json
 import subprocess
@@ -149,6 +150,7 @@ def test_prototypes_are_read_per_library_and_struct_parameters_are_not_callable(
                                                           ("int32_t", "n"), ("float", "alpha")]
     assert supported(protos["axpy"]) == ""
     assert "liger_tensor_f32_d_1" in supported(protos["cute_thing"])
+    assert supported([Param("const kp_tensor*", "desc")]) == ""
     assert "corpus_cute_thing" not in driver_source("liger", protos)
 
 
@@ -159,6 +161,12 @@ def test_slots_pack_pointers_dtypes_ints_and_floats_by_c_parameter_name() -> Non
               Param("int64_t", "off")]
     slots = pack_slots(params, {"x": x, "n": 4, "alpha": 1.0, "off": -1})
     assert slots == [x.data_ptr(), 10, 4, 0x3F800000, 0xFFFFFFFFFFFFFFFF]
+    keep: list[Any] = []
+    (desc_slot,) = pack_slots([Param("const kp_tensor*", "desc")], {"desc": x.view(2, 2)}, keep)
+    (desc,) = keep
+    assert desc_slot == ctypes.addressof(desc)
+    assert (desc.data, desc.dtype, desc.rank, list(desc.shape)[:3], list(desc.stride)[:3]) == (
+        x.data_ptr(), 10, 2, [2, 2, 0], [2, 1, 0])
     with pytest.raises(KeyError, match="alpha"):
         pack_slots(params, {"x": x, "n": 4, "off": 0})
 
