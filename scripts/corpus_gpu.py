@@ -4,6 +4,7 @@
     python scripts/corpus.py --package liger --gpu-prepare     # build machine: fills .gpu/corpus/
     python3 scripts/corpus_gpu.py                              # GPU machine (torch, Triton 3.6; no cuTile/CuTe)
     python3 scripts/corpus_gpu.py --case rms_norm --reps 5 --out report.md
+    python3 scripts/corpus_gpu.py --shard 2/3                  # every 3rd Triton case from the 2nd
 
 Triton kernels: liger's wrappers run on CUDA tensors; each launch runs liger's Triton JIT (the reference), then
 kernelpack's Python runtime and the library's C entry through a C++ driver compiled here with g++ against the C
@@ -30,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--package", default="liger")
     ap.add_argument("--case", action="append", default=[], help="only these Triton case ids")
     ap.add_argument("--reps", type=int, default=20, help="timed repetitions per launch (0: no timing)")
+    ap.add_argument("--shard", default="1/1", help="K/N: only every N-th Triton case starting at the K-th (the JIT "
+                    "compiles each kernel on first launch: split the run to fit a command's time limit); cuTile "
+                    "and CuTe rows come with shard 1")
     ap.add_argument("--out", type=Path, default=None, help="markdown report (default: $OUT/corpus_gpu.md when "
                     "$OUT is set, else <dir>/corpus_gpu.md)")
     args = ap.parse_args(argv)
@@ -51,15 +55,16 @@ def main(argv: list[str] | None = None) -> int:
     if cpp.error:
         print(f"C++ driver: {cpp.error}", flush=True)
     _, cases = load_cases(CORPUS / "liger_triton.toml")
-    cases = [c for c in cases if not args.case or c.id in args.case]
+    k, n = (int(x) for x in args.shard.split("/"))
+    cases = [c for i, c in enumerate(cases) if (not args.case or c.id in args.case) and i % n == k - 1]
     rows = run_triton(cases, entries, module, cpp, args.reps)
-    if not args.case:
+    if not args.case and k == 1:
         rows += run_recorded(entries, module, cpp)
         rows += not_launched(entries)
     table = render(rows)
     print(table)
-    out = args.out or (Path(os.environ["OUT"]) / "corpus_gpu.md" if os.environ.get("OUT") else
-                       args.dir / "corpus_gpu.md")
+    name = "corpus_gpu.md" if n == 1 else f"corpus_gpu_{k}of{n}.md"
+    out = args.out or (Path(os.environ["OUT"]) / name if os.environ.get("OUT") else args.dir / name)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(table + "\n")
     print(f"wrote {out}")
