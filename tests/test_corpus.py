@@ -233,3 +233,20 @@ def test_gpu_run_over_prepared_corpus(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     lines = out.read_text().splitlines()
     assert "FAIL" not in "\n".join(lines), "\n".join(lines)
+
+
+def test_report_block_per_package_leaves_other_packages_results(tmp_path: Path) -> None:
+    from corpus import report
+    from corpus.results import Section
+
+    doc = tmp_path / "corpus.md"
+    doc.write_text("# Conformance corpus\n\nprose\n")
+    liger, fi = Section("liger-kernel", "triton", defined=["a"]), Section("flashinfer-python", "cuda", defined=["b"])
+    liger.compiled = liger.linked = {"a"}
+    report.write(doc, {"command": "one"}, [liger])
+    report.write(doc, {"command": "two"}, [fi])
+    report.write(doc, {"command": "three"}, [liger])
+    text = doc.read_text()
+    assert text.startswith("# Conformance corpus\n\nprose\n")
+    assert text.count("corpus:results:begin liger-kernel") == 1 and "Run: `three`" in text and "Run: `one`" not in text
+    assert "Run: `two`" in text and "| liger-kernel | triton | 1 | 0/1 (0%) | 1/1 (100%) | 1/1 (100%) |" in text
