@@ -69,23 +69,23 @@ def render(meta: dict[str, Any], sections: list[Section]) -> str:
     return f"{BEGIN}\n{head}{table(sections)}\n\n### Every failure, with its reason\n{failures(sections)}\n{END}"
 
 
-def markers(sections: list[Section]) -> tuple[str, str]:
-    """The block of these packages: ``<!-- corpus:results:begin liger-kernel -->`` ... (one block per package set,
-    so a run of one package leaves another package's results in place)."""
-    key = "+".join(sorted({s.package for s in sections}))
-    return f"{BEGIN[:-4]} {key} -->", f"{END[:-4]} {key} -->"
+def markers(package: str) -> tuple[str, str]:
+    """One package's block: ``<!-- corpus:results:begin liger-kernel -->`` ... (a run of one package leaves another
+    package's results in place)."""
+    return f"{BEGIN[:-4]} {package} -->", f"{END[:-4]} {package} -->"
 
 
 def write(path: Path, meta: dict[str, Any], sections: list[Section]) -> None:
-    """Replace the packages' block in ``path`` (or the unkeyed block of older files; else append one)."""
-    begin, end = markers(sections)
+    """Replace each package's block in ``path`` (or the unkeyed block of older files; else append one)."""
     text = path.read_text() if path.exists() else "# Conformance corpus\n"
-    body = render(meta, sections)[len(BEGIN): -len(END)]
-    block = f"{begin}{body}{end}"
-    for b, e in ((begin, end), (BEGIN, END)):
-        if b in text and e in text:
-            text = text[: text.index(b)] + block + text[text.index(e) + len(e):]
-            break
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    for package in dict.fromkeys(s.package for s in sections):
+        begin, end = markers(package)
+        body = render(meta, [s for s in sections if s.package == package])[len(BEGIN): -len(END)]
+        block = f"{begin}{body}{end}"
+        for b, e in ((begin, end), (BEGIN, END)):
+            if b in text and e in text:
+                text = text[: text.index(b)] + block + text[text.index(e) + len(e):]
+                break
+        else:
+            text = text.rstrip("\n") + "\n\n" + block + "\n"
     path.write_text(text)

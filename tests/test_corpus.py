@@ -245,8 +245,9 @@ def test_report_block_per_package_leaves_other_packages_results(tmp_path: Path) 
     liger.compiled = liger.linked = {"a"}
     report.write(doc, {"command": "one"}, [liger])
     report.write(doc, {"command": "two"}, [fi])
-    report.write(doc, {"command": "three"}, [liger])
+    report.write(doc, {"command": "three"}, [liger, fi])
     text = doc.read_text()
     assert text.startswith("# Conformance corpus\n\nprose\n")
     assert text.count("corpus:results:begin liger-kernel") == 1 and "Run: `three`" in text and "Run: `one`" not in text
-    assert "Run: `two`" in text and "| liger-kernel | triton | 1 | 0/1 (0%) | 1/1 (100%) | 1/1 (100%) |" in text
+    assert text.count("corpus:results:begin flashinfer-python") == 1 and "Run: `two`" not in text
+    assert "| liger-kernel | triton | 1 | 0/1 (0%) | 1/1 (100%) | 1/1 (100%) |" in text
