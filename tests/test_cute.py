@@ -86,6 +86,18 @@ def test_scalars_pointers_streams_constexpr_and_none() -> None:
     assert [lf.stream for lf in leaves] == [False] * 4 + [True, False]
 
 
+def test_a_driver_custream_is_the_stream_parameter() -> None:
+    """liger's launchers pass ``cuda.bindings.driver.CUstream(torch stream)``: CuTe's JIT takes it as its stream;
+    kernelpack derives the same stream parameter (it used to refuse it: "cannot pass a CUstream")."""
+    import cuda.bindings.driver as cuda
+
+    def f(x: Int32, stream: cuda.CUstream) -> None: ...
+
+    leaves = kc.host_leaves(f, (Int32(1), cuda.CUstream(0)))
+    assert [(lf.name, lf.type, lf.stream) for lf in leaves] == [("x", Scalar(DType.i32), False),
+                                                                ("stream", Pointer(None), True)]
+
+
 def test_self_receiver_and_custom_dynamic_object() -> None:
     ps = example("policy_scale")
     assert names_types(ps.ScaleShift(), *ps.example_args()) == [

@@ -108,6 +108,8 @@ def _walk(name: str, path: tuple[str, ...], obj: Any, annotation: Any, types_of:
     if dtype is not None:
         (mlir,) = types_of(obj)
         return [Leaf(name, abi_type(mlir, dtype), mlir, path=path)]
+    if _is_driver_stream(obj):  # cuda.bindings' CUstream: CuTe's JIT passes it as its stream type
+        return [_leaf(name, path, STREAM_TYPES[0])]
     if _is_dsl_leaf(obj):
         types = [t for t in types_of(obj) if not is_static(t)]
         return [_leaf(name if len(types) == 1 else f"{name}{i}", path, t) for i, t in enumerate(types)]
@@ -127,6 +129,12 @@ def _walk(name: str, path: tuple[str, ...], obj: Any, annotation: Any, types_of:
     raise CompileError(f"parameter {'.'.join(path)}: cannot pass a {type(obj).__name__} to a CuTe function from C "
                        f"(tensors, pointers, numerics, streams, NamedTuples/dataclasses of them, or objects "
                        f"implementing __extract_mlir_values__)")
+
+
+def _is_driver_stream(obj: Any) -> bool:
+    """A ``cuda.bindings.driver.CUstream`` (or ``cuda.CUstream``): what launchers pass as their ``stream``."""
+    t = type(obj)
+    return t.__name__ == "CUstream" and t.__module__.split(".")[0] == "cuda"
 
 
 def _is_dsl_leaf(obj: Any) -> bool:

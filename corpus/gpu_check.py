@@ -1,0 +1,289 @@
+"""The GPU run's logic, kept free of any GPU so that it is tested on the build machine.
+
+* :func:`read_manifest`: the corpus manifest (``.gpu/corpus/manifest.json``) as :class:`Entry` rows;
+* :func:`match_family`: which compiled family serves a Triton launch (kernel, constexpr values, launch options);
+* :func:`parse_prototypes` / :func:`driver_source`: a C++ driver over the library's C entries (one
+  ``corpus_<family>(const kp_launch*, const uint64_t* slots)`` per family whose parameters are pointers, dtypes and
+  scalars), compiled on the GPU machine with g++ against the C library and called through ctypes;
+* :func:`pack_slots`: a launch's values as those slots, by the C parameter names;
+* :func:`compare` and :func:`render`: the pass/fail rule and the markdown table.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+import re
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Entry:
+    dsl: str
+    kernel: str  # module:function
+    family: str
+    variant: str
+    family_key: Mapping[str, Any]
+    sources: tuple[str, ...]
+    launch: Mapping[str, Any] = field(default_factory=dict)  # cuTile: the recorded launch (grid, args)
+
+
+def read_manifest(path: Path) -> tuple[dict[str, Any], list[Entry]]:
+    """(libraries, compiled entries) of a corpus manifest."""
+    data = json.loads(Path(path).read_text())
+    out = []
+    for s in data.get("specs", []):
+        if not s.get("compiled"):
+            continue
+        key = json.loads(s["key"]) if isinstance(s.get("key"), str) else {}
+        out.append(Entry(s["dsl"], s["kernel"], s["family"], s.get("variant", ""), key.get("f", {}),
+                         tuple(s.get("sources", ())), s.get("launch") or {}))
+    return data.get("libraries", {}), out
+
+
+def match_family(entries: Sequence[Entry], kernel: str, bound: Mapping[str, Any],
+                 options: Mapping[str, Any]) -> Entry | None:
+    """The entry of ``kernel`` whose constexprs equal the launch's values and whose options are the launch's."""
+    for e in entries:
+        if e.kernel != kernel or e.dsl != "triton":
+            continue
+        consts = e.family_key.get("constexprs", {})
+        if any(n not in bound or not _same(bound[n], v) for n, v in consts.items()):
+            continue
+        opts = e.family_key.get("options", {})
+        if any(not _same(options.get(k), v) for k, v in opts.items()):
+            continue
+        if any(k not in opts for k in options if k in ("num_warps", "num_stages", "num_ctas")):
+            continue
+        if any(n not in bound for n in e.family_key.get("args", [])):
+            continue
+        return e
+    return None
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b or a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+    if a is None or b is None:
+        return a is b
+    return a == b or repr(a) == b or str(a) == b
+
+
+# ------------------------------------------------------------------------------------------- the C++ driver
+
+_PROTO = re.compile(r"\w+_API kp_status (?P<lib>[A-Za-z0-9]+)_(?P<fam>\w+)\(const kp_launch\* kp_cfg"
+                    r"(?P<params>[^;)]*)\);")
+_SCALARS = {"int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t", "float",
+            "double", "bool", "kp_dtype"}
+
+
+@dataclass(frozen=True)
+class Param:
+    ctype: str
+    name: str
+
+    @property
+    def pointer(self) -> bool:
+        return self.ctype.endswith("*")
+
+
+def parse_prototypes(header: str, lib: str) -> dict[str, list[Param]]:
+    """Entry name (without the ``lib_`` prefix) -> its parameters after ``kp_cfg``."""
+    out: dict[str, list[Param]] = {}
+    for m in _PROTO.finditer(header):
+        if m.group("lib") != lib:
+            continue
+        params = []
+        for raw in (p.strip() for p in m.group("params").split(",") if p.strip()):
+            ctype, _, name = raw.rpartition(" ")
+            if name.startswith("*"):
+                ctype, name = ctype + "*", name.lstrip("*")
+            params.append(Param(ctype.strip(), name))
+        out[m.group("fam")] = params
+    return out
+
+
+def supported(params: Sequence[Param]) -> str:
+    """Empty when the driver can call the entry; else why not."""
+    for p in params:
+        base = p.ctype.replace("const ", "").rstrip("*").strip()
+        if p.pointer and (base in _SCALARS or base in ("void", "kp_bf16", "kp_f16", "kp_tensor")) \
+                and p.ctype.count("*") == 1:
+            continue
+        if not p.pointer and p.ctype in _SCALARS:
+            continue
+        return f"parameter {p.name} of type {p.ctype}"
+    return ""
+
+
+def _unpack(p: Param, i: int) -> str:
+    if p.pointer:
+        return f"reinterpret_cast<{p.ctype}>(static_cast<uintptr_t>(s[{i}]))"
+    if p.ctype == "float":
+        return f"as_f32(s[{i}])"
+    if p.ctype == "double":
+        return f"as_f64(s[{i}])"
+    if p.ctype == "bool":
+        return f"s[{i}] != 0"
+    return f"static_cast<{p.ctype}>(s[{i}])"
+
+
+def driver_source(lib: str, entries: Mapping[str, Sequence[Param]]) -> str:
+    """C++17 source of the driver: ``extern "C" int corpus_<family>(const kp_launch*, const uint64_t*)``."""
+    lines = [f'#include "{lib}.h"', "#include <cstdint>", "#include <cstring>", "",
+             "[[maybe_unused]] static float as_f32(uint64_t v) { uint32_t b = static_cast<uint32_t>(v); float f; "
+             "std::memcpy(&f, &b, 4); return f; }",
+             "[[maybe_unused]] static double as_f64(uint64_t v) { double d; std::memcpy(&d, &v, 8); return d; }", "",
+             'extern "C" {', f'const char* corpus_last_error(void) {{ return {lib}_last_error(); }}']
+    for fam, params in sorted(entries.items()):
+        if supported(params):
+            continue
+        args = "".join(f", {_unpack(p, i)}" for i, p in enumerate(params))
+        unused = "" if params else " (void)s;"
+        lines.append(f"int corpus_{fam}(const kp_launch* cfg, const uint64_t* s) {{{unused} "
+                     f"return static_cast<int>({lib}_{fam}(cfg{args})); }}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def driver_command(src: Path, lib_dir: Path, lib: str, out: Path, cxx: str = "g++") -> list[str]:
+    """g++ -Werror, against the library's C header and shared library (rpath: its directory)."""
+    return [cxx, "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
+            f"-I{lib_dir / 'include'}", str(src), f"-L{lib_dir / 'lib'}", f"-l{lib}",
+            f"-Wl,-rpath,{lib_dir / 'lib'}", "-o", str(out)]
+
+
+KP_DTYPES = {"int8": 1, "int16": 2, "int32": 3, "int64": 4, "uint8": 5, "uint16": 6, "uint32": 7, "uint64": 8,
+             "float16": 9, "bfloat16": 10, "float32": 11, "float64": 12, "bool": 13}
+
+
+class KpTensor(ctypes.Structure):
+    """``kp_tensor`` of the generated header (data, dtype, rank, shape[8], stride[8] in elements)."""
+
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int32),
+                ("shape", ctypes.c_int64 * 8), ("stride", ctypes.c_int64 * 8)]
+
+    @classmethod
+    def of(cls, t: Any) -> KpTensor:
+        if t.dim() > 8:
+            raise ValueError(f"kp_tensor holds rank <= 8, got {t.dim()}")
+        shape = list(t.shape) + [0] * (8 - t.dim())
+        stride = list(t.stride()) + [0] * (8 - t.dim())
+        return cls(t.data_ptr(), KP_DTYPES[str(t.dtype).removeprefix("torch.")], t.dim(),
+                   (ctypes.c_int64 * 8)(*shape), (ctypes.c_int64 * 8)(*stride))
+
+
+def pack_slots(params: Sequence[Param], values: Mapping[str, Any], keep: list[Any] | None = None) -> list[int]:
+    """One 64-bit slot per C parameter, from the launch's values by name (a tensor gives its ``data_ptr()`` and,
+    for ``<name>_dtype``, its dtype; for a ``kp_tensor*`` parameter, the address of a ``kp_tensor`` built here and
+    kept alive in ``keep``). Raises KeyError naming a parameter without a value."""
+    keep = keep if keep is not None else []
+    slots = []
+    for p in params:
+        if p.name in values:
+            v = values[p.name]
+        elif p.ctype == "kp_dtype" and p.name.endswith("_dtype") and p.name[:-6] in values:
+            v = values[p.name[:-6]]
+            slots.append(KP_DTYPES[str(v.dtype).removeprefix("torch.")])
+            continue
+        else:
+            raise KeyError(f"C parameter {p.name} ({p.ctype}) has no value")
+        if p.ctype.replace("const ", "").strip() == "kp_tensor*":  # a tensor descriptor: a kp_tensor built here
+            desc = KpTensor.of(v)
+            keep.append(desc)
+            slots.append(ctypes.addressof(desc))
+        elif p.pointer:
+            slots.append(0 if v is None else int(v.data_ptr() if hasattr(v, "data_ptr") else v))
+        elif p.ctype == "float":
+            slots.append(struct.unpack("<I", struct.pack("<f", float(v)))[0])
+        elif p.ctype == "double":
+            slots.append(struct.unpack("<Q", struct.pack("<d", float(v)))[0])
+        else:
+            slots.append(int(v) & 0xFFFFFFFFFFFFFFFF)
+    return slots
+
+
+# ------------------------------------------------------------------------------------------- results
+
+
+TOLERANCE = {"float32": (1e-3, 1e-4), "float64": (1e-6, 1e-8), "float16": (1e-2, 1e-3), "bfloat16": (2e-2, 1e-2)}
+
+
+def compare(name: str, ref: Any, got: Any) -> str:
+    """Empty when ``got`` matches ``ref`` (NaN where both are NaN: an element neither wrote); else the mismatch."""
+    import torch
+
+    if ref.shape != got.shape or ref.dtype != got.dtype:
+        return f"{name}: shape/dtype {tuple(got.shape)}/{got.dtype}, expected {tuple(ref.shape)}/{ref.dtype}"
+    if not ref.dtype.is_floating_point:
+        bad = int((ref != got).sum())
+        return f"{name}: {bad} of {ref.numel()} elements differ" if bad else ""
+    rtol, atol = TOLERANCE.get(str(ref.dtype).removeprefix("torch."), (1e-3, 1e-4))
+    r, g = ref.double(), got.double()
+    unwritten = int((torch.isnan(g) & ~torch.isnan(r)).sum())
+    close = torch.isclose(g, r, rtol=rtol, atol=atol, equal_nan=True)
+    bad = int((~close).sum())
+    if not bad:
+        return ""
+    err = float((g - r).abs().nan_to_num(0.0).max())
+    what = f", {unwritten} never written" if unwritten else ""
+    return f"{name}: {bad} of {ref.numel()} elements differ (max abs err {err:.3g}{what})"
+
+
+@dataclass
+class Row:
+    dsl: str
+    family: str
+    where: str
+    python: str = "-"
+    cpp: str = "-"
+    t_package_us: float | None = None
+    t_kernelpack_us: float | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.t_package_us and self.t_kernelpack_us:
+            return self.t_kernelpack_us / self.t_package_us
+        return None
+
+    @property
+    def passed(self) -> bool:
+        """Python launched and matched (or ran, where there is no reference) and C++ did not fail."""
+        return self.python.startswith(("pass", "ran")) and not self.cpp.startswith("FAIL")
+
+
+def render(rows: Sequence[Row]) -> str:
+    """The markdown table (one row per family and case point) and a summary line."""
+    out = ["| DSL | family | case | Python | C++ | package us | kernelpack us | ratio |",
+           "|---|---|---|---|---|---|---|---|"]
+
+    def t(v: float | None) -> str:
+        return f"{v:.1f}" if v is not None else "-"
+
+    for r in rows:
+        ratio = f"{r.ratio:.3f}" if r.ratio is not None else "-"
+        out.append(f"| {r.dsl} | `{r.family}` | {r.where} | {_cell(r.python)} | {_cell(r.cpp)} | "
+                   f"{t(r.t_package_us)} | {t(r.t_kernelpack_us)} | {ratio} |")
+    launched = [r for r in rows if not r.python.startswith("n/a")]
+    n = len(launched)
+    ok = sum(r.passed for r in launched)
+    skipped = len(rows) - n
+    ratios = sorted(r.ratio for r in rows if r.ratio is not None)
+    med = ratios[len(ratios) // 2] if ratios else None
+    within = sum(1 for x in ratios if x <= 1.03)
+    out.append("")
+    head = f"{ok}/{n} launches pass (Python and C++)" + (f", {skipped} families not launched" if skipped else "")
+    out.append(f"{head}; time ratio kernelpack/package: median {med:.3f}, {within}/{len(ratios)} within 3%"
+               if med is not None else f"{head}; no timings")
+    return "\n".join(out)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")[:160]

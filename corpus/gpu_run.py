@@ -1,0 +1,329 @@
+"""The GPU run: every compiled kernel launched through kernelpack from Python and from C++, checked and timed.
+
+Triton kernels are reached as on the build machine -- liger's own wrappers run on CUDA tensors -- but each launch
+runs for real: first liger's Triton JIT (the reference; the wrapper continues with its results), then the same
+launch through kernelpack's Python runtime and through the library's C entry (a C++ driver compiled here), each
+from the state the JIT started from, and every tensor argument is compared with the JIT's. Fresh tensors from
+``torch.empty`` are NaN-filled, so an element the JIT wrote and kernelpack did not shows up. Kernel time: CUDA
+events around back-to-back launches, median per launch, JIT vs kernelpack.
+
+cuTile kernels (cuTile is not installed on the GPU machine): the recorded launch (grid, argument shapes, strides,
+scalars) is rebuilt on fresh random inputs and run through Python and C++; the two must agree (no package
+reference: liger's eager path needs cuTile). CuTe kernels are listed as not launched (their kernel-level arguments
+are built by the launcher's DSL code, which needs CuTe DSL).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import inspect
+import statistics
+import subprocess
+import tempfile
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from .gpu_check import (
+    Entry,
+    Row,
+    compare,
+    driver_command,
+    driver_source,
+    match_family,
+    pack_slots,
+    parse_prototypes,
+    supported,
+)
+
+OPTION_KEYS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+class KpLaunch(ctypes.Structure):
+    _fields_ = [("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3), ("dynamic_smem", ctypes.c_uint32),
+                ("cluster", ctypes.c_uint32 * 3), ("stream", ctypes.c_void_p)]
+
+
+class Cpp:
+    """The C++ driver over the library's C entries (compiled here with g++)."""
+
+    def __init__(self, lib_dir: Path, lib: str, work: Path) -> None:
+        header = (lib_dir / "include" / f"{lib}.h").read_text()
+        self.protos = parse_prototypes(header, lib)
+        src = work / "corpus_driver.cpp"
+        src.write_text(driver_source(lib, self.protos))
+        so = work / "libcorpus_driver.so"
+        p = subprocess.run(driver_command(src, lib_dir, lib, so), capture_output=True, text=True)
+        self.error = "" if p.returncode == 0 else f"driver did not compile: {(p.stderr or p.stdout)[:300]}"
+        self.dll = ctypes.CDLL(str(so)) if not self.error else None
+
+    def why_not(self, family: str) -> str:
+        if self.error:
+            return self.error
+        if family not in self.protos:
+            return f"no C entry {family}"
+        return supported(self.protos[family])
+
+    def call(self, family: str, values: dict[str, Any], grid: tuple[int, int, int], stream: int) -> str:
+        """'' on KP_SUCCESS, else the library's message."""
+        assert self.dll is not None
+        keep: list[Any] = []  # kp_tensor structs the slots point at
+        slots = pack_slots(self.protos[family], values, keep)
+        arr = (ctypes.c_uint64 * max(1, len(slots)))(*slots)
+        cfg = KpLaunch((ctypes.c_uint32 * 3)(*grid), (ctypes.c_uint32 * 3)(0, 0, 0), 0,
+                       (ctypes.c_uint32 * 3)(0, 0, 0), ctypes.c_void_p(stream))
+        fn = getattr(self.dll, f"corpus_{family}")
+        fn.restype, fn.argtypes = ctypes.c_int, [ctypes.POINTER(KpLaunch), ctypes.POINTER(ctypes.c_uint64)]
+        status = fn(ctypes.byref(cfg), arr)
+        if status == 0:
+            return ""
+        err = self.dll.corpus_last_error
+        err.restype = ctypes.c_char_p
+        return f"status {status}: {(err() or b'').decode(errors='replace')}"
+
+
+@contextlib.contextmanager
+def nan_world() -> Iterator[None]:
+    """``torch.empty`` & co. NaN-fill floating tensors: an element nobody wrote stays NaN."""
+    import torch
+
+    from .capture import patched
+
+    def filled(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def make(*args: Any, **kwargs: Any) -> Any:
+            t = fn(*args, **kwargs)
+            if t.is_floating_point() and t.numel():
+                with torch.no_grad():
+                    t.fill_(float("nan"))
+            return t
+        return make
+
+    with patched([(torch, "empty", filled(torch.empty)), (torch, "empty_like", filled(torch.empty_like)),
+                  (torch.Tensor, "new_empty", filled(torch.Tensor.new_empty))]):
+        yield
+
+
+def _grid(grid: Any, meta: dict[str, Any]) -> tuple[int, int, int]:
+    g = grid(meta) if callable(grid) else grid
+    g = tuple(int(x) for x in (g if isinstance(g, (tuple, list)) else (g,)))
+    return (g + (1, 1, 1))[:3]  # type: ignore[return-value]
+
+
+def bind(jit: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(every parameter by name, defaults applied; the launch options) of ``jit[grid](*args, **kwargs)``."""
+    opts = {k: kwargs[k] for k in OPTION_KEYS if k in kwargs}
+    rest = {k: v for k, v in kwargs.items() if k not in OPTION_KEYS}
+    b = inspect.signature(jit.fn).bind_partial(*args, **rest)
+    b.apply_defaults()
+    return dict(b.arguments), opts
+
+
+def time_us(launch: Callable[[], Any], reps: int, batch: int = 10) -> float:
+    """Median per-launch time (CUDA events around ``batch`` back-to-back launches, ``reps`` times)."""
+    import torch
+
+    launch()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(batch):
+            launch()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1000.0 / batch)
+    return statistics.median(times)
+
+
+class TritonCheck:
+    """Checks each Triton launch of the liger wrappers (first launch per family and case point)."""
+
+    def __init__(self, entries: Sequence[Entry], module: Any, cpp: Cpp, reps: int) -> None:
+        self.entries, self.module, self.cpp, self.reps = entries, module, cpp, reps
+        self.rows: list[Row] = []
+        self.where = ""
+        self.seen: set[tuple[str, str]] = set()
+
+    def launch(self, orig_run: Callable[..., Any], jit: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+               grid: Any, warmup: bool) -> Any:
+        import torch
+
+        qual = f"{jit.__module__}:{jit.__name__}"
+        try:
+            bound, opts = bind(jit, args, kwargs)
+            entry = match_family(self.entries, qual, bound, opts)
+        except Exception as e:  # noqa: BLE001 - a launch the check cannot read is reported, liger's still runs
+            self.rows.append(Row("triton", qual, self.where, python=f"FAIL: cannot bind ({type(e).__name__}: {e})"))
+            return orig_run(jit, *args, grid=grid, warmup=warmup, **kwargs)
+        key = (entry.family if entry else qual, self.where)
+        if key in self.seen:
+            return orig_run(jit, *args, grid=grid, warmup=warmup, **kwargs)
+        self.seen.add(key)
+        if entry is None:
+            self.rows.append(Row("triton", qual, self.where, python="FAIL: no compiled family matches this launch"))
+            return orig_run(jit, *args, grid=grid, warmup=warmup, **kwargs)
+        row = Row("triton", entry.family, self.where)
+        self.rows.append(row)
+        plain = {n: _tensor_of(v) for n, v in bound.items()}  # a TensorDescriptor goes to kernelpack as its tensor
+        tensors = [(n, v) for n, v in plain.items() if isinstance(v, torch.Tensor) and v.is_cuda]
+        before = [v.clone() for _, v in tensors]
+        out = orig_run(jit, *args, grid=grid, warmup=warmup, **kwargs)
+        torch.cuda.synchronize()
+        ref = [v.clone() for _, v in tensors]
+        g = _grid(grid, {**bound, **opts})
+        fam = getattr(self.module, entry.family)
+        values = [plain[n] for n in self.module.families[entry.family].arg_names]
+
+        def restore(state: list[Any]) -> None:
+            for (_, v), s in zip(tensors, state):
+                v.copy_(s)
+
+        def check(run: Callable[[], str]) -> str:
+            restore(before)
+            try:
+                err = run()
+                torch.cuda.synchronize()
+            except Exception as e:  # noqa: BLE001 - reported in the row
+                return f"FAIL: {type(e).__name__}: {str(e)[:200]}"
+            if err:
+                return f"FAIL: {err}"
+            bad = [m for (n, v), r in zip(tensors, ref) if (m := compare(n, r, v))]
+            return "pass" if not bad else "FAIL: " + "; ".join(bad)
+
+        row.python = check(lambda: fam(*values, grid=g) or "")
+        why = self.cpp.why_not(entry.family)
+        stream = torch.cuda.current_stream().cuda_stream
+        row.cpp = f"n/a: {why}" if why else check(
+            lambda: self.cpp.call(entry.family, plain, g, stream))
+        if row.python == "pass" and self.reps:
+            try:
+                row.t_package_us = time_us(lambda: orig_run(jit, *args, grid=grid, warmup=False, **kwargs), self.reps)
+                row.t_kernelpack_us = time_us(lambda: fam(*values, grid=g), self.reps)
+            except Exception as e:  # noqa: BLE001
+                row.python += f" (timing failed: {type(e).__name__}: {e})"
+        restore(ref)
+        torch.cuda.synchronize()
+        return out
+
+
+def _tensor_of(v: Any) -> Any:
+    """Triton's host ``TensorDescriptor`` is one tensor to kernelpack (it builds the TMA map or passes pointer, shape
+    and strides per arch); anything else as it is."""
+    return v.base if type(v).__name__ == "TensorDescriptor" and hasattr(v, "base") else v
+
+
+def run_triton(cases: Sequence[Any], entries: Sequence[Entry], module: Any, cpp: Cpp, reps: int,
+               progress: Callable[[str], None] = print) -> list[Row]:
+    """Run every Triton case point on the GPU with each launch checked (a failing case is reported, and the
+    next runs)."""
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import JITFunction
+
+    from .capture import chosen_config_run, patched
+    from .cases import run_case, tag
+    from .triton_corpus import _config_choice
+
+    orig_run = JITFunction.run
+    checker = TritonCheck(entries, module, cpp, reps)
+
+    def jit_run(self: Any, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
+        if warmup:
+            return orig_run(self, *args, grid=grid, warmup=warmup, **kwargs)
+        return checker.launch(orig_run, self, args, kwargs, grid, warmup)
+
+    for case in cases:
+        for point in case.points():
+            checker.where = f"{case.id}[{tag(point)}]"
+            n = len(checker.rows)
+            try:
+                with nan_world(), patched([(JITFunction, "run", jit_run),
+                                           (Autotuner, "run", chosen_config_run(_config_choice(case)))]):
+                    run_case(case, point, "cuda")
+            except Exception as e:  # noqa: BLE001 - the case stops; what it launched so far stays checked
+                checker.rows.append(Row("triton", "(case)", checker.where,
+                                        python=f"FAIL: case stopped: {type(e).__name__}: {str(e)[:200]}"))
+                traceback.print_exc()
+            progress(f"  {checker.where}: {len(checker.rows) - n} launches checked")
+    return checker.rows
+
+
+def rebuild(desc: dict[str, Any], gen: Any) -> Any:
+    """A recorded cuTile argument on the GPU: a tensor of that dtype, shape and strides with fresh values (random
+    floats, zero integers: valid indices), or the scalar."""
+    import torch
+
+    if "value" in desc:
+        return desc["value"]
+    dtype = getattr(torch, desc["dtype"])
+    t = torch.empty_strided(desc["shape"], desc["stride"], dtype=dtype, device="cuda")
+    if t.is_floating_point():
+        t.copy_(torch.randn(t.shape, generator=gen, device="cuda").to(dtype))
+    else:
+        t.zero_()
+    return t
+
+
+def run_recorded(entries: Sequence[Entry], module: Any, cpp: Cpp, progress: Callable[[str], None] = print) -> list[Row]:
+    """cuTile: each family's recorded launch through Python and C++ on the same fresh inputs; both must agree."""
+    import torch
+
+    rows: list[Row] = []
+    try:
+        gen = torch.Generator(device="cuda").manual_seed(0)
+    except Exception as ex:  # noqa: BLE001 - no CUDA device: every cuTile row says so
+        return [Row("cutile", f, "", python=f"FAIL: {type(ex).__name__}: {ex}")
+                for f in sorted({e.family for e in entries if e.dsl == "cutile"})]
+    done: set[str] = set()
+    for e in entries:
+        if e.dsl != "cutile" or e.family in done:
+            continue
+        done.add(e.family)
+        row = Row("cutile", e.family, e.sources[0] if e.sources else "")
+        rows.append(row)
+        try:
+            if "args" not in e.launch:
+                raise RuntimeError(f"no recorded launch ({e.launch.get('error', 'manifest without launches')})")
+            fam = getattr(module, e.family)
+            names = module.families[e.family].arg_names
+            args = [rebuild(d, gen) for d in e.launch["args"]]
+            if len(args) != len(names):
+                raise RuntimeError(f"{len(args)} recorded arguments for {len(names)} parameters")
+            grid = tuple(e.launch["grid"])
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            start = [t.clone() for t in tensors]
+            fam(*args, grid=grid)
+            torch.cuda.synchronize()
+            py = [t.clone() for t in tensors]
+            row.python = "ran (no reference: liger's cuTile path needs cuTile)"
+            why = cpp.why_not(e.family)
+            if why:
+                row.cpp = f"n/a: {why}"
+            else:
+                for t, s in zip(tensors, start):
+                    t.copy_(s)
+                err = cpp.call(e.family, dict(zip(names, args)), grid, torch.cuda.current_stream().cuda_stream)
+                torch.cuda.synchronize()
+                bad = [m for i, (t, p) in enumerate(zip(tensors, py)) if (m := compare(f"arg{i}", p, t))]
+                row.cpp = f"FAIL: {err}" if err else ("pass (== Python)" if not bad else "FAIL: " + "; ".join(bad))
+            row.t_kernelpack_us = time_us(_launcher(fam, args, grid), 10)
+        except Exception as ex:  # noqa: BLE001 - reported, the next family runs
+            row.python = f"FAIL: {type(ex).__name__}: {str(ex)[:200]}"
+        progress(f"  {row.family}: {row.python} / {row.cpp}")
+    return rows
+
+
+def _launcher(fam: Any, args: list[Any], grid: tuple[int, ...]) -> Callable[[], Any]:
+    return lambda: fam(*args, grid=grid)
+
+
+def not_launched(entries: Sequence[Entry]) -> list[Row]:
+    fams = sorted({e.family for e in entries if e.dsl == "cute"})
+    return [Row("cute", f, "", python="n/a: not launched (CuTe kernel arguments are built by the launcher's DSL code; "
+                "no CuTe DSL on the GPU machine)", cpp="n/a") for f in fams]
+
+
+def work_dir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="kp-corpus-gpu-"))

@@ -1,0 +1,253 @@
+"""The conformance corpus (corpus/, scripts/corpus.py): a reduced liger-kernel corpus built end to end, and the GPU
+run's logic (manifest, family matching, the C++ driver, the comparison) without a GPU.
+
+The reduced corpus needs liger-kernel 0.8.5 and the DSLs importable (CI installs only kernelpack's [dev] extras:
+there these tests skip, saying which import is missing). Run locally with the packages on PYTHONPATH:
+
+    PYTHONPATH=src:/path/to/site python -m pytest tests/test_corpus.py
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from corpus.gpu_check import (  # noqa: E402 - the corpus package lives at the repository root
+    Entry,
+    Param,
+    Row,
+    compare,
+    driver_command,
+    driver_source,
+    match_family,
+    pack_slots,
+    parse_prototypes,
+    read_manifest,
+    render,
+    supported,
+)
+
+
+def _missing(*mods: str) -> str:
+    for m in mods:
+        try:
+            if importlib.util.find_spec(m) is None:
+                return m
+        except (ImportError, ValueError):
+            return m
+    return ""
+
+
+DSL_MODULES = {"triton": ("triton",), "cutile": ("cuda.tile",), "cute": ("cutlass.cute",)}
+
+
+def _available_dsls() -> tuple[str, ...]:
+    return tuple(d for d, mods in DSL_MODULES.items() if not _missing(*mods))
+
+
+@pytest.fixture(scope="module")
+def reduced(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Any]]:
+    """The reduced liger corpus (cases marked ``reduced``) for every DSL importable here, built once."""
+    miss = _missing("liger_kernel", "torch")
+    if miss:
+        pytest.skip(f"the corpus needs liger-kernel 0.8.5 and torch importable ({miss} is not; CI installs only "
+                    f"kernelpack's [dev] extras)")
+    dsls = _available_dsls()
+    if not dsls:
+        pytest.skip("no DSL importable (triton, cuda.tile, cutlass.cute)")
+    from corpus.results import read_results
+
+    out = tmp_path_factory.mktemp("corpus")
+    # in a process of its own: cuTile's signature derivation loads a stub libcuda.so.1 (corpus/nodriver.py), which
+    # must not be the libcuda later tests of this process find
+    cmd = [sys.executable, str(ROOT / "scripts" / "corpus.py"), "--reduced", "--package", "liger", "-q", "-j", "2",
+           "--out", str(out), *(x for d in dsls for x in ("--dsl", d))]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    _, sections = read_results(out / "results.json")
+    return out, sections
+
+
+def test_reduced_corpus_compiles_and_links_every_kernel_it_reaches(reduced: tuple[Path, list[Any]]) -> None:
+    out, sections = reduced
+    assert sections
+    for s in sections:
+        assert s.reached, f"{s.package}/{s.dsl}: the reduced cases reached no kernel"
+        assert s.linked == s.compiled == s.reached, (s.dsl, [f.line() for f in s.failures])
+        assert not s.failures, [f.line() for f in s.failures]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (out / manifest["libraries"]["liger"]["shared"]).exists()
+
+
+def test_reduced_library_loads_with_every_family(reduced: tuple[Path, list[Any]]) -> None:
+    import kernelpack
+
+    out, _ = reduced
+    libs, entries = read_manifest(out / "manifest.json")
+    mod = kernelpack.load(str(out / libs["liger"]["shared"]))
+    assert {e.family for e in entries} <= set(mod.families) | set(mod.host_programs)
+    assert {e.dsl for e in entries} == set(_available_dsls())  # one library mixing every DSL present
+
+
+def test_cutile_manifest_entries_record_the_launch_the_gpu_run_rebuilds(reduced: tuple[Path, list[Any]]) -> None:
+    if "cutile" not in _available_dsls():
+        pytest.skip("cuda.tile is not importable")
+    import kernelpack
+
+    out, _ = reduced
+    libs, entries = read_manifest(out / "manifest.json")
+    mod = kernelpack.load(str(out / libs["liger"]["shared"]))
+    cutile = [e for e in entries if e.dsl == "cutile"]
+    assert cutile
+    for e in cutile:
+        assert len(e.launch["grid"]) == 3
+        assert len(e.launch["args"]) == len(mod.families[e.family].arg_names), e.family
+
+
+def test_cpp_driver_compiles_under_werror_against_the_library(reduced: tuple[Path, list[Any]],
+                                                              tmp_path: Path) -> None:
+    out, _ = reduced
+    libs, entries = read_manifest(out / "manifest.json")
+    lib_dir = out / "liger" / "lib"
+    protos = parse_prototypes((lib_dir / "include" / "liger.h").read_text(), "liger")
+    fams = {e.family for e in entries if e.dsl != "cute"}
+    assert fams <= set(protos)
+    callable_ = [f for f in fams if not supported(protos[f])]
+    assert callable_, "the driver can call no family"
+    src = tmp_path / "driver.cpp"
+    src.write_text(driver_source("liger", protos))
+    so = tmp_path / "libdriver.so"
+    p = subprocess.run(driver_command(src, lib_dir, "liger", so), capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    nm = subprocess.run(["nm", "-D", "--defined-only", str(so)], capture_output=True, text=True).stdout
+    assert all(f"corpus_{f}" in nm for f in callable_)
+
+
+# ------------------------------------------------------------------------------------- GPU-run logic, no package
+
+HEADER = """
+LIGER_API kp_status liger_axpy(const kp_launch* kp_cfg, void* x, kp_dtype x_dtype, int32_t n, float alpha);
+LIGER_API kp_status liger_axpy_fp32(const kp_launch* kp_cfg, float* x, int32_t n, float alpha);
+LIGER_API kp_status liger_cute_thing(const kp_launch* kp_cfg, const liger_tensor_f32_d_1* t);
+LIGER_API kp_status other_axpy(const kp_launch* kp_cfg, void* x);
+"""
+
+
+def test_prototypes_are_read_per_library_and_struct_parameters_are_not_callable() -> None:
+    protos = parse_prototypes(HEADER, "liger")
+    assert set(protos) == {"axpy", "axpy_fp32", "cute_thing"}
+    assert [(p.ctype, p.name) for p in protos["axpy"]] == [("void*", "x"), ("kp_dtype", "x_dtype"),
+                                                          ("int32_t", "n"), ("float", "alpha")]
+    assert supported(protos["axpy"]) == ""
+    assert "liger_tensor_f32_d_1" in supported(protos["cute_thing"])
+    assert supported([Param("const kp_tensor*", "desc")]) == ""
+    assert "corpus_cute_thing" not in driver_source("liger", protos)
+
+
+def test_slots_pack_pointers_dtypes_ints_and_floats_by_c_parameter_name() -> None:
+    torch = pytest.importorskip("torch")
+    x = torch.zeros(4, dtype=torch.bfloat16)
+    params = [Param("void*", "x"), Param("kp_dtype", "x_dtype"), Param("int32_t", "n"), Param("float", "alpha"),
+              Param("int64_t", "off")]
+    slots = pack_slots(params, {"x": x, "n": 4, "alpha": 1.0, "off": -1})
+    assert slots == [x.data_ptr(), 10, 4, 0x3F800000, 0xFFFFFFFFFFFFFFFF]
+    keep: list[Any] = []
+    (desc_slot,) = pack_slots([Param("const kp_tensor*", "desc")], {"desc": x.view(2, 2)}, keep)
+    (desc,) = keep
+    assert desc_slot == ctypes.addressof(desc)
+    assert (desc.data, desc.dtype, desc.rank, list(desc.shape)[:3], list(desc.stride)[:3]) == (
+        x.data_ptr(), 10, 2, [2, 2, 0], [2, 1, 0])
+    with pytest.raises(KeyError, match="alpha"):
+        pack_slots(params, {"x": x, "n": 4, "off": 0})
+
+
+def _entry(family: str, consts: dict[str, Any], opts: dict[str, Any], args: list[str]) -> Entry:
+    return Entry("triton", "m:k", family, "", {"args": args, "constexprs": consts, "options": opts}, ("c[p]",))
+
+
+def test_a_launch_matches_the_family_of_its_constexprs_and_options() -> None:
+    small = _entry("k_BLOCK1024_w4", {"BLOCK": 1024, "stride": 1}, {"num_warps": 4}, ["x", "n"])
+    big = _entry("k_BLOCK4096_w8", {"BLOCK": 4096, "stride": 1}, {"num_warps": 8}, ["x", "n"])
+    bound = {"x": object(), "n": 7, "BLOCK": 4096, "stride": 1}
+    assert match_family([small, big], "m:k", bound, {"num_warps": 8}) is big
+    assert match_family([small, big], "m:k", {**bound, "stride": 3}, {"num_warps": 8}) is None  # 1 was specialized
+    assert match_family([small, big], "m:k", bound, {"num_warps": 4}) is None
+    assert match_family([small, big], "m:other", bound, {"num_warps": 8}) is None
+
+
+def test_compare_names_elements_kernelpack_never_wrote() -> None:
+    torch = pytest.importorskip("torch")
+    ref = torch.arange(8, dtype=torch.float32)
+    got = ref.clone()
+    assert compare("y", ref, got) == ""
+    got[3] = float("nan")
+    assert "1 never written" in compare("y", ref, got)
+    both = ref.clone()
+    both[2] = float("nan")
+    assert compare("y", both, both.clone()) == ""  # neither wrote it: not an output element
+    assert "differ" in compare("i", torch.arange(4), torch.tensor([0, 1, 2, 4]))
+
+
+def test_report_counts_passes_and_ratios_within_three_percent() -> None:
+    rows = [Row("triton", "a", "c[p]", "pass", "pass", 10.0, 10.2), Row("triton", "b", "c[p]", "pass", "FAIL: x"),
+            Row("cutile", "c", "c[p]", "ran (no reference)", "pass (== Python)", None, 3.0),
+            Row("cute", "d", "", "n/a: not launched", "n/a")]
+    text = render(rows)
+    assert "| triton | `a` | c[p] | pass | pass | 10.0 | 10.2 | 1.020 |" in text
+    assert text.splitlines()[-1].startswith("2/3 launches pass (Python and C++), 1 families not launched")
+    assert "1/1 within 3%" in text
+
+
+def test_manifest_reading_keeps_compiled_specs_only(tmp_path: Path) -> None:
+    spec = {"dsl": "triton", "kernel": "m:k", "family": "k", "variant": "bf16", "sources": ["c[p]"],
+            "key": json.dumps({"k": "m:k", "f": {"constexprs": {"B": 1}}, "v": {}}), "compiled": True}
+    (tmp_path / "manifest.json").write_text(json.dumps({"libraries": {"liger": {"name": "liger"}},
+                                                        "specs": [spec, {**spec, "compiled": False}]}))
+    libs, entries = read_manifest(tmp_path / "manifest.json")
+    assert libs == {"liger": {"name": "liger"}}
+    assert [(e.family, e.variant, dict(e.family_key)) for e in entries] == [("k", "bf16", {"constexprs": {"B": 1}})]
+
+
+@pytest.mark.gpu
+def test_gpu_run_over_prepared_corpus(tmp_path: Path) -> None:
+    """On the GPU machine after ``scripts/corpus.py --gpu-prepare``: the rms_norm case through the whole GPU run."""
+    from gpu import gpu_count
+
+    if gpu_count() == 0:
+        pytest.skip("no CUDA GPU/driver")
+    if not (ROOT / ".gpu" / "corpus" / "manifest.json").exists():
+        pytest.skip(".gpu/corpus/ not prepared (python scripts/corpus.py --package liger --gpu-prepare)")
+    out = tmp_path / "report.md"
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "corpus_gpu.py"), "--case", "rms_norm", "--reps", "3",
+                        "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    lines = out.read_text().splitlines()
+    assert "FAIL" not in "\n".join(lines), "\n".join(lines)
+
+
+def test_report_block_per_package_leaves_other_packages_results(tmp_path: Path) -> None:
+    from corpus import report
+    from corpus.results import Section
+
+    doc = tmp_path / "corpus.md"
+    doc.write_text("# Conformance corpus\n\nprose\n")
+    liger, fi = Section("liger-kernel", "triton", defined=["a"]), Section("flashinfer-python", "cuda", defined=["b"])
+    liger.compiled = liger.linked = {"a"}
+    report.write(doc, {"command": "one"}, [liger])
+    report.write(doc, {"command": "two"}, [fi])
+    report.write(doc, {"command": "three"}, [liger, fi])
+    text = doc.read_text()
+    assert text.startswith("# Conformance corpus\n\nprose\n")
+    assert text.count("corpus:results:begin liger-kernel") == 1 and "Run: `three`" in text and "Run: `one`" not in text
+    assert text.count("corpus:results:begin flashinfer-python") == 1 and "Run: `two`" not in text
+    assert "| liger-kernel | triton | 1 | 0/1 (0%) | 1/1 (100%) | 1/1 (100%) |" in text
