@@ -10,7 +10,7 @@ print("wrote", path, path.stat().st_size, "bytes")
 PY
 # frontends before cute: gpu_prepare_cute.py links .gpu/frontends/*.kpack into the mixed library (.gpu/cute/kpmix)
 for prep in scripts/gpu_prepare_frontends.py scripts/gpu_prepare_cute.py scripts/gpu_runtime_prepare.py \
-            scripts/gpu_prepare_examples.py; do
+            scripts/gpu_prepare_examples.py scripts/gpu_prepare_per_arch.py; do
   if [ -f "$prep" ]; then echo "== $prep"; python3 "$prep" | tail -2; fi
 done
 du -sh .gpu

@@ -12,7 +12,7 @@ import pytest
 
 from fake_cuda import FakeCuda, Run, run, session_fake
 from kernelpack.abi import Abi, DType, Param, Pointer, Scalar, Struct, TensorSpec
-from kernelpack.artifact import Binary, KernelArtifact, LaunchSpec
+from kernelpack.artifact import ArchLaunch, Binary, KernelArtifact, LaunchSpec
 from kernelpack.tma import TENSOR_MAP, TensorDescSpec
 from toolchain_support import CC, CXX, PTXAS, require_nvcc
 
@@ -117,6 +117,13 @@ def demo_artifacts(k: TestKernels) -> list[KernelArtifact]:
         KernelArtifact("tmap", "tma2d", TMA_ABI, bins(k, "80", "90a"), variant="f32"),
         KernelArtifact("tmap", "tma2d", Abi((*TMA_ABI.params[:-1], Param("out", Pointer(DType.f64)))),
                        bins(k, "80", "90a"), variant="f64"),
+        # per-arch launch facts and device-derived values (kernelpack.launch.facts, kernelpack.launch.device)
+        KernelArtifact("arch_block", "noargs", Abi(()), bins(k, "80", "90a"), launch=LaunchSpec(block=(64, 1, 1)),
+                       per_arch={"sm_90a": ArchLaunch(LaunchSpec(block=(128, 1, 1)))}),
+        KernelArtifact("needs_108", "add_f32", add_abi(f32), bins(k, "80", "90a"), requires={"sm_count": 108}),
+        KernelArtifact("mac", "add_f32", Abi((*add_abi(f32).params[:3], Param("n", Scalar(DType.i32),
+                                                                               role="max_active_clusters:2"))),
+                       bins(k, "90a"), launch=LaunchSpec(cluster=(2, 1, 1))),
     ]
 
 

@@ -3,7 +3,7 @@
 ``FakeCuda`` is the fake built once per session (``session_fake``): a C program finds it as ``libcuda.so.1``
 through ``FakeCuda.env(...)`` / ``run(...)`` and reports through its call log; the Python runtime loads it in-process
 (``FakeCuda.in_process()`` -> ``InProcessFake``), controlled and inspected through the fake's ``fk_*`` functions.
-Both take the same configuration (``settings``: ``cc``, ``version``, ``current``, ``fail``, ``missing``,
+Both take the same configuration (``settings``: ``cc``, ``sms``, ``version``, ``current``, ``fail``, ``missing``,
 ``load_us``, ``log``) and give launches as the same records (``Launch``: a dict with ``kernel``, ``grid``,
 ``block``, ``smem``, ``stream``, ``device``, ``ex``, ``cluster``, ``attrs``, ``result``, ``params``), so one
 scenario can be driven through the C library and the Python runtime and compared.
@@ -32,20 +32,22 @@ SOURCE = Path(__file__).parent / "fakecuda" / "fakecuda.c"
 C_NAME = "libcuda.so.1"  # what a C program opens (dlopen("libcuda.so.1")), found through LD_LIBRARY_PATH
 IN_PROCESS_NAME = "libkpfakecuda.so"  # its own soname: never shadows a real libcuda.so.1 opened later
 LAUNCH_CALLS = ("cuLaunchKernel", "cuLaunchKernelEx")
-KEYS = ("cc", "version", "current", "fail", "missing", "load_us", "log")
+KEYS = ("cc", "sms", "version", "current", "fail", "missing", "load_us", "log")
 Launch = dict[str, Any]
 
 
 def settings(**config: Any) -> dict[str, str]:
     """The fake's configuration keys from keyword arguments: ``cc="8.0,9.0"`` or ``cc=[(8, 0), (9, 0)]`` (``"none"``
-    for no device), ``version=11080``, ``current=1``, ``fail="cuInit:999"`` or ``fail=("cuInit", 999)``,
-    ``missing="cuMemAllocAsync"``, ``load_us=500``, ``log=path``."""
+    for no device), ``sms="132,108"`` or ``sms=[132, 108]`` (SMs per device), ``version=11080``, ``current=1``,
+    ``fail="cuInit:999"`` or ``fail=("cuInit", 999)``, ``missing="cuMemAllocAsync"``, ``load_us=500``, ``log=path``."""
     out = {}
     for key, value in config.items():
         if key not in KEYS:
             raise TypeError(f"unknown fake driver setting {key!r}; known: {', '.join(KEYS)}")
         if key == "cc" and not isinstance(value, str):
             value = ",".join(f"{major}.{minor}" for major, minor in value)
+        elif key == "sms" and not isinstance(value, (str, int)):
+            value = ",".join(str(v) for v in value)
         elif key == "fail" and not isinstance(value, str):
             value = f"{value[0]}:{value[1]}"
         out[key.upper()] = str(value)

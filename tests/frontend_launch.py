@@ -28,12 +28,13 @@ class Launcher:
         major, minor = torch.cuda.get_device_capability()
         binary = next(b for b in art.binaries if b.arch.runs_on(major, minor))
         self.ck = binary.cubin.kernel(art.entry)
+        self.ls, self.abi = art.launch_for(binary.arch), art.abi_for(binary.arch)  # this arch's facts and params
         self._data = ctypes.create_string_buffer(binary.data, len(binary.data))
         self.module, self.func = ctypes.c_void_p(), ctypes.c_void_p()
         _check(self.cu.cuModuleLoadData(ctypes.byref(self.module), self._data), "cuModuleLoadData")
         _check(self.cu.cuModuleGetFunction(ctypes.byref(self.func), self.module, art.entry.encode()),
                "cuModuleGetFunction")
-        smem = art.launch.dynamic_smem or 0
+        smem = self.ls.dynamic_smem or 0
         if smem > 48 * 1024:
             _check(self.cu.cuFuncSetAttribute(self.func, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
                    "cuFuncSetAttribute")
@@ -44,7 +45,7 @@ class Launcher:
     def values(self, grid: tuple[int, int, int], named: dict[str, Any], keep: list[Any]) -> list[Any]:
         """One value per ABI param: named args, encoded tensor descriptors, scratch buffers (kept alive)."""
         vals = dict(named)
-        for spec in self.art.launch.tensor_descs:
+        for spec in self.ls.tensor_descs:
             t = vals.pop(spec.arg)
             got = encode_args(spec, t.data_ptr(), tuple(t.shape), tuple(t.stride()),
                               driver_version=self.driver_version, kernel=self.art.label)
@@ -52,30 +53,30 @@ class Launcher:
             vals.update(zip(spec.params, (first, *got.values[1:])))
         ctas = grid[0] * grid[1] * grid[2]
         for role in ("global_scratch", "profile_scratch"):
-            size, align = getattr(self.art.launch, role), getattr(self.art.launch, role + "_align")
+            size, align = getattr(self.ls, role), getattr(self.ls, role + "_align")
             ptr = 0
             if size:
                 buf = self.torch.empty(size * ctas + align, dtype=self.torch.uint8, device="cuda")
                 keep.append(buf)
                 ptr = -(-buf.data_ptr() // align) * align
-            for p in self.art.abi.params:
+            for p in self.abi.params:
                 if p.role == role:
                     vals[p.name] = ptr
-        return [vals[p.name] for p in self.art.abi.params]
+        return [vals[p.name] for p in self.abi.params]
 
     def __call__(self, grid: int | tuple[int, ...], *, sync: bool = True, **named: Any) -> None:
         g = (tuple(grid) + (1, 1))[:3] if isinstance(grid, tuple) else (grid, 1, 1)
         keep: list[Any] = []
-        buf = pack_params(self.art.abi, self.values(g, named, keep), base=self.ck.param_base, kernel=self.art.label)
+        buf = pack_params(self.abi, self.values(g, named, keep), base=self.ck.param_base, kernel=self.art.label)
         cbuf = ctypes.create_string_buffer(buf, max(1, len(buf)))
         size = ctypes.c_size_t(len(buf))
         extra = (ctypes.c_void_p * 5)(CU_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(cbuf),
                                       CU_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(size), CU_LAUNCH_PARAM_END)
-        block = self.art.launch.block or self.ck.reqntid or (1, 1, 1)
-        assert self.art.launch.cluster is None, "this launcher does not request clusters"
+        block = self.ls.block or self.ck.reqntid or (1, 1, 1)
+        assert self.ls.cluster is None, "this launcher does not request clusters"
         u = ctypes.c_uint
         _check(self.cu.cuLaunchKernel(self.func, u(g[0]), u(g[1]), u(g[2]), u(block[0]), u(block[1]), u(block[2]),
-                                      u(self.art.launch.dynamic_smem or 0), None, None, extra),
+                                      u(self.ls.dynamic_smem or 0), None, None, extra),
                f"cuLaunchKernel({self.art.label})")
         if sync:
             _check(self.cu.cuCtxSynchronize(), f"{self.art.label}: cuCtxSynchronize")

@@ -119,6 +119,14 @@ static int row(const char* name) {
     } else if (!strcmp(name, "cluster_pre90")) { /* spec_cluster asks for a cluster; run with FAKECUDA_CC=8.0 */
         l = L(4, 64);
         ROW(demo_spec_cluster(&l, out));
+    } else if (!strcmp(name, "per_arch_block")) { /* 64 threads on sm_80, 128 on sm_90a: run with FAKECUDA_CC=8.0 */
+        l = L(2, 128);
+        ROW(demo_arch_block(&l));
+    } else if (!strcmp(name, "requires_unmet")) { /* built for 108 SMs; the fake has 132 */
+        ROW(demo_needs_108(&l, x, y, out, 8));
+    } else if (!strcmp(name, "mac_no_driver")) { /* run with FAKECUDA_MISSING=cuOccupancyMaxActiveClusters */
+        l = L(4, 128);
+        ROW(demo_mac(&l, x, y, out));
     } else if (!strcmp(name, "partial_cluster")) {
         l = L(4, 64);
         l.cluster[1] = 2; /* {0,2,0}: would launch as {1,2,1} */

@@ -105,9 +105,10 @@ def test_a_manifest_lying_about_its_abi_is_refused_by_verification(bundle):
         Bundle.from_bytes(_with_manifest(data, body, struct.unpack_from("<I", data, 12)[0]))
 
 
-def test_duplicate_name_and_variant_is_refused(bundle):
+def test_duplicate_name_and_variant_is_refused_and_the_same_kernel_twice_is_harmless(bundle):
     with pytest.raises(BundleError, match="same name and variant: axpy"):
-        Bundle.of(bundle, bundle.artifacts[1])
+        Bundle((*bundle.artifacts, bundle.artifacts[1]))
+    assert Bundle.of(bundle, bundle.artifacts[1]).to_bytes() == bundle.to_bytes()  # merged (tests/test_merge.py)
 
 
 def _with_manifest(data: bytes, body: bytes, flags: int) -> bytes:

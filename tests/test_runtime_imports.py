@@ -1,5 +1,7 @@
 """``kernelpack.load`` stays light: loading a bundle or a built library imports the runtime and the readers, not
-the C library generator, the CuTe host-program builder or a DSL (a service pays for what it uses)."""
+the C library generator, the CuTe host-program builder or a DSL (a service pays for what it uses). ``import
+kernelpack`` imports no frontend, and ``kernelpack.cuda`` & co. (attributes imported on first use) import no DSL
+until a compile needs one."""
 
 from __future__ import annotations
 
@@ -14,7 +16,43 @@ from toolchain_support import needs_cuda_compiler
 HEAVY = ("kernelpack.clib.build", "kernelpack.clib.generate", "kernelpack.cute_host.build", "kernelpack.cute",
          "kernelpack.triton", "kernelpack.cutile", "kernelpack.cuda", "triton", "cutlass", "torch")
 
-pytestmark = needs_cuda_compiler
+DSLS = ("triton", "cutlass", "cuda", "torch", "numpy")  # cuda: cuda.tile (cuTile), cuda.core (NVRTC), cuda.bindings
+FRONTENDS = ("cuda", "triton", "cutile", "cute", "prebuilt")
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", f"import json, sys\n{code}\nprint(json.dumps(sorted(sys.modules)))"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _dsls(mods: set[str]) -> list[str]:
+    return sorted(m for m in mods if m in DSLS or m.startswith(tuple(d + "." for d in DSLS)))
+
+
+def test_import_kernelpack_imports_no_frontend_and_no_dsl() -> None:
+    mods = _modules_after("import kernelpack")
+    assert not [m for m in mods if m.startswith(("kernelpack.clib", "kernelpack.runtime", "kernelpack.cute_host",
+                                                 "kernelpack.frontends"))], sorted(mods)
+    assert not [f for f in FRONTENDS if f"kernelpack.{f}" in mods]
+    assert not _dsls(mods)
+
+
+def test_frontends_are_attributes_that_import_no_dsl_until_a_compile() -> None:
+    code = f"""import kernelpack
+assert all(callable(getattr(kernelpack, f).compile) for f in {FRONTENDS!r})
+assert kernelpack.Library.__name__ == "Library" and kernelpack.cute.export
+assert set({FRONTENDS!r}) <= set(dir(kernelpack))
+try:
+    kernelpack.nope
+except AttributeError as e:
+    assert "nope" in str(e)
+else:
+    raise SystemExit("no AttributeError")"""
+    mods = _modules_after(code)
+    assert {f"kernelpack.{f}" for f in FRONTENDS} <= mods
+    assert not _dsls(mods), _dsls(mods)
 
 
 def _modules_after_load(path: str) -> set[str]:
@@ -35,6 +73,7 @@ def built(tmp_path_factory):
     return bundle.write(out / "k.kpack"), Library("kpimp", bundle).build(out / "lib").shared
 
 
+@needs_cuda_compiler
 @pytest.mark.parametrize("which", ["bundle", "library"])
 def test_loading_imports_neither_the_generator_nor_a_dsl(built, which):
     mods = _modules_after_load(str(built[0] if which == "bundle" else built[1]))

@@ -27,6 +27,7 @@ class Case:
     status: str  # the kp_status every back end must give
     call: Callable[[Any], Any]  # the same launch through kernelpack.load of the demo library
     cc: str = "9.0"
+    fake: tuple[tuple[str, str], ...] = ()  # other settings of the fake driver (fake_cuda.settings)
 
 
 def _f32(ptr: int, n: int = 1024) -> Any:
@@ -89,6 +90,13 @@ CASES = [
          lambda m: m.spec_cluster(_f32(OUT), grid=4, block=64), cc="8.0"),
     Case("arch_not_carried", "no binary for the device (sm_100)", "KP_ERROR_NO_BINARY_FOR_ARCH",
          lambda m: m.add(*(_t(p, (100,), (1,), "<f8") for p in (X, Y, OUT)), 100, grid=2, block=128), cc="10.0"),
+    Case("per_arch_block", "a block the sm_90a binary fixes, on sm_80 (whose binary fixes another)",
+         "KP_ERROR_INVALID_LAUNCH", lambda m: m.arch_block(grid=2, block=128), cc="8.0"),
+    Case("requires_unmet", "a specialization built for 108 SMs on a device of 132", "KP_ERROR_NO_BINARY_FOR_ARCH",
+         lambda m: m.needs_108(_f32(X), _f32(Y), _f32(OUT), 8, grid=2, block=128)),
+    Case("mac_no_driver", "max_active_clusters on a driver without cuOccupancyMaxActiveClusters",
+         "KP_ERROR_DRIVER_TOO_OLD", lambda m: m.mac(_f32(X), _f32(Y), _f32(OUT), grid=4, block=128),
+         fake=(("missing", "cuOccupancyMaxActiveClusters"),)),
 ]
 
 
@@ -104,12 +112,12 @@ def harness(tmp_path_factory):
 def test_the_c_library_and_both_runtime_paths_give_the_same_answer(harness, fake, case):
     import kernelpack
     from clib_support import results
-    from fake_cuda import run
+    from fake_cuda import environment, run
     from kernelpack.launch.codes import STATUS_BY_NAME
     from runtime_support import python_path
 
     env, exe = harness
-    r = run(exe, env.root, env.fake, "row", case.row, FAKECUDA_CC=case.cc)
+    r = run(exe, env.root, env.fake, "row", case.row, **environment(cc=case.cc, **dict(case.fake)))
     assert r.returncode == 0 and r.stdout.rstrip().endswith("alive"), r.stdout + r.stderr
     c_status, c_msg = results(r)[case.row]
     assert c_status == case.status, c_msg
@@ -117,7 +125,7 @@ def test_the_c_library_and_both_runtime_paths_give_the_same_answer(harness, fake
     want = STATUS_BY_NAME[case.status].value
     major, minor = (int(x) for x in case.cc.split("."))
     for path in ("c", "python"):
-        fake.reset((major, minor))
+        fake.reset((major, minor), **dict(case.fake))
         with python_path() if path == "python" else _null():
             mod = kernelpack.load(env.demo.shared)
         before = len(fake.launches())

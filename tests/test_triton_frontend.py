@@ -26,21 +26,20 @@ def bundle(module_cache) -> Bundle:
 
 
 def art(bundle: Bundle, label: str) -> KernelArtifact:
-    """By label; a specialization that the Triton version split per arch (``m128_sm90a``) is found by its prefix."""
-    return next((a for a in bundle if a.label == label), None) or next(
-        a for a in bundle if a.label.startswith(label.rstrip("]") + "_sm") and "sm_90a" in map(str, a.archs))
+    return next(a for a in bundle if a.label == label)
 
 
 def test_every_artifact_verifies_against_every_cubin(bundle):
-    labels = {a.label.split("_sm")[0].rstrip("]") + ("]" if "[" in a.label else "") for a in bundle}
-    assert labels == {"tr_add[f32]", "tr_add[f32_aligned]", "tr_add[f16]", "tr_add[f16_aligned]", "tr_axpy",
-                      "tr_matmul[m128]", "tr_matmul[m64]", "tr_tma_matmul", "tr_scale_rows"}
+    assert {a.label for a in bundle} == {"tr_add[f32]", "tr_add[f32_aligned]", "tr_add[f16]", "tr_add[f16_aligned]",
+                                         "tr_axpy", "tr_matmul[m128]", "tr_matmul[m64]", "tr_tma_matmul",
+                                         "tr_scale_rows"}
     for a in bundle:
         for b in a.binaries:
             assert b.cubin.arch == b.arch
             ck = b.cubin.kernel(a.entry)
-            verify_abi(a.label, a.abi, ck, b.arch)
-            assert ck.reqntid == a.launch.block == (32 * (8 if "m128" in a.label or "tma" in a.label else 4), 1, 1)
+            verify_abi(a.label, a.abi_for(b.arch), ck, b.arch)
+            assert ck.reqntid == a.launch_for(b.arch).block == (32 * (8 if "m128" in a.label or "tma" in a.label
+                                                                      else 4), 1, 1)
         assert a.provenance.frontend == "triton"
     assert {str(x) for x in art(bundle, "tr_add[f32]").archs} == {"sm_80", "sm_90a"}
 
@@ -96,16 +95,20 @@ def test_tma_matmul_abi_and_encoding_metadata(bundle):
     assert again.launch == a.launch
 
 
-def test_tensor_descriptors_decompose_on_sm80_and_mixed_archs_are_refused(module_cache):
+def test_tensor_descriptors_decompose_on_sm80_and_one_artifact_covers_both_lowerings(module_cache):
     b = kt.compile(tma_matmul_kernel, fb.TMA, constexprs={"BM": 128, "BN": 128, "BK": 64}, arch="sm_80",
                    cache=module_cache)
     a = b.artifacts[0]
     assert [d.lowering for d in a.launch.tensor_descs] == ["decomposed"] * 3
     assert [p.name for p in a.abi.params[:6]] == ["a_desc_base", "a_desc_shape0", "a_desc_shape1", "a_desc_stride0",
                                                   "a_desc_stride1", "a_desc_padding_nan"]  # 3.9 adds round_tf32
-    with pytest.raises(CompileError, match=r"tma_matmul_kernel: the kernel's parameters differ between archs"):
-        kt.compile(tma_matmul_kernel, fb.TMA, constexprs={"BM": 128, "BN": 128, "BK": 64}, arch=["sm_80", "sm_90a"],
-                   cache=module_cache)
+    (both,) = kt.compile(tma_matmul_kernel, fb.TMA, constexprs={"BM": 128, "BN": 128, "BK": 64},
+                         arch=["sm_80", "sm_90a"], cache=module_cache)
+    assert [d.lowering for d in both.launch_for("sm_80").tensor_descs] == ["decomposed"] * 3
+    assert [d.lowering for d in both.launch_for("sm_90a").tensor_descs] == ["tma"] * 3
+    assert both.abi_for("sm_80") == a.abi and both.abi_for("sm_90a").params[0].type == Opaque(128, 64, "CUtensorMap")
+    for x in both.binaries:
+        verify_abi(both.label, both.abi_for(x.arch), x.cubin.kernel(both.entry), x.arch)
 
 
 def test_hidden_global_scratch_size_is_recorded(bundle, module_cache):
@@ -115,11 +118,12 @@ def test_hidden_global_scratch_size_is_recorded(bundle, module_cache):
     assert a.abi.params[4] == Param("factor", Scalar(DType.f32))
     assert a.launch.global_scratch > 0 and a.launch.global_scratch_align >= 64  # device-built TMA descriptors
     assert Bundle.from_bytes(Bundle.of(a).to_bytes()).artifacts[0].launch == a.launch
-    # where archs disagree on launch facts, each arch group becomes its own variant
-    both = kt.compile(scale_rows_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "M": "i32", "N": "i32", "factor": "fp32"},
-                      constexprs={"BM": 32, "BN": 64}, arch=["sm_80", "sm_90a"], cache=module_cache)
-    assert sorted(x.variant for x in both) == ["sm80", "sm90a"]
-    assert next(x for x in both if x.variant == "sm80").launch.global_scratch == 0
+    # where archs disagree on launch facts, each arch's binary carries its own: one artifact
+    (both,) = kt.compile(scale_rows_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "M": "i32", "N": "i32",
+                                             "factor": "fp32"},
+                         constexprs={"BM": 32, "BN": 64}, arch=["sm_80", "sm_90a"], cache=module_cache)
+    assert both.variant == "" and both.launch_for("sm_80").global_scratch == 0
+    assert both.launch_for("sm_90a").global_scratch > 0
 
 
 def test_scratch_without_its_param_is_refused(bundle):
@@ -189,3 +193,35 @@ def test_num_ctas_becomes_the_cluster(module_cache):
     assert a.launch.cluster == ck.cluster_dims == (2, 1, 1) and ck.explicit_cluster
     with pytest.raises(CompileError, match=r"add_kernel \(sm_80\): Triton failed: .*num_ctas"):
         kt.compile(add_kernel, SIG, constexprs={"BLOCK": 1024}, num_ctas=2, arch="sm_80", cache=module_cache)
+
+
+PERSIST = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "NUM_SMS": "i32"}
+ROWS = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n_rows": "i32", "n_cols": "i32"}
+
+
+def test_device_args_become_hidden_params_the_grid_formula_may_read(module_cache):
+    from triton_kernels import persistent_double_kernel
+
+    (a,) = kt.compile(persistent_double_kernel, PERSIST, constexprs={"BLOCK": 1024}, arch=["sm_80", "sm_90a"],
+                      device_args={"NUM_SMS": "sm_count"}, grid=(("arg", "NUM_SMS", None), 1, 1), cache=module_cache)
+    assert a.abi.params[3] == Param("NUM_SMS", Scalar(DType.i32), role="sm_count")
+    assert [p.name for p in a.abi.args] == ["x_ptr", "out_ptr", "n"] and a.launch.grid == (("arg", "NUM_SMS", None),
+                                                                                           1, 1)
+    with pytest.raises(CompileError, match=r"device_args names NSMS, which is no runtime parameter"):
+        kt.compile(persistent_double_kernel, PERSIST, constexprs={"BLOCK": 1024}, arch="sm_80",
+                   device_args={"NSMS": "sm_count"}, cache=module_cache)
+    with pytest.raises(CompileError, match=r"parameter 1 'out_ptr': .*role 'sm_count' fills a 32- or 64-bit integer"):
+        kt.compile(persistent_double_kernel, PERSIST, constexprs={"BLOCK": 1024}, arch="sm_80",
+                   device_args={"out_ptr": "sm_count"}, cache=module_cache)
+
+
+def test_specializations_built_for_sm_counts_carry_their_requirement(module_cache):
+    from triton_kernels import rows_per_sm_kernel
+
+    specs = [{"constexprs": {"NUM_SMS": n}, "requires": {"sm_count": n}, "variant": f"sm{n}"} for n in (132, 108)]
+    b = kt.compile(rows_per_sm_kernel, ROWS, constexprs={"BLOCK": 256}, arch="sm_90a", specializations=specs,
+                   cache=module_cache)
+    assert {a.variant: a.requirements for a in b} == {"sm132": (("sm_count", 132),), "sm108": (("sm_count", 108),)}
+    with pytest.raises(CompileError, match=r"cannot require device property 'sms'"):
+        kt.compile(rows_per_sm_kernel, ROWS, constexprs={"BLOCK": 256, "NUM_SMS": 132}, arch="sm_90a",
+                   specializations=[{"requires": {"sms": 132}}], cache=module_cache)

@@ -57,3 +57,26 @@ def scale_rows_kernel(x_ptr, y_ptr, M, N, factor, BM: tl.constexpr, BN: tl.const
     pid_m = tl.program_id(0)
     for n in range(0, N, BN):
         dy.store([pid_m * BM, n], dx.load([pid_m * BM, n]) * factor)
+
+
+@triton.jit
+def persistent_double_kernel(x_ptr, out_ptr, n, NUM_SMS, BLOCK: tl.constexpr):
+    """A persistent loop: program p doubles blocks p, p + NUM_SMS, ... (NUM_SMS: the device's SM count, filled by
+    the launcher; the grid is NUM_SMS programs)."""
+    pid = tl.program_id(0)
+    for start in range(pid * BLOCK, n, NUM_SMS * BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out_ptr + offs, 2 * tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def rows_per_sm_kernel(x_ptr, out_ptr, n_rows, n_cols, NUM_SMS: tl.constexpr, BLOCK: tl.constexpr):
+    """liger's norm-backward pattern: rows_per_program = ceil(n_rows / sm_count) with the SM count a constexpr
+    (built once per SM count; the grid is NUM_SMS programs). Adds 1 to each element of the rows it owns."""
+    pid = tl.program_id(0)
+    rows_per_program = tl.cdiv(n_rows, NUM_SMS)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    for r in range(pid * rows_per_program, tl.minimum((pid + 1) * rows_per_program, n_rows)):
+        tl.store(out_ptr + r * n_cols + cols, tl.load(x_ptr + r * n_cols + cols, mask=mask) + 1, mask=mask)

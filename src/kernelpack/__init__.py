@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 from .abi import Abi, DType, Field, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
 from .arch import Arch
 from .errors import (
@@ -15,7 +18,19 @@ from .errors import (
     LaunchError,
 )
 
+if TYPE_CHECKING:
+    from . import cuda as cuda
+    from . import cute as cute
+    from . import cutile as cutile
+    from . import prebuilt as prebuilt
+    from . import triton as triton
+    from .clib import Library as Library
+
 __version__ = "0.1.0"
+
+# the frontends, imported on first use: `import kernelpack` imports none of them, and none imports its DSL before a
+# compile needs it (tests/test_runtime_imports.py)
+_FRONTENDS = ("cuda", "triton", "cutile", "cute", "prebuilt")
 
 
 def load(source):  # type: ignore[no-untyped-def]
@@ -25,13 +40,18 @@ def load(source):  # type: ignore[no-untyped-def]
     return _load(source)
 
 
-
-def __getattr__(name: str):  # type: ignore[no-untyped-def]  # lazy: the C library generator imports the cubin reader
-    if name == "Library":
+def __getattr__(name: str):  # type: ignore[no-untyped-def]  # PEP 562: what `import kernelpack` does not import
+    if name in _FRONTENDS:  # the submodule (importing it binds it here: this runs once per name)
+        return importlib.import_module(f".{name}", __name__)
+    if name == "Library":  # the C library generator imports the cubin reader and the builders
         from .clib import Library
 
         return Library
     raise AttributeError(f"module 'kernelpack' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_FRONTENDS) | {"Library"})
 
 
 __all__ = [

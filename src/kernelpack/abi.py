@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from . import _reprs
 from .errors import AbiError
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -225,6 +226,9 @@ class Field:
     def __post_init__(self) -> None:
         _check_ident(self.name, "struct field")
 
+    def __repr__(self) -> str:
+        return f"<Field {_reprs.clip(self.type.c_type, 80)} {_reprs.clip(self.name, 80)}>"
+
 
 @dataclass(frozen=True)
 class Struct:
@@ -272,10 +276,27 @@ class Struct:
     def c_type(self) -> str:
         return self.name
 
+    def __repr__(self) -> str:
+        fields = _reprs.listing((f.name for f in self.fields), 120)
+        return f"<Struct {_reprs.clip(self.name, 64)} {{{fields}}}, {self.size} bytes>"
+
 
 ParamType = Scalar | Pointer | Struct | Opaque
 
 PARAM_ROLES = ("arg", "global_scratch", "profile_scratch")
+# hidden params the launcher fills from the device it launches on, queried once per device (kernelpack.launch.device);
+# "max_active_clusters" takes the cluster size in blocks: "max_active_clusters:2"
+DEVICE_ROLES = ("sm_count", "max_dynamic_smem", "max_active_clusters")
+_CLUSTER_ROLE = re.compile(r"^max_active_clusters:([1-9][0-9]?)$")
+
+
+def device_role(role: str) -> tuple[str, int] | None:
+    """(property, cluster size) of a device-derived role (``"sm_count"`` -> ``("sm_count", 0)``,
+    ``"max_active_clusters:2"`` -> ``("max_active_clusters", 2)``); None for any other role."""
+    if role in ("sm_count", "max_dynamic_smem"):
+        return role, 0
+    m = _CLUSTER_ROLE.match(role) if isinstance(role, str) else None
+    return ("max_active_clusters", int(m.group(1))) if m else None
 
 
 @dataclass(frozen=True)
@@ -283,7 +304,10 @@ class Param:
     """One kernel parameter.
 
     ``divisibility``: a dispatch constraint; the integer value (or pointer address) is a multiple of it.
-    ``role``: ``arg`` for a caller-visible argument; the others are hidden params the launcher fills.
+    ``role``: ``arg`` for a caller-visible argument; the others are hidden params the launcher fills: Triton's
+    scratch pointers (``global_scratch``, ``profile_scratch``) and values read from the launch device
+    (:data:`DEVICE_ROLES`: ``sm_count``, ``max_dynamic_smem``, ``max_active_clusters:<blocks per cluster>``), which
+    must be 32- or 64-bit integers.
     """
 
     name: str
@@ -297,8 +321,25 @@ class Param:
             raise AbiError(f"parameter {self.name}: {self.type!r} is not an ABI type")
         if not isinstance(self.divisibility, int) or self.divisibility < 1:
             raise AbiError(f"parameter {self.name}: divisibility must be an int >= 1 (got {self.divisibility!r})")
-        if self.role not in PARAM_ROLES:
-            raise AbiError(f"parameter {self.name}: unknown role {self.role!r} (expected one of {PARAM_ROLES})")
+        if self.role not in PARAM_ROLES and device_role(self.role) is None:
+            raise AbiError(f"parameter {self.name}: unknown role {self.role!r} (expected one of {PARAM_ROLES}, "
+                           f"{DEVICE_ROLES[0]!r}, {DEVICE_ROLES[1]!r} or '{DEVICE_ROLES[2]}:<blocks per cluster>')")
+        if device_role(self.role) is not None and not (
+                isinstance(self.type, Scalar) and self.type.dtype.is_integer and self.type.size in (4, 8)):
+            raise AbiError(f"parameter {self.name}: role {self.role!r} fills a 32- or 64-bit integer, not "
+                           f"{self.type.c_type}")
+
+    def describe(self, limit: int | None = None) -> str:
+        """``int32_t n``, with its divisibility and role when they are not the defaults (type and name each cut to
+        ``limit`` characters when given)."""
+        t, n = self.type.c_type, self.name
+        if limit is not None:
+            t, n = _reprs.clip(t, limit), _reprs.clip(n, limit)
+        return (f"{t} {n}" + (f" (divisible by {self.divisibility})" if self.divisibility > 1 else "")
+                + (f" (role {self.role})" if self.role != "arg" else ""))
+
+    def __repr__(self) -> str:
+        return f"<Param {self.describe(80)}>"
 
 
 @dataclass(frozen=True)
@@ -354,6 +395,9 @@ class Abi:
 
     def describe(self) -> str:
         return ", ".join(f"{p.type.c_type} {p.name}" for p in self.params)
+
+    def __repr__(self) -> str:
+        return f"<Abi ({_reprs.clip(self.describe(), 200)})>"
 
 
 # ---------------------------------------------------------------- JSON

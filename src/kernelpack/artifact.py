@@ -9,11 +9,12 @@ from __future__ import annotations
 import hashlib
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
+from . import _reprs
 from .abi import Abi
 from .arch import Arch
 from .cubin import Cubin, CubinKernel, read_cubin
@@ -76,6 +77,9 @@ class Binary:
             raise KernelpackError(f"{self.arch} binary is {self.kind}, not a cubin")
         return read_cubin(self.data)
 
+    def __repr__(self) -> str:
+        return f"<Binary {self.arch} {self.kind} {_reprs.size(len(self.data))} sha256:{self.sha256[:12]}>"
+
 
 GRID_OPS = ("add", "sub", "mul", "div", "ceil_div", "min", "max")
 GridExpr = int | tuple  # int | ("arg", param, field | None) | (op, GridExpr, GridExpr)
@@ -103,6 +107,15 @@ def _grid_operand(e: Any) -> GridExpr:
 
 def _grid_json(e: GridExpr) -> Any:
     return e if isinstance(e, int) else [_grid_json(x) if isinstance(x, tuple) else x for x in e]
+
+
+def grid_text(e: GridExpr) -> str:
+    """A grid formula as text: ``ceil_div(n, 256)``, ``c.shape1``."""
+    if isinstance(e, int):
+        return str(e)
+    if e[0] == "arg":
+        return e[1] + (f".{e[2]}" if e[2] else "")
+    return f"{e[0]}({grid_text(e[1])}, {grid_text(e[2])})"
 
 
 def grid_params(e: GridExpr) -> list[tuple[str, str | None]]:
@@ -201,12 +214,62 @@ class LaunchSpec:
             out["grid"] = [_grid_json(e) for e in self.grid]
         return out
 
+    def __repr__(self) -> str:
+        shown = []
+        for f in ("block", "dynamic_smem", "cluster", "global_scratch", "profile_scratch"):
+            if getattr(self, f):
+                shown.append(f"{f}={getattr(self, f)!r}")
+        if self.tensor_descs:
+            shown.append(f"tensor_descs={len(self.tensor_descs)}")
+        if self.grid is not None:
+            shown.append(f"grid=[{_reprs.clip(', '.join(map(grid_text, self.grid)), 120)}]")
+        return f"LaunchSpec({', '.join(shown)})"
+
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> LaunchSpec:
         return cls(d.get("block"), d.get("dynamic_smem"), d.get("cluster"), int(d.get("global_scratch", 0)),
                    int(d.get("global_scratch_align", 1)), int(d.get("profile_scratch", 0)),
                    int(d.get("profile_scratch_align", 1)),
                    tuple(TensorDescSpec.from_json(t) for t in d.get("tensor_descs", ())), d.get("grid"))
+
+
+@dataclass(frozen=True)
+class ArchLaunch:
+    """What the binaries of one arch launch with where it differs from their artifact (``KernelArtifact.per_arch``).
+
+    ``launch``: the whole LaunchSpec of those binaries (None: the artifact's): the block, dynamic shared memory,
+    cluster, scratch sizes and tensor-descriptor lowerings may differ per arch; the grid formula may not.
+    ``abi``: their kernel parameters (None: the artifact's): the same caller-visible arguments, lowered
+    differently -- a tensor descriptor as a CUtensorMap on sm_90a and as pointer, shapes and strides on sm_80.
+    """
+
+    launch: LaunchSpec | None = None
+    abi: Abi | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.launch is not None:
+            out["launch"] = self.launch.to_json()
+        if self.abi is not None:
+            out["abi"] = self.abi.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ArchLaunch:
+        return cls(LaunchSpec.from_json(d["launch"]) if d.get("launch") is not None else None,
+                   Abi.from_json(d["abi"]) if d.get("abi") is not None else None)
+
+
+PerArch = tuple[tuple[Arch, ArchLaunch], ...]
+
+
+def split_per_arch(items: Sequence[tuple[Arch, Abi, LaunchSpec]]) -> tuple[Abi, LaunchSpec, dict[Arch, ArchLaunch]]:
+    """What a frontend that compiled one kernel for several archs passes to :class:`KernelArtifact`: the first arch's
+    kernel parameters and LaunchSpec for the artifact, and each other arch's own where they differ (``per_arch``)."""
+    _, abi, launch = items[0]
+    per_arch = {arch: ArchLaunch(None if ls == launch else ls, None if a == abi else a)
+                for arch, a, ls in items[1:] if ls != launch or a != abi}
+    return abi, launch, per_arch
 
 
 @dataclass(frozen=True)
@@ -231,6 +294,13 @@ class Provenance:
             "source_sha256": self.source_sha256,
         }
 
+    def __repr__(self) -> str:
+        compiler = f" ({self.compiler})" if self.compiler not in ("", self.frontend_version) else ""
+        tool = self.frontend_version + compiler
+        source = f", source {self.source_sha256[:12]}" if self.source_sha256 else ""
+        return (f"<Provenance {_reprs.clip(self.frontend, 24)} {_reprs.clip(tool, 80)}, "
+                f"{len(self.options)} option{'s' * (len(self.options) != 1)}{source}>")
+
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Provenance:
         return cls(d["frontend"], d["frontend_version"], d.get("compiler", ""), tuple(d.get("options", ())),
@@ -243,6 +313,12 @@ class KernelArtifact:
 
     ``name`` is the family (what users call); artifacts sharing a name are specializations told apart by
     ``variant`` and chosen by dispatch on their ABI constraints. ``entry`` is the symbol in the binaries.
+
+    ``abi`` and ``launch`` hold for every binary unless ``per_arch`` (``{"sm_90a": ArchLaunch(...)}``) gives the
+    binaries of an arch their own: the launch facts and kernel parameters of the binary chosen for a device are
+    the ones a launch uses (:mod:`kernelpack.launch.facts`); every arch takes the same caller-visible arguments.
+    ``requires`` (``{"sm_count": 132}``) restricts the artifact to devices with those properties
+    (:mod:`kernelpack.launch.device`).
     """
 
     name: str
@@ -252,6 +328,8 @@ class KernelArtifact:
     launch: LaunchSpec = field(default_factory=LaunchSpec)
     provenance: Provenance = field(default_factory=lambda: Provenance("unknown", ""))
     variant: str = ""
+    per_arch: PerArch | Mapping[Any, ArchLaunch] = ()  # read it as arch_launches
+    requires: tuple[tuple[str, int], ...] | Mapping[str, int] = ()  # read it as requirements
 
     def __post_init__(self) -> None:
         if not _IDENT.match(self.name):
@@ -264,12 +342,92 @@ class KernelArtifact:
         seen = [(b.arch, b.kind) for b in self.binaries]
         if len(set(seen)) != len(seen):
             raise KernelpackError(f"kernel {self.name}: two binaries for the same arch: {[str(a) for a, _ in seen]}")
-        if self.launch.grid is not None:
-            self._check_grid()
+        self._normalize_per_arch()
+        from .launch import device
+
+        try:
+            object.__setattr__(self, "requires", device.normalize_requires(self.requires, f"kernel {self.label}"))
+        except ValueError as e:
+            raise KernelpackError(str(e)) from None
+        for abi, launch in self._pairs():
+            if launch.grid is not None:
+                self._check_grid(abi, launch)
+            self._check_launch_roles(abi, launch)
         for b in self.binaries:
             if b.kind == "cubin":
                 self._verify(b)
-        self._check_launch_roles()
+        from .launch.facts import check_caller_args
+
+        check_caller_args(self)
+
+    def with_roles(self, roles: Mapping[str, str]) -> KernelArtifact:
+        """This artifact with the named parameters given other roles in every arch's parameters, e.g.
+        ``{"num_sms": "sm_count"}``: a parameter the launcher fills from the device (kernelpack.launch.device)."""
+        from dataclasses import replace
+
+        def abi(a: Abi) -> Abi:
+            return Abi(tuple(replace(p, role=roles[p.name]) if p.name in roles else p for p in a.params))
+
+        have = {p.name for a in [self.abi, *(x.abi for x in self.arch_launches.values() if x.abi)] for p in a.params}
+        unknown = sorted(set(roles) - have)
+        if unknown:
+            raise KernelpackError(f"kernel {self.label}: no parameter named {', '.join(unknown)} (parameters: "
+                                  f"{', '.join(p.name for p in self.abi.params)})")
+        per_arch = {a: ArchLaunch(x.launch, abi(x.abi) if x.abi is not None else None)
+                    for a, x in self.arch_launches.items()}
+        return replace(self, abi=abi(self.abi), per_arch=per_arch)
+
+    def _normalize_per_arch(self) -> None:
+        raw = self.per_arch
+        items = list(raw.items()) if isinstance(raw, Mapping) else list(raw)
+        carried = set(self.archs)
+        out: dict[Arch, ArchLaunch] = {}
+        for key, over in items:
+            arch = Arch.parse(key)
+            if not isinstance(over, ArchLaunch):
+                raise KernelpackError(f"kernel {self.label}: per_arch[{arch}] must be an ArchLaunch (got {over!r})")
+            if arch not in carried:
+                raise KernelpackError(f"kernel {self.label}: per_arch names {arch}, for which it carries no binary "
+                                      f"(it carries {', '.join(map(str, self.archs))})")
+            if arch in out:
+                raise KernelpackError(f"kernel {self.label}: per_arch names {arch} twice")
+            if over.launch is not None and over.launch.grid != self.launch.grid:
+                raise KernelpackError(f"kernel {self.label}: per_arch[{arch}] has another grid formula than the "
+                                      f"artifact; the grid formula is one for every arch")
+            same_launch = over.launch is None or over.launch == self.launch
+            same_abi = over.abi is None or over.abi == self.abi
+            if not (same_launch and same_abi):
+                out[arch] = ArchLaunch(None if same_launch else over.launch, None if same_abi else over.abi)
+        object.__setattr__(self, "per_arch", tuple(sorted(out.items(), key=lambda kv: str(kv[0]))))
+
+    @property
+    def arch_launches(self) -> dict[Arch, ArchLaunch]:
+        """``per_arch`` as it is after construction: the archs whose binaries launch otherwise than the artifact."""
+        return dict(cast(PerArch, self.per_arch))
+
+    @property
+    def requirements(self) -> tuple[tuple[str, int], ...]:
+        """``requires`` as it is after construction: (device property, value) pairs, sorted."""
+        return cast("tuple[tuple[str, int], ...]", self.requires)
+
+    def launch_for(self, arch: Arch | str) -> LaunchSpec:
+        """The LaunchSpec the binaries of ``arch`` launch with."""
+        over = self.arch_launches.get(Arch.parse(arch))
+        return over.launch if over is not None and over.launch is not None else self.launch
+
+    def abi_for(self, arch: Arch | str) -> Abi:
+        """The kernel parameters of the binaries of ``arch``."""
+        over = self.arch_launches.get(Arch.parse(arch))
+        return over.abi if over is not None and over.abi is not None else self.abi
+
+    def _pairs(self) -> list[tuple[Abi, LaunchSpec]]:
+        """Each distinct (kernel parameters, launch spec) of its binaries, the artifact's own first."""
+        out = [(self.abi, self.launch)]
+        for b in self.binaries:
+            pair = (self.abi_for(b.arch), self.launch_for(b.arch))
+            if pair not in out:
+                out.append(pair)
+        return out
 
     @property
     def label(self) -> str:
@@ -279,6 +437,14 @@ class KernelArtifact:
     @property
     def archs(self) -> tuple[Arch, ...]:
         return tuple(b.arch for b in self.binaries)
+
+    def __repr__(self) -> str:
+        entry = "" if self.entry == self.name else f" entry {_reprs.clip(self.entry, 48)},"
+        kinds, n = sorted({b.kind for b in self.binaries}), len(self.binaries)
+        bins = f"{n} {kinds[0]}{'s' * (n > 1)}" if len(kinds) == 1 else f"{n} binaries ({'+'.join(kinds)})"
+        return (f"<KernelArtifact {_reprs.clip(self.label, 64)} for {_reprs.listing(map(str, self.archs), 60)}:{entry} "
+                f"{len(self.abi.params)} params, {bins} {_reprs.size(sum(len(b.data) for b in self.binaries))}, "
+                f"{_reprs.clip(self.provenance.frontend, 24)}>")
 
     def binary(self, arch: Arch | str, kind: str = "cubin") -> Binary:
         a = Arch.parse(arch)
@@ -291,9 +457,9 @@ class KernelArtifact:
         """Launch facts (registers, smem, REQNTID, cluster) for this entry in the cubin of ``arch``."""
         return self.binary(arch).cubin.kernel(self.entry)
 
-    def _check_grid(self) -> None:
-        params = {p.name: p.type for p in self.abi.params}
-        for e in self.launch.grid or ():
+    def _check_grid(self, abi: Abi, launch: LaunchSpec) -> None:
+        params = {p.name: p.type for p in abi.params}
+        for e in launch.grid or ():
             for name, fld in grid_params(e):
                 t = params.get(name)
                 fields = {f.name: f.type for f in getattr(t, "fields", ())}
@@ -310,21 +476,28 @@ class KernelArtifact:
             ck = binary.cubin.kernel(self.entry)
         except KernelpackError as e:
             raise AbiMismatch(f"kernel {self.label} ({binary.arch}): {e.message}") from None
-        verify_abi(self.label, self.abi, ck, binary.arch)
-        fixed = self.launch.block
+        verify_abi(self.label, self.abi_for(binary.arch), ck, binary.arch)
+        fixed = self.launch_for(binary.arch).block
         if fixed is not None and ck.reqntid is not None and fixed != ck.reqntid:
             raise AbiMismatch(f"kernel {self.label} ({binary.arch}): launch block {fixed} contradicts the cubin's "
-                              f"required block {ck.reqntid}")
+                              f"required block {ck.reqntid}; give {binary.arch} its own block (per_arch)")
 
-    def _check_launch_roles(self) -> None:
-        """Scratch sizes need a param of that role; tensor descriptors need their params in the ABI."""
-        roles = {p.role for p in self.abi.params}
+    def _check_launch_roles(self, abi: Abi, launch: LaunchSpec) -> None:
+        """Scratch sizes need a param of that role; tensor descriptors need their params in the ABI; device-derived
+        roles must be usable."""
+        from .launch.device import check_role
+
+        roles = {p.role for p in abi.params}
         for role in ("global_scratch", "profile_scratch"):
-            if getattr(self.launch, role) and role not in roles:
-                raise AbiMismatch(f"kernel {self.label}: launch needs {getattr(self.launch, role)} bytes of {role} "
+            if getattr(launch, role) and role not in roles:
+                raise AbiMismatch(f"kernel {self.label}: launch needs {getattr(launch, role)} bytes of {role} "
                                   f"per CTA but no parameter has role {role!r}")
-        for t in self.launch.tensor_descs:
+        for p in abi.params:
+            why = check_role(p.role, f"kernel {self.label}: parameter {p.name}")
+            if why:
+                raise AbiMismatch(why)
+        for t in launch.tensor_descs:
             try:
-                t.check(self.abi, self.label)
+                t.check(abi, self.label)
             except KernelpackError as e:
                 raise AbiMismatch(e.message) from None

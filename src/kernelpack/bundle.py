@@ -10,7 +10,9 @@ Layout (little-endian)::
     manifest canonical JSON (sorted keys, no whitespace): format, generator,
              blobs [{offset, size, sha256, encoding?, raw_size?}] (size and SHA-256 of the bytes as stored: every
              byte of the file is checked, the unused bits of a zlib stream's last byte too),
-             artifacts [{name, variant, entry, abi, launch, provenance, binaries [{arch, kind, blob}]}];
+             artifacts [{name, variant, entry, abi, launch, provenance, binaries [{arch, kind, blob, launch?, abi?}],
+             requires?}] (a binary's own launch spec and kernel parameters where its arch has them:
+             KernelArtifact.per_arch; device requirements: KernelArtifact.requires; both absent when unused);
              zlib-compressed when flag 0x1 is set (what the writer does: manifests repeat their keys, and a
              library of 1000 small kernels carries ~0.5 MB of them uncompressed, ~30 KB compressed)
 
@@ -27,14 +29,17 @@ import struct
 import tempfile
 import zlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._reprs import clip, clip_left, listing
+from ._reprs import size as size_text
 from .abi import Abi
-from .artifact import Binary, KernelArtifact, LaunchSpec, Provenance
+from .artifact import ArchLaunch, Binary, KernelArtifact, LaunchSpec, Provenance
 from .errors import BundleError, KernelpackError
 from .files import read_bounded
+from .merge import merge, origin, set_origin
 
 MAGIC = b"\x7fKPACK\r\n"
 FORMAT_VERSION = 1
@@ -54,30 +59,54 @@ def _canonical_json(obj: Any) -> bytes:
 
 @dataclass(frozen=True)
 class Bundle:
-    """An ordered, immutable collection of kernel artifacts."""
+    """An ordered, immutable collection of kernel artifacts, at most one per (name, variant).
+
+    ``source``: where the bundle was read from (a path, a build step), for messages only: it is no part of the
+    bundle's identity or bytes."""
 
     artifacts: tuple[KernelArtifact, ...]
+    source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         arts = tuple(sorted(self.artifacts, key=lambda a: (a.name, a.variant)))
         keys = [(a.name, a.variant) for a in arts]
         dupes = sorted({f"{n}[{v}]" if v else n for n, v in keys if keys.count((n, v)) > 1})
         if dupes:
-            raise BundleError(f"two artifacts with the same name and variant: {', '.join(dupes)}")
+            raise BundleError(f"two artifacts with the same name and variant: {', '.join(dupes)} (Bundle.of merges "
+                              f"the archs of one kernel compiled in separate calls)")
         object.__setattr__(self, "artifacts", arts)
 
     @classmethod
     def of(cls, *items: KernelArtifact | Bundle | Iterable[KernelArtifact]) -> Bundle:
-        """Merge artifacts, bundles and lists of artifacts into one bundle."""
-        out: list[KernelArtifact] = []
-        for item in items:
+        """Artifacts, bundles and lists of artifacts as one bundle. Artifacts with the same name and variant are
+        merged into one multi-arch artifact when they are the same kernel (entry, ABI and launch spec) built for
+        different archs; otherwise refused, naming both and what differs (:mod:`kernelpack.merge`)."""
+        groups: dict[tuple[str, str], list[tuple[KernelArtifact, str]]] = {}
+        for i, item in enumerate(items, 1):
             if isinstance(item, KernelArtifact):
-                out.append(item)
+                arts, where = [item], f"argument {i}"
             elif isinstance(item, Bundle):
-                out.extend(item.artifacts)
+                arts, where = list(item.artifacts), item.source or f"argument {i}"
+            elif isinstance(item, (str, bytes, os.PathLike)) or not isinstance(item, Iterable):
+                raise BundleError(f"Bundle.of: argument {i} is {type(item).__name__} {clip(repr(item), 60)}; "
+                                  f"expected a KernelArtifact, a Bundle or a list of artifacts (Bundle.read reads a "
+                                  f"file)")
             else:
-                out.extend(item)
-        return cls(tuple(out))
+                arts, where = list(item), f"argument {i}"
+            for a in arts:
+                if not isinstance(a, KernelArtifact):
+                    raise BundleError(f"Bundle.of: argument {i} holds {type(a).__name__} {clip(repr(a), 60)}, "
+                                      f"not a KernelArtifact")
+                groups.setdefault((a.name, a.variant), []).append((a, origin(a) or where))
+        return cls(tuple(merge(parts) for parts in groups.values()))
+
+    def __repr__(self) -> str:
+        archs = sorted({x for a in self.artifacts for x in a.archs})
+        size = sum({b.sha256: len(b.data) for a in self.artifacts for b in a.binaries}.values())  # each blob once
+        where = f" from {clip_left(self.source, 80)}" if self.source else ""
+        return (f"<Bundle of {len(self.artifacts)} kernel{'s' * (len(self.artifacts) != 1)} "
+                f"({listing((a.label for a in self.artifacts), 100)}) for {listing(map(str, archs), 60)}, "
+                f"{size_text(size)}{where}>")
 
     def __iter__(self) -> Iterator[KernelArtifact]:
         return iter(self.artifacts)
@@ -105,6 +134,7 @@ class Bundle:
         offset = HEADER_SIZE
         for a in self.artifacts:
             bins = []
+            own = a.arch_launches
             for b in a.binaries:
                 if b.sha256 not in index:
                     offset = -(-offset // BLOB_ALIGN) * BLOB_ALIGN
@@ -119,8 +149,9 @@ class Bundle:
                     blobs.append(stored)
                     blob_meta.append(meta)
                     offset += len(stored)
-                bins.append({"arch": str(b.arch), "kind": b.kind, "blob": index[b.sha256]})
-            arts.append({
+                bins.append({"arch": str(b.arch), "kind": b.kind, "blob": index[b.sha256],
+                             **(own[b.arch].to_json() if b.arch in own else {})})
+            art: dict[str, Any] = {
                 "name": a.name,
                 "variant": a.variant,
                 "entry": a.entry,
@@ -128,7 +159,10 @@ class Bundle:
                 "launch": a.launch.to_json(),
                 "provenance": a.provenance.to_json(),
                 "binaries": bins,
-            })
+            }
+            if a.requirements:
+                art["requires"] = dict(a.requirements)
+            arts.append(art)
         manifest = zlib.compress(_canonical_json({
             "format": FORMAT_VERSION,
             "generator": f"kernelpack {__version__}",
@@ -166,8 +200,10 @@ class Bundle:
         manifest = read_manifest(data, source=source)
         blobs = _blobs(manifest, data, source, zlib_blobs=bool(_HEADER.unpack_from(data)[2] & FLAG_ZLIB_BLOBS))
         shared: dict[tuple[int, str, str], Binary] = {}  # one Binary per blob: its cubin is parsed once
+        known = "" if source == "<bytes>" else source  # where it came from, for messages when bundles are merged
         try:
-            return cls(tuple(_artifact(a, blobs, shared) for a in manifest["artifacts"]))
+            arts = tuple(_artifact(a, blobs, shared) for a in manifest["artifacts"])
+            return cls(tuple(set_origin(a, known) for a in arts) if known else arts, source=known)
         except BundleError:
             raise
         except KernelpackError as e:
@@ -294,7 +330,12 @@ def _check_padding(data: bytes, spans: list[tuple[int, int]], source: str) -> No
 def _artifact(a: dict[str, Any], blobs: list[tuple[bytes, bytes | None]],
               shared: dict[tuple[int, str, str], Binary]) -> KernelArtifact:
     bins = []
+    per_arch: dict[str, ArchLaunch] = {}
     for b in a["binaries"]:
+        if b.get("launch") is not None or b.get("abi") is not None:
+            own = ArchLaunch.from_json(b)
+            if per_arch.setdefault(str(b["arch"]), own) != own:
+                raise BundleError(f"kernel {a.get('name')}: two binaries for {b['arch']} state different launch facts")
         idx = int(b["blob"])
         if not 0 <= idx < len(blobs):
             raise BundleError(f"kernel {a.get('name')}: binary refers to blob {idx}, the bundle has {len(blobs)}")
@@ -313,4 +354,6 @@ def _artifact(a: dict[str, Any], blobs: list[tuple[bytes, bytes | None]],
         launch=LaunchSpec.from_json(a["launch"]),
         provenance=Provenance.from_json(a["provenance"]),
         variant=a.get("variant", ""),
+        per_arch=per_arch,
+        requires=dict(a.get("requires") or {}),
     )

@@ -30,6 +30,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ._reprs import clip, listing
 from .arch import Arch
 from .errors import CubinError
 
@@ -77,6 +78,15 @@ class CubinKernel:
     explicit_cluster: bool  # the driver rejects launches with any other cluster shape
     max_cluster_rank: int | None
 
+    def __repr__(self) -> str:
+        facts = [f"{len(self.params)} params ({self.param_bytes} bytes)", f"{self.registers} registers"]
+        facts += [f"{self.static_smem} B static smem"] if self.static_smem else []
+        facts += [f"{self.stack_bytes} B stack"] if self.stack_bytes else []
+        facts += [f"reqntid {self.reqntid}"] if self.reqntid else []
+        facts += [f"cluster {self.cluster_dims}{' explicit' if self.explicit_cluster else ''}"] if self.cluster_dims \
+            else []
+        return f"<CubinKernel {clip(self.name, 80)}: {', '.join(facts)}>"
+
 
 @dataclass(frozen=True)
 class Cubin:
@@ -85,6 +95,11 @@ class Cubin:
     arch: Arch
     toolkit_version: str | None  # e.g. "13.0"
     kernels: tuple[CubinKernel, ...]  # in symbol-table order
+
+    def __repr__(self) -> str:
+        toolkit = f" (CUDA {self.toolkit_version})" if self.toolkit_version else ""
+        return (f"<Cubin {self.arch}{toolkit}: {len(self.kernels)} kernel{'s' * (len(self.kernels) != 1)} "
+                f"({listing((k.name for k in self.kernels), 160)})>")
 
     def kernel(self, name: str) -> CubinKernel:
         for k in self.kernels:

@@ -2,6 +2,10 @@
 
     bundle = kernelpack.cutile.compile(vadd, [[arr(ct.float32, 1), arr(ct.float32, 1), arr(ct.float32, 1), 1024]],
                                        arch=["sm_80", "sm_90a"])
+    bundle = kernelpack.cutile.compile(vadd, example_args=(a, b, c, 1024), arch="sm_90a")  # as cuTile's JIT would
+
+A signature can be derived from example arguments (torch meta or CPU tensors, numpy arrays, Python scalars) by
+cuTile's own ``KernelSignature.from_kernel_args``: :func:`signature_from_args` (see :mod:`kernelpack.cutile_args`).
 
 Each signature is exported with ``cuda.tile.compilation.export_kernel(..., output_format="cubin")`` for every
 arch and becomes one artifact (a variant of the family ``name``); each artifact binary is its own cubin, since
@@ -13,7 +17,8 @@ where the signature fixes them (``shape_constant``/``stride_constant``: the call
 ``base_addr_divisible_by``/``shape_divisible_by``/``stride_divisible_by`` become ``Param.divisibility``
 (the pointer's in bytes). Scalars keep their width; tuples flatten to ``name_0, name_1...``; constants
 (``ct.Constant`` params) leave the signature. The block shape is the cubin's REQNTID (the driver accepts only
-that or (1,1,1)).
+that or (1,1,1)), which tileiras picks per arch (a 128x256x64 fp16 matmul: 128 threads on sm_80, 256 on sm_90a):
+each arch's binary carries its own (``KernelArtifact.per_arch``).
 """
 
 from __future__ import annotations
@@ -27,11 +32,15 @@ from typing import Any
 from . import __version__
 from .abi import Abi, DType, Param, Pointer, Scalar
 from .arch import Arch, parse_archs
-from .artifact import Binary, KernelArtifact, LaunchSpec, Provenance
+from .artifact import Binary, KernelArtifact, LaunchSpec, Provenance, split_per_arch
 from .bundle import Bundle
 from .cache import CompileCache, cache_key
 from .cubin import read_cubin
+from .cutile_args import signature_from_args, signature_source
+from .diagnostics import chain_log
 from .errors import CompileError, KernelpackError
+
+__all__ = ["compile", "signature_from_args", "signature_source"]
 
 ArchSpec = str | Arch | Sequence[str | Arch]
 
@@ -47,9 +56,10 @@ CUTILE_DTYPES: dict[str, DType | None] = {
 
 def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compile
     kernel: Any,
-    signatures: Sequence[Any] | Mapping[str, Any],
+    signatures: Sequence[Any] | Mapping[str, Any] | None = None,
     *,
     arch: ArchSpec,
+    example_args: Sequence[Any] | Mapping[str, Sequence[Any]] | None = None,
     name: str | None = None,
     cache: CompileCache | None = None,
 ) -> Bundle:
@@ -58,11 +68,20 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     ``signatures``: ``KernelSignature`` objects (calling convention ``cutile_python_v2``) or lists of
     parameter constraints (``ArrayConstraint``, ``ScalarConstraint``, constants, tuples); a dict
     ``{variant: signature}`` names the variants (otherwise ``s0``, ``s1``... when there are several).
+    ``example_args`` (instead of ``signatures``): the arguments of one call (a tuple), or ``{variant: arguments}``;
+    each gives the signature cuTile's JIT would derive for that call (:func:`signature_from_args`).
     """
     import cuda.tile as ct  # type: ignore[import-untyped]
 
     pyfunc = _pyfunc(kernel)
     kname = name or pyfunc.__name__
+    if example_args is not None:
+        if signatures is not None:
+            raise CompileError(f"kernel {kname}: give signatures or example_args, not both")
+        signatures = ({k: signature_from_args(kernel, v) for k, v in example_args.items()}
+                      if isinstance(example_args, Mapping) else [signature_from_args(kernel, example_args)])
+    elif signatures is None:
+        raise CompileError(f"kernel {kname}: give signatures or example_args")
     names = list(inspect.signature(pyfunc).parameters)
     items = list(signatures.items()) if isinstance(signatures, Mapping) else [
         ("" if len(signatures) == 1 else f"s{i}", s) for i, s in enumerate(signatures)]
@@ -87,12 +106,12 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
             params += _params(label, i, n, c)
         abi = Abi(tuple(params))
         cubins = _export_all(kernel, sig, archs, label, source + _module_text(pyfunc), version, cache)
-        ck = cubins[0][1].cubin.kernel(sig.symbol)
-        launch = LaunchSpec(block=ck.reqntid)
+        abi, launch, per_arch = split_per_arch(
+            [(a, abi, LaunchSpec(block=b.cubin.kernel(sig.symbol).reqntid)) for a, b in cubins])
         provenance = Provenance("cutile", version, f"tileiras {cubins[0][1].cubin.toolkit_version}",
                                 (f"signature={sig.symbol}",), hashlib.sha256(source.encode()).hexdigest())
         artifacts.append(KernelArtifact(kname, sig.symbol, abi, tuple(b for _, b in cubins), launch, provenance,
-                                        variant))
+                                        variant, per_arch))
     return Bundle(tuple(artifacts))
 
 
@@ -193,7 +212,8 @@ def _export(kernel: Any, sig: Any, a: Arch, label: str, source: str, version: st
     except Exception as e:  # cuTile raises TileError subclasses, ValueError, RuntimeError from tileiras...
         text = str(e).strip()
         first = text.splitlines()[0] if text else type(e).__name__
-        raise CompileError(f"kernel {label} ({a}): cuTile failed: {type(e).__name__}: {first}", log=text) from None
+        raise CompileError(f"kernel {label} ({a}): cuTile failed: {type(e).__name__}: {first}",
+                           log=chain_log(e)) from None
     data = buf.getvalue()
     try:
         read_cubin(data).kernel(sig.symbol)

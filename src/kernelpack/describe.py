@@ -87,22 +87,36 @@ def describe(obj: Cubin | Bundle) -> dict[str, Any]:
                        "c_type": types[i] if types and i < len(types) else None} for i, p in enumerate(k.params)]
             kernels.append({"name": k.name, "params": params, **_resources(k)})
         return {"kind": "cubin", "arch": str(obj.arch), "toolkit": obj.toolkit_version, "kernels": kernels}
+    from .launch.facts import layout_index, layouts
+
     arts = []
     for a in obj.artifacts:
         per_arch = []
         for b in a.binaries:
-            entry: dict[str, Any] = {"arch": str(b.arch), "kind": b.kind, "bytes": len(b.data), "sha256": b.sha256}
+            # each binary's own launch facts (kernelpack.launch.facts): its arch's LaunchSpec and parameter layout
+            entry: dict[str, Any] = {"arch": str(b.arch), "kind": b.kind, "bytes": len(b.data), "sha256": b.sha256,
+                                     "launch": a.launch_for(b.arch).to_json(), "layout": layout_index(a, b)}
             if b.kind == "cubin":
                 ck = b.cubin.kernel(a.entry)
-                entry.update(_resources(ck), offsets=list(a.abi.offsets(ck.param_base)))
+                entry.update(_resources(ck), offsets=list(a.abi_for(b.arch).offsets(ck.param_base)))
             per_arch.append(entry)
-        arts.append({
-            "name": a.name, "variant": a.variant, "entry": a.entry,
-            "params": [{"name": p.name, "c_type": p.type.c_type, "size": p.type.size, "align": p.type.align,
-                        "divisibility": p.divisibility, "role": p.role} for p in a.abi.params],
+        out: dict[str, Any] = {
+            "name": a.name, "variant": a.variant, "entry": a.entry, "params": _params(a.abi),
             "launch": a.launch.to_json(), "provenance": a.provenance.to_json(), "binaries": per_arch,
-        })
+        }
+        lays = layouts(a)
+        if len(lays) > 1:  # the binaries of some archs take other kernel parameters (the same caller arguments)
+            out["layouts"] = [{"archs": [str(b.arch) for b in a.binaries if layout_index(a, b) == i],
+                               "params": _params(abi)} for i, (abi, _) in enumerate(lays)]
+        if a.requirements:
+            out["requires"] = dict(a.requirements)
+        arts.append(out)
     return {"kind": "bundle", "artifacts": arts}
+
+
+def _params(abi: Any) -> list[dict[str, Any]]:
+    return [{"name": p.name, "c_type": p.type.c_type, "size": p.type.size, "align": p.type.align,
+             "divisibility": p.divisibility, "role": p.role} for p in abi.params]
 
 
 def _dims(d: list[int] | None) -> str:
@@ -116,16 +130,20 @@ def render(desc: dict[str, Any]) -> None:
     from rich.table import Table
 
     console = Console()
-    res_cols = ("arch", "regs", "stack", "static smem", "block", "cluster", "param bytes")
+    res_cols = ("arch", "regs", "stack", "static smem", "block", "cluster", "param bytes", "dyn smem")
 
     def res_row(arch: str, r: dict[str, Any]) -> list[str]:
+        ls = r.get("launch") or {}
         cluster = _dims(r["cluster_dims"]) + (" (explicit)" if r["explicit_cluster"] else "")
+        if not r["explicit_cluster"] and ls.get("cluster"):
+            cluster = f"{_dims(ls['cluster'])} (launch)"
         limit = f"<= {_dims(r['max_threads'])}" if r["max_threads"] else "any"
-        block = _dims(r["reqntid"]) if r["reqntid"] else limit
+        block = _dims(r["reqntid"]) if r["reqntid"] else f"{_dims(ls['block'])} (fixed)" if ls.get("block") else limit
         smem = f"{r['static_smem']} (+{r['smem_reserved']} sys)" if r["smem_reserved"] else str(r["static_smem"])
         capped = r["max_registers"] and r["max_registers"] < 255
         regs = f"{r['registers']}" + (f" (cap {r['max_registers']})" if capped else "")
-        return [arch, regs, str(r["stack_bytes"]), smem, block, cluster, str(r["param_bytes"])]
+        return [arch, regs, str(r["stack_bytes"]), smem, block, cluster, str(r["param_bytes"]),
+                str(ls.get("dynamic_smem") or 0)]
 
     if desc["kind"] == "cubin":
         console.print(f"[bold]cubin[/] {desc['arch']} (toolkit {desc['toolkit'] or 'unknown'}), "
@@ -137,24 +155,30 @@ def render(desc: dict[str, Any]) -> None:
             for p in k["params"]:
                 t.add_row(str(p["ordinal"]), p["c_type"] or "?", str(p["offset"]), str(p["size"]))
             console.print(t)
-            r = Table(*res_cols)
-            r.add_row(*res_row(desc["arch"], k))
+            r = Table(*res_cols[:-1])
+            r.add_row(*res_row(desc["arch"], k)[:-1])
             console.print(r)
         return
     console.print(f"[bold]bundle[/], {len(desc['artifacts'])} kernel specialization(s)")
     for a in desc["artifacts"]:
         label = f"{a['name']}[{a['variant']}]" if a["variant"] else a["name"]
         prov = a["provenance"]
+        requires = ", ".join(f"{n} == {v}" for n, v in a.get("requires", {}).items())
         console.print(f"\n[bold cyan]{escape(label)}[/]  entry {escape(a['entry'])}  "
-                      f"({prov['frontend']} {prov['frontend_version']})")
-        cubins = [b for b in a["binaries"] if b["kind"] == "cubin"]
-        t = Table("#", "name", "C type", "size", *[f"offset {b['arch']}" for b in cubins])
-        for i, p in enumerate(a["params"]):
-            extra = f" /{p['divisibility']}" if p["divisibility"] > 1 else ""
-            hidden = "" if p["role"] == "arg" else f" ({p['role']})"
-            t.add_row(str(i), p["name"] + hidden, p["c_type"] + extra, str(p["size"]),
-                      *[str(b["offsets"][i]) for b in cubins])
-        console.print(t)
+                      f"({prov['frontend']} {prov['frontend_version']})"
+                      + (f"  requires {requires}" if requires else ""))
+        lays = a.get("layouts") or [{"archs": [b["arch"] for b in a["binaries"]], "params": a["params"]}]
+        for i, lay in enumerate(lays):
+            cubins = [b for b in a["binaries"] if b["kind"] == "cubin" and b.get("layout", 0) == i]
+            title = f"parameters of {', '.join(lay['archs'])}" if len(lays) > 1 else None
+            t = Table("#", "name", "C type", "size", *[f"offset {b['arch']}" for b in cubins], title=title,
+                      title_justify="left")
+            for j, p in enumerate(lay["params"]):
+                extra = f" /{p['divisibility']}" if p["divisibility"] > 1 else ""
+                hidden = "" if p["role"] == "arg" else f" ({p['role']})"
+                t.add_row(str(j), p["name"] + hidden, p["c_type"] + extra, str(p["size"]),
+                          *[str(b["offsets"][j]) for b in cubins])
+            console.print(t)
         r = Table(*res_cols, "bytes")
         for b in a["binaries"]:
             if b["kind"] == "cubin":

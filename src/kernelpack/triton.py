@@ -3,6 +3,11 @@
     bundle = kernelpack.triton.compile(add_kernel, {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32"},
                                        constexprs={"BLOCK": 1024}, arch=["sm_80", "sm_90a"],
                                        specializations=[{}, {"divisibility": "all", "variant": "aligned"}])
+    bundle = kernelpack.triton.compile(add_kernel, example_args=(x, y, out, 4096), constexprs={"BLOCK": 1024},
+                                       arch="sm_90a")   # the signature Triton's JIT would pick for that call
+
+The signature can be derived from example arguments (torch CPU or meta tensors, numpy arrays, Python scalars) by
+Triton's own JIT binder: :func:`signature_from_args` (see :mod:`kernelpack.triton_args`).
 
 Each specialization (constexpr values, divisibility hints, num_warps/num_stages) is compiled with
 ``triton.compile(ASTSource(...), target=GPUTarget("cuda", sm, 32))`` for every arch and becomes one artifact
@@ -10,9 +15,14 @@ Each specialization (constexpr values, divisibility hints, num_warps/num_stages)
 double); Triton's two hidden trailing pointers become params of role ``global_scratch``/``profile_scratch``
 with their per-CTA sizes in the :class:`LaunchSpec`; tensor descriptors (``tensordesc<fp16[64, 32]>``)
 expand to the params Triton lowers them to, with the encoding facts in ``LaunchSpec.tensor_descs``
-(see :mod:`kernelpack.tma`). Where archs disagree on the ABI or launch facts (dynamic shared memory, TMA
-lowering, scratch), the specialization is split into one artifact per group of archs (variant suffix
-``sm80``...). Every ABI is verified against the cubin of every arch.
+(see :mod:`kernelpack.tma`). Where archs disagree on launch facts (dynamic shared memory, scratch) or lower a
+tensor descriptor differently (a CUtensorMap on sm_90a, pointer/shape/strides on sm_80), each arch's binary carries
+its own (``KernelArtifact.per_arch``): one artifact, one caller-visible signature, for every arch. Every ABI is
+verified against the cubin of its arch.
+
+``device_args`` (``{"NUM_SMS": "sm_count"}``) makes runtime parameters hidden ones the launcher fills from the
+launch device; a specialization's ``requires`` (``{"sm_count": 132}``) builds it for devices with that property
+(a constexpr computed from the SM count, say), dispatched by the device (:mod:`kernelpack.launch.device`).
 """
 
 from __future__ import annotations
@@ -28,17 +38,21 @@ from typing import Any
 from . import __version__
 from .abi import Abi, Param, Pointer, Scalar
 from .arch import Arch, parse_archs
-from .artifact import Binary, KernelArtifact, LaunchSpec, Provenance
+from .artifact import Binary, KernelArtifact, LaunchSpec, Provenance, split_per_arch
 from .bundle import Bundle
 from .cache import CompileCache, cache_key
 from .cubin import read_cubin
+from .diagnostics import chain_log
 from .errors import CompileError, KernelpackError
 from .tma import ELEMENT_TYPES as TRITON_DTYPES  # Triton's element names are the descriptors'
 from .tma import TENSOR_MAP, TensorDescSpec, expected_params
+from .triton_args import DerivedSignature, signature_from_args
+
+__all__ = ["DerivedSignature", "Specialization", "compile", "signature_from_args"]
 
 ArchSpec = str | Arch | Sequence[str | Arch]
 _DESC = re.compile(r"^tensordesc<\s*(\w+)\s*\[([\d,\s]+)\]\s*>$")
-_SPEC_KEYS = ("signature", "constexprs", "divisibility", "num_warps", "num_stages", "num_ctas", "variant")
+_SPEC_KEYS = ("signature", "constexprs", "divisibility", "num_warps", "num_stages", "num_ctas", "variant", "requires")
 
 
 @dataclass(frozen=True)
@@ -47,17 +61,21 @@ class Specialization:
 
     ``divisibility``: params Triton may assume divisible (``tt.divisibility``): a pointer's address, an
     integer's value. A list of names (each divisible by 16, as Triton's JIT assumes), ``{name: power of two}``,
-    or ``"all"`` (every pointer and integer). They become dispatch constraints (``Param.divisibility``).
+    or ``"all"`` (every pointer and integer). They become dispatch constraints (``Param.divisibility``). None (not
+    given): those the JIT derived from ``example_args``, else none.
     ``signature``: types overriding those given to :func:`compile` (``{"x": "*fp16"}`` for an fp16 variant).
+    ``requires``: device properties it is built for (``{"sm_count": 132}``); it launches only on such devices, ahead
+    of specializations that require less.
     """
 
     signature: Mapping[str, str] = field(default_factory=dict)
     constexprs: Mapping[str, Any] = field(default_factory=dict)
-    divisibility: Mapping[str, int] | Sequence[str] | str = ()
+    divisibility: Mapping[str, int] | Sequence[str] | str | None = None
     num_warps: int | None = None
     num_stages: int | None = None
     num_ctas: int | None = None
     variant: str | None = None
+    requires: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -75,9 +93,10 @@ class _Output:
 
 def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compile
     fn: Any,
-    signature: Mapping[str, str] | Sequence[str],
+    signature: Mapping[str, str] | Sequence[str] | None = None,
     *,
     arch: ArchSpec,
+    example_args: Sequence[Any] | Mapping[str, Any] | None = None,
     constexprs: Mapping[str, Any] | None = None,
     num_warps: int = 4,
     num_stages: int = 3,
@@ -85,52 +104,77 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     specializations: Sequence[Specialization | Mapping[str, Any]] | None = None,
     name: str | None = None,
     options: Mapping[str, Any] | None = None,
+    device_args: Mapping[str, str] | None = None,
+    grid: Sequence[Any] | None = None,
     cache: CompileCache | None = None,
 ) -> Bundle:
     """Compile a Triton kernel for every arch and specialization and return the artifacts as a bundle.
 
     ``signature``: Triton type per parameter (``*fp16``, ``*kfp32`` for a const pointer, ``i32``, ``fp32``,
     ``tensordesc<fp16[64, 32]>``, ``constexpr``), as ``{name: type}`` or in parameter order; params given in
-    ``constexprs`` may be left out. ``options``: extra Triton compile options (``maxnreg``, ``debug``...).
+    ``constexprs`` may be left out. ``example_args``: arguments of one call (a tuple, or a dict by parameter name;
+    torch CPU/meta tensors, numpy arrays, Python scalars): the signature, constexprs and divisibility are those
+    Triton's JIT would specialize that call with (:func:`signature_from_args`); ``signature`` and ``constexprs``
+    then override what was derived, and a specialization without ``divisibility`` takes the derived one.
+    ``options``: extra Triton compile options (``maxnreg``, ``debug``...).
+    ``device_args``: parameters the launcher fills from the launch device instead of the caller, by role
+    (``{"NUM_SMS": "sm_count"}``; roles: ``sm_count``, ``max_dynamic_smem``, ``max_active_clusters:<cluster size>``).
+    ``grid``: three grid formulas (:func:`kernelpack.artifact.evaluate_grid`) over integer runtime parameters, the
+    device-derived ones included (``(("arg", "NUM_SMS", None), 1, 1)``): the grid of a launch that gives none.
     """
     import triton  # type: ignore[import-untyped]
 
     jit = _unwrap(fn)
     kname = name or jit.__name__
+    base_div: Sequence[str] = ()
+    if example_args is not None:
+        signature, constexprs, base_div = _from_example(signature_from_args(jit, example_args, constexprs=constexprs),
+                                                        signature, constexprs)
+    elif signature is None:
+        raise CompileError(f"kernel {kname}: give a signature or example_args")
     base_consts = dict(constexprs or {})
     specs = [_spec(s, kname) for s in specializations] if specializations else [Specialization()]
     archs = parse_archs(arch)
     cache = cache if cache is not None else CompileCache.default()
-    variants = _variant_names(kname, specs, base_consts, num_warps, num_stages)
+    variants = _variant_names(kname, specs, base_consts, num_warps, num_stages, base_div)
     source_sha = hashlib.sha256(jit.src.encode()).hexdigest()
     artifacts: list[KernelArtifact] = []
     for spec, variant in zip(specs, variants):
         consts = {**base_consts, **spec.constexprs}
         args = _parse_signature(kname, list(jit.arg_names), _merge(kname, jit, signature, spec.signature), consts)
-        divs = _divisibility(kname, args, spec.divisibility)
+        divs = _divisibility(kname, args, base_div if spec.divisibility is None else spec.divisibility)
         opts = {"num_warps": spec.num_warps or num_warps, "num_stages": spec.num_stages or num_stages,
                 "num_ctas": spec.num_ctas or num_ctas, "enable_fp_fusion": True, **(options or {})}
         label = f"{kname}[{variant}]" if variant else kname
         outs = {a: _compile_cached(jit, args, consts, divs, opts, a, label, cache) for a in archs}
-        groups: dict[tuple[Abi, LaunchSpec], list[Arch]] = {}
-        for a in archs:
-            key = _abi_and_launch(label, args, divs, outs[a], opts["num_warps"])
-            groups.setdefault(key, []).append(a)
-        if len({abi for abi, _ in groups}) > 1:
-            by = "; ".join(f"{', '.join(map(str, g))}: {abi.describe()}" for (abi, _), g in groups.items())
-            raise CompileError(f"kernel {label}: the kernel's parameters differ between archs (tensor descriptors "
-                               f"lower to a CUtensorMap only where TMA exists): {by}; compile those archs in "
-                               f"separate calls with different names")
-        for (abi, launch), garchs in groups.items():
-            v = variant
-            if len(groups) > 1:
-                v = "_".join(x for x in (variant, "_".join(str(g).replace("_", "") for g in garchs)) if x)
-            bins = tuple(Binary(a, outs[a].cubin) for a in garchs)
-            ptxas = ", ".join(sorted({str(b.cubin.toolkit_version) for b in bins}))
-            provenance = Provenance("triton", triton.__version__, f"triton {triton.__version__} (ptxas {ptxas})",
-                                    _provenance_options(opts, consts, divs), source_sha)
-            artifacts.append(KernelArtifact(kname, outs[garchs[0]].meta["name"], abi, bins, launch, provenance, v))
+        per = [(a, *_abi_and_launch(label, args, divs, outs[a], opts["num_warps"], device_args or {}, grid))
+               for a in archs]
+        abi, launch, per_arch = split_per_arch(per)
+        bins = tuple(Binary(a, outs[a].cubin) for a in archs)
+        ptxas = ", ".join(sorted({str(b.cubin.toolkit_version) for b in bins}))
+        provenance = Provenance("triton", triton.__version__, f"triton {triton.__version__} (ptxas {ptxas})",
+                                _provenance_options(opts, consts, divs), source_sha)
+        try:
+            artifacts.append(KernelArtifact(kname, outs[archs[0]].meta["name"], abi, bins, launch, provenance, variant,
+                                            per_arch, spec.requires))
+        except KernelpackError as e:
+            raise CompileError(e.message) from None
     return Bundle(tuple(artifacts))
+
+
+def _from_example(derived: DerivedSignature, signature: Mapping[str, str] | Sequence[str] | None,
+                  constexprs: Mapping[str, Any] | None) -> tuple[dict[str, str], dict[str, Any], tuple[str, ...]]:
+    """The derived signature with the caller's ``signature``/``constexprs`` over it: a parameter given a type stops
+    being a constant, one given a value stops being typed; divisibility stays where the type can take it."""
+    if signature is not None and not isinstance(signature, Mapping):
+        raise CompileError(f"kernel {derived.kernel}: with example_args, signature overrides must be a dict "
+                           f"{{param: type}} (got {type(signature).__name__})")
+    types = {**derived.signature, **dict(signature or {})}
+    consts = {k: v for k, v in derived.constexprs.items() if k not in (signature or {})}
+    consts.update(constexprs or {})
+    types = {k: v for k, v in types.items() if k not in consts}
+    divs = tuple(n for n in derived.divisibility if n in types and _hintable(types[n]))
+    return types, consts, divs
 
 
 def _unwrap(fn: Any) -> Any:
@@ -205,10 +249,13 @@ def _known_type(ty: str) -> bool:
     return ty == "nvTmaDesc" or TRITON_DTYPES.get(ty) is not None
 
 
-def _divisibility(kname: str, args: list[_Arg], hint: Mapping[str, int] | Sequence[str] | str) -> dict[str, int]:
+def _divisibility(kname: str, args: list[_Arg], hint: Mapping[str, int] | Sequence[str] | str | None
+                 ) -> dict[str, int]:
     ok = {a.name for a in args if _hintable(a.ty)}
     if hint == "all":
         return {a.name: 16 for a in args if a.name in ok}
+    if hint is None:
+        return {}
     if isinstance(hint, str):
         raise CompileError(f"kernel {kname}: divisibility must be 'all', a list of names or a dict (got {hint!r})")
     items = dict(hint) if isinstance(hint, Mapping) else {n: 16 for n in hint}
@@ -228,15 +275,14 @@ def _hintable(ty: str) -> bool:
 
 
 def _variant_names(kname: str, specs: list[Specialization], consts: Mapping[str, Any], warps: int,
-                   stages: int) -> list[str]:
+                   stages: int, base_div: Sequence[str] = ()) -> list[str]:
     if len(specs) == 1:
         return [specs[0].variant or ""]
     sigs = [dict(s.signature) for s in specs]
     sig_keys = sorted({k for d in sigs for k in d})
     varying_sig = [k for k in sig_keys if len({d.get(k) for d in sigs}) > 1]
-    rows = [({**consts, **s.constexprs}, s.num_warps or warps, s.num_stages or stages,
-             "all" if s.divisibility == "all" else tuple(sorted(dict(s.divisibility) if isinstance(
-                 s.divisibility, Mapping) else {n: 16 for n in s.divisibility}.items()))) for s in specs]
+    rows = [({**consts, **s.constexprs}, s.num_warps or warps, s.num_stages or stages, _div_key(
+        base_div if s.divisibility is None else s.divisibility)) for s in specs]
     varying = [k for k in rows[0][0] if len({repr(r[0].get(k)) for r in rows}) > 1]
     names = []
     for s, (cs, w, st, div) in zip(specs, rows):
@@ -255,6 +301,12 @@ def _variant_names(kname: str, specs: list[Specialization], consts: Mapping[str,
         raise CompileError(f"kernel {kname}: specializations would share the variant name(s) {dupes}; "
                            f"give each one a 'variant'")
     return names
+
+
+def _div_key(div: Mapping[str, int] | Sequence[str] | str) -> Any:
+    if div == "all" or isinstance(div, str):
+        return div
+    return tuple(sorted(dict(div).items() if isinstance(div, Mapping) else {n: 16 for n in div}.items()))
 
 
 def _compile_cached(jit: Any, args: list[_Arg], consts: dict[str, Any], divs: dict[str, int],
@@ -276,7 +328,7 @@ def _compile_cached(jit: Any, args: list[_Arg], consts: dict[str, Any], divs: di
     except Exception as e:  # Triton raises many types (CompilationError, RuntimeError from ptxas, ...)
         first = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
         raise CompileError(f"kernel {label} ({arch}): Triton failed: {type(e).__name__}: {first}",
-                           log=str(e)) from None
+                           log=chain_log(e)) from None
     md = compiled.metadata
     meta = {k: _jsonable(getattr(md, k, d)) for k, d in (
         ("name", jit.__name__), ("num_warps", opts["num_warps"]), ("num_ctas", 1), ("shared", 0),
@@ -292,8 +344,8 @@ def _jsonable(v: Any) -> Any:
     return json.loads(json.dumps(v, default=str))
 
 
-def _abi_and_launch(label: str, args: list[_Arg], divs: dict[str, int], out: _Output,
-                    num_warps: int) -> tuple[Abi, LaunchSpec]:
+def _abi_and_launch(label: str, args: list[_Arg], divs: dict[str, int], out: _Output, num_warps: int,
+                    device_args: Mapping[str, str], grid: Sequence[Any] | None) -> tuple[Abi, LaunchSpec]:
     meta = out.meta
     for flag in ("launch_cooperative_grid", "launch_pdl"):
         if meta.get(flag):
@@ -316,8 +368,16 @@ def _abi_and_launch(label: str, args: list[_Arg], divs: dict[str, int], out: _Ou
                 descs.append(TensorDescSpec.from_triton(a.name, dtype, block, [p.name for p in new], dmeta, flags))
             except KernelpackError as e:
                 raise CompileError(f"kernel {label}: parameter {a.index} '{a.name}': {e.message}") from None
+        elif a.name in device_args:
+            try:
+                params.append(Param(a.name, _param_type(a.ty), role=device_args[a.name]))
+            except KernelpackError as e:
+                raise CompileError(f"kernel {label}: parameter {a.index} '{a.name}': {e.message}") from None
         else:
             params.append(Param(a.name, _param_type(a.ty), divs.get(a.name, 1)))
+    unknown = sorted(set(device_args) - {a.name for a in args if a.ty != "constexpr"})
+    if unknown:
+        raise CompileError(f"kernel {label}: device_args names {', '.join(unknown)}, which is no runtime parameter")
     params += _hidden_params(label, params, out)
     cluster = meta.get("cluster_dims")
     num_ctas = int(meta.get("num_ctas") or 1)
@@ -330,6 +390,7 @@ def _abi_and_launch(label: str, args: list[_Arg], divs: dict[str, int], out: _Ou
         profile_scratch=int(meta.get("profile_scratch_size") or 0),
         profile_scratch_align=int(meta.get("profile_scratch_align") or 1),
         tensor_descs=tuple(descs),
+        grid=tuple(grid) if grid is not None else None,  # type: ignore[arg-type]
     )
     return Abi(tuple(params)), launch
 

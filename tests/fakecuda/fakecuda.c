@@ -9,6 +9,7 @@
  * Configuration, the same keys both ways: from the environment (FAKECUDA_<KEY>, read at the first call and again
  * by fk_reset), or in-process with fk_set("<KEY>", value) after fk_reset():
  *   CC       compute capability per device, comma-separated ("9.0", "8.0,9.0"); "none" = no device (default 9.0)
+ *   SMS      SM count per device, comma-separated ("132", "132,108"); devices not named have 132 (default)
  *   VERSION  driver version cuDriverGetVersion reports (default 13000)
  *   CURRENT  device whose primary context is current on every thread from the start (default: none)
  *   FAIL     "cuName:code": that entry point returns code
@@ -27,6 +28,8 @@
  * a current context, a block of exactly REQNTID when the cubin has one, a grid that is a multiple of a compile-time
  * (explicit) cluster and no other cluster shape (error 912), block and grid within the device limits, and an
  * opt-in (cuKernelSetAttribute 8) for more than 48 KiB of dynamic shared memory; otherwise CUDA_ERROR_INVALID_VALUE.
+ * cuOccupancyMaxActiveClusters holds a configuration to the same rules (a cluster attribute is required) and answers
+ * SMs / blocks per cluster: one block per SM, every SM usable.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -96,7 +99,7 @@ typedef struct {
 /* ------------------------------------------------------------------ state */
 
 typedef struct {
-    int ndev, cc[MAX_DEV][2], version, current, fail_code, load_us;
+    int ndev, cc[MAX_DEV][2], sms[MAX_DEV], version, current, fail_code, load_us;
     char fail[64], missing[64], log[4096];
 } fk_config;
 
@@ -150,8 +153,21 @@ static int set_devices(const char* s) {
     return 0;
 }
 
+static int set_sms(const char* s) {
+    for (int i = 0; i < MAX_DEV; i++) cfg.sms[i] = 132;
+    for (int n = 0; *s; n++) {
+        int v = 0, used = 0;
+        if (n == MAX_DEV || sscanf(s, "%d%n", &v, &used) < 1 || v < 1) return -1;
+        cfg.sms[n] = v;
+        s += used;
+        if (*s == ',') s++;
+    }
+    return 0;
+}
+
 static int configure(const char* key, const char* value) {
     if (!strcmp(key, "CC")) return set_devices(*value ? value : "9.0");
+    if (!strcmp(key, "SMS")) return set_sms(value);
     if (!strcmp(key, "VERSION")) cfg.version = *value ? atoi(value) : 13000;
     else if (!strcmp(key, "CURRENT")) cfg.current = *value ? atoi(value) : -1;
     else if (!strcmp(key, "LOAD_US")) cfg.load_us = atoi(value);
@@ -166,7 +182,7 @@ static int configure(const char* key, const char* value) {
     return 0;
 }
 
-static const char* const KEYS[] = {"CC", "VERSION", "CURRENT", "LOAD_US", "MISSING", "LOG", "FAIL"};
+static const char* const KEYS[] = {"CC", "SMS", "VERSION", "CURRENT", "LOAD_US", "MISSING", "LOG", "FAIL"};
 
 static void defaults_then_env(void) {
     memset(&cfg, 0, sizeof cfg);
@@ -443,7 +459,7 @@ static int attribute(int attr, int dev, int* v) {
     case 6: case 7: *v = 65535; return 1;        /* max grid y, z */
     case 8: *v = DEFAULT_SMEM; return 1;         /* shared memory per block */
     case 10: *v = 32; return 1;                  /* warp size */
-    case 16: *v = 132; return 1;                 /* SMs */
+    case 16: *v = cfg.sms[dev]; return 1;       /* SMs */
     case 75: *v = major; return 1;
     case 76: *v = cfg.cc[dev][1]; return 1;
     case 97: *v = major >= 9 ? 232448 : 166912; return 1; /* shared memory per block, opt-in */
@@ -627,11 +643,18 @@ typedef struct {
     uint32_t nattrs;
 } cu_config;
 
+static CUresult check_config(const fk_kernel* k, const fk_launch* l);
 static CUresult check_launch(const fk_kernel* k, const fk_launch* l, void** params, void** extra) {
+    if (l->device < 0) return INVALID_CONTEXT;
+    if (extra != NULL || (params == NULL && k->nparams > 0)) return INVALID_VALUE; /* kernelParams only */
+    return check_config(k, l);
+}
+
+/* The launch configuration's rules (the top of the file), for a launch and for an occupancy question alike. */
+static CUresult check_config(const fk_kernel* k, const fk_launch* l) {
     int dev = l->device;
     const uint32_t *g = l->grid, *b = l->block;
     if (dev < 0) return INVALID_CONTEXT;
-    if (extra != NULL || (params == NULL && k->nparams > 0)) return INVALID_VALUE; /* kernelParams only */
     if (!g[0] || !g[1] || !g[2] || !b[0] || !b[1] || !b[2]) return INVALID_VALUE;
     if ((uint64_t)b[0] * b[1] * b[2] > 1024 || b[0] > 1024 || b[1] > 1024 || b[2] > 64) return INVALID_VALUE;
     if (g[1] > 65535 || g[2] > 65535) return INVALID_VALUE;
@@ -713,6 +736,36 @@ static CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, u
 
 static CUresult cuLaunchKernelEx(const cu_config* c, void* f, void** params, void** extra) {
     return launch("cuLaunchKernelEx", f, c->grid, c->block, c->smem, c->stream, params, extra, c);
+}
+
+/* The context is the stream's (a fake stream handle names its device) or the current one for the NULL stream. */
+static CUresult cuOccupancyMaxActiveClusters(int* n, void* f, const cu_config* c) {
+    ENTER("cuOccupancyMaxActiveClusters");
+    NEED_INIT();
+    const fk_kernel* k = (const fk_kernel*)f;
+    if (n == NULL || k == NULL || c == NULL) return INVALID_VALUE;
+    uintptr_t s = (uintptr_t)c->stream;
+    fk_launch l;
+    memset(&l, 0, sizeof l);
+    l.device = s == 0 ? cur() : s % 0x1000 == 0 ? (int)(s / 0x1000) - 1 : -1;
+    memcpy(l.grid, c->grid, sizeof l.grid), memcpy(l.block, c->block, sizeof l.block);
+    l.smem = c->smem;
+    uint32_t size = 0;
+    for (uint32_t i = 0; i < c->nattrs && i < MAX_ATTRS; i++) {
+        l.attrs[i].id = c->attrs[i].id;
+        memcpy(l.attrs[i].value, c->attrs[i].value.raw, sizeof l.attrs[i].value);
+        l.nattrs = i + 1;
+        if (c->attrs[i].id == 4) size = c->attrs[i].value.cluster.x * c->attrs[i].value.cluster.y *
+                                         c->attrs[i].value.cluster.z;
+    }
+    if (k->explicit_cluster && k->cluster[0] && size == 0) size = k->cluster[0] * k->cluster[1] * k->cluster[2];
+    CUresult r = l.device < 0 || l.device >= cfg.ndev ? INVALID_CONTEXT : check_config(k, &l);
+    if (r == OK && (size == 0 || size > 8)) r = CLUSTER_SIZE_INVALID;
+    if (r == OK) *n = cfg.sms[l.device] / (int)size;
+    logf_("cuOccupancyMaxActiveClusters kernel=%s grid=%u,%u,%u block=%u,%u,%u smem=%u cluster=%u dev=%d -> %d (%d)",
+          k->name, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.smem, size, l.device, r,
+          r == OK ? *n : 0);
+    return r;
 }
 
 /* ------------------------------------------------------------------ memory and tensor maps */
@@ -819,6 +872,7 @@ EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
         E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuStreamGetCtx), E(cuLibraryLoadData), E(cuLibraryGetKernel),
         E(cuKernelGetFunction), E(cuKernelSetAttribute), E(cuPointerGetAttribute), E(cuLaunchKernel),
         E(cuLaunchKernelEx), E(cuMemAllocAsync), E(cuMemFreeAsync), E(cuTensorMapEncodeTiled),
+        E(cuOccupancyMaxActiveClusters),
 #undef E
     };
     ready();

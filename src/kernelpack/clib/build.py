@@ -24,11 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import config
+from .._reprs import clip, clip_left, listing
 from ..artifact import KernelArtifact
 from ..bundle import Bundle
 from ..cache import CompileCache, cache_key
 from ..cute_host.program import HostProgram
 from ..errors import KernelpackError
+from ..merge import merge_programs, origin
 from ..names import check_library_name, check_version, cmake_string, version_major
 from ..publish import Stage, output_dir
 from ..toolchain import run_tool
@@ -51,6 +53,11 @@ class BuildResult:
     pkgconfig: Path
     sources: Path | None  # directory with NAME.c, NAME_data.s and NAME.kpack when kept
 
+    def __repr__(self) -> str:
+        kept = ", sources kept" if self.sources else ""
+        return (f"<BuildResult lib{self.name}.so/.a + {self.name}.h/.hpp, CMake, pkg-config at "
+                f"{clip_left(str(self.prefix), 120)}{kept}>")
+
     @property
     def include_dir(self) -> Path:
         return self.prefix / "include"
@@ -60,9 +67,7 @@ class BuildResult:
         return self.prefix / "lib"
 
 
-def _load(item: KernelArtifact | Bundle | str | os.PathLike[str]) -> Bundle:
-    if isinstance(item, (KernelArtifact, Bundle)):
-        return Bundle.of(item)
+def _read(item: str | os.PathLike[str]) -> Bundle:
     path = Path(item)
     if path.suffix in (".so", ".a") or ".so." in path.name:
         from .embedded import read_embedded_bundle
@@ -70,6 +75,27 @@ def _load(item: KernelArtifact | Bundle | str | os.PathLike[str]) -> Bundle:
         return read_embedded_bundle(path)
     return Bundle.read(path)
 
+
+def _sorted_items(name: str, items: Sequence[object]) -> tuple[list[Bundle], list[HostProgram]]:
+    """The kernels (as bundles, each knowing where it came from) and the host programs among ``items``."""
+    bundles: list[Bundle] = []
+    programs: list[tuple[HostProgram, str]] = []
+    for i, item in enumerate(items, 1):
+        where = f"item {i}"
+        for x in item if isinstance(item, (list, tuple)) else (item,):
+            if isinstance(x, HostProgram):
+                programs.append((x, origin(x) or where))
+            elif isinstance(x, KernelArtifact):
+                bundles.append(Bundle((x,), source=where))
+            elif isinstance(x, Bundle):
+                bundles.append(x if x.source else Bundle(x.artifacts, source=where))
+            elif isinstance(x, (str, os.PathLike)):
+                bundles.append(_read(x))
+            else:
+                raise KernelpackError(f"library {name}: {where} is {type(x).__name__} {clip(repr(x), 60)}; expected "
+                                      f"a KernelArtifact, a Bundle, a .kpack or kernelpack library path, or a CuTe "
+                                      f"HostProgram (kernelpack.cute.export)")
+    return bundles, merge_programs(programs)
 
 
 def _run_all(steps: Sequence[tuple[Sequence[str], str]], cwd: Path) -> None:
@@ -90,27 +116,50 @@ def _run_all(steps: Sequence[tuple[Sequence[str], str]], cwd: Path) -> None:
 
 
 class Library:
-    """A C/C++ library of kernels: ``Library("mylib", artifact, bundle, "more.kpack", host_program).build("out")``.
+    """A C/C++ library: ``Library("mylib", artifact, bundle, "more.kpack", host_program).build("out")``.
 
-    Items are kernel artifacts and bundles from any frontend, and CuTe host programs (``kernelpack.cute.export``):
-    those are linked in with kernelpack's driver shim (``kernelpack.cute_host.link_object``) and their typed
-    entries declared in NAME.h/NAME.hpp next to the kernels'. ``cc``/``ar`` default to ``$CC``/``$AR``, else
-    ``cc``/``ar`` (``ld``/``objcopy`` for host programs). ``version`` goes into the CMake and pkg-config files.
-    ``cflags`` are appended to the compile command.
+    Items are any mix of kernel artifacts and bundles from any frontend, ``.kpack`` files and kernelpack-built
+    libraries (their embedded kernels), CuTe host programs (``kernelpack.cute.export``), and lists of those. Kernels
+    with the same name and variant built for different archs are merged into one (``Bundle.of``; host programs
+    likewise). Host programs are linked in with kernelpack's driver shim (``kernelpack.cute_host``) and their typed
+    entries declared in NAME.h/NAME.hpp next to the kernels'; host programs alone make a library of their entries
+    and the last-error API (what ``kernelpack.cute_host.build_host_library`` builds). ``cc``/``ar`` default to
+    ``$CC``/``$AR``, else ``cc``/``ar`` (``ld``/``objcopy`` for host programs). ``version`` goes into the CMake and
+    pkg-config files. ``cflags`` are appended to the command compiling the kernels' C translation unit.
     """
 
-    def __init__(self, name: str, *items: Item, cc: str | None = None, ar: str | None = None,
+    def __init__(self, name: str, *items: Item | Sequence[Item], cc: str | None = None, ar: str | None = None,
                  cflags: Iterable[str] = (), version: str = "1.0.0", ld: str = "ld", objcopy: str = "objcopy") -> None:
         self.name = check_library_name(name)
-        self.programs = tuple(i for i in items if isinstance(i, HostProgram))
-        self.bundle = Bundle.of(*(_load(i) for i in items if not isinstance(i, HostProgram)))  # type: ignore[arg-type]
+        bundles, programs = _sorted_items(name, items)
+        self.programs = tuple(programs)
+        self.bundle = Bundle.of(*bundles)
         self.ld, self.objcopy = ld, objcopy
         self.cc = cc or config.knobs().cc
         self.ar = ar or config.knobs().ar
         self.cflags = tuple(cflags)
         self.version = check_version(version, f"library {name}: version")
 
+    def __repr__(self) -> str:
+        parts = [f"{len(self.bundle)} kernel{'s' * (len(self.bundle) != 1)} "
+                 f"({listing((a.label for a in self.bundle), 80)})"] if self.bundle.artifacts else []
+        parts += [f"{len(self.programs)} host program{'s' * (len(self.programs) != 1)} "
+                  f"({listing((p.label for p in self.programs), 60)})"] if self.programs else []
+        return f"<Library {self.name}: {', '.join(parts) or 'empty'}, version {clip(self.version, 32)}>"
+
+    @property
+    def host_only(self) -> bool:
+        """Whether the library holds CuTe host programs and no kernels (built by ``cute_host.build``)."""
+        return bool(self.programs) and not self.bundle.artifacts
+
     def generate(self) -> Sources:
+        """The sources of a library holding kernels (a library of host programs alone has no NAME.c)."""
+        if not self.bundle.artifacts and not self.programs:
+            raise KernelpackError(f"library {self.name}: nothing to build: give it kernel artifacts, bundles, .kpack "
+                                  f"files or CuTe host programs")
+        if self.host_only:
+            raise KernelpackError(f"library {self.name}: holds CuTe host programs only, which are linked from their "
+                                  f"objects: there is no NAME.c to generate (build() builds it)")
         return generate(self.name, self.bundle, self.programs)
 
     def write_sources(self, directory: str | os.PathLike[str]) -> Path:
@@ -147,7 +196,12 @@ class Library:
 
         All outputs are published together (:mod:`kernelpack.publish`): a failed or interrupted build leaves the
         previous ones as they were, never new headers beside an old library."""
-        src = self.generate()  # every name and string checked before the output directory is touched
+        # every name and string checked before the output directory is touched
+        src = None if self.host_only else self.generate()
+        if src is None:
+            from ..cute_host.entry import generate as generate_entries
+
+            generate_entries(self.name, self.programs)
         with output_dir(out_dir) as out, Stage(out) as stage:
             return self.stage(stage, keep_sources=keep_sources, cache=cache, sources=src)
 
@@ -158,6 +212,8 @@ class Library:
         out, name = stage.out, self.name
         t = stage.work / f"lib{name}"
         t.mkdir()
+        if self.host_only:
+            return self._stage_programs(stage, t, keep_sources)
         src = sources if sources is not None else self.generate()
         self._write_sources(t, src)
         self._compile_c(t, src, CompileCache.default() if cache is None else cache)
@@ -177,10 +233,33 @@ class Library:
             kept = out / "share" / name / "src"
             for f in (f"{name}.c", f"{name}_data.s", f"{name}.kpack"):
                 os.replace(t / f, stage.path(f"share/{name}/src/{f}"))
+        return self._finish(stage, kept)
+
+    def _stage_programs(self, stage: Stage, t: Path, keep_sources: bool) -> BuildResult:
+        """Host programs alone: their entries, the shim and the last-error API, linked from their objects."""
+        from ..cute_host.build import stage_programs
+
+        name = self.name
+        built = stage_programs(name, self.programs, t, cc=self.cc, ar=self.ar, ld=self.ld, objcopy=self.objcopy)
+        for f, dest in [(built.shared, "lib"), (built.static, "lib"), (built.object, "lib")]:
+            os.replace(f, stage.path(f"{dest}/{f.name}"))
+        stage.write(f"include/{name}.h", built.header)
+        stage.write(f"include/{name}.hpp", built.cpp_header)
+        kept = None
+        if keep_sources:
+            kept = stage.out / "share" / name / "src"
+            for f in built.sources:
+                os.replace(f, stage.path(f"share/{name}/src/{f.name}"))
+        return self._finish(stage, kept)
+
+    def _finish(self, stage: Stage, kept: Path | None) -> BuildResult:
+        """The CMake and pkg-config files, and the paths of everything built."""
+        out, name = stage.out, self.name
+        what = _contents(len(self.bundle), len(self.programs))
         cmake = f"lib/cmake/{name}"
-        stage.write(f"{cmake}/{name}Config.cmake", cmake_config(name, len(self.bundle)))
+        stage.write(f"{cmake}/{name}Config.cmake", cmake_config(name, what))
         stage.write(f"{cmake}/{name}ConfigVersion.cmake", cmake_version(self.version))
-        stage.write(f"lib/pkgconfig/{name}.pc", pkgconfig(name, self.version, len(self.bundle)))
+        stage.write(f"lib/pkgconfig/{name}.pc", pkgconfig(name, self.version, what))
         return BuildResult(name, out, out / "lib" / f"lib{name}.so", out / "lib" / f"lib{name}.a",
                            out / "include" / f"{name}.h", out / "include" / f"{name}.hpp",
                            out / cmake / f"{name}Config.cmake", out / "lib" / "pkgconfig" / f"{name}.pc", kept)
@@ -231,8 +310,18 @@ def build_library(name: str, inputs: Iterable[Item], out_dir: str | os.PathLike[
     return Library(name, *inputs, **opts).build(out_dir, keep_sources=keep)  # type: ignore[arg-type]
 
 
-def cmake_config(name: str, kernels: int) -> str:
-    return f"""# Generated by kernelpack: CMake package for library {name} ({kernels} kernel specializations).
+def _contents(kernels: int, programs: int) -> str:
+    """What a library holds, for the CMake and pkg-config files: ``6 kernel specializations, 2 CuTe host
+    programs``."""
+    parts = [f"{kernels} kernel specialization{'s' * (kernels != 1)}"] if kernels or not programs else []
+    parts += [f"{programs} CuTe host program{'s' * (programs != 1)}"] if programs else []
+    return ", ".join(parts)
+
+
+def cmake_config(name: str, contents: int | str) -> str:
+    """``contents``: what the library holds (a number is of kernel specializations)."""
+    what = _contents(contents, 0) if isinstance(contents, int) else contents
+    return f"""# Generated by kernelpack: CMake package for library {name} ({what}).
 # Imported targets: {name}::{name} (shared library) and {name}::{name}_static (static archive; links libdl).
 get_filename_component(_kp_{name}_prefix "${{CMAKE_CURRENT_LIST_DIR}}/../../.." ABSOLUTE)
 if(NOT TARGET {name}::{name})
@@ -271,14 +360,16 @@ endif()
 """
 
 
-def pkgconfig(name: str, version: str, kernels: int) -> str:
+def pkgconfig(name: str, version: str, contents: int | str) -> str:
+    """``contents``: what the library holds (a number is of kernel specializations)."""
     version = check_version(version)  # pkg-config expands ${...} and stops at #: a checked version holds neither
+    what = _contents(contents, 0) if isinstance(contents, int) else contents
     return f"""prefix=${{pcfiledir}}/../..
 includedir=${{prefix}}/include
 libdir=${{prefix}}/lib
 
 Name: {name}
-Description: kernelpack GPU kernel library {name} ({kernels} kernel specializations; needs only the NVIDIA driver)
+Description: kernelpack GPU kernel library {name} ({what}; needs only the NVIDIA driver)
 Version: {version}
 Cflags: -I${{includedir}}
 Libs: -L${{libdir}} -l{name}

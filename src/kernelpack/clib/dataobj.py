@@ -9,12 +9,12 @@ small file and relinks, reusing the compiled C object (``build.py`` caches it by
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from .. import __version__
 from ..artifact import KernelArtifact
 from ..errors import KernelpackError
+from ..launch.facts import facts
 
 SECTION = ".kpack"
 
@@ -48,15 +48,9 @@ extern const kp_bin_info {s['kp_bins']}[KP_NBIN] {hidden};
 def _bin_rows(a: KernelArtifact, m: dict[str, Any], ptx_blobs: set[int]) -> list[str]:
     rows = []
     for b, mb in zip(a.binaries, m["binaries"], strict=True):
-        reqntid = cluster = None
-        max_threads = static_smem = 0
-        if b.kind == "cubin":
-            ck = a.cubin_kernel(b.arch)
-            reqntid = ck.reqntid
-            cluster = ck.cluster_dims if ck.explicit_cluster else None
-            max_threads = math.prod(ck.max_threads) if ck.max_threads else 0
-            static_smem = ck.static_smem
-        else:
+        f = facts(a, b)  # the launch model's facts of this binary; those read from its cubin go here
+        reqntid, cluster, max_threads, static_smem = f.reqntid, f.cluster, f.max_threads, f.static_smem
+        if b.kind != "cubin":
             ptx_blobs.add(mb["blob"])
         if max_threads > 0xFFFF or any(d > 0xFFFF for d in cluster or ()):
             raise KernelpackError(f"kernel {a.label} ({b.arch}): launch bounds {max_threads} or cluster {cluster} "

@@ -19,6 +19,8 @@ from ..abi import Struct
 from ..artifact import KernelArtifact
 from ..bundle import Bundle, read_manifest
 from ..errors import KernelpackError
+from ..launch.device import requires_text
+from ..launch.facts import facts
 from ..names import c_name, c_string, check_library_name
 from .cdecl import LIBRARY_API, TypeNames, archs_text, entry_name, param_decl, status_name_body, wrapper_name
 from .cppheader import cpp_header, cpp_names
@@ -43,6 +45,10 @@ class Sources:
     bundle: bytes  # NAME.kpack
     type_names: TypeNames | None = None  # C names of the ABI's structs (CuTe host entries must use the same)
     data: str = ""  # NAME_data.s: incbins NAME.kpack; the tables that depend on the binaries' bytes
+
+    def __repr__(self) -> str:
+        return (f"<Sources of library {self.name}: {self.name}.c {len(self.tu)} chars, {self.name}.h {len(self.header)}"
+                f" chars, {self.name}.kpack {len(self.bundle)} bytes>")
 
 
 def _csrc(*names: str) -> str:
@@ -84,10 +90,11 @@ class _Gen:
         ndesc = 0
         for a in self.arts:
             self.plans.append(Plan(a, ndesc))
-            ndesc += len(a.launch.tensor_descs)
+            ndesc += len(self.plans[-1].descs)
             for p in self.plans[-1].params:
                 self.names.add(p.type)
         self.ndesc = ndesc
+        self.nreq = sum(len(a.requirements) for a in self.arts)
         for prog in self.programs:
             for hp in prog.params:
                 self.names.add(hp.type)
@@ -124,8 +131,10 @@ class _Gen:
 
     def tables(self) -> str:
         """The tables that depend only on the C API (names, launch specs, arch lists): the byte-dependent ones
-        (blobs, per-binary launch facts) live in the data object (dataobj.py)."""
+        (blobs, the launch facts read from each cubin) live in the data object (dataobj.py)."""
         specs: list[str] = []
+        launches: list[str] = []
+        requires: list[str] = []
         pool: dict[str, int] = {}
         size = 0
 
@@ -138,20 +147,29 @@ class _Gen:
 
         first = 0
         for i, a in enumerate(self.arts):
-            ls = a.launch
             specs.append(f"{{{string(a.label)}u, {string(a.entry)}u, {string(_archs(a))}u, {first}u, "
-                         f"{len(a.binaries)}u, {_dims(ls.block)}, {ls.dynamic_smem or 0}u, {_dims(ls.cluster)}}} "
-                         f"/* {i} */")
+                         f"{len(a.binaries)}u, {len(requires)}u, {len(a.requirements)}u, "
+                         f"{string(requires_text(a.requirements))}u}} /* {i} */")
+            requires += [f"{{KP_DP_{n.upper()}, {string(n)}u, INT64_C({v})}}" for n, v in a.requirements]
+            for b in a.binaries:
+                ls, f = a.launch_for(b.arch), facts(a, b)
+                launches.append(f"{{{_dims(ls.block)}, {ls.dynamic_smem or 0}u, {_dims(ls.cluster)}, {f.layout}u}} "
+                                f"/* {a.label} {b.arch}{' PTX' if b.kind == 'ptx' else ''} */")
             first += len(a.binaries)
         sep = ",\n    "
         rows = desc_table(self.plans, string)
         descs = f"static const kp_desc_info kp_descs[KP_NDESC] = {{\n    {sep.join(rows)}\n}};\n" if rows else ""
+        if requires:
+            descs += f"static const kp_require kp_requires[KP_NREQ] = {{\n    {sep.join(requires)}\n}};\n"
         strtab = "\n    ".join(_cstr(t)[:-1] + '\\0"' for t in pool)
         return f"""{c_declarations(self.lib)}
 static const char kp_strtab[] =
     {strtab};
 static const kp_spec_info kp_specs[KP_NSPEC] = {{
     {sep.join(specs)}
+}};
+static const kp_bin_launch kp_launches[KP_NBIN] = {{
+    {sep.join(launches)}
 }};
 {descs}"""
 
@@ -189,7 +207,8 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
         fargs = ", ".join(x for fa in f.args for x in fa.call_args())
         carried = "; ".join(
             f"{s.artifact.label} ({', '.join([c.text for c in s.constraints] or ['any arguments'])}; "
-            f"{_archs(s.artifact)})" for s in f.specs)
+            f"{_archs(s.artifact)}{'; ' + requires_text(s.artifact.requirements) if s.artifact.requirements else ''})"
+            for s in f.specs)
         describe = '\n    kp_sb_add(&kp_sb_, ", ");\n    '.join(describe_arg(fa) for fa in f.args) or ";"
         proto = f"static kp_status kp_nomatch_{f.name}(const kp_ctx* kp_c, int kp_cm{', ' if fparams else ''}{fparams})"
         head = f"{fn}: no specialization %s the arguments ("
@@ -295,7 +314,8 @@ static const kp_spec_info kp_specs[KP_NSPEC] = {{
 #define KP_NBIN {sum(len(a.binaries) for a in self.arts)}
 #define KP_NDESC {self.ndesc}
 #define KP_GRID {int(any(a.launch.grid is not None for a in self.arts))}
-#define KP_SCRATCH {int(any(p.scratch[0] or p.scratch[2] for p in self.plans))}
+#define KP_SCRATCH {int(any(p.scratch for p in self.plans))}
+#define KP_NREQ {self.nreq}
 
 {runtime_h}
 {self.names.layout_asserts()}

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..artifact import KernelArtifact
+from ..launch.device import requires_text
 from ..names import c_comment
 from .cdecl import archs_text as _archs
 from .cdecl import common_header, renamed_params, wrapper_name
@@ -107,6 +108,12 @@ def _facts(a: KernelArtifact) -> str:
     if a.launch.block:
         facts.append(f"block {a.launch.block}")
     for b in a.binaries:
+        own = a.arch_launches.get(b.arch)
+        ls = own.launch if own is not None and own.launch is not None else None
+        if ls is not None and ls.block != a.launch.block and ls.block:
+            facts.append(f"{b.arch} block {ls.block}")
+        if ls is not None and ls.dynamic_smem != a.launch.dynamic_smem:
+            facts.append(f"{b.arch} {ls.dynamic_smem or 0} bytes dynamic smem")
         if b.kind == "cubin":
             ck = a.cubin_kernel(b.arch)
             if ck.reqntid:
@@ -117,4 +124,6 @@ def _facts(a: KernelArtifact) -> str:
         facts.append(f"{a.launch.dynamic_smem} bytes dynamic smem")
     if a.launch.cluster:
         facts.append(f"cluster {a.launch.cluster}")
+    if a.requirements:
+        facts.append(f"only on devices with {requires_text(a.requirements)}")
     return "; ".join(facts)

@@ -1,17 +1,20 @@
 """What a generated entry derives from its arguments before launching: the caller-visible arguments (a
 tensor-descriptor argument is one ``kp_tensor`` instead of the params it fills), the grid from
-``LaunchSpec.grid`` formulas, Triton scratch buffers, and the C statements that do it (runtime side:
-``csrc/kp_args.c`` and ``kp_run_scratch`` in ``csrc/kp_launch.c``).
+``LaunchSpec.grid`` formulas, Triton scratch buffers, device-derived values, and the C statements that do it, one
+body per parameter layout of the specialization's binaries (runtime side: ``csrc/kp_args.c``, ``kp_run_scratch``
+and ``kp_max_active_clusters`` in ``csrc/kp_launch.c``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..abi import Opaque, Param
-from ..artifact import GridExpr, KernelArtifact, grid_params
+from ..abi import Abi, Opaque, Param
+from ..artifact import GridExpr, KernelArtifact, LaunchSpec, grid_params
 from ..errors import KernelpackError
 from ..launch.codes import DTYPE_CODE
+from ..launch.device import role_property
+from ..launch.facts import layout_index, layouts
 from ..launch.plan import OP_DESC
 from ..launch.plan import Plan as LaunchPlan
 from ..names import c_name
@@ -35,44 +38,38 @@ class DescArg:
 CallerArg = Param | DescArg
 
 
-class Plan:
-    """How one specialization's entry turns caller arguments into kernel params."""
+class Layout:
+    """One parameter layout of a specialization (kernelpack.launch.facts): its kernel params and how an entry fills
+    them -- tensor descriptors (rows ``first_desc``... of kp_descs), Triton scratch, device-derived values."""
 
-    def __init__(self, art: KernelArtifact, first_desc: int) -> None:
-        self.art = art
-        self.model = LaunchPlan.of(art.abi, art.launch)  # the launch model's argument plan: the caller's arguments
-        self.descs = [DescArg(s.arg, s, first_desc + i) for i, s in enumerate(art.launch.tensor_descs)]
+    def __init__(self, art: KernelArtifact, abi: Abi, launch: LaunchSpec, first_desc: int) -> None:
+        self.art, self.abi, self.launch = art, abi, launch
+        self.model = LaunchPlan.of(abi, launch)
+        self.descs = [DescArg(s.arg, s, first_desc + i) for i, s in enumerate(launch.tensor_descs)]
         self.filled: dict[str, str] = {}  # kernel param -> C lvalue the descriptor fill writes
         for k, d in enumerate(self.descs):
             self.filled.update(zip(d.spec.params, _slots(d.spec, f"kp_d{k}"), strict=True))
-        by_arg = {d.name: d for d in self.descs}
-        args: list[CallerArg] = [by_arg[s.desc.arg] if s.op == OP_DESC and s.desc is not None else s.param
-                                 for s in self.model.args]
-        self.args = tuple(args)
-        ls = art.launch
-        self.scratch = (ls.global_scratch, ls.global_scratch_align, ls.profile_scratch, ls.profile_scratch_align)
-        if ls.grid is not None:
-            for e in ls.grid:
+        self.device = {s.param.name: f"kp_v{i}" for i, s in enumerate(self.model.device_slots)}
+        self.scratch = (launch.global_scratch, launch.global_scratch_align, launch.profile_scratch,
+                        launch.profile_scratch_align)
+        if launch.grid is not None:
+            for e in launch.grid:
                 for name, _ in grid_params(e):
                     if name in self.filled:
                         raise KernelpackError(f"kernel {art.label}: grid formula reads {name}, a parameter filled "
                                               f"from a tensor descriptor; not supported")
 
-    @property
-    def params(self) -> tuple[Param, ...]:
-        """Caller-visible params that are passed as they are."""
-        return tuple(a for a in self.args if isinstance(a, Param))
-
     def body(self, index: int, indent: str, values: dict[str, str]) -> str:
-        """Statements from a resolved kp_ctx (``kp_c``, ``kp_s``) to the launch; ``values`` maps a user's argument
-        name to the C expression that holds it (default: its C name)."""
+        """Statements from a resolved kp_ctx (``kp_c``, ``kp_s``) to the launch."""
         out = []
         for k, d in enumerate(self.descs):
             out.append(f"{indent}kp_desc_vals kp_d{k};\n{indent}if (KP_UNLIKELY((kp_s = kp_desc_fill(&kp_c, {index}, "
                        f"&kp_descs[{d.table}], {c_name(d.name)}, &kp_d{k})) != KP_SUCCESS)) return kp_s;\n")
+        out += self._device_values(index, indent)
+        values = {**values, **self.device}
         launch = LAUNCH
-        if self.art.launch.grid is not None:
-            exprs = ", ".join(_grid_c(e, values) for e in self.art.launch.grid)
+        if self.launch.grid is not None:
+            exprs = ", ".join(_grid_c(e, values) for e in self.launch.grid)
             out.append(f"{indent}const kp_launch* kp_lp = {LAUNCH};\n{indent}kp_launch kp_l;\n"
                        f"{indent}if (kp_dims_zero({LAUNCH}->grid)) {{ /* the grid from the arguments */\n"
                        f"{indent}    const int64_t kp_g[3] = {{{exprs}}};\n"
@@ -82,11 +79,11 @@ class Plan:
         gs, ga, ps, pa = self.scratch
         if gs or ps:
             out.append(f"{indent}void* kp_gs = NULL;\n{indent}void* kp_ps = NULL;\n")
-        elif any(p.role != "arg" for p in self.art.abi.params):
+        elif any(p.role in ("global_scratch", "profile_scratch") for p in self.abi.params):
             out.append(f"{indent}void* kp_null = NULL;\n")
         args = "NULL"
-        if self.art.abi.params:
-            out.append(f"{indent}void* kp_args[{len(self.art.abi.params)}] = {{{self._arg_ptrs(values)}}};\n")
+        if self.abi.params:
+            out.append(f"{indent}void* kp_args[{len(self.abi.params)}] = {{{self._arg_ptrs(values)}}};\n")
             args = "kp_args"
         if gs or ps:
             out.append(f"{indent}return kp_run_scratch(&kp_c, {index}, {launch}, {args}, {gs}u, {ga}u, &kp_gs, {ps}u, "
@@ -95,16 +92,30 @@ class Plan:
             out.append(f"{indent}return kp_run(&kp_c, {index}, {launch}, {args});\n")
         return "".join(out)
 
+    def _device_values(self, index: int, indent: str) -> list[str]:
+        """Locals holding the device-derived params (kernelpack.launch.device), before the grid reads them."""
+        out = []
+        for i, s in enumerate(self.model.device_slots):
+            prop, size = role_property(s.param.role)  # type: ignore[misc]
+            ctype = s.param.type.c_type
+            if prop.attribute is None:  # max_active_clusters: asked of the driver once per device
+                out.append(f"{indent}int32_t kp_m{i} = 0;\n{indent}if (KP_UNLIKELY((kp_s = kp_max_active_clusters("
+                           f"&kp_c, {index}, {LAUNCH}, {size}u, &kp_m{i})) != KP_SUCCESS)) return kp_s;\n"
+                           f"{indent}{ctype} kp_v{i} = ({ctype})kp_m{i};\n")
+            else:
+                out.append(f"{indent}{ctype} kp_v{i} = ({ctype})kp_device_prop(kp_c.d, KP_DP_{prop.name.upper()});\n")
+        return out
+
     def _arg_ptrs(self, values: dict[str, str]) -> str:
         gs, _, ps, _ = self.scratch
         items = []
-        for p in self.art.abi.params:
-            if p.role == "global_scratch":
+        for p in self.abi.params:
+            if p.name in self.device:
+                items.append(f"(void*)&{self.device[p.name]}")
+            elif p.role == "global_scratch":
                 items.append("(void*)&kp_gs" if gs or ps else "(void*)&kp_null")
             elif p.role == "profile_scratch":
                 items.append("(void*)&kp_ps" if gs or ps else "(void*)&kp_null")
-            elif p.role != "arg":
-                items.append("(void*)&kp_null")
             elif p.name in self.filled:
                 items.append(f"(void*)&{self.filled[p.name]}")
             elif isinstance(p.type, Opaque):
@@ -112,6 +123,54 @@ class Plan:
             else:
                 items.append(f"(void*)&{values.get(p.name, c_name(p.name))}")
         return ", ".join(items)
+
+
+class Plan:
+    """How one specialization's entry turns caller arguments into kernel params: one :class:`Layout` per parameter
+    layout of its binaries (the launch model's), chosen with the binary the device state selected."""
+
+    def __init__(self, art: KernelArtifact, first_desc: int) -> None:
+        self.art = art
+        self.layouts: list[Layout] = []
+        for abi, launch in layouts(art):
+            self.layouts.append(Layout(art, abi, launch, first_desc))
+            first_desc += len(launch.tensor_descs)
+        self.model = self.layouts[0].model  # the caller's arguments, the same in every layout
+        by_arg = {d.name: d for d in self.layouts[0].descs}
+        args: list[CallerArg] = [by_arg[s.desc.arg] if s.op == OP_DESC and s.desc is not None else s.param
+                                 for s in self.model.args]
+        self.args = tuple(args)
+
+    @property
+    def descs(self) -> list[DescArg]:
+        """Every descriptor of every layout, in kp_descs order."""
+        return [d for lay in self.layouts for d in lay.descs]
+
+    @property
+    def scratch(self) -> bool:
+        """Some layout allocates Triton scratch."""
+        return any(lay.scratch[0] or lay.scratch[2] for lay in self.layouts)
+
+    @property
+    def params(self) -> tuple[Param, ...]:
+        """Caller-visible params that are passed as they are."""
+        return tuple(a for a in self.args if isinstance(a, Param))
+
+    def body(self, index: int, indent: str, values: dict[str, str]) -> str:
+        """Statements from a resolved kp_ctx (``kp_c``, ``kp_s``) to the launch; ``values`` maps a user's argument
+        name to the C expression that holds it (default: its C name). With several layouts, the one of the binary
+        the device state chose (``kp_launches[sel].layout``)."""
+        if len(self.layouts) == 1:
+            return self.layouts[0].body(index, indent, values)
+        out = [f"{indent}const int32_t kp_b = kp_c.d->sel[{index}];\n"
+               f"{indent}if (KP_UNLIKELY(kp_b < 0)) return kp_no_binary(&kp_c, {index});\n"
+               f"{indent}switch (kp_launches[kp_b].layout) {{ /* the chosen binary's parameters */\n"]
+        for i, lay in enumerate(self.layouts):
+            label = "default" if i == len(self.layouts) - 1 else f"case {i}"
+            archs = ", ".join(str(b.arch) for b in self.art.binaries if layout_index(self.art, b) == i)
+            out.append(f"{indent}{label}: {{ /* {archs} */\n{lay.body(index, indent + '    ', values)}{indent}}}\n")
+        out.append(f"{indent}}}\n")
+        return "".join(out)
 
 
 def _slots(spec: TensorDescSpec, v: str) -> list[str]:
@@ -135,7 +194,7 @@ def _grid_c(e: GridExpr, values: dict[str, str]) -> str:
 
 
 def desc_table(plans: list[Plan], string: object) -> list[str]:
-    """Rows of kp_descs for every descriptor of every plan (``string`` interns into kp_strtab)."""
+    """Rows of kp_descs for every descriptor of every layout of every plan (``string`` interns into kp_strtab)."""
     rows = []
     for plan in plans:
         for d in plan.descs:

@@ -1,5 +1,9 @@
-/* kernelpack C runtime, part 3: the launch path (block, cluster, shared memory, Triton scratch) and the helpers
- * dispatching family entries use. Pasted into every generated translation unit after part 2 (kp_runtime.c).
+/* kernelpack C runtime, part 3: the launch path (block, cluster, shared memory, Triton scratch), the values of
+ * device-derived parameters and the helpers dispatching family entries use. Pasted into every generated translation
+ * unit after part 2 (kp_runtime.c).
+ *
+ * A launch uses the facts of the binary the device state chose (kernelpack.launch.facts): the cubin's (kp_bins) and
+ * its arch's LaunchSpec (kp_launches), both indexed by that binary.
  */
 
 /* ------------------------------------------------------------------ launch */
@@ -13,10 +17,10 @@ static int kp_dims_eq(const uint32_t a[3], const uint32_t b[3]) { return a[0] ==
 /* Block shape: the caller's, checked against what the kernel requires; or the kernel's fixed one. {0,0,0} asks
  * for the fixed one; otherwise x must be set and y, z of 0 mean 1 (as for the grid): {0,5,0} is refused, never
  * launched as {1,5,1}. */
-static kp_status kp_block(const kp_ctx* c, uint32_t spec, const kp_bin_info* bi, const kp_launch* l,
-                          uint32_t block[3]) {
+static kp_status kp_block(const kp_ctx* c, uint32_t spec, const kp_bin_info* bi, const kp_bin_launch* bl,
+                          const kp_launch* l, uint32_t block[3]) {
     const kp_spec_info* sp = &kp_specs[spec];
-    const uint32_t* fixed = sp->block[0] ? sp->block : bi->reqntid[0] ? bi->reqntid : NULL;
+    const uint32_t* fixed = bl->block[0] ? bl->block : bi->reqntid[0] ? bi->reqntid : NULL;
     if (l->block[0] == 0) {
         if (KP_UNLIKELY(l->block[1] || l->block[2]))
             return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.block {0,%u,%u} has x = 0 but y or z set; "
@@ -34,10 +38,11 @@ static kp_status kp_block(const kp_ctx* c, uint32_t spec, const kp_bin_info* bi,
                        "block the kernel requires (REQNTID) {%u,%u,%u}; pass {0,0,0} to use it", c->fn, KP_STR(sp->label),
                        bi->major, bi->minor, bi->suffix == 'a' ? "a" : "", block[0], block[1], block[2],
                        bi->reqntid[0], bi->reqntid[1], bi->reqntid[2]);
-    if (sp->block[0] && !kp_dims_eq(block, sp->block))
-        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.block {%u,%u,%u} differs from the kernel's "
-                       "fixed block {%u,%u,%u}; pass {0,0,0} to use it", c->fn, KP_STR(sp->label), block[0], block[1],
-                       block[2], sp->block[0], sp->block[1], sp->block[2]);
+    if (bl->block[0] && !kp_dims_eq(block, bl->block))
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s (sm_%d%d%s): launch.block {%u,%u,%u} differs from the "
+                       "kernel's fixed block {%u,%u,%u}; pass {0,0,0} to use it", c->fn, KP_STR(sp->label), bi->major,
+                       bi->minor, bi->suffix == 'a' ? "a" : "", block[0], block[1], block[2], bl->block[0],
+                       bl->block[1], bl->block[2]);
     uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
     if (KP_UNLIKELY(block[0] > KP_MAX_BLOCK_X || block[1] > KP_MAX_BLOCK_Y || block[2] > KP_MAX_BLOCK_Z ||
                     threads > KP_MAX_BLOCK_THREADS))
@@ -52,8 +57,8 @@ static kp_status kp_block(const kp_ctx* c, uint32_t spec, const kp_bin_info* bi,
 }
 
 /* Cluster shape to request (out all 0 = no cluster attribute): the cubin's explicit one is implied. */
-static kp_status kp_cluster(const kp_ctx* c, uint32_t spec, const kp_bin_info* bi, const kp_launch* l,
-                            const uint32_t grid[3], uint32_t out[3]) {
+static kp_status kp_cluster(const kp_ctx* c, uint32_t spec, const kp_bin_info* bi, const kp_bin_launch* bl,
+                            const kp_launch* l, const uint32_t grid[3], uint32_t out[3]) {
     const kp_spec_info* sp = &kp_specs[spec];
     uint32_t want[3] = {0, 0, 0}, check[3];
     if (!kp_dims_zero(l->cluster)) {
@@ -64,7 +69,7 @@ static kp_status kp_cluster(const kp_ctx* c, uint32_t spec, const kp_bin_info* b
         kp_dims_norm(l->cluster, want);
     }
     uint32_t bin_cluster[3] = {bi->cluster[0], bi->cluster[1], bi->cluster[2]};
-    const uint32_t* fixed = bi->cluster[0] ? bin_cluster : sp->cluster[0] ? sp->cluster : NULL;
+    const uint32_t* fixed = bi->cluster[0] ? bin_cluster : bl->cluster[0] ? bl->cluster : NULL;
     if (fixed != NULL && want[0] && !kp_dims_eq(want, fixed))
         return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.cluster {%u,%u,%u} differs from the kernel's "
                        "%s cluster {%u,%u,%u}; pass {0,0,0} to use it", c->fn, KP_STR(sp->label), want[0], want[1], want[2],
@@ -111,6 +116,7 @@ static kp_status kp_run(const kp_ctx* c, uint32_t spec, const kp_launch* l, void
     int32_t b = c->d->sel[spec];
     if (KP_UNLIKELY(b < 0)) return kp_no_binary(c, spec);
     const kp_bin_info* bi = &kp_bins[b];
+    const kp_bin_launch* bl = &kp_launches[b];
     const kp_spec_info* sp = &kp_specs[spec];
     kp_CUkernel k;
     kp_status s = kp_kernel_get(c->fn, spec, (uint32_t)b, &k);
@@ -123,14 +129,15 @@ static kp_status kp_run(const kp_ctx* c, uint32_t spec, const kp_launch* l, void
         return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.grid {%u,%u,%u} exceeds the device limits "
                        "{%u,%u,%u}", c->fn, KP_STR(sp->label), grid[0], grid[1], grid[2], KP_MAX_GRID_X, KP_MAX_GRID_Y,
                        KP_MAX_GRID_Z);
-    if (KP_UNLIKELY((s = kp_block(c, spec, bi, l, block)) != KP_SUCCESS)) return s;
-    uint32_t smem = l->dynamic_smem ? l->dynamic_smem : sp->dyn_smem;
-    if (KP_UNLIKELY(smem < sp->dyn_smem))
-        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: launch.dynamic_smem %u is less than the %u bytes the "
-                       "kernel needs; pass 0 to use that", c->fn, KP_STR(sp->label), smem, sp->dyn_smem);
+    if (KP_UNLIKELY((s = kp_block(c, spec, bi, bl, l, block)) != KP_SUCCESS)) return s;
+    uint32_t smem = l->dynamic_smem ? l->dynamic_smem : bl->dyn_smem;
+    if (KP_UNLIKELY(smem < bl->dyn_smem))
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s (sm_%d%d%s): launch.dynamic_smem %u is less than the %u "
+                       "bytes the kernel needs; pass 0 to use that", c->fn, KP_STR(sp->label), bi->major, bi->minor,
+                       bi->suffix == 'a' ? "a" : "", smem, bl->dyn_smem);
     if (KP_UNLIKELY((s = kp_smem(c, spec, bi, k, smem)) != KP_SUCCESS)) return s;
-    if (KP_UNLIKELY(bi->cluster[0] || sp->cluster[0] || !kp_dims_zero(l->cluster))) {
-        if ((s = kp_cluster(c, spec, bi, l, grid, cluster)) != KP_SUCCESS) return s;
+    if (KP_UNLIKELY(bi->cluster[0] || bl->cluster[0] || !kp_dims_zero(l->cluster))) {
+        if ((s = kp_cluster(c, spec, bi, bl, l, grid, cluster)) != KP_SUCCESS) return s;
     }
     const char* call = cluster[0] ? "cuLaunchKernelEx" : "cuLaunchKernel";
     kp_CUresult r;
@@ -156,6 +163,59 @@ static kp_status kp_run(const kp_ctx* c, uint32_t spec, const kp_launch* l, void
         }
     } while (KP_UNLIKELY(r != KP_CUDA_SUCCESS) && !retried++ && (rebound = kp_rebind(c, l, r, &s)) > 0);
     if (KP_UNLIKELY(r != KP_CUDA_SUCCESS)) return rebound < 0 ? s : kp_cuda_fail(r, c->fn, KP_STR(sp->label), call);
+    return KP_SUCCESS;
+}
+
+/* max_active_clusters:n for specialization spec on the resolved device (kernelpack.launch.device): asked of the
+ * driver once per device and specialization, as CuTe's HardwareInfo().get_max_active_clusters(n) does -- clusters of
+ * n x 1 x 1 blocks, a grid of one cluster, the kernel's fixed block (KP_MAC_BLOCK threads when it fixes none), and
+ * all the dynamic shared memory a block can have (the kernel's limit raised to it), so one block fills an SM. */
+static KP_UNUSED kp_status kp_max_active_clusters(const kp_ctx* c, uint32_t spec, const kp_launch* l, uint32_t n,
+                                                  int32_t* out) {
+    int32_t v = KP_LOAD(c->d->mac[spec]);
+    if (KP_LIKELY(v > 0)) {
+        *out = v;
+        return KP_SUCCESS;
+    }
+    const char* label = KP_STR(kp_specs[spec].label);
+    int32_t b = c->d->sel[spec];
+    if (b < 0) return kp_no_binary(c, spec);
+    const kp_bin_info* bi = &kp_bins[b];
+    const kp_bin_launch* bl = &kp_launches[b];
+    kp_CUkernel k;
+    kp_status s = kp_kernel_get(c->fn, spec, (uint32_t)b, &k);
+    if (s != KP_SUCCESS) return s;
+    if (kp_cu.OccupancyMaxActiveClusters == NULL)
+        return kp_fail(KP_ERROR_DRIVER_TOO_OLD, "%s: kernel %s: its max_active_clusters parameter needs "
+                       "cuOccupancyMaxActiveClusters, which this CUDA driver does not provide (CUDA 11.8+)", c->fn,
+                       label);
+    uint32_t smem = kp_mac_smem(c->d->smem_optin, bi->static_smem);
+    if ((s = kp_smem(c, spec, bi, k, smem)) != KP_SUCCESS) return s;
+    const uint32_t* fixed = bl->block[0] ? bl->block : bi->reqntid[0] ? bi->reqntid : NULL;
+    kp_CUlaunchAttribute attr;
+    kp_CUlaunchConfig cfg;
+    memset(&attr, 0, sizeof attr);
+    memset(&cfg, 0, sizeof cfg);
+    attr.id = KP_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = n, attr.value.clusterDim.y = 1, attr.value.clusterDim.z = 1;
+    cfg.gridDimX = n, cfg.gridDimY = 1, cfg.gridDimZ = 1;
+    cfg.blockDimX = fixed ? fixed[0] : KP_MAC_BLOCK, cfg.blockDimY = fixed ? fixed[1] : 1;
+    cfg.blockDimZ = fixed ? fixed[2] : 1;
+    cfg.sharedMemBytes = smem;
+    cfg.hStream = (kp_CUstream)l->stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int found = 0;
+    kp_CUresult r = kp_cu.OccupancyMaxActiveClusters(&found, (kp_CUfunction)k, &cfg);
+    int rebound = r != KP_CUDA_SUCCESS ? kp_rebind(c, l, r, &s) : 0;
+    if (rebound > 0) r = kp_cu.OccupancyMaxActiveClusters(&found, (kp_CUfunction)k, &cfg);
+    if (r != KP_CUDA_SUCCESS) return rebound < 0 ? s : kp_cuda_fail(r, c->fn, label, "cuOccupancyMaxActiveClusters");
+    if (found < 1)
+        return kp_fail(KP_ERROR_INVALID_LAUNCH, "%s: kernel %s: no cluster of %u blocks fits on device %d "
+                       "(cuOccupancyMaxActiveClusters gave %d) for its max_active_clusters parameter", c->fn, label, n,
+                       c->d->ordinal, found);
+    KP_STORE(c->d->mac[spec], (int32_t)found);
+    *out = found;
     return KP_SUCCESS;
 }
 

@@ -81,6 +81,7 @@
 #define KP_OP_SCRATCH 5
 #define KP_OP_DESC 6
 #define KP_OP_DESC_FIELD 7
+#define KP_OP_DEVICE 8
 #define KP_G_CONST 0
 #define KP_G_LOAD 1
 #define KP_G_ADD 2
@@ -90,6 +91,18 @@
 #define KP_G_CEIL_DIV 6
 #define KP_G_MIN 7
 #define KP_G_MAX 8
+
+/* ---- device properties a launch reads (kernelpack/launch/device.py): device-derived params, requirements */
+#define KP_DP_SM_COUNT 1 /* streaming multiprocessors on the device */
+#define KP_DP_MAX_DYNAMIC_SMEM 2 /* bytes of shared memory a block can opt into on the device */
+#define KP_DP_MAX_ACTIVE_CLUSTERS 3 /* clusters of a given size of the kernel that fit at once (cuOccupancyMaxActiveClusters) */
+#define KP_REQUIRES_BONUS 10000 /* quality a satisfied requirement adds */
+#define KP_MAC_BLOCK 128u /* threads per block of the max_active_clusters query when the kernel fixes none */
+
+/* The dynamic shared memory of the max_active_clusters query: all a block can have, so one block fills an SM. */
+static inline uint32_t kp_mac_smem(int32_t smem_optin, uint32_t static_smem) {
+    return smem_optin > 0 && (uint32_t)smem_optin > static_smem ? (uint32_t)smem_optin - static_smem : 0;
+}
 
 /* ---- which binary a device runs (kernelpack/launch/binaries.py): the best quality > 0 wins */
 #define KP_MATCH_EXACT 1      /* exactly the binary's major.minor */

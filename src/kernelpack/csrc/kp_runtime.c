@@ -31,17 +31,20 @@ typedef struct kp_driver {
     kp_CUresult (*MemFreeAsync)(kp_CUdeviceptr, kp_CUstream);
     kp_CUresult (*TensorMapEncodeTiled)(void*, int, unsigned int, void*, const uint64_t*, const uint64_t*,
                                         const unsigned int*, const unsigned int*, int, int, int, int);
+    kp_CUresult (*OccupancyMaxActiveClusters)(int*, kp_CUfunction, const kp_CUlaunchConfig*);
 } kp_driver;
 
 
-/* Per-device state: the binary chosen for each specialization and the dynamic smem already allowed. */
+/* Per-device state: the binary chosen for each specialization, the dynamic smem already allowed, the device
+ * properties a launch reads (kernelpack.launch.device). */
 typedef struct kp_device {
     kp_CUdevice dev;
-    int ordinal, major, minor, smem_optin;
+    int ordinal, major, minor, smem_optin, sm_count;
     int cluster_ok; /* CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: thread block clusters can be launched */
-    int32_t sel[KP_NSPEC];    /* binary index, -1 = none for this arch */
-    int32_t quality[KP_NSPEC]; /* how specific that binary is (0 = none) */
+    int32_t sel[KP_NSPEC];    /* binary index, -1 = none for this arch or a device requirement unmet */
+    int32_t quality[KP_NSPEC]; /* how well the specialization fits (0 = not at all): launch/device.py */
     uint32_t smem_raised[KP_NSPEC];
+    int32_t mac[KP_NSPEC]; /* its max_active_clusters value, once asked for (0 = not yet) */
 } kp_device;
 
 /* What an entry point resolved before launching: the device of the current context and its state. */
@@ -106,6 +109,7 @@ static kp_status kp_driver_open(void) {
         KP_DRIVER_SYM(kp_driver, KernelSetAttribute, 1), KP_DRIVER_SYM(kp_driver, LaunchKernel, 1),
         KP_DRIVER_SYM(kp_driver, LaunchKernelEx, 1), KP_DRIVER_SYM(kp_driver, MemAllocAsync, 0),
         KP_DRIVER_SYM(kp_driver, MemFreeAsync, 0), KP_DRIVER_SYM(kp_driver, TensorMapEncodeTiled, 0),
+        KP_DRIVER_SYM(kp_driver, OccupancyMaxActiveClusters, 0),
     };
     char why[384];
     int v = 0;
@@ -148,6 +152,22 @@ static int32_t kp_bin_quality(const kp_bin_info* b, int major, int minor) {
     return kp_bin_rule_quality(b->is_ptx, b->major, b->minor, b->suffix, major, minor);
 }
 
+/* A device-wide property of d (KP_DP_*) a requirement or a device-derived parameter reads. */
+static KP_UNUSED int64_t kp_device_prop(const kp_device* d, uint32_t prop) {
+    return prop == KP_DP_SM_COUNT ? d->sm_count : prop == KP_DP_MAX_DYNAMIC_SMEM ? d->smem_optin : -1;
+}
+
+/* The index of the first device requirement of spec that d breaks; -1 when d meets them all. */
+static int64_t kp_unmet(const kp_device* d, uint32_t spec) {
+#if KP_NREQ
+    for (uint32_t i = kp_specs[spec].first_req; i < kp_specs[spec].first_req + kp_specs[spec].nreq; i++)
+        if (kp_device_prop(d, kp_requires[i].prop) != kp_requires[i].value) return (int64_t)i;
+#else
+    (void)d, (void)spec;
+#endif
+    return -1;
+}
+
 static kp_status kp_device_create(const char* fn, kp_CUdevice dev, kp_device** out) {
     kp_device* d = (kp_device*)calloc(1, sizeof *d);
     if (d == NULL) return kp_fail(KP_ERROR_OUT_OF_MEMORY, "%s: out of memory for device %d state", fn, (int)dev);
@@ -157,6 +177,7 @@ static kp_status kp_device_create(const char* fn, kp_CUdevice dev, kp_device** o
     if (r == KP_CUDA_SUCCESS) r = kp_cu.DeviceGetAttribute(&d->minor, KP_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
     if (r == KP_CUDA_SUCCESS) r = kp_cu.DeviceGetAttribute(&d->smem_optin, KP_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev);
     if (r == KP_CUDA_SUCCESS) r = kp_cu.DeviceGetAttribute(&d->cluster_ok, KP_CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, dev);
+    if (r == KP_CUDA_SUCCESS) r = kp_cu.DeviceGetAttribute(&d->sm_count, KP_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
     if (r != KP_CUDA_SUCCESS) {
         free(d);
         return kp_cuda_fail(r, fn, NULL, "cuDeviceGetAttribute");
@@ -167,8 +188,9 @@ static kp_status kp_device_create(const char* fn, kp_CUdevice dev, kp_device** o
             int32_t q = kp_bin_quality(&kp_bins[i], d->major, d->minor);
             if (q > best_q) best = (int32_t)i, best_q = q;
         }
+        if (best >= 0 && kp_unmet(d, s) >= 0) best = -1, best_q = 0; /* kp_no_binary says which requirement */
         d->sel[s] = best;
-        d->quality[s] = best_q;
+        d->quality[s] = best < 0 ? 0 : best_q + KP_REQUIRES_BONUS * (int32_t)kp_specs[s].nreq;
     }
     *out = d;
     return KP_SUCCESS;
@@ -299,6 +321,17 @@ static kp_status kp_kernel_get(const char* fn, uint32_t spec, uint32_t b, kp_CUk
 }
 
 static kp_status kp_no_binary(const kp_ctx* c, uint32_t spec) {
+#if KP_NREQ
+    int runs = 0;
+    for (uint32_t i = kp_specs[spec].first_bin; i < kp_specs[spec].first_bin + kp_specs[spec].nbin; i++)
+        runs |= kp_bin_quality(&kp_bins[i], c->d->major, c->d->minor) > 0;
+    int64_t u = kp_unmet(c->d, spec);
+    if (runs && u >= 0)
+        return kp_fail(KP_ERROR_NO_BINARY_FOR_ARCH, "%s: kernel %s is built for devices with %s; device %d (sm_%d%d) "
+                       "does not fit: its %s is %lld", c->fn, KP_STR(kp_specs[spec].label),
+                       KP_STR(kp_specs[spec].requires), c->d->ordinal, c->d->major, c->d->minor,
+                       KP_STR(kp_requires[u].name), (long long)kp_device_prop(c->d, kp_requires[u].prop));
+#endif
     return kp_fail(KP_ERROR_NO_BINARY_FOR_ARCH, "%s: kernel %s has no binary for device %d (sm_%d%d): it carries %s",
                    c->fn, KP_STR(kp_specs[spec].label), c->d->ordinal, c->d->major, c->d->minor, KP_STR(kp_specs[spec].archs));
 }

@@ -53,7 +53,23 @@ typedef struct kp_spec_info {
     uint32_t entry;      /* symbol in the binaries */
     uint32_t archs;      /* "sm_80, sm_90a", for messages */
     uint32_t first_bin, nbin;
+    uint32_t first_req, nreq; /* its device requirements: kp_requires[first_req .. first_req + nreq) */
+    uint32_t requires;   /* "sm_count == 132", for messages */
+} kp_spec_info;
+
+/* What one binary launches with (kernelpack.launch.facts): the LaunchSpec of its arch (the artifact's, or the arch's
+ * own) and which of its specialization's parameter layouts it takes. Indexed like kp_bins; generated from the
+ * launch specs, so it lives in the translation unit (kp_bin_info's cubin facts live in the data object). */
+typedef struct kp_bin_launch {
     uint32_t block[3];   /* LaunchSpec.block; 0 = none */
     uint32_t dyn_smem;   /* LaunchSpec.dynamic_smem */
     uint32_t cluster[3]; /* LaunchSpec.cluster; 0 = none */
-} kp_spec_info;
+    uint32_t layout;     /* 0 = the artifact's own */
+} kp_bin_launch;
+
+/* A device requirement of a specialization (KernelArtifact.requires): device property prop (KP_DP_*) == value. */
+typedef struct kp_require {
+    uint32_t prop;
+    uint32_t name; /* the property's name (offset in kp_strtab) */
+    int64_t value;
+} kp_require;

@@ -3,7 +3,7 @@
 * :func:`compile` -> :class:`~kernelpack.bundle.Bundle` of kernel-level artifacts (cubin + typed signature +
   launch config, the grid recorded as a formula of the arguments when it is one);
 * :func:`export` -> :class:`~kernelpack.cute_host.HostProgram` (CuTe's host launcher object + derived entry
-  parameters), linked with kernelpack's driver shim by :func:`kernelpack.cute_host.build_host_library`.
+  parameters), linked with kernelpack's driver shim by ``kernelpack.Library(lib, *programs)`` (alone or with kernels).
 """
 
 from __future__ import annotations

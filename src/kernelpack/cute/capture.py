@@ -4,6 +4,12 @@
 reentrant anyway). For each launch we keep what only exists during tracing: the kernel's flattened typed
 parameters, derived from the DSL values handed to it, and its launch configuration with the grid as a formula
 of those parameters when it is one.
+
+The launch configuration is the one the DSL itself builds from the launch call: while the original ``launch``
+runs, the DSL's ``LaunchConfig`` class is shadowed on the DSL object by a subclass that records each instance it
+constructs. So every launch form the DSL accepts (``stream=``, ``async_deps=``, ``cluster=``, ``smem=``, the
+``kernel(...)(grid=...)`` call form, positional fields) is read exactly as the DSL reads it, and a launch the DSL
+rejects fails the compile with the DSL's own diagnostic rather than ours.
 """
 
 from __future__ import annotations
@@ -15,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import KernelpackError
-from .derive import Leaf, leaves
+from .derive import Leaf, bind, leaves
 from .grid import Expr, grid_rule
+from .types import is_static
 
 _LOCK = threading.Lock()
 
@@ -33,6 +40,7 @@ class Launch:
     block: tuple[int, int, int] | None = None
     cluster: tuple[int, int, int] | None = None
     smem: int | None = None
+    config: Any = None  # the DSL's own LaunchConfig for this launch (None if the DSL built none)
 
 
 def _types_of(obj: Any) -> list[str]:
@@ -50,17 +58,33 @@ def _ints(values: Any) -> tuple[int, int, int] | None:
     return tuple(vals)  # type: ignore[return-value]
 
 
-def _record(launcher: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Launch:
+def _params(launcher: Any, rec: Launch) -> list[Any]:
+    """The kernel's flattened parameters into ``rec`` (or ``rec.error``); returns their DSL values."""
     from cutlass.base_dsl.utils.mlir_value_tree import extract_mlir_values
 
-    rec = Launch(getattr(launcher.funcBody, "__name__", "kernel"))
     try:
         rec.params = leaves(launcher.funcBody, launcher.func_args, launcher.func_kwargs, _types_of)
-        from .derive import bind
+        return [v for _, a in bind(launcher.funcBody, launcher.func_args, launcher.func_kwargs)
+                for v in extract_mlir_values(a) if not is_static(str(v.type))]
+    except KernelpackError as e:
+        rec.error = e.message
+    except Exception as e:  # noqa: BLE001 - an unexpected DSL object: no kernel-level artifact, host path still fine
+        rec.error = f"{type(e).__name__}: {e}"
+    return []
 
-        values = [v for _, a in bind(launcher.funcBody, launcher.func_args, launcher.func_kwargs)
-                  for v in extract_mlir_values(a)]
-        cfg = launcher.dsl.LaunchConfig(*args, **kwargs)
+
+def _configure(rec: Launch, cfg: Any, values: list[Any]) -> None:
+    """Launch facts from the DSL's own config: grid formula, block, cluster, static dynamic-smem bytes."""
+    if cfg is None:
+        rec.error = rec.error or "the DSL built no launch configuration for this launch (an unknown DSL version?)"
+        return
+    if getattr(cfg, "cooperative", False):
+        rec.error = rec.error or ("it is launched with cooperative=True (grid-wide sync), which a kernel-level "
+                                  "artifact does not carry")
+        return
+    if rec.error:
+        return
+    try:
         if len(values) == len(rec.params):
             rec.grid = grid_rule(cfg.grid, [(v, lf.name, lf.type) for v, lf in zip(values, rec.params)])
         rec.block = _ints(cfg.block)
@@ -68,9 +92,41 @@ def _record(launcher: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Lau
         rec.smem = cfg.smem if type(cfg.smem) is int else None
     except KernelpackError as e:
         rec.error = e.message
-    except Exception as e:  # noqa: BLE001 - an unexpected DSL object: no kernel-level artifact, host path still fine
+    except Exception as e:  # noqa: BLE001 - an unexpected config value: no kernel-level artifact
         rec.error = f"{type(e).__name__}: {e}"
-    return rec
+
+
+def _hidden_from_dsl_locations(fn: Any) -> Any:
+    """Make ``fn``'s frames look like the DSL's own to its diagnostics, which point at the first frame outside the
+    DSL (our wrappers sit between the user's launch call and the DSL): a filename in angle brackets counts as
+    internal there. Tracebacks still name the function, this module and the line."""
+    fn.__code__ = fn.__code__.replace(co_filename=f"<{__name__}>")
+    return fn
+
+
+@contextlib.contextmanager
+def _observe_configs(dsl: Any) -> Iterator[list[Any]]:
+    """Within the block, every ``LaunchConfig`` the DSL object ``dsl`` constructs is appended to the list."""
+    seen: list[Any] = []
+    real = type(dsl).LaunchConfig
+    had_own = "LaunchConfig" in vars(dsl)
+    own = vars(dsl).get("LaunchConfig")
+
+    class ObservedLaunchConfig(real):  # type: ignore[misc, valid-type]
+        @_hidden_from_dsl_locations
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            seen.append(self)
+
+    ObservedLaunchConfig.__qualname__ = real.__qualname__
+    dsl.LaunchConfig = ObservedLaunchConfig
+    try:
+        yield seen
+    finally:
+        if had_own:
+            dsl.LaunchConfig = own
+        else:
+            del dsl.LaunchConfig
 
 
 @contextlib.contextmanager
@@ -82,9 +138,14 @@ def capture_launches() -> Iterator[list[Launch]]:
     with _LOCK:
         original = KernelLauncher.launch
 
+        @_hidden_from_dsl_locations
         def launch(self: Any, *args: Any, **kwargs: Any) -> Any:
-            rec = _record(self, args, kwargs)
-            ret = original(self, *args, **kwargs)
+            rec = Launch(getattr(self.funcBody, "__name__", "kernel"))
+            values = _params(self, rec)
+            with _observe_configs(self.dsl) as seen:
+                ret = original(self, *args, **kwargs)
+            rec.config = seen[0] if seen else None
+            _configure(rec, rec.config, values)
             rec.symbol = self._launch_name or ""
             records.append(rec)
             return ret

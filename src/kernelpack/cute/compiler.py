@@ -24,6 +24,7 @@ from ..arch import Arch, parse_archs
 from ..artifact import Binary, KernelArtifact, LaunchSpec, Provenance
 from ..bundle import Bundle
 from ..cubin import read_cubin
+from ..diagnostics import chain_log, headline
 from ..errors import CompileError, KernelpackError
 from .capture import Launch, capture_launches
 from .derive import Leaf, leaves, to_abi
@@ -68,8 +69,8 @@ def _compile_arch(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str,
             compiled = cute.compile(fn, *args, **kwargs, options=opts)
     except KernelpackError:
         raise
-    except Exception as e:
-        raise CompileError(f"{_fn_name(fn)}: CuTe compile for {arch} failed: {type(e).__name__}", log=str(e)) from e
+    except Exception as e:  # the DSL's errors (CompilerDiagnosticError, DSLUserCodeError...) and the user's own
+        raise CompileError(f"{_fn_name(fn)}: CuTe compile for {arch} failed: {headline(e)}", log=chain_log(e)) from e
     cubin = compiled.__cubin__
     if isinstance(cubin, str):
         cubin = cubin.encode("latin-1")
@@ -217,7 +218,7 @@ def export(
     """Compile ``fn`` with its host logic (TMA descriptors, cluster launch, grid math) into a HostProgram.
 
     Parameters are derived from the example arguments and checked, byte by byte, against the host function CuTe
-    lowered; the object of each arch is checked for a known format. Link with ``build_host_library``.
+    lowered; the object of each arch is checked for a known format. Link with ``kernelpack.Library``.
     """
     from ..cute_host.program import HostObject, HostParam, HostProgram
 

@@ -8,6 +8,8 @@ The same walk serves the ``@cute.jit`` host function (example arguments given to
   come from the tensor's own MLIR type;
 * a cutlass numeric (or a Python number annotated with one) becomes a scalar of exactly that type;
 * ``cute.Pointer`` a typed pointer, a stream an untyped pointer flagged as the stream;
+* a coordinate (identity) tensor with dynamic leaves a struct of them; a layout-like value with no dynamic leaf
+  (a tiled copy, a static layout or coordinate tensor) nothing: CuTe lowers it to no parameter;
 * NamedTuples, tuples, lists and dataclasses are flattened field by field (``epi.alpha``);
 * any other object implementing ``__extract_mlir_values__``/``__get_mlir_types__`` contributes each of its
   dynamic values in order, named after its attributes when they account for every value.
@@ -26,7 +28,7 @@ from typing import Any
 
 from ..abi import Abi, Param, ParamType, Scalar
 from ..errors import CompileError
-from .types import STREAM_TYPES, abi_type, numeric_dtype
+from .types import STREAM_TYPES, abi_type, is_static, mlir_ir, numeric_dtype
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,7 @@ def _walk(name: str, path: tuple[str, ...], obj: Any, annotation: Any, types_of:
         (mlir,) = types_of(obj)
         return [Leaf(name, abi_type(mlir, dtype), mlir, path=path)]
     if _is_dsl_leaf(obj):
-        types = types_of(obj)
+        types = [t for t in types_of(obj) if not is_static(t)]
         return [_leaf(name if len(types) == 1 else f"{name}{i}", path, t) for i, t in enumerate(types)]
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # NamedTuple
         hints = _hints(type(obj))
@@ -128,9 +130,14 @@ def _walk(name: str, path: tuple[str, ...], obj: Any, annotation: Any, types_of:
 
 
 def _is_dsl_leaf(obj: Any) -> bool:
-    """Tensors, pointers and streams of the DSL itself (their value list is their C form)."""
+    """Tensors, pointers, streams and layouts of the DSL itself (their value list is their C form; a layout is an
+    MLIR value)."""
     mod = type(obj).__module__
-    return mod.startswith("cutlass") and (hasattr(obj, "__get_mlir_types__") or hasattr(obj, "__extract_mlir_values__"))
+    if not mod.startswith("cutlass"):
+        return False
+    if hasattr(obj, "__get_mlir_types__") or hasattr(obj, "__extract_mlir_values__"):
+        return True
+    return isinstance(obj, mlir_ir().Value)
 
 
 def _leaf(name: str, path: tuple[str, ...], mlir: str) -> Leaf:
@@ -139,7 +146,7 @@ def _leaf(name: str, path: tuple[str, ...], mlir: str) -> Leaf:
 
 def _custom(name: str, path: tuple[str, ...], obj: Any, types_of: TypesOf) -> list[Leaf]:
     """A user object with dynamic values: name them after its attributes when those account for every value."""
-    types = types_of(obj)
+    types = [t for t in types_of(obj) if not is_static(t)]
     try:
         named: list[Leaf] = []
         for attr, value in vars(obj).items():

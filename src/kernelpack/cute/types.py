@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..abi import DType, Pointer, Scalar, Struct, TensorSpec
+from ..abi import DType, Field, Pointer, Scalar, Struct, TensorSpec
 from ..errors import CompileError
 
 _MLIR_SCALARS: dict[str, DType] = {
@@ -28,6 +28,11 @@ _NUMERIC_CLASSES: dict[str, DType] = {
     "Float16": DType.f16, "BFloat16": DType.bf16, "Float32": DType.f32, "Float64": DType.f64,
 }
 
+_COORD_TENSOR = re.compile(r'^!cute\.coord_tensor<\s*"(.*?)"\s*,\s*"(.*)"\s*>$')
+_BASIS_LEAF = re.compile(r"(\?(?:\{[^}]*\})?|-?\d+)(?:@\d+)*")  # a stride leaf of a coordinate tensor: 1024@0
+# layout-like DSL types that lower to no kernel parameter when every leaf is static (no "?" in the spelling)
+_STATIC_KINDS = ("!cute.tiled_copy<", "!cute.tiled_mma<", "!cute.layout<", "!cute.coord_tensor<", "!cute.int_tuple<",
+                 "!cute.shape<", "!cute.stride<", "!cute.tile<")
 _MEMREF = re.compile(r'^!cute\.memref<\s*([^,]+?)\s*,\s*(\w+)\s*(?:,\s*align<(\d+)>)?\s*,\s*"(.*)"\s*>$')
 _PTR = re.compile(r"^!cute\.ptr<\s*([^,>]+?)\s*,\s*(\w+)\s*(?:,\s*align<(\d+)>)?\s*>$")
 _LEAF = re.compile(r"\?(?:\{([^}]*)\})?|-?\d+")
@@ -156,9 +161,45 @@ def tensor_struct_name(spec: TensorSpec) -> str:
     return f"tensor_{spec.dtype.value}_{code(spec.shape, spec.shape_dtype)}_{code(spec.stride, spec.stride_dtype)}"
 
 
+def is_static(type_text: str) -> bool:
+    """Whether a DSL value of this type is compile-time only: a layout-like value (tiled copy or MMA, layout, shape,
+    coordinate tensor) with no dynamic leaf lowers to no kernel parameter. (TMA atoms carry a descriptor: never.)
+    Every derived ABI is verified against the cubin's parameter table, which would catch a wrong guess."""
+    t = type_text.strip()
+    return t.startswith(_STATIC_KINDS) and "?" not in t and "tma" not in t
+
+
+def coord_tensor_struct(type_text: str) -> Struct:
+    """A coordinate (identity) tensor with dynamic leaves, ``!cute.coord_tensor<"(0,0)", "((1024),(?,?)):((1@0),
+    (1024@0,1@1))">``: a struct of its dynamic leaves, as CuTe lowers it (``shape0, shape1`` here). Only one of its
+    coordinate, shape and stride may be dynamic: with several, the order of the lowered fields is not known here."""
+    m = _COORD_TENSOR.match(type_text.strip())
+    if not m:
+        raise CompileError(f"cannot read CuTe coordinate tensor type {type_text}")
+    coord_text, layout = m.groups()
+    shape_text, stride_text = split_layout(layout)
+    stride = parse_modes(",".join(x.group(1) for x in _BASIS_LEAF.finditer(stride_text)))
+    groups = [(kind, [md for md in modes if md.static is None])
+              for kind, modes in (("coord", parse_modes(coord_text)), ("shape", parse_modes(shape_text)),
+                                  ("stride", stride))]
+    dynamic = [(kind, modes) for kind, modes in groups if modes]
+    if len(dynamic) != 1:
+        raise CompileError(f"CuTe coordinate tensor {type_text}: dynamic leaves in its "
+                           f"{' and '.join(k for k, _ in dynamic)} have no known C layout in kernelpack")
+    kind, modes = dynamic[0]
+    widths = {md.width for md in modes}
+    if len(widths) > 1:
+        raise CompileError(f"CuTe coordinate tensor {type_text}: its dynamic {kind} mixes 32- and 64-bit leaves")
+    dt = DType.i64 if widths == {64} else DType.i32
+    code = "x".join("D" if dt == DType.i64 else "d" for _ in modes)
+    return Struct(f"coord_tensor_{kind}_{code}", tuple(Field(f"{kind}{i}", Scalar(dt)) for i in range(len(modes))))
+
+
 def abi_type(type_text: str, dtype_hint: DType | None = None) -> Scalar | Pointer | Struct:
     """The ABI type of one flattened DSL value, from its MLIR spelling (``dtype_hint`` restores signedness)."""
     t = type_text.strip()
+    if t.startswith("!cute.coord_tensor<"):
+        return coord_tensor_struct(t)
     if t.startswith("!cute.memref<"):
         spec, _space = tensor_spec(t)
         return Struct.tensor_descriptor(tensor_struct_name(spec), spec)

@@ -4,7 +4,9 @@
       -- ld -r -->  one relocatable object  -- objcopy: only NAME_* stay global -->  .a and .so
 
 Localizing everything else means two such libraries, shared or static, never clash in one program (each carries
-its own ``_cudaLaunchKernelEx`` & co). Only the system C compiler and binutils are used.
+its own ``_cudaLaunchKernelEx`` & co). Only the system C compiler and binutils are used. ``kernelpack.Library`` drives
+it: :func:`link_object` for host programs beside kernels, :func:`stage_programs` for host programs alone;
+:func:`build_host_library` is a thin wrapper over the latter.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from importlib import resources
 from pathlib import Path
 
 from .. import config
+from .._reprs import clip_left
 from ..clib.cdecl import TypeNames
 from ..names import entry_name
-from ..publish import Stage, output_dir
 from ..toolchain import run_tool
 from .entry import generate
 from .program import HostProgram
@@ -35,6 +37,10 @@ class HostLibrary:
     object: Path  # the combined relocatable object (what the C library generator links in)
     exports: tuple[str, ...]
 
+    def __repr__(self) -> str:
+        return (f"<HostLibrary lib{self.name}.so/.a + {self.name}.h at {clip_left(str(self.shared.parent.parent), 120)}"
+                f": {len(self.exports)} exports>")
+
 
 def shim_source() -> str:
     return resources.files("kernelpack.cute_host").joinpath("shim.c").read_text()
@@ -47,7 +53,6 @@ def support_files() -> dict[str, str]:
     out = {f: pkg.joinpath("csrc").joinpath(f).read_text() for f in ("kp_model.h", "kp_cuda.h", "kp_error.c")}
     out.update({f: pkg.joinpath("cute_host").joinpath(f).read_text() for f in ("kp_host.c", "shim.c")})
     return out
-
 
 
 def link_object(lib: str, programs: Sequence[HostProgram], workdir: Path, *, cc: str | None = None,
@@ -78,27 +83,55 @@ def link_object(lib: str, programs: Sequence[HostProgram], workdir: Path, *, cc:
             objs.append(path.name)
     combined = workdir / f"lib{lib}_cute.o"
     run_tool([ld, "-r", "-o", combined.name, "entry.o", "shim.o", *objs], "ld -r (combining objects)", workdir)
-    api = ["set_default_device"] if integrated else ["last_error", "last_cuda_error", "set_default_device"]
-    exports = tuple(sorted([entry_name(lib, p.symbol) for p in programs] + [f"{lib}_{n}" for n in api]))
+    exports = exported(lib, programs, integrated=integrated)
     keep = workdir / "exports.txt"
     keep.write_text("\n".join(exports) + "\n")
     run_tool([objcopy, f"--keep-global-symbols={keep.name}", combined.name], "objcopy (localizing symbols)", workdir)
     return combined, exports, header
 
 
+def exported(lib: str, programs: Sequence[HostProgram], *, integrated: bool = False) -> tuple[str, ...]:
+    """The symbols the programs' object exports: their entries and, alone (not ``integrated`` into a kernel
+    library, which defines its own), the last-error API."""
+    api = ["set_default_device"] if integrated else ["last_error", "last_cuda_error", "set_default_device"]
+    return tuple(sorted([entry_name(lib, p.symbol) for p in programs] + [f"{lib}_{n}" for n in api]))
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A library of host programs alone, built in a stage's work folder (see :func:`stage_programs`)."""
+
+    shared: Path
+    static: Path
+    header: str
+    cpp_header: str
+    object: Path
+    exports: tuple[str, ...]
+    sources: tuple[Path, ...]  # NAME_entry.c and the C sources compiled beside it
+
+
+def stage_programs(lib: str, programs: Sequence[HostProgram], work: Path, *, cc: str, ar: str, ld: str = "ld",
+                   objcopy: str = "objcopy") -> Staged:
+    """Link ``programs`` alone into ``work/lib<lib>.so`` and ``.a`` (what :class:`kernelpack.Library` builds from
+    host programs without kernels): their entries, the shim and the last-error API; nothing else global."""
+    names = TypeNames(lib)  # one set of C type names for NAME.h and NAME.hpp
+    combined, exports, header = link_object(lib, programs, work, cc=cc, ld=ld, objcopy=objcopy, names=names)
+    run_tool([cc, "-shared", "-o", f"lib{lib}.so", combined.name, f"-Wl,-soname,lib{lib}.so", "-ldl", "-lpthread",
+              "-Wl,-z,noexecstack", "-Wl,-z,defs", "-Wl,--no-undefined"], f"linking lib{lib}.so", work)
+    run_tool([ar, "rcsD", f"lib{lib}.a", combined.name], f"archiving lib{lib}.a", work)
+    from ..clib.cppheader import host_cpp_header
+
+    sources = tuple(work / f for f in (f"{lib}_entry.c", "kp_cute_shim.c", *support_files()) if f != "shim.c")
+    return Staged(work / f"lib{lib}.so", work / f"lib{lib}.a", header, host_cpp_header(lib, programs, names),
+                  combined, exports, sources)
+
+
 def build_host_library(lib: str, programs: Sequence[HostProgram], out_dir: str | os.PathLike[str], *,
                        cc: str | None = None, ar: str | None = None) -> HostLibrary:
-    """Build ``out_dir/lib/lib<lib>.so``, ``lib<lib>.a`` and ``out_dir/include/<lib>.h``."""
-    cc = cc or config.knobs().cc
-    ar = ar or config.knobs().ar
-    with output_dir(out_dir) as out, Stage(out) as stage:  # all outputs at once, or none (kernelpack.publish)
-        work = stage.work
-        combined, exports, header = link_object(lib, programs, work, cc=cc)
-        run_tool([cc, "-shared", "-o", f"lib{lib}.so", combined.name, "-ldl", "-lpthread", "-Wl,-z,noexecstack",
-              "-Wl,-z,defs", "-Wl,--no-undefined"], f"linking lib{lib}.so", work)
-        run_tool([ar, "rcs", f"lib{lib}.a", combined.name], f"archiving lib{lib}.a", work)
-        for f in (f"lib{lib}.so", f"lib{lib}.a", combined.name):
-            os.replace(work / f, stage.path(f"lib/{f}"))
-        stage.write(f"include/{lib}.h", header)
-    return HostLibrary(lib, out / "lib" / f"lib{lib}.so", out / "lib" / f"lib{lib}.a", out / "include" / f"{lib}.h",
-                       out / "lib" / combined.name, exports)
+    """Build ``out_dir/lib/lib<lib>.so``, ``lib<lib>.a``, ``out_dir/include/<lib>.h`` (and what every kernelpack
+    library has: ``<lib>.hpp``, a CMake package, a pkg-config file): ``kernelpack.Library(lib, *programs)``."""
+    from ..clib.build import Library
+
+    built = Library(lib, *programs, cc=cc, ar=ar).build(out_dir)
+    return HostLibrary(lib, built.shared, built.static, built.header, built.lib_dir / f"lib{lib}_cute.o",
+                       exported(lib, programs))

@@ -13,6 +13,7 @@ import json
 import struct
 from dataclasses import dataclass
 
+from .._reprs import clip, listing
 from ..errors import KernelpackError
 
 SUPPORTED_VERSIONS = ("1.1",)
@@ -41,6 +42,10 @@ class ObjectInfo:
     defined: frozenset[str]
     undefined: frozenset[str]
     kernel_info: dict[str, dict]
+
+    def __repr__(self) -> str:
+        return (f"<ObjectInfo {self.machine} format {clip(self.version, 16)}: {len(self.defined)} symbols defined, "
+                f"{len(self.undefined)} imported ({listing(sorted(self.undefined), 120)})>")
 
     def entry(self, prefix: str) -> str:
         cands = sorted(s for s in self.defined if s.startswith(f"_mlir_{prefix}__mlir_ciface_"))

@@ -3,7 +3,7 @@
 Holds bytes and facts only: per arch the relocatable object CuTe's ``export_to_c`` wrote (host launcher + cubin),
 the typed parameters derived from the DSL arguments (checked against the host function CuTe lowered), and the
 kernel artifacts it launches (for inspection; the object carries its own cubin). Link it with
-:func:`kernelpack.cute_host.build_host_library`.
+``kernelpack.Library(lib, *programs)`` (alone or with kernels).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .._reprs import clip, size
 from ..abi import ParamType, Struct
 from ..arch import Arch
 from ..artifact import KernelArtifact, Provenance
@@ -30,6 +31,11 @@ class HostParam:
     stream: bool = False
     checks: tuple[tuple[str, int], ...] = ()  # (field, divisor): "data" = byte alignment, else the value itself
 
+    def __repr__(self) -> str:
+        kind = "void* (stream)" if self.stream else self.type.c_type
+        checks = "".join(f", {f} % {n} == 0" for f, n in self.checks)
+        return f"<HostParam {clip(kind, 64)} {clip(self.name, 64)}{clip(checks, 100)}>"
+
 
 @dataclass(frozen=True)
 class HostObject:
@@ -42,6 +48,9 @@ class HostObject:
     @property
     def info(self) -> ObjectInfo:
         return read_object(self.data, self.prefix)
+
+    def __repr__(self) -> str:
+        return f"<HostObject {self.arch} {size(len(self.data))} prefix {clip(self.prefix, 80)}>"
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,13 @@ class HostProgram:
     @property
     def label(self) -> str:
         return f"{self.name}[{self.variant}]" if self.variant else self.name
+
+    def __repr__(self) -> str:
+        params = ", ".join("stream" if p.stream else p.name for p in self.params)
+        archs = ", ".join(str(o.arch) for o in self.objects)
+        return (f"<HostProgram {clip(self.label, 64)} for {clip(archs, 60)}: ({clip(params, 80)}), "
+                f"{len(self.kernels)} kernel{'s' * (len(self.kernels) != 1)}, objects "
+                f"{size(sum(len(o.data) for o in self.objects))}, {clip(self.provenance.frontend, 24)}>")
 
     def to_bytes(self) -> bytes:
         """This program as canonical JSON bytes (objects and kernels inside): see :mod:`kernelpack.cute_host.serial`."""

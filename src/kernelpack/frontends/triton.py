@@ -1,5 +1,7 @@
 """Triton in a project: ``[[triton]]`` entries, one build step per specialization, built by
-:func:`kernelpack.triton.compile`."""
+:func:`kernelpack.triton.compile`. ``example_args = "kernels.py:example_args"`` (a function returning the arguments
+of one call, or the arguments themselves) derives the signature as Triton's JIT would for that call; ``signature``
+and ``constexprs`` then override what was derived."""
 
 from __future__ import annotations
 
@@ -8,12 +10,18 @@ from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ..errors import ProjectError
 from . import fields as fl
 from .base import Entry, Frontend, Output, Step
 from .refs import python_ref_files, ref_name, resolve
 
+GRID = fl.optional(fl.rule(lambda v: fl.is_sequence(v) and len(v) == 3, "three grid formulas"))
 SIGNATURE = fl.rule(lambda v: fl.str_key_map(v, lambda x: isinstance(x, str)) or (
     fl.is_sequence(v) and all(isinstance(x, str) for x in v)), "a table {param = \"type\"} or a list of types")
+# a reference "file.py:function" (in a Python project also the function or the arguments themselves)
+EXAMPLE_ARGS = fl.optional(fl.rule(lambda v: not isinstance(v, (bool, int, float)),
+                                   "a reference such as \"kernels.py:example_args\" (a function returning the "
+                                   "arguments of one call)"))
 
 
 @dataclass(frozen=True)
@@ -22,11 +30,13 @@ class Triton(Entry):
 
     frontend: ClassVar[str] = "triton"
     rules: ClassVar[Mapping[str, fl.Check]] = {
-        "kernel": fl.REF, "signature": SIGNATURE, "name": fl.NAME, "constexprs": fl.TABLE, "num_warps": fl.POSITIVE,
-        "num_stages": fl.POSITIVE, "num_ctas": fl.POSITIVE, "specializations": fl.TABLES, "options": fl.TABLE}
+        "kernel": fl.REF, "signature": SIGNATURE, "example_args": EXAMPLE_ARGS, "name": fl.NAME,
+        "constexprs": fl.TABLE, "num_warps": fl.POSITIVE, "num_stages": fl.POSITIVE, "num_ctas": fl.POSITIVE,
+        "specializations": fl.TABLES, "options": fl.TABLE, "device_args": fl.STRING_TABLE, "grid": GRID}
     kernel: Any = None  # "file.py:attr" | "module:attr" | the @triton.jit function
     signature: Mapping[str, str] | Sequence[str] = field(default_factory=dict)
     _: KW_ONLY
+    example_args: Any = None  # "file.py:function" | the function | the arguments (a tuple, or a dict by name)
     name: str | None = None
     constexprs: Mapping[str, Any] = field(default_factory=dict)
     num_warps: int = 4
@@ -34,6 +44,8 @@ class Triton(Entry):
     num_ctas: int = 1
     specializations: Sequence[Mapping[str, Any]] = ()
     options: Mapping[str, Any] = field(default_factory=dict)
+    device_args: Mapping[str, str] = field(default_factory=dict)  # param -> role filled from the launch device
+    grid: Sequence[Any] | None = None  # three grid formulas (kernelpack.artifact.evaluate_grid)
 
 
 class TritonFrontend(Frontend[Triton]):
@@ -53,11 +65,18 @@ class TritonFrontend(Frontend[Triton]):
         from .. import triton as kt
 
         name = entry.name or ref_name(entry.kernel)
-        return kt._variant_names(name, [kt._spec(s, name) for s in specs], dict(entry.constexprs), entry.num_warps,
-                                 entry.num_stages)
+        consts: dict[str, Any] = dict(entry.constexprs)
+        base_div: tuple[str, ...] = ()
+        if entry.example_args is not None and any("divisibility" not in s for s in specs):  # names follow the JIT's
+            fn = resolve(entry.kernel, root, f"triton kernel {entry.kernel!r}")
+            _, consts, base_div = kt._from_example(kt.signature_from_args(fn, _example_args(entry, root),
+                                                                          constexprs=consts),
+                                                   entry.signature or None, consts)
+        return kt._variant_names(name, [kt._spec(s, name) for s in specs], consts, entry.num_warps,
+                                 entry.num_stages, base_div)
 
     def files(self, entry: Triton, root: Path) -> list[Path]:
-        return python_ref_files([entry.kernel], root)
+        return python_ref_files([entry.kernel, entry.example_args], root)
 
     def build(self, entry: Triton, step: Step) -> Output:
         from .. import triton as kt
@@ -65,11 +84,25 @@ class TritonFrontend(Frontend[Triton]):
         fn = resolve(entry.kernel, step.root, f"triton kernel {entry.kernel!r}")
         specs = list(entry.specializations) or [{}]
         spec = {**specs[step.index], "variant": step.variant} if len(specs) > 1 else dict(specs[0])
-        bundle = kt.compile(fn, entry.signature, arch=list(step.archs), constexprs=dict(entry.constexprs),
-                            num_warps=entry.num_warps, num_stages=entry.num_stages, num_ctas=entry.num_ctas,
-                            specializations=[spec], name=entry.name, options=dict(entry.options) or None,
-                            cache=step.cache)
+        example = _example_args(entry, step.root) if entry.example_args is not None else None
+        signature = (entry.signature or None) if example is not None else entry.signature
+        bundle = kt.compile(fn, signature, arch=list(step.archs), example_args=example,
+                            constexprs=dict(entry.constexprs), num_warps=entry.num_warps,
+                            num_stages=entry.num_stages, num_ctas=entry.num_ctas, specializations=[spec],
+                            name=entry.name, options=dict(entry.options) or None,
+                            device_args=dict(entry.device_args) or None, grid=entry.grid, cache=step.cache)
         return Output("bundle", bundle.to_bytes())
+
+
+def _example_args(entry: Triton, root: Path) -> Any:
+    """The example arguments of the entry: a referenced function is called with no arguments."""
+    args = resolve(entry.example_args, root, f"triton example_args {entry.example_args!r}")
+    if callable(args) and not isinstance(args, (tuple, list, Mapping)):
+        args = args()
+    if isinstance(args, (str, bytes)) or not isinstance(args, (tuple, list, Mapping)):
+        raise ProjectError(f"triton entry {entry.name or ref_name(entry.kernel)}: example_args must give a tuple or "
+                           f"list of arguments, or a dict by parameter name (got {type(args).__name__})")
+    return args
 
 
 FRONTEND = TritonFrontend()

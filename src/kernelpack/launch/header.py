@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from . import binaries, codes
+from . import binaries, codes, device
 from .plan import GRID_OPS_CODES, OPS
 
 NAME = "kp_model.h"
@@ -37,6 +37,10 @@ def render() -> str:
                       *[(f"KP_MAX_GRID_{x}", f"{v}u") for x, v in zip("XYZ", codes.MAX_GRID)]])
     ops = defines([(f"KP_OP_{n.upper()}", v) for n, v in OPS.items()])
     gops = defines([(f"KP_G_{n.upper()}", v) for n, v in GRID_OPS_CODES.items()])
+    props = defines([(f"KP_DP_{p.name.upper()}", f"{p.code} /* {p.doc} */") for p in device.PROPERTIES]
+                    + [("KP_REQUIRES_BONUS", f"{device.REQUIRES_BONUS} /* quality a satisfied requirement adds */"),
+                       ("KP_MAC_BLOCK", f"{device.MAC_BLOCK}u /* threads per block of the max_active_clusters query "
+                                        f"when the kernel fixes none */")])
     rules = ",\n    ".join(f"{{{int(r.ptx)}, {_char(r.suffix)}, {r.match}, {r.base}, {r.plus}}}"
                               for r in binaries.RULES)
     return f"""/* kp_model.h: kernelpack's launch model (kernelpack/launch/), rendered for C. Generated: do not edit.
@@ -73,6 +77,14 @@ def render() -> str:
 /* ---- how a parameter is filled (runtime plans: kernelpack/launch/plan.py) and grid-formula steps */
 {ops}
 {gops}
+
+/* ---- device properties a launch reads (kernelpack/launch/device.py): device-derived params, requirements */
+{props}
+
+/* The dynamic shared memory of the max_active_clusters query: all a block can have, so one block fills an SM. */
+static inline uint32_t kp_mac_smem(int32_t smem_optin, uint32_t static_smem) {{
+    return smem_optin > 0 && (uint32_t)smem_optin > static_smem ? (uint32_t)smem_optin - static_smem : 0;
+}}
 
 /* ---- which binary a device runs (kernelpack/launch/binaries.py): the best quality > 0 wins */
 #define KP_MATCH_EXACT {binaries.MATCH_EXACT}      /* exactly the binary's major.minor */

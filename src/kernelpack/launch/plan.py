@@ -16,20 +16,21 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
+from ..abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec, device_role
 from ..artifact import GRID_OPS, GridExpr, LaunchSpec
 from ..tma import TensorDescSpec
 from .codes import DTYPE_CODE, INT_RANGE  # noqa: F401 - INT_RANGE: the ranges every plan check uses
 
 KP_DYN = -(2**63)  # a mode passed at run time (C plans; KP_DYN in kp_model.h)
 
-# how a parameter is filled; the C extension packs the first five itself and leaves plans with the others
-# (launch-derived values: a Triton scratch buffer, the first param of a tensor descriptor -- the caller's tensor --
-# and the other params that descriptor fills) to the Python path
+# how a parameter is filled; the C extension packs the first five and "device" itself and leaves plans with the
+# others (launch-derived values: a Triton scratch buffer, the first param of a tensor descriptor -- the caller's
+# tensor -- and the other params that descriptor fills) to the Python path. "device": a hidden param filled with a
+# property of the launch device (its role names it: kernelpack.launch.device)
 OPS: dict[str, int] = {"null": 0, "ptr": 1, "scalar": 2, "tensor": 3, "bytes": 4, "scratch": 5, "desc": 6,
-                       "desc_field": 7}
+                       "desc_field": 7, "device": 8}
 OP_NULL, OP_PTR, OP_SCALAR, OP_TENSOR, OP_BYTES = OPS["null"], OPS["ptr"], OPS["scalar"], OPS["tensor"], OPS["bytes"]
-OP_SCRATCH, OP_DESC, OP_DESC_FIELD = OPS["scratch"], OPS["desc"], OPS["desc_field"]
+OP_SCRATCH, OP_DESC, OP_DESC_FIELD, OP_DEVICE = OPS["scratch"], OPS["desc"], OPS["desc_field"], OPS["device"]
 
 
 @dataclass(frozen=True)
@@ -70,15 +71,16 @@ class Slot:
 
     @property
     def name(self) -> str:
-        return self.param.name
+        """The caller's name for it: a tensor descriptor's argument name for the slot that stands for the
+        descriptor (its first kernel param may be named otherwise, e.g. ``a_base`` where it is decomposed)."""
+        return self.desc.arg if self.op == OP_DESC and self.desc is not None else self.param.name
 
     def describe(self) -> str:
         """The argument as a user writes it: ``x: const f32*`` or ``t: tensor f16[?, 64] stride [?, 1]``."""
         t = self.param.type
-        if self.desc is not None:
+        if self.desc is not None:  # its lowering and box are the binary's (they may differ per arch)
             d = self.desc
-            box = "x".join(map(str, d.block_shape))
-            return f"{d.arg}: tensor {d.dtype}, rank {d.rank} (tensor descriptor, {d.lowering}, block {box})"
+            return f"{d.arg}: tensor {d.dtype}, rank {d.rank} (tensor descriptor)"
         if self.tensor is not None:
             s = self.tensor.spec
             dims = ", ".join("?" if d is None else str(d) for d in s.shape)
@@ -101,6 +103,8 @@ def _slot(index: int, p: Param, arg: int, offset: int, launch: LaunchSpec) -> Sl
     t = p.type
     if p.role in ("global_scratch", "profile_scratch") and getattr(launch, p.role):
         return Slot(index, p, -1, offset, t.size, OP_SCRATCH, None, 1, 1)
+    if device_role(p.role) is not None and isinstance(t, Scalar):
+        return Slot(index, p, -1, offset, t.size, OP_DEVICE, t.dtype, 1, 1)
     if p.role != "arg":
         return Slot(index, p, -1, offset, t.size, OP_NULL, None, 1, 1)
     if isinstance(t, Pointer):
@@ -154,7 +158,12 @@ class Plan:
     @property
     def derived(self) -> bool:
         """Launches need values the C extension does not compute (scratch buffers, tensor maps)."""
-        return any(s.op >= OP_SCRATCH for s in self.slots)
+        return any(OP_SCRATCH <= s.op <= OP_DESC_FIELD for s in self.slots)
+
+    @property
+    def device_slots(self) -> tuple[Slot, ...]:
+        """The params filled with a property of the launch device, in order (the C extension's entry values)."""
+        return tuple(s for s in self.slots if s.op == OP_DEVICE)
 
     def to_c(self) -> tuple[Any, ...]:
         """The plan as plain tuples for the C extension (see ``_launch.c``: ``kp_slot``)."""
@@ -169,8 +178,9 @@ class Plan:
                           DTYPE_CODE[spec.stride_dtype])
             else:
                 tensor = None
-            op = s.op if s.op < OP_SCRATCH else -1  # derived values: the C extension sends such launches to Python
-            out.append((op, s.arg, s.offset, s.size, DTYPE_CODE.get(s.dtype, 0) if s.dtype else 0, s.align,
+            op = s.op if s.op < OP_SCRATCH or s.op == OP_DEVICE else -1  # others: such launches take Python
+            arg = self.device_slots.index(s) if s.op == OP_DEVICE else s.arg  # device: which entry value
+            out.append((op, arg, s.offset, s.size, DTYPE_CODE.get(s.dtype, 0) if s.dtype else 0, s.align,
                         s.divisor, tensor))
         return tuple(out)
 
@@ -193,7 +203,8 @@ def grid_program(plan: Plan, rule: tuple[GridExpr, GridExpr, GridExpr] | None) -
     64 bits, a formula too deep): such launches take the Python path."""
     if rule is None:
         return None
-    by_name = {s.name: s for s in plan.args}
+    by_name = {s.name: s for s in plan.device_slots}
+    by_name.update({s.name: s for s in plan.args})
     try:
         out = []
         for e in rule:
@@ -222,10 +233,10 @@ def _grid_steps(e: GridExpr, by_name: dict[str, Slot]) -> list[tuple[int, int, i
 
 def _grid_load(s: Slot | None, fld: str | None) -> tuple[int, int, int]:
     """Where the packed buffer holds the value the formula reads (as runtime/family.py _grid_field reads it)."""
-    if s is None or s.op not in (OP_SCALAR, OP_TENSOR, OP_BYTES):
+    if s is None or s.op not in (OP_SCALAR, OP_TENSOR, OP_BYTES, OP_DEVICE):
         raise _NotInC
     if fld is None:
-        if s.op != OP_SCALAR or s.dtype is None:
+        if s.op not in (OP_SCALAR, OP_DEVICE) or s.dtype is None:
             raise _NotInC
         return (G_LOAD, s.offset, DTYPE_CODE[s.dtype])
     if s.tensor is not None:

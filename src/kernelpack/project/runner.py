@@ -29,10 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__, config
+from .._reprs import clip_left
 from ..bundle import Bundle
 from ..deps import digest_files, python_deps
 from ..errors import BundleError, KernelpackError
 from ..frontends.registry import FRONTENDS
+from ..merge import merge_programs, set_origin
 from ..publish import Stage, output_dir
 from . import state as st
 from .jobs import Job, Outcome, execute, fingerprint, plan, run, static_files
@@ -62,6 +64,12 @@ class BuildReport:
     rows: list[Row] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+
+    def __repr__(self) -> str:
+        jobs = ", ".join(f"{n} {s}" for s in ("compiled", "cached", "reused", "failed") if (n := self.count(s)))
+        state = "up to date" if self.up_to_date else "linked" if self.linked else "not relinked"
+        return (f"<BuildReport {clip_left(str(self.project), 100)}: {len(self.jobs)} jobs ({jobs or 'none'}), "
+                f"{state}, {len(self.rows)} kernels, {self.seconds:.1f} s>")
 
     def count(self, status: str) -> int:
         return sum(1 for s in self.jobs.values() if s == status)
@@ -276,7 +284,7 @@ def _decode(job_id: str, kind: str, data: bytes) -> Built:
     if kind == "host":
         from ..cute_host.program import HostProgram
 
-        return HostProgram.from_bytes(data, source=job_id)
+        return set_origin(HostProgram.from_bytes(data, source=job_id), job_id)  # names the job when merged
     return Bundle.from_bytes(data, source=job_id)
 
 
@@ -299,6 +307,8 @@ def _worker_init() -> None:
 
 def _merge(all_jobs: list[Job], built: dict[str, Built],
            statuses: dict[str, str]) -> tuple[Bundle, list[Any], dict[str, str]]:
+    """The jobs' kernels as one bundle and their host programs, each kernel (program) built for several archs by
+    several jobs merged into one (kernelpack.merge); a kernel's status is its last job's."""
     bundles, programs, status = [], [], {}
     for j in all_jobs:
         b = built[j.id]
@@ -306,12 +316,11 @@ def _merge(all_jobs: list[Job], built: dict[str, Built],
             bundles.append(b)
             status.update({a.label: statuses.get(j.id, "") for a in b})
         else:
-            programs.append(b)
+            programs.append((b, j.id))
     try:
-        return Bundle.of(*bundles), programs, status
+        return Bundle.of(*bundles), merge_programs(programs), status
     except BundleError as err:
-        raise BuildFailed(f"the build steps' kernels cannot share one library: {err.message} (give the entries "
-                          f"distinct names or variants)") from None
+        raise BuildFailed(f"the build steps' kernels cannot share one library: {err.message}") from None
 
 
 def _expected_outputs(project: Project) -> dict[str, Path]:

@@ -1,8 +1,9 @@
 /* kernelpack.runtime._launch: the fast launch path.
  *
- * One Family object per kernel family is the callable users hold. Per specialization it keeps a packing plan
- * (built once from kernelpack.abi by runtime/plan.py); per device, the dispatch table (kernel handles, launch facts,
- * limits) pushed by runtime/family.py after the device was loaded. A call reads the arguments (torch tensors
+ * One Family object per kernel family is the callable users hold. Per parameter layout of each specialization it
+ * keeps a packing plan (built once from kernelpack.abi by launch/plan.py); per device, the dispatch table (per
+ * specialization: the plan of the binary chosen for the device, its kernel handle and launch facts, the values of
+ * its device-derived params; the device's limits) pushed by runtime/family.py after the device was loaded. A call reads the arguments (torch tensors
  * through the optional torch bridge, ints, floats), picks the first specialization every argument fits, checks the
  * launch configuration, packs the parameters into a stack buffer and calls cuLaunchKernel / cuLaunchKernelEx with
  * the GIL released. It allocates nothing and calls no Python code on that path.
@@ -36,6 +37,7 @@
 #endif
 
 #define KP_MAX_SLOTS 64
+#define KP_MAX_DEVICE_VALUES 4 /* device-derived params per plan (more: the Python path) */
 #define KP_BUF 4096
 #define KP_LIKELY(x) __builtin_expect(!!(x), 1)
 #define KP_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -89,6 +91,7 @@ typedef struct {
     uint8_t op;
     int8_t dtype;
     int8_t rank, shape_dt, stride_dt;
+    int8_t dev; /* KP_OP_DEVICE: which of the chosen entry's device values */
     int16_t arg;
     uint32_t offset, size, align, data_off;
     int64_t divisor;
@@ -109,15 +112,17 @@ typedef struct {
     int nslots, ok; /* ok: every slot can be packed here (else such a launch takes the Python path) */
     int grid;       /* 1: a grid formula the C path evaluates; -1: one it cannot (Python path); 0: none */
     int glen[3];
+    int ndev;       /* device-derived params (KP_OP_DEVICE): each entry carries their values */
     kp_slot* slots;
     kp_gop* gcode; /* the three formulas one after the other */
     PyObject* label;
 } kp_plan;
 
 typedef struct {
-    int spec;
+    int plan; /* the plan of the binary chosen for the device (a specialization has one per parameter layout) */
     void* kernel;
     uint32_t fixed_block[3], reqntid[3], max_threads, cluster[3], spec_cluster[3], static_smem, dyn_smem, smem_raised;
+    int64_t dv[KP_MAX_DEVICE_VALUES]; /* the values of the plan's device-derived params on this device */
 } kp_entry;
 
 typedef struct {
@@ -133,7 +138,7 @@ typedef struct {
     PyObject* dict;
     PyObject* weakrefs;
     PyObject* slow;
-    int nargs, nspec;
+    int nargs, nplan;
     kp_plan* plans;
     kp_dev* devs[KP_MAX_DEVICES];
 } kp_family;
@@ -233,12 +238,15 @@ static int store_float(unsigned char* p, int dt, double x) {
     return 1;
 }
 
-/* Does argument a fit slot s? If so, pack it into buf. */
-static int fit_slot(const kp_slot* s, const kp_arg* a, PyObject* obj, unsigned char* buf) {
+/* Does argument a fit slot s? If so, pack it into buf (dv: the device values of the entry tried). */
+static int fit_slot(const kp_slot* s, const kp_arg* a, PyObject* obj, unsigned char* buf, const int64_t* dv) {
     unsigned char* p = buf + s->offset;
     switch (s->op) {
     case KP_OP_NULL:
         memset(p, 0, s->size);
+        return 1;
+    case KP_OP_DEVICE:
+        store_int(p, s->dtype, (uint64_t)dv[s->dev]);
         return 1;
     case KP_OP_PTR: {
         uint64_t ptr;
@@ -652,12 +660,13 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
     const kp_entry* e = NULL;
     const kp_plan* plan = NULL;
     for (int j = 0; j < dev->n && e == NULL; j++) {
-        const kp_plan* pl = &self->plans[dev->e[j].spec];
+        const kp_plan* pl = &self->plans[dev->e[j].plan];
         if (!pl->ok) goto slow;
         int fits = 1;
         for (int s = 0; s < pl->nslots && fits; s++) {
             const kp_slot* sl = &pl->slots[s];
-            fits = fit_slot(sl, sl->arg >= 0 ? &a[sl->arg] : NULL, sl->arg >= 0 ? args[sl->arg] : NULL, buf);
+            fits = fit_slot(sl, sl->arg >= 0 ? &a[sl->arg] : NULL, sl->arg >= 0 ? args[sl->arg] : NULL, buf,
+                            dev->e[j].dv);
             ptrs[s] = buf + sl->offset;
         }
         if (fits) e = &dev->e[j], plan = pl;
@@ -750,7 +759,9 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
     memset(s, 0, sizeof *s);
     s->op = (uint8_t)op, s->arg = (int16_t)arg, s->offset = (uint32_t)offset, s->size = (uint32_t)size;
     s->dtype = (int8_t)dtype, s->align = (uint32_t)align, s->divisor = divisor;
-    if (offset + size > KP_BUF || op < 0 || op > KP_OP_BYTES) *ok = 0; /* op -1: a value derived at launch (Python) */
+    if (offset + size > KP_BUF || op < 0 || (op > KP_OP_BYTES && op != KP_OP_DEVICE))
+        *ok = 0; /* op -1: a value derived at launch (Python) */
+    if (op == KP_OP_DEVICE && (arg < 0 || arg >= KP_MAX_DEVICE_VALUES || (size != 4 && size != 8))) *ok = 0;
     if (s->op == KP_OP_TENSOR) {
         PyObject *shape, *stride, *shape_off, *stride_off;
         long long data_off, shape_dt, stride_dt;
@@ -782,7 +793,7 @@ static void free_tables(kp_family* f) {
         f->devs[d] = NULL;
     }
     if (f->plans != NULL) {
-        for (int i = 0; i < f->nspec; i++)
+        for (int i = 0; i < f->nplan; i++)
             PyMem_Free(f->plans[i].slots), PyMem_Free(f->plans[i].gcode), Py_XDECREF(f->plans[i].label);
         PyMem_Free(f->plans);
         f->plans = NULL;
@@ -833,8 +844,9 @@ static int parse_grid(PyObject* t, kp_plan* pl) {
     return 0;
 }
 
-/* make_family(slow, nargs, plans, labels[, grids]): plans[i] = tuple of slot tuples (runtime/plan.py Plan.to_c);
- * grids[i] = plan i's grid program (parse_grid) */
+/* make_family(slow, nargs, plans, labels[, grids]): plans[i] = tuple of slot tuples (launch/plan.py Plan.to_c), one
+ * per parameter layout of each specialization; labels[i] = its specialization's; grids[i] = plan i's grid program
+ * (parse_grid) */
 static PyObject* make_family(PyObject* mod, PyObject* args) {
     PyObject *slow, *plans, *labels, *grids = Py_None;
     int nargs;
@@ -854,7 +866,7 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
     if (f == NULL) return NULL;
     f->vectorcall = family_call;
     f->nargs = nargs > KP_MAX_SLOTS ? -1 : nargs; /* more arguments than slots: always the Python path */
-    f->nspec = (int)nspec;
+    f->nplan = (int)nspec;
     f->plans = (kp_plan*)PyMem_Calloc((size_t)nspec, sizeof(kp_plan));
     if (f->plans == NULL) goto fail;
     for (Py_ssize_t i = 0; i < nspec; i++) {
@@ -868,8 +880,17 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
         pl->nslots = pl->ok ? (int)n : 0;
         pl->slots = (kp_slot*)PyMem_Calloc((size_t)(n ? n : 1), sizeof(kp_slot));
         if (pl->slots == NULL) goto fail;
-        for (Py_ssize_t s = 0; s < pl->nslots; s++)
-            if (parse_slot(PyTuple_GetItem(p, s), &pl->slots[s], &pl->ok) < 0) goto fail;
+        for (Py_ssize_t s = 0; s < pl->nslots; s++) {
+            kp_slot* sl = &pl->slots[s];
+            if (parse_slot(PyTuple_GetItem(p, s), sl, &pl->ok) < 0) goto fail;
+            if (sl->op != KP_OP_DEVICE) continue;
+            if (sl->arg != pl->ndev || pl->ndev == KP_MAX_DEVICE_VALUES) {
+                pl->ok = 0;
+                continue;
+            }
+            sl->dev = (int8_t)pl->ndev++;
+            sl->arg = -1; /* hidden: no caller argument */
+        }
         if (grids != Py_None && parse_grid(PyTuple_GetItem(grids, i), pl) < 0) goto fail;
     }
     Py_INCREF(slow);
@@ -915,14 +936,16 @@ static PyObject* family_set_device(PyObject* op, PyObject* args) {
         kp_entry* e = &d->e[i];
         unsigned long long kernel;
         long long mt, ss, ds, raised;
-        PyObject *fb, *rq, *cl, *scl;
-        if (!PyArg_ParseTuple(PyTuple_GetItem(rows, i), "iKOOLOOLLL", &e->spec, &kernel, &fb, &rq, &mt, &cl, &scl, &ss,
-                              &ds, &raised))
+        PyObject *fb, *rq, *cl, *scl, *dv;
+        if (!PyArg_ParseTuple(PyTuple_GetItem(rows, i), "iKOOLOOLLLO", &e->plan, &kernel, &fb, &rq, &mt, &cl, &scl,
+                              &ss, &ds, &raised, &dv))
             goto fail;
-        if (e->spec < 0 || e->spec >= self->nspec) {
-            PyErr_SetString(PyExc_ValueError, "_set_device: specialization index out of range");
+        if (e->plan < 0 || e->plan >= self->nplan) {
+            PyErr_SetString(PyExc_ValueError, "_set_device: plan index out of range");
             goto fail;
         }
+        int ndv = self->plans[e->plan].ndev;
+        if (ndv > 0 && get_i64s(dv, e->dv, ndv, "device values") < 0) goto fail;
         e->kernel = (void*)(uintptr_t)kernel, e->max_threads = (uint32_t)mt, e->static_smem = (uint32_t)ss;
         e->dyn_smem = (uint32_t)ds, e->smem_raised = (uint32_t)raised;
         if (dim3_arg(fb, e->fixed_block) < 0 || dim3_arg(rq, e->reqntid) < 0 || dim3_arg(cl, e->cluster) < 0 ||

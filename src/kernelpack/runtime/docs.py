@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import inspect
 
+from .._reprs import clip, listing
+from ..arch import Arch
 from ..artifact import GridExpr, KernelArtifact
-from ..launch.plan import OP_SCRATCH
+from ..launch.device import requires_text
+from ..launch.plan import OP_DEVICE, OP_SCRATCH
 from .family import KernelFamily, Specialization
 
 
@@ -41,7 +44,7 @@ def _common_block(family: KernelFamily) -> str | None:
         for b in s.artifact.binaries:
             if b.kind != "cubin":
                 return None
-            blk = s.artifact.launch.block or s.artifact.cubin_kernel(b.arch).reqntid
+            blk = s.artifact.launch_for(b.arch).block or s.artifact.cubin_kernel(b.arch).reqntid
             blocks.add(blk)
     if len(blocks) == 1 and None not in blocks:
         return _dim(blocks.pop())
@@ -52,11 +55,12 @@ def _requirements(art: KernelArtifact) -> list[str]:
     out = []
     ls = art.launch
     for b in art.binaries:
+        own = _own_facts(art, b.arch)  # where this arch's binary launches otherwise than the artifact
         if b.kind != "cubin":
-            out.append(f"{b.arch} ptx (JIT-compiled by the driver on first load)")
+            out.append(f"{b.arch} ptx (JIT-compiled by the driver on first load)" + "".join(f", {f}" for f in own))
             continue
         ck = art.cubin_kernel(b.arch)
-        facts = [f"{ck.registers} regs"]
+        facts = [f"{ck.registers} regs", *own]
         if ck.static_smem:
             facts.append(f"{ck.static_smem} B static smem")
         if ck.stack_bytes:
@@ -76,7 +80,34 @@ def _requirements(art: KernelArtifact) -> list[str]:
         out.append(f"launched with cluster {_dim(ls.cluster)}")
     if ls.grid is not None:
         out.append(f"grid computed from the arguments when none is given: {_grid_text(ls.grid)}")
+    if art.requirements:
+        out.append(f"only on devices with {requires_text(art.requirements)}")
     return out
+
+
+def _own_facts(art: KernelArtifact, arch: Arch) -> list[str]:
+    """What the binaries of ``arch`` launch with where it is not the artifact's (KernelArtifact.per_arch)."""
+    own = art.arch_launches.get(arch)
+    if own is None:
+        return []
+    out = []
+    ls = own.launch
+    if ls is not None:
+        if ls.block != art.launch.block and ls.block:
+            out.append(f"block fixed at {_dim(ls.block)}")
+        if ls.dynamic_smem != art.launch.dynamic_smem:
+            out.append(f"needs {ls.dynamic_smem or 0} B dynamic smem")
+        if ls.cluster != art.launch.cluster:
+            out.append(f"launched with cluster {_dim(ls.cluster)}")
+        lowerings = sorted({d.lowering for d in ls.tensor_descs})
+        if lowerings and lowerings != sorted({d.lowering for d in art.launch.tensor_descs}):
+            out.append(f"tensor descriptors passed {' and '.join(_LOWERED[x] for x in lowerings)}")
+    if own.abi is not None:
+        out.append(f"its own kernel parameters ({len(own.abi.params)})")
+    return out
+
+
+_LOWERED = {"tma": "as CUtensorMap (TMA)", "decomposed": "as pointer, shape and strides"}
 
 
 def _grid_text(rule: tuple[GridExpr, GridExpr, GridExpr]) -> str:
@@ -96,7 +127,8 @@ def _spec_text(s: Specialization) -> str:
     lines.append("      " + ", ".join(slot.describe() for slot in s.plan.args))
     ls = a.launch
     hidden = [slot.name + (f" ({slot.param.role}, {getattr(ls, slot.param.role)} bytes per CTA allocated per launch)"
-                           if slot.op == OP_SCRATCH else f" ({slot.param.role}, passed NULL)")
+                           if slot.op == OP_SCRATCH else f" ({slot.param.role}, read from the device)"
+                           if slot.op == OP_DEVICE else f" ({slot.param.role}, passed NULL)")
               for slot in s.plan.slots if slot.arg < 0]
     if hidden:
         lines.append("      hidden: " + ", ".join(hidden))
@@ -118,8 +150,9 @@ def doc_text(family: KernelFamily, source: str) -> str:
 
 
 def repr_text(family: KernelFamily) -> str:
-    labels = ", ".join(s.label for s in family.specs)
-    return f"<kernelpack kernel {signature_text(family)} [{labels}]>"
+    """One bounded line (the whole signature is in ``__doc__``)."""
+    labels = listing((s.label for s in family.specs), 60)
+    return f"<kernelpack kernel {clip(signature_text(family), 200)} [{labels}]>"
 
 
 def signature(family: KernelFamily) -> inspect.Signature:

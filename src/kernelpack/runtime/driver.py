@@ -72,6 +72,7 @@ _OPTIONAL: dict[str, tuple[Any, ...]] = {
     "cuMemFreeAsync": (_c.c_uint64, _vp),
     "cuTensorMapEncodeTiled": (_vp, _i, _u, _vp, _c.POINTER(_c.c_uint64), _c.POINTER(_c.c_uint64),
                                _c.POINTER(_u), _c.POINTER(_u), _i, _i, _i, _i),
+    "cuOccupancyMaxActiveClusters": (_c.POINTER(_i), _vp, _vp),
 }
 
 # entry points the C extension calls per launch (their addresses are handed to it)
@@ -268,7 +269,7 @@ class Driver:
         fn = self.fn.get(name)
         if fn is None:
             raise DriverError(f"{where}: {why} needs {name}, which the CUDA driver {self.path} does not provide; "
-                              f"update the NVIDIA driver")
+                              f"update the NVIDIA driver", status=_TOO_OLD)
         return fn
 
     def mem_alloc_async(self, nbytes: int, stream: int, where: str) -> int:
@@ -299,6 +300,26 @@ class Driver:
         data = bytes(out)
         del raw
         return data
+
+    def max_active_clusters(self, kernel: int, context: int, size: int, block: tuple[int, int, int], smem: int,
+                            where: str) -> int:
+        """cuOccupancyMaxActiveClusters for ``kernel`` in ``context``: clusters of ``size`` x 1 x 1 blocks of ``block``
+        threads with ``smem`` bytes of dynamic shared memory, a grid of one cluster (kernelpack.launch.device)."""
+        fn = self._optional("cuOccupancyMaxActiveClusters", "a max_active_clusters parameter", where)
+        attr = LaunchAttribute()
+        attr.id = LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value[0], attr.value[1], attr.value[2] = size, 1, 1
+        cfg = LaunchConfig((_u * 3)(size, 1, 1), (_u * 3)(*block), smem, None, ctypes.pointer(attr), 1)
+        n = _i(0)
+        saved = self.current_context()
+        self.set_current(context)
+        try:
+            self.check(fn(ctypes.byref(n), _vp(kernel), ctypes.byref(cfg)),
+                       f"cuOccupancyMaxActiveClusters(cluster of {size})", where)
+        finally:
+            if saved != context:
+                self.set_current(saved)
+        return n.value
 
     # ------------------------------------------------------------ launch
 

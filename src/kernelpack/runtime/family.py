@@ -1,9 +1,11 @@
 """A kernel family: the specializations sharing one name, dispatched per call like the generated C library.
 
 Dispatch order: the most specific specialization first (how many constraints narrow it, then how much: static
-tensor modes, alignment and divisibility), then on each device the better-fitting binary (arch-specific SASS,
-plain SASS, PTX), then bundle order. A specialization is chosen when every argument fits it; when none fits, the
-error names every specialization and why it did not fit.
+tensor modes, alignment and divisibility), then on each device the better fit -- device requirements met
+(kernelpack.launch.device), then the better binary (arch-specific SASS, plain SASS, PTX) -- then bundle order. Each
+launch uses the facts and parameter layout of the binary chosen for its device (kernelpack.launch.facts). A
+specialization is chosen when every argument fits it; when none fits, the error names every specialization and why it
+did not fit.
 
 :meth:`KernelFamily.call` is the complete launch path in Python (every kind of argument, every check, every
 error). The C extension handles the common case itself and calls it for everything else.
@@ -16,11 +18,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._reprs import clip, listing
 from ..abi import Scalar, Struct
-from ..artifact import Binary, KernelArtifact, evaluate_grid, grid_params
+from ..artifact import Binary, KernelArtifact, LaunchSpec, evaluate_grid, grid_params
 from ..errors import KernelpackError, LaunchError
+from ..launch import device as dev_model
+from ..launch.facts import plans as layout_plans
 from ..launch.family import dispatch_order, family_args, plan_specificity
-from ..launch.plan import OP_DESC, OP_DESC_FIELD, Plan, Slot
+from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_DEVICE, Plan, Slot
 from ..names import py_arg_names
 from ..tma import encode_args
 from . import checks, streams
@@ -43,9 +48,11 @@ LAUNCH_KEYWORDS = ("grid", "block", "smem", "stream", "cluster")
 @dataclass(frozen=True)
 class Specialization:
     artifact: KernelArtifact
-    plan: Plan
+    plan: Plan  # the artifact's own parameter layout: the caller-visible arguments of every layout
     index: int  # position in the family (bundle order)
     specificity: tuple[int, float]
+    layouts: tuple[Plan, ...] = ()  # every parameter layout of its binaries (layouts[0] is plan)
+    first_plan: int = 0  # where its layouts start in the family's list of plans (the C launcher's)
 
     @property
     def label(self) -> str:
@@ -57,9 +64,21 @@ class DeviceEntry:
     spec: Specialization
     binary: Binary
     kernel: int
-    facts: LaunchFacts
+    facts: LaunchFacts  # the chosen binary's
     quality: int
     smem_raised: int = checks.SMEM_DEFAULT_LIMIT
+    plan: Plan | None = None  # the chosen binary's parameter layout (None: the specialization's own)
+    launch: LaunchSpec | None = None  # the chosen binary's LaunchSpec (None: the artifact's)
+    values: dict[str, int] = field(default_factory=dict)  # device-derived role -> value on this device
+    error: KernelpackError | None = None  # a device-derived value could not be read: launches raise it
+
+    @property
+    def layout(self) -> Plan:
+        return self.plan or self.spec.plan
+
+    @property
+    def spec_launch(self) -> LaunchSpec:
+        return self.launch or self.spec.artifact.launch
 
 
 @dataclass
@@ -67,6 +86,7 @@ class DeviceState:
     info: DeviceInfo
     entries: list[DeviceEntry]  # dispatch order
     missing: list[Specialization] = field(default_factory=list)  # no binary runs on this device
+    unmet: dict[int, str] = field(default_factory=dict)  # spec index -> why its device requirements fail here
 
 
 def specificity(plan: Plan) -> tuple[int, float]:
@@ -80,10 +100,14 @@ class KernelFamily:
     def __init__(self, name: str, artifacts: tuple[KernelArtifact, ...], loader: Loader) -> None:
         self.name = name
         self.loader = loader
-        plans = [Plan.of(a.abi, a.launch) for a in artifacts]
+        layouts = [layout_plans(a) for a in artifacts]
+        plans = [ls[0] for ls in layouts]
         family_args(name, [(a.label, p) for a, p in zip(artifacts, plans, strict=True)])  # one family, or refused
         keys = [specificity(p) for p in plans]
-        specs = [Specialization(artifacts[i], plans[i], i, keys[i]) for i in dispatch_order(keys)]
+        specs, first = [], 0
+        for i in dispatch_order(keys):
+            specs.append(Specialization(artifacts[i], plans[i], i, keys[i], layouts[i], first))
+            first += len(layouts[i])
         self.specs: tuple[Specialization, ...] = tuple(specs)
         # Python keyword names: a parameter called like a launch option or a Python keyword gets a trailing _
         self.arg_names: tuple[str, ...] = py_arg_names([s.name for s in specs[0].plan.args], LAUNCH_KEYWORDS)
@@ -95,6 +119,10 @@ class KernelFamily:
     @property
     def label(self) -> str:
         return self.specs[0].label if len(self.specs) == 1 else self.name
+
+    def __repr__(self) -> str:
+        return (f"<KernelFamily {clip(self.name, 64)}({listing(self.arg_names, 100)}): {len(self.specs)} "
+                f"specialization{'s' * (len(self.specs) != 1)} ({listing((s.label for s in self.specs), 80)})>")
 
     # ------------------------------------------------------------ per-device state
 
@@ -112,17 +140,55 @@ class KernelFamily:
 
     def _load_device(self, ordinal: int) -> DeviceState:
         info = self.loader.driver.device(ordinal)
-        entries, missing = [], []
+        props = device_properties(info)
+        entries, missing, unmet = [], [], {}
         for s in self.specs:
             scored = [(binary_quality(b, info.major, info.minor), b) for b in s.artifact.binaries]
             quality, best = max(scored, key=lambda qb: qb[0])
-            if quality <= 0:
+            fit = dev_model.device_quality(quality, s.artifact.requirements, props)
+            if fit <= 0:
                 missing.append(s)
+                if quality > 0:
+                    unmet[s.index] = _unmet_text(s, info, props)
                 continue
             kernel = self.loader.kernel(s.artifact, best, info)
-            entries.append(DeviceEntry(s, best, kernel, LaunchFacts.of(s.artifact, best), quality))
+            facts = LaunchFacts.of(s.artifact, best)
+            entry = DeviceEntry(s, best, kernel, facts, fit, plan=s.layouts[facts.layout],
+                                launch=s.artifact.launch_for(best.arch))
+            self._device_values(entry, info, props)
+            entries.append(entry)
         entries.sort(key=lambda e: (-e.spec.specificity[0], -e.spec.specificity[1], -e.quality, e.spec.index))
-        return DeviceState(info, entries, missing)
+        return DeviceState(info, entries, missing, unmet)
+
+    def _device_values(self, e: DeviceEntry, info: DeviceInfo, props: dict[str, int]) -> None:
+        """Read the device-derived values the entry's layout needs, once (an error is kept for its launches)."""
+        for slot in e.layout.slots:
+            if slot.op != OP_DEVICE or slot.param.role in e.values:
+                continue
+            prop, size = dev_model.role_property(slot.param.role)  # type: ignore[misc]
+            if prop.attribute is not None:
+                e.values[slot.param.role] = props[prop.name]
+                continue
+            where = f"kernel {e.spec.label} on device {info.ordinal}"
+            try:
+                e.values[slot.param.role] = self._max_active_clusters(e, info, size, where)
+            except KernelpackError as err:
+                e.error = err
+
+    def _max_active_clusters(self, e: DeviceEntry, info: DeviceInfo, size: int, where: str) -> int:
+        """``max_active_clusters:size`` for the entry's kernel on its device (kernelpack.launch.device): its fixed
+        block, one block per SM (the kernel's dynamic shared memory limit raised to that first)."""
+        d = self.loader.driver
+        smem = dev_model.mac_smem(info.smem_optin, e.facts.static_smem)
+        if smem > e.smem_raised:
+            d.set_max_dynamic_smem(e.kernel, info.ordinal, smem, where)
+            e.smem_raised = smem
+        block = e.facts.block or (dev_model.MAC_BLOCK, 1, 1)
+        n = d.max_active_clusters(e.kernel, info.context, size, block, smem, where)
+        if n < 1:
+            raise LaunchError(f"{where}: no cluster of {size} blocks of {block} threads fits on the device "
+                              f"(cuOccupancyMaxActiveClusters gave {n}) for its max_active_clusters parameter")
+        return n
 
     def _publish(self, ordinal: int, state: DeviceState) -> None:
         """Hand the device's dispatch table to the C launcher."""
@@ -132,12 +198,15 @@ class KernelFamily:
 
         prepare_fast_path()
         info = state.info
+        if any(e.error is not None for e in state.entries):
+            return  # launches on this device take the Python path, which reports the error
         rows = []
         for e in state.entries:
             f = e.facts
-            rows.append((self.specs.index(e.spec), e.kernel, f.fixed_block or (0, 0, 0), f.reqntid or (0, 0, 0),
+            values = tuple(e.values[s.param.role] for s in e.layout.slots if s.op == OP_DEVICE)
+            rows.append((e.spec.first_plan + f.layout, e.kernel, f.fixed_block or (0, 0, 0), f.reqntid or (0, 0, 0),
                          f.max_threads, f.cluster or (0, 0, 0), f.spec_cluster or (0, 0, 0), f.static_smem,
-                         f.dyn_smem, e.smem_raised))
+                         f.dyn_smem, e.smem_raised, values))
         self.fast._set_device(ordinal, info.context, info.max_grid, info.max_block, info.max_threads,
                               info.smem_optin, int(info.cluster_launch), tuple(rows))
 
@@ -160,8 +229,10 @@ class KernelFamily:
         entry, packed = self._dispatch(state, values, views)
         kernel = entry.spec.label
         info = state.info
+        if entry.error is not None:
+            raise entry.error
         if grid is None and entry.spec.artifact.launch.grid is not None:
-            grid = grid_from_rule(entry.spec, packed)
+            grid = grid_from_rule(entry, packed)
             if min(grid) <= 0:
                 return  # the C library's rule: a dimension <= 0 means nothing to launch
         g = checks.check_grid(grid, info, kernel)
@@ -215,7 +286,7 @@ class KernelFamily:
         reasons: list[tuple[str, KernelpackError]] = []
         for e in state.entries:
             try:
-                return e, self._fit(e.spec, values, views)
+                return e, self._fit(e.spec.label, e.layout, values, views)
             except DescriptorArgumentError:
                 raise
             except (ArgumentTypeError, ArgumentValueError) as err:
@@ -224,7 +295,7 @@ class KernelFamily:
                 reasons.append((e.spec.label, err))
         for s in state.missing:
             try:
-                self._fit(s, values, views)
+                self._fit(s.label, s.plan, values, views)
             except DescriptorArgumentError:
                 raise
             except (ArgumentTypeError, ArgumentValueError) as err:
@@ -233,6 +304,8 @@ class KernelFamily:
                 reasons.append((s.label, err))
                 continue
             info = state.info
+            if s.index in state.unmet:
+                raise NoBinaryForDevice(state.unmet[s.index])
             carried = ", ".join(f"{b.arch} {b.kind}" for b in s.artifact.binaries)
             raise NoBinaryForDevice(f"kernel {s.label}: no binary runs on device {info.ordinal} ({info.arch_name}); it "
                               f"carries {carried}")
@@ -242,9 +315,8 @@ class KernelFamily:
         raise NoMatchingSpecialization(f"kernel {self.name}: no specialization accepts these arguments ("
                                        f"{self._describe_args(values, views)}); {detail}")
 
-    def _fit(self, spec: Specialization, values: list[Any], views: list[TensorView | None]) -> list[Any]:
-        kernel = spec.label
-        return [checks.check_arg(kernel, s, values[s.arg], views[s.arg]) for s in spec.plan.args]
+    def _fit(self, kernel: str, plan: Plan, values: list[Any], views: list[TensorView | None]) -> list[Any]:
+        return [checks.check_arg(kernel, s, values[s.arg], views[s.arg]) for s in plan.args]
 
     def _describe_args(self, values: list[Any], views: list[TensorView | None]) -> str:
         out = []
@@ -269,22 +341,34 @@ class KernelFamily:
                     d.set_max_dynamic_smem(entry.kernel, info.ordinal, smem, where)
                     entry.smem_raised = smem
                     self._publish(info.ordinal, state)
-        plan = entry.spec.plan
+        plan = entry.layout
         if plan.derived:
             packed = _encode_descs(d, plan, packed, entry.spec.label, where)
         saved = d.current_context()
         if saved != info.context:
             d.set_current(info.context)
         try:
-            if plan.derived and _scratch_sizes(entry.spec.artifact):
+            if plan.derived and _scratch_sizes(entry.spec_launch):
                 _launch_with_scratch(d, entry, grid, block, smem, cluster, stream, packed, where)
             else:
-                buf, ptrs = pack(plan, packed)
+                buf, ptrs = pack(plan, packed, entry.values)
                 d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where)
                 del buf
         finally:
             if saved and saved != info.context:
                 d.set_current(saved)
+
+
+def device_properties(info: DeviceInfo) -> dict[str, int]:
+    """The device-wide properties a requirement or a device-derived parameter reads (kernelpack.launch.device)."""
+    return {"sm_count": info.sm_count, "max_dynamic_smem": info.smem_optin}
+
+
+def _unmet_text(s: Specialization, info: DeviceInfo, props: dict[str, int]) -> str:
+    why = "; ".join(f"{n} is {have}, it needs {want}" for n, want, have in
+                    dev_model.unmet(s.artifact.requirements, props))
+    return (f"kernel {s.label} is built for devices with {dev_model.requires_text(s.artifact.requirements)}"
+            f"; device {info.ordinal} ({info.arch_name}) does not fit: {why}")
 
 
 def _no_match(err: KernelpackError) -> KernelpackError:
@@ -296,15 +380,22 @@ def _no_match(err: KernelpackError) -> KernelpackError:
     return err
 
 
-def grid_from_rule(spec: Specialization, packed: list[Any]) -> tuple[int, int, int]:
-    """The grid ``LaunchSpec.grid`` computes from the checked arguments (``kernelpack.artifact.evaluate_grid``)."""
-    by_name = {s.name: s for s in spec.plan.args}
+def grid_from_rule(entry: DeviceEntry, packed: list[Any]) -> tuple[int, int, int]:
+    """The grid ``LaunchSpec.grid`` computes from the checked arguments and the device-derived values
+    (``kernelpack.artifact.evaluate_grid``)."""
+    spec = entry.spec
+    by_name = {s.param.name: s for s in entry.layout.slots if s.op == OP_DEVICE}
+    by_name.update({s.name: s for s in entry.layout.args})
     fields: dict[tuple[str, str | None], int] = {}
     rule = spec.artifact.launch.grid
     assert rule is not None
     for e in rule:
         for name, fld in grid_params(e):
-            fields[(name, fld)] = _grid_field(spec, by_name.get(name), packed, name, fld)
+            s = by_name.get(name)
+            if s is not None and s.op == OP_DEVICE:
+                fields[(name, fld)] = entry.values[s.param.role]
+            else:
+                fields[(name, fld)] = _grid_field(spec, s, packed, name, fld)
     return evaluate_grid(rule[0], fields), evaluate_grid(rule[1], fields), evaluate_grid(rule[2], fields)
 
 
@@ -326,8 +417,7 @@ def _grid_field(spec: Specialization, s: Slot | None, packed: list[Any], name: s
     return int(struct.unpack_from("<" + ft.dtype.struct_format, bytes(v), off)[0])
 
 
-def _scratch_sizes(art: KernelArtifact) -> tuple[int, int, int, int] | None:
-    ls = art.launch
+def _scratch_sizes(ls: LaunchSpec) -> tuple[int, int, int, int] | None:
     if not (ls.global_scratch or ls.profile_scratch):
         return None
     return ls.global_scratch, ls.global_scratch_align, ls.profile_scratch, ls.profile_scratch_align
@@ -355,7 +445,7 @@ def _launch_with_scratch(d: Driver, entry: DeviceEntry, grid: tuple[int, int, in
     """Triton scratch: ``size x CTAs`` bytes per buffer, one stream-ordered allocation on the launch stream for
     this launch only (cuMemAllocAsync, cuMemFreeAsync right after the launch), as ``kp_run_scratch`` in the C
     library does; the current context is the launch device's."""
-    sizes = _scratch_sizes(entry.spec.artifact)
+    sizes = _scratch_sizes(entry.spec_launch)
     assert sizes is not None
     gsize, galign, psize, palign = sizes
     ctas = grid[0] * grid[1] * grid[2]
@@ -367,7 +457,7 @@ def _launch_with_scratch(d: Driver, entry: DeviceEntry, grid: tuple[int, int, in
     try:
         start = (base + align - 1) // align * align if align > 256 else base
         scratch = {"global_scratch": start if gsize else 0, "profile_scratch": start + poff if psize else 0}
-        buf, ptrs = pack(entry.spec.plan, packed, scratch)
+        buf, ptrs = pack(entry.layout, packed, {**entry.values, **scratch})
         d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where)
         del buf
     finally:

@@ -91,9 +91,10 @@ def make_launcher(family: Any) -> Any:
     ext = extension()
     if ext is None:
         return PyLauncher(family.call)
-    obj = ext.make_family(family.call, len(family.arg_names), tuple(s.plan.to_c() for s in family.specs),
-                          tuple(s.label for s in family.specs),
-                          tuple(grid_program(s.plan, s.artifact.launch.grid) for s in family.specs))
+    layouts = [(s, p) for s in family.specs for p in s.layouts]  # Specialization.first_plan indexes this
+    obj = ext.make_family(family.call, len(family.arg_names), tuple(p.to_c() for _, p in layouts),
+                          tuple(s.label for s, _ in layouts),
+                          tuple(grid_program(p, s.artifact.launch.grid) for s, p in layouts))
     family.fast = obj
     return obj
 

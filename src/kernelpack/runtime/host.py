@@ -21,6 +21,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from .._reprs import clip, listing
 from ..cute_host.manifest import HostEntryInfo
 from ..errors import LaunchError
 from ..launch.codes import STATUS
@@ -92,6 +93,11 @@ class HostFamily:
     @property
     def label(self) -> str:
         return self.calls[0].label if len(self.calls) == 1 else self.name
+
+    def __repr__(self) -> str:
+        stream = ", *, stream" if self.has_stream else ""
+        return (f"<HostFamily {clip(self.name, 64)}({listing(self.arg_names, 100)}{stream}): {len(self.calls)} host "
+                f"program{'s' * (len(self.calls) != 1)} ({listing((c.label for c in self.calls), 80)})>")
 
     def __call__(self, *args: Any, stream: Any = None, **named: Any) -> None:
         values = self._bind(args, named, stream)
@@ -204,7 +210,9 @@ class HostFamily:
         return "\n".join(lines)
 
     def repr_text(self) -> str:
-        return f"<kernelpack host program {self.signature_text()} [{', '.join(c.info.symbol for c in self.calls)}]>"
+        """One bounded line (the whole signature is in ``__doc__``)."""
+        symbols = listing((c.info.symbol for c in self.calls), 60)
+        return f"<kernelpack host program {clip(self.signature_text(), 200)} [{symbols}]>"
 
 
 def _view(label: str, name: str, value: Any) -> TensorView | None:

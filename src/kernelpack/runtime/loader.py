@@ -10,10 +10,10 @@ never loads modules.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 
-from ..artifact import Binary, Dim3, KernelArtifact
+from ..artifact import Binary, KernelArtifact
 from ..launch.binaries import quality
+from ..launch.facts import BinaryFacts as LaunchFacts  # noqa: F401 - the facts of one binary (the launch model)
 from . import driver as drv
 
 
@@ -21,33 +21,6 @@ def binary_quality(b: Binary, major: int, minor: int) -> int:
     """How well ``b`` fits compute capability major.minor (0: cannot run): the launch model's rule, which the C
     library reads from kp_model.h (kernelpack.launch.binaries)."""
     return quality(b.arch, b.kind == "ptx", major, minor)
-
-
-@dataclass(frozen=True)
-class LaunchFacts:
-    """What a launch of one specialization from one binary must respect."""
-
-    fixed_block: Dim3 | None  # LaunchSpec.block
-    reqntid: Dim3 | None  # the cubin's required block
-    max_threads: int  # __launch_bounds__ threads (0: unknown)
-    cluster: Dim3 | None  # the cubin's compile-time cluster (the driver enforces it)
-    spec_cluster: Dim3 | None  # LaunchSpec.cluster (requested with cuLaunchKernelEx)
-    static_smem: int
-    dyn_smem: int  # LaunchSpec.dynamic_smem (0: none)
-
-    @classmethod
-    def of(cls, art: KernelArtifact, b: Binary) -> LaunchFacts:
-        ls = art.launch
-        if b.kind != "cubin":
-            return cls(ls.block, None, 0, None, ls.cluster, 0, ls.dynamic_smem or 0)
-        ck = b.cubin.kernel(art.entry)
-        mt = ck.max_threads[0] * ck.max_threads[1] * ck.max_threads[2] if ck.max_threads else 0
-        cluster = ck.cluster_dims if ck.explicit_cluster and ck.cluster_dims and ck.cluster_dims[0] else None
-        return cls(ls.block, ck.reqntid, mt, cluster, ls.cluster, ck.static_smem, ls.dynamic_smem or 0)
-
-    @property
-    def block(self) -> Dim3 | None:
-        return self.fixed_block or self.reqntid
 
 
 class Loader:

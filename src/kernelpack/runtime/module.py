@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._reprs import clip_left, listing
 from ..bundle import MAGIC, Bundle
 from ..errors import BundleError
 from ..names import py_name
@@ -134,7 +135,8 @@ class KernelModule(types.ModuleType):
         return ", ".join(sorted(self._st.callables)) or "none"
 
     def __repr__(self) -> str:
-        return f"<kernelpack module from {self.__file__!r}: {', '.join(self._st.callables) or 'no kernels'}>"
+        return (f"<kernelpack module from {clip_left(repr(self.__file__), 120)}: "
+                f"{listing(self._st.callables, 120) or 'no kernels'}>")
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or _STATE not in vars(self):

@@ -8,22 +8,26 @@ import struct
 from typing import Any
 
 from ..abi import DType, Scalar
-from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_NULL, OP_PTR, OP_SCALAR, OP_SCRATCH, OP_TENSOR, Plan
+from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_DEVICE, OP_NULL, OP_PTR, OP_SCALAR, OP_SCRATCH, OP_TENSOR, Plan
 from ..packing import bf16_bits
 
 
-def pack(plan: Plan, values: list[Any], scratch: dict[str, int] | None = None) -> tuple[Any, Any]:
+def pack(plan: Plan, values: list[Any], hidden: dict[str, int] | None = None) -> tuple[Any, Any]:
     """Pack already checked values (one per caller argument; ints for pointers, (ptr, shape, strides) for
     tensors, numbers for scalars, bytes for structs, for a tensor descriptor the values of every param it
-    fills with the map as bytes) into (buffer, ``void*[]``); ``scratch``: role -> allocated address. Keep both
-    alive until the launch returns."""
+    fills with the map as bytes) into (buffer, ``void*[]``); ``hidden``: role -> value of the hidden params (an
+    allocated scratch address, a device-derived value). Keep both alive until the launch returns."""
     buf = ctypes.create_string_buffer(plan.nbytes)
     base = ctypes.addressof(buf)
     for s in plan.slots:
         if s.op == OP_NULL:
             continue
         if s.op == OP_SCRATCH:
-            struct.pack_into("<Q", buf, s.offset, (scratch or {}).get(s.param.role, 0))
+            struct.pack_into("<Q", buf, s.offset, (hidden or {}).get(s.param.role, 0))
+            continue
+        if s.op == OP_DEVICE:
+            assert s.dtype is not None and hidden is not None
+            struct.pack_into("<" + s.dtype.struct_format, buf, s.offset, hidden[s.param.role])
             continue
         v = values[s.arg]
         if s.op in (OP_DESC, OP_DESC_FIELD):

@@ -1,0 +1,114 @@
+"""Per-binary launch facts: what a launch from the binary a device runs must use, one rule for both back ends.
+
+A launch uses the facts of the binary chosen for its device (:mod:`.binaries`): the binary's LaunchSpec (the
+artifact's, or its arch's own in ``KernelArtifact.per_arch``: block, dynamic shared memory, cluster, scratch) and
+what its cubin says (REQNTID, ``__launch_bounds__``, compile-time cluster, static shared memory) -- so one artifact
+can carry binaries that cuTile compiled for 128 threads on sm_80 and 256 on sm_90a. Its kernel parameters are the
+binary's *layout*: every layout of an artifact takes the same caller-visible arguments (:func:`check_caller_args`),
+so dispatch and the caller's signature are one per artifact, while packing follows the chosen binary (a tensor
+descriptor encoded as a CUtensorMap for sm_90a, passed as pointer, shapes and strides for sm_80).
+
+The C library renders :func:`facts` of every binary as its tables (``kp_bin_info`` from the cubin, ``kp_bin_launch``
+from the LaunchSpec, with the layout index) and one launch body per layout; the runtime keeps :class:`BinaryFacts`
+and the layout's :class:`~.plan.Plan` in each device's dispatch entry.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..abi import Abi
+from ..artifact import Binary, Dim3, KernelArtifact, LaunchSpec
+from ..errors import AbiMismatch
+from .plan import OP_DESC, Plan, Slot
+
+
+@dataclass(frozen=True)
+class BinaryFacts:
+    """What a launch of one artifact from one of its binaries must respect."""
+
+    fixed_block: Dim3 | None  # LaunchSpec.block
+    reqntid: Dim3 | None  # the cubin's required block
+    max_threads: int  # __launch_bounds__ threads (0: unknown)
+    cluster: Dim3 | None  # the cubin's compile-time cluster (the driver enforces it)
+    spec_cluster: Dim3 | None  # LaunchSpec.cluster (requested with cuLaunchKernelEx)
+    static_smem: int
+    dyn_smem: int  # LaunchSpec.dynamic_smem (0: none)
+    layout: int = 0  # which of the artifact's parameter layouts (Layouts.plans) the binary takes
+
+    @classmethod
+    def of(cls, art: KernelArtifact, b: Binary) -> BinaryFacts:
+        return facts(art, b)
+
+    @property
+    def block(self) -> Dim3 | None:
+        """The block a launch that names none uses."""
+        return self.fixed_block or self.reqntid
+
+
+def facts(art: KernelArtifact, b: Binary) -> BinaryFacts:
+    """The launch facts of binary ``b`` of ``art``."""
+    ls = art.launch_for(b.arch)
+    layout = layout_index(art, b)
+    if b.kind != "cubin":
+        return BinaryFacts(ls.block, None, 0, None, ls.cluster, 0, ls.dynamic_smem or 0, layout)
+    ck = b.cubin.kernel(art.entry)
+    mt = math.prod(ck.max_threads) if ck.max_threads else 0
+    cluster = ck.cluster_dims if ck.explicit_cluster and ck.cluster_dims and ck.cluster_dims[0] else None
+    return BinaryFacts(ls.block, ck.reqntid, mt, cluster, ls.cluster, ck.static_smem, ls.dynamic_smem or 0, layout)
+
+
+def layout_key(abi: Abi, launch: LaunchSpec) -> tuple[object, ...]:
+    """What decides how the kernel params are filled (the rest of a LaunchSpec is read per binary at run time)."""
+    return (abi, launch.tensor_descs, launch.global_scratch, launch.global_scratch_align, launch.profile_scratch,
+            launch.profile_scratch_align)
+
+
+def layouts(art: KernelArtifact) -> tuple[tuple[Abi, LaunchSpec], ...]:
+    """The artifact's parameter layouts: its own first, then each other one of its binaries, in binary order."""
+    out: list[tuple[Abi, LaunchSpec]] = []
+    keys: list[tuple[object, ...]] = []
+    pairs = [(art.abi, art.launch)] + [(art.abi_for(b.arch), art.launch_for(b.arch)) for b in art.binaries]
+    for abi, launch in pairs:
+        key = layout_key(abi, launch)
+        if key not in keys:
+            keys.append(key)
+            out.append((abi, launch))
+    return tuple(out)
+
+
+def layout_index(art: KernelArtifact, b: Binary) -> int:
+    """Which of :func:`layouts` binary ``b`` takes."""
+    key = layout_key(art.abi_for(b.arch), art.launch_for(b.arch))
+    return [layout_key(abi, ls) for abi, ls in layouts(art)].index(key)
+
+
+def plans(art: KernelArtifact) -> tuple[Plan, ...]:
+    """The argument plan of each layout (the first one's caller-visible arguments are every layout's)."""
+    return tuple(Plan.of(abi, ls) for abi, ls in layouts(art))
+
+
+def _caller_view(s: Slot) -> tuple[object, ...]:
+    """What the caller sees of one argument: a tensor descriptor's name, element type and rank (its lowering is
+    the binary's business), any other argument's whole parameter."""
+    if s.op == OP_DESC and s.desc is not None:
+        return ("desc", s.desc.arg, s.desc.dtype, s.desc.rank)
+    return ("param", s.param)
+
+
+def check_caller_args(art: KernelArtifact) -> None:
+    """AbiMismatch unless every layout of ``art`` takes the same caller-visible arguments (names, types, constraints;
+    a tensor descriptor's dtype and rank)."""
+    ps = plans(art)
+    if len(ps) < 2:
+        return
+    first = [_caller_view(s) for s in ps[0].args]
+    for i, plan in enumerate(ps[1:], 1):
+        if [_caller_view(s) for s in plan.args] != first:
+            archs = sorted({str(b.arch) for b in art.binaries if layout_index(art, b) == i})
+            want = ", ".join(s.describe() for s in ps[0].args) or "none"
+            have = ", ".join(s.describe() for s in plan.args) or "none"
+            raise AbiMismatch(f"kernel {art.label}: the binaries for {', '.join(archs) or 'some archs'} take other "
+                              f"arguments ({have}) than the artifact ({want}); every arch of one artifact must take "
+                              f"the same caller-visible arguments")
