@@ -28,7 +28,7 @@ from .cubin import Cubin, CubinKernel, read_cubin
 from .cudacc import CompileOutput, CudaOptions, backend_version, choose_backend, compile_cubin
 from .cxxtypes import abi_from_cxx, abi_from_params, declared_param_names
 from .demangle import Demangled, FunctionType, demangle, is_mangled, spell
-from .deps import include_digest
+from .deps import cuda_includes, include_digest
 from .errors import AbiError, CompileError, KernelpackError
 
 PROBE = "template <int I, class T> __global__ void __kp_probe() {}\n"
@@ -104,7 +104,7 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
         symbol = symbols[r.expr]
         ck = cubins[first].kernel(symbol)
         user_sig = (signatures or {}).get(r.name)
-        abi = _abi(r, symbol, ck, text, user_sig, probed.get(r.expr))
+        abi = _abi(r, symbol, ck, text, user_sig, probed.get(r.expr), opts.include_dirs)
         spec = launch.get(r.name, LaunchSpec()) if isinstance(launch, Mapping) else (launch or LaunchSpec())
         binaries = tuple(shared[a] for a in archs)
         artifacts.append(KernelArtifact(r.name, symbol, abi, binaries, spec, provenance, r.variant))
@@ -216,7 +216,7 @@ def _probe(text: str, filename: str, arch: Arch, opts: CudaOptions, reqs: list[_
 
 
 def _abi(r: _Request, symbol: str, ck: CubinKernel, source: str, user: str | Abi | None,
-         probed: FunctionType | None) -> Abi:
+         probed: FunctionType | None, include_dirs: Sequence[str] = ()) -> Abi:
     if isinstance(user, Abi):
         return user
     if isinstance(user, str):
@@ -228,12 +228,29 @@ def _abi(r: _Request, symbol: str, ck: CubinKernel, source: str, user: str | Abi
         cxx_params, fname = d.params, d.name
     base = fname.split("<")[0].split("::")[-1]
     names = declared_param_names(source, base)
+    if names is None:  # declared in a header the source includes (a library's kernels instantiated from a .cu)
+        names = _names_in_headers(source, include_dirs, base)
     if names is None or len(names) != len(cxx_params):
         names = [f"p{i}" for i in range(len(cxx_params))]
     try:
         return abi_from_cxx(cxx_params, names, ck, r.name, f"pass signatures={{'{r.name}': ...}}")
     except AbiError as e:
         raise CompileError(e.message) from None
+
+
+def _names_in_headers(source: str, include_dirs: Sequence[str], function: str) -> list[str] | None:
+    """Parameter names of ``function`` declared in exactly one of the local headers ``source`` includes."""
+    found = []
+    for path in cuda_includes(None, source, include_dirs):
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        if function in text:
+            names = declared_param_names(text, function)
+            if names is not None:
+                found.append(names)
+    return found[0] if len(found) == 1 else None
 
 
 def _abi_from_text(r: _Request, text: str, ck: CubinKernel) -> Abi:
