@@ -152,7 +152,7 @@ def _compile_cached(text: str, filename: str, arch: Arch, opts: CudaOptions, exp
     # local headers are part of the input: a changed header must not be served a stale cubin
     # nvcc outputs carry the symbols its lowering probes gave (cudacc._lowered_from_probes): "lower" versions them
     key = cache_key(frontend="cuda", kernelpack=__version__, compiler=version, source=text, arch=str(arch),
-                    lower=1 if backend == "nvcc" else 0,
+                    lower=2 if backend == "nvcc" else 0,
                     flags=opts.common_flags() + list(opts.extra), exprs=exprs,
                     headers=include_digest(None, text, opts.include_dirs))
     hit = cache.get(key)

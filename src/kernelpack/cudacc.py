@@ -221,7 +221,14 @@ def _lowered_from_probes(cubin: bytes, exprs: Sequence[str]) -> dict[str, str]:
         return dict.fromkeys(exprs, "")
     out = {}
     for i, e in enumerate(exprs):
-        probes = [n for n in names if n.startswith(f"_Z10__kp_lowerILi{i}E")]
-        hits = [n for n in names if not n.startswith("_Z10__kp_lower") and probes and f"L{n}E" in probes[0]]
+        probes = [_unsubstituted(n) for n in names if n.startswith(f"_Z10__kp_lowerILi{i}E")]
+        hits = [n for n in names
+                if not n.startswith("_Z10__kp_lower") and probes and f"L{_unsubstituted(n)}E" in probes[0]]
         out[e] = hits[0] if len(hits) == 1 else ""
     return out
+
+
+def _unsubstituted(symbol: str) -> str:
+    """``symbol`` with its substitution references (``S_``, ``S0_``, ``S1A_``...) made alike: inside the probe's
+    mangled name the kernel's own name numbers them from the probe's components (``PT0_S4_`` becomes ``PT0_S5_``)."""
+    return re.sub(r"S[0-9A-Z]*_", "S_", symbol)
