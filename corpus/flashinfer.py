@@ -61,6 +61,10 @@ class CudaKernel:
     reduced: bool = False
 
     @property
+    def key(self) -> str:  # "header:id", as the corpus names kernels ("module:function")
+        return f"{self.header}:{self.id}"
+
+    @property
     def exprs(self) -> list[str]:
         return [f"{self.template}<{i}>" for i in self.instances]
 
@@ -130,6 +134,7 @@ def defined_kernels(root: Path) -> list[str]:
     out = []
     for h in HEADERS:
         code = re.sub(r"//[^\n]*|/\*.*?\*/", " ", (root / "data" / "include" / "flashinfer" / h).read_text(), flags=re.S)
+        code = re.sub(r"\b(__launch_bounds__|[A-Z][A-Z0-9_]*)\s*\([^()]*\)", " ", code)  # launch-bounds macros
         out += [f"{h}:{m}" for m in dict.fromkeys(re.findall(r"__global__[^;{}(]*?\b(\w+)\s*\(", code))]
     return out
 
@@ -146,7 +151,7 @@ def evaluate_sizes(exprs: Sequence[str], header: str, root: Path, options: Seque
     src = f"#include <flashinfer/{header}>\n#include <cstdio>\nint main() {{\n{body}\n  return 0;\n}}\n"
     with tempfile.TemporaryDirectory(prefix="fi-sizeof-") as tmp:
         (Path(tmp) / "s.cu").write_text(src)
-        cmd = [nvcc, "-std=c++17", "-cudart=none", "-arch=sm_80", *options,
+        cmd = [nvcc, "-std=c++17", "-cudart=static", "-arch=sm_80", *options,
                *[f"-I{d}" for d in include_dirs(root)], "s.cu", "-o", "s"]
         p = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=600)
         if p.returncode:
@@ -179,24 +184,21 @@ def cuda_section(opts: Options) -> tuple[Section, Outcome]:
         sec.notes.append("flashinfer-python is not installed (pip install --no-deps flashinfer-python==0.7.2.post1)")
         return sec, Outcome()
     meta, kernels = load_cuda()
-    sec.defined = [k.id for k in kernels]
+    sec.defined = [k.key for k in kernels]
     templates = defined_kernels(root)
     chosen = {f"{k.header}:{k.template.split('::')[-1]}" for k in kernels}
     sec.notes.append(f"{len(templates)} __global__ templates in {', '.join(HEADERS)}; selected: "
                      f"{len(chosen & set(templates))} of them, as {len(kernels)} families (act_and_mul_kernel once "
                      f"per activation); not selected: {sorted(set(templates) - chosen) or 'none'}")
     sel = [k for k in kernels if (not opts.cases or k.id in opts.cases) and (not opts.reduced or k.reduced)]
-    sec.reached = {k.id for k in sel}
+    sec.reached = {k.key for k in sel}
     if curand_include() is None and any(k.header == "sampling.cuh" for k in sel):
         sec.notes.append("curand_kernel.h not found (pip install --no-deps nvidia-curand): sampling kernels fail")
     archs = opts.archs or tuple(meta.get("archs", ("sm_80", "sm_90a")))
     sizes = _sizes(sel, root, meta, sec)
-    specs = [Spec(f"{k.header}:{k.id}", None, {}, {}, (k, sizes.get(k.smem), root, meta), [k.id])
+    specs = [Spec(k.key, None, {}, {}, (k, sizes.get(k.smem), root, meta), [f"{k.header}:{k.template}"])
              for k in sel if not k.smem or k.smem in sizes]
-    out = compile_specs(sec, specs, compile_cuda, classify_cuda, archs, opts)
-    for m in out.manifest:
-        m["kernel"] = m["kernel"].split(":")[-1]
-    return sec, out
+    return sec, compile_specs(sec, specs, compile_cuda, classify_cuda, archs, opts)
 
 
 def _sizes(sel: list[CudaKernel], root: Path, meta: dict[str, Any], sec: Section) -> dict[str, int]:
@@ -211,7 +213,7 @@ def _sizes(sel: list[CudaKernel], root: Path, meta: dict[str, Any], sec: Section
         except Exception as e:  # noqa: BLE001 - those kernels fail, the rest go on
             for k in sel:
                 if k.header == header and k.smem:
-                    sec.fail(k.id, "compile", ENVIRONMENT, f"dynamic shared memory size: {e}")
+                    sec.fail(k.key, "compile", ENVIRONMENT, f"dynamic shared memory size: {e}")
     return sizes
 
 
