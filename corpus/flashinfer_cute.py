@@ -94,7 +94,7 @@ def device_answers(sm: int) -> Iterator[None]:
 def capture(k: CuteKernel, dt: str, sm: int, root: Path) -> tuple[Any, tuple[Any, ...]]:
     """(kernel object, fake arguments) FlashInfer's helper builds for dtype ``dt`` on ``sm``."""
     mod = load(k.module, root)
-    args = tuple(dt if a == "$DT" else sm if a == "$SM" else a for a in k.args)
+    args = tuple(dt if a == "$DT" else sm if a == "$SM" else dt == "float16" if a == "$FP16" else a for a in k.args)
     with device_answers(sm):
         if k.builder == "corpus":
             return _gemm_direct(mod, dt, *args)

@@ -561,7 +561,35 @@ def host_gemm_direct(variant: str) -> Case:
                 host=True)
 
 
+E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+
+
+def host_rmsnorm_fp4quant(variant: str) -> Case:
+    """cute_dsl/rmsnorm_fp4quant (NVFP4: 16-element blocks, e4m3 block scales, linear scale layout): the FP4 values
+    dequantized with their block scales (global scale 1) against rmsnorm in float64, within FP4's resolution."""
+    torch, dt = _t(), dtype_of(variant)
+    x, w = torch.randn(M_ROWS, H, dtype=dt, device="cuda"), torch.randn(H, dtype=dt, device="cuda")
+    y = torch.full((M_ROWS, H // 2), 0xFF, dtype=torch.uint8, device="cuda")
+    sf = torch.full((M_ROWS, H // 16), 0x7F, dtype=torch.uint8, device="cuda")  # 0x7f: e4m3 NaN until written
+    gs = torch.ones(1, dtype=torch.float32, device="cuda")
+
+    def check() -> str:
+        table = torch.tensor(E2M1, dtype=torch.float64, device="cuda")
+        nib = torch.stack([y & 0xF, y >> 4], -1).view(M_ROWS, H).long()
+        vals = table[nib & 7] * torch.where(nib >= 8, -1.0, 1.0)
+        scale = sf.view(torch.float8_e4m3fn).double()
+        if torch.isnan(scale).any():
+            return f"block scales: {int(torch.isnan(scale).sum())} not written"
+        deq = (vals.view(M_ROWS, H // 16, 16) * scale[..., None]).view(M_ROWS, H)
+        ref = rms_ref(x, w, 1e-6)
+        amax = ref.view(M_ROWS, H // 16, 16).abs().amax(-1, keepdim=True).expand(-1, -1, 16).reshape(M_ROWS, H)
+        err = (deq - ref).abs() > 0.26 * amax + 1e-3  # half of FP4's widest step (4 -> 6) relative to the block max
+        return f"{int(err.sum())}/{err.numel()} dequantized values off" if bool(err.any()) else ""
+    return Case([x, w, y, sf, gs, M_ROWS, 1e-6], (0, 0, 0), None, 0, [], check, host=True)
+
+
 HOST_CASES: dict[str, Callable[[str], Case]] = {
+    "cute_rmsnorm_fp4quant": host_rmsnorm_fp4quant,
     "cute_rmsnorm": host_rmsnorm, "cute_qk_rmsnorm": host_qk_rmsnorm, "cute_rmsnorm_quant": host_rmsnorm_quant,
     "cute_fused_add_rmsnorm": host_fused_add_rmsnorm, "cute_layernorm": host_layernorm,
     "cute_gemm_bf16_direct": host_gemm_direct,
@@ -886,7 +914,14 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     t0 = time.time()
+    major, minor = torch.cuda.get_device_capability()
+    device_sm = f"{major}{minor}"
     for kind, fam, variant, sym in todo:
+        archs = entry_archs(manifest, kind, fam, variant)
+        if archs and not any(re.sub(r"\D", "", a) == device_sm for a in archs):
+            rows.append({"kind": kind, "family": fam, "variant": variant, "c": f"skipped: built for {archs}",
+                         "python": f"skipped: device is sm_{device_sm}"})
+            continue
         make = (HOST_CASES if kind == "host" else CUDA_CASES).get(fam)
         if make is None:
             rows.append({"kind": kind, "family": fam, "variant": variant, "c": "FAIL no GPU case",
@@ -896,15 +931,23 @@ def main(argv: list[str] | None = None) -> int:
         r = rows[-1]
         print(f"{fam:42s} {variant:28s} C++ {r['c'][:60]:10s} {r.get('c_us', '-'):>9} us  "
               f"Py {r['python'][:60]:10s} {r.get('python_us', '-'):>9} us", flush=True)
-    ok = [r for r in rows if r["c"] == "ok" and r["python"] == "ok"]
+    ran = [r for r in rows if not r["c"].startswith("skipped")]
+    ok = [r for r in ran if r["c"] == "ok" and r["python"] == "ok"]
     within = [r for r in ok if abs(r.get("py_vs_c", 1) - 1) <= 0.03]
-    summary = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "launches": len(rows),
+    summary = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "launches": len(ran),
+               "skipped (no binary for this device)": len(rows) - len(ran),
                "both_ok": len(ok), "py_within_3pct_of_c": len(within), "seconds": round(time.time() - t0, 1),
                "reference": "torch float64 (FlashInfer's JIT needs nvcc, ninja and network: not on the GPU machine)"}
     print(markdown(rows))
     print(json.dumps(summary, indent=1))
     (args.out / "corpus_gpu_flashinfer.json").write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
-    return 0 if len(ok) == len(rows) else 1
+    return 0 if len(ok) == len(ran) else 1
+
+
+def entry_archs(manifest: dict[str, Any], kind: str, fam: str, variant: str) -> list[str]:
+    """The archs an entry carries binaries for, as the manifest says ([] when it does not)."""
+    entries = manifest["host_programs" if kind == "host" else "families"].get(fam, [])
+    return next((list(e.get("archs", [])) for e in entries if e.get("variant") == variant), [])
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
