@@ -154,7 +154,13 @@ def section(opts: Options, root: Path | None) -> tuple[Section, Outcome]:
     out = Outcome()
     t0 = time.time()
     for k in sel:
-        archs = opts.archs or k.archs or tuple(meta.get("archs", ("sm_80", "sm_90a")))
+        archs = k.archs or tuple(meta.get("archs", ("sm_80", "sm_90a")))
+        if opts.archs:  # --arch narrows to the archs a kernel targets, never onto one it does not
+            archs = tuple(a for a in opts.archs if a in archs)
+        if not archs:
+            sec.notes.append(f"{k.id}: targets {', '.join(k.archs)}, none of {', '.join(opts.archs)}")
+            sec.reached.discard(k.id)
+            continue
         programs, ok = [], True
         for dt in k.dtypes:
             for arch in archs:

@@ -90,7 +90,7 @@ def test_the_library_has_typed_entries_with_the_headers_parameter_names(
     topk = next(m for m in manifest["specs"] if m["kernel"] == "sampling.cuh:top_k_sampling_from_prob")
     assert topk["compiled"] and set(topk["artifacts"][0]["archs"]) == set(ARCHS)
     fam = lib.families["top_k_sampling_from_prob"]
-    art = next(iter(fam.artifacts if hasattr(fam, "artifacts") else fam))
+    art = fam.specs[0].artifact
     assert art.launch.block == (1024, 1, 1) and art.launch.dynamic_smem > 0
 
 
