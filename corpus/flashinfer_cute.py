@@ -132,6 +132,8 @@ def export(k: CuteKernel, dt: str, arch: str, root: Path) -> Any:
 
 
 def classify(err: str) -> str:
+    if err.startswith("ModuleNotFoundError"):  # cute_dsl/ modules import flashinfer.utils: pynvml, tvm_ffi
+        return ENVIRONMENT
     return DSL if ("CuTe compile" in err or "DSL" in err) else KERNELPACK
 
 
