@@ -236,6 +236,45 @@ def sections(opts: Options, dsls: tuple[str, ...]) -> list[tuple[Section, Outcom
 
 # ------------------------------------------------------------------------------------------------ GPU prepare
 
+# The paged KV cache the GPU case of rope_quantize_append_paged_kv_cache appends to (NHD layout, fp8 e4m3)
+PAGED_KV = {"num_heads": 2, "page_size": 16, "head_dim": 128, "batch_size": 3}
+
+
+def paged_kv_bytes(root: Path, options: Sequence[str]) -> dict[str, Any]:
+    """``flashinfer::paged_kv_t<__nv_fp8_e4m3, int32_t>`` as FlashInfer's host constructor builds it for
+    :data:`PAGED_KV` (its ``uint_fastdiv`` page size holds a ``cuda::fast_mod_div``'s magic numbers), with null
+    pointers, and the offsets of its pointer fields: the GPU run fills those in (the struct is by value in the C ABI,
+    opaque bytes)."""
+    from kernelpack.cudacc import find_nvcc
+
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise RuntimeError("nvcc not found")
+    c = PAGED_KV
+    fields = ("k_data", "v_data", "indices", "indptr", "last_page_len", "rope_pos_offset")
+    offs = ", ".join(f'\\"{f}\\": %td' for f in fields)
+    src = (
+        "#include <flashinfer/page.cuh>\n#include <cstdio>\n"
+        "using KV = flashinfer::paged_kv_t<__nv_fp8_e4m3, int32_t>;\nint main() {\n"
+        f"  KV kv({c['num_heads']}, {c['page_size']}, {c['head_dim']}, {c['batch_size']}, "
+        "flashinfer::QKVLayout::kNHD, (__nv_fp8_e4m3*)nullptr, (__nv_fp8_e4m3*)nullptr, (int32_t*)nullptr, "
+        "(int32_t*)nullptr, (int32_t*)nullptr, (int32_t*)nullptr);\n"
+        "  const unsigned char* p = reinterpret_cast<const unsigned char*>(&kv);\n"
+        '  std::printf("{\\"size\\": %zu, \\"hex\\": \\"", sizeof kv);\n'
+        '  for (size_t i = 0; i < sizeof kv; ++i) std::printf("%02x", p[i]);\n'
+        f'  std::printf("\\", {offs}}}\\n", '
+        + ", ".join(f"reinterpret_cast<const unsigned char*>(&kv.{f}) - p" for f in fields)
+        + ");\n  return 0;\n}\n")
+    with tempfile.TemporaryDirectory(prefix="fi-paged-kv-") as tmp:
+        (Path(tmp) / "kv.cu").write_text(src)
+        cmd = [nvcc, "-std=c++17", "-cudart=static", "-arch=sm_80", *options,
+               *[f"-I{d}" for d in include_dirs(root)], "kv.cu", "-o", "kv"]
+        p = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=600)
+        if p.returncode:
+            raise RuntimeError(f"paged_kv_t program failed: {(p.stderr or p.stdout)[-600:]}")
+        out = subprocess.run([str(Path(tmp) / "kv")], capture_output=True, text=True, timeout=60).stdout
+    return {"config": dict(c), **json.loads(out)}
+
 GPU_DIR = ROOT / ".gpu" / "corpus-fi"
 
 
@@ -266,6 +305,12 @@ def gpu_prepare(build: Path = ROOT / "build" / "corpus", dest: Path = GPU_DIR) -
     hosts = {name: [{"variant": c.info.variant, "symbol": c.info.symbol, "archs": list(c.info.archs)}
                     for c in hp.calls] for name, hp in mod.host_programs.items()}
     manifest = {"library": "flashinfer", "families": families, "host_programs": hosts}
+    root = package_root()
+    if root is not None and any(f.startswith("rope_quantize_append_paged_kv_cache") for f in families):
+        try:
+            manifest["paged_kv"] = paged_kv_bytes(root, load_cuda()[0].get("options", ()))
+        except Exception as e:  # noqa: BLE001 - the GPU run reports that case as failed, with this reason
+            manifest["paged_kv_error"] = str(e)
     results = build / "results.json"
     if results.is_file():
         data = json.loads(results.read_text())
