@@ -303,7 +303,7 @@ def case_rope_quantize(variant: str) -> Case:
     st = [HQ * rope_dim, rope_dim, HQ * nope_dim, nope_dim, HQ * rope_dim, rope_dim, HQ * nope_dim, nope_dim,
           rope_dim, rope_dim, nope_dim, nope_dim, rope_dim, rope_dim, nope_dim, nope_dim]
     args = [qr, kr, qn, kn, *outs, csc, pos, NNZ, HQ, 1, rope_dim, nope_dim, *st, 1.0, 1.0]
-    bdx = rope_dim // 8
+    bdx = math.ceil(rope_dim / 16)  # RopeQuantize's launcher: vec_size 32 / sizeof(T), 128 threads
     bdy = max(128 // bdx, 1)
     nblks_x = math.ceil(NNZ / bdy)
     rope_chunks, nope_chunks = 1, math.ceil(nope_dim / rope_dim)
@@ -316,6 +316,93 @@ def case_rope_quantize(variant: str) -> Case:
                 or close(f8[2], qn.double(), 0.13, 0.05, "q_nope_out")
                 or close(f8[3], kn.double(), 0.13, 0.05, "k_nope_out"))
     return Case(args, grid, (bdx, bdy, 1), 0, [], check)
+
+
+class PagedKv:
+    """paged_kv_t bytes from the manifest (built by FlashInfer's host constructor at gpu-prepare time); the GPU run
+    writes its pointer fields."""
+
+    manifest: dict[str, Any] = {}
+
+
+def case_rope_quantize_append_paged_kv_cache(variant: str) -> Case:
+    """GQA append: q rope'd and quantized (fp8), k (rope'd rope part + nope part) and v appended into an fp8 paged
+    cache (NHD, page size 16); every target slot checked, the rest of the cache untouched."""
+    torch, dt = _t(), dtype_of(variant)
+    info = PagedKv.manifest.get("paged_kv")
+    if info is None:
+        raise RuntimeError(f"no paged_kv_t bytes in the manifest: {PagedKv.manifest.get('paged_kv_error', '?')}")
+    cfg = info["config"]
+    hk, page, d = cfg["num_heads"], cfg["page_size"], cfg["head_dim"]
+    nreq = cfg["batch_size"]
+    rope_dim = 64
+    nope_dim = d - rope_dim
+    lens = [40, 1, 60][:nreq]
+    nnz = sum(lens)
+    pages = [math.ceil(n / page) for n in lens]
+    num_pages = sum(pages) + 2
+    indices = torch.randperm(num_pages, device="cuda")[: sum(pages)].to(torch.int32)
+    indptr = torch.tensor([0, *torch.tensor(pages).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+    last = torch.tensor([n - (p - 1) * page for n, p in zip(lens, pages)], dtype=torch.int32, device="cuda")
+    batch_idx = torch.cat([torch.full((n,), b, dtype=torch.int32) for b, n in enumerate(lens)]).cuda()
+    positions = torch.cat([torch.arange(n, dtype=torch.int32) for n in lens]).cuda()
+    pos_ids = torch.randint(0, 4096, (nnz,), dtype=torch.int32, device="cuda")
+    qr = torch.randn(nnz, HQ, rope_dim, dtype=dt, device="cuda")
+    qn = torch.randn(nnz, HQ, nope_dim, dtype=dt, device="cuda")
+    kr = torch.randn(nnz, hk, rope_dim, dtype=dt, device="cuda")
+    kn = torch.randn(nnz, hk, nope_dim, dtype=dt, device="cuda")
+    v = torch.randn(nnz, hk, d, dtype=dt, device="cuda")
+    qr_out = torch.full((nnz, HQ, rope_dim), 0x7F, dtype=torch.uint8, device="cuda")
+    qn_out = torch.full((nnz, HQ, nope_dim), 0x7F, dtype=torch.uint8, device="cuda")
+    k_cache = torch.full((num_pages, page, hk, d), 0x7F, dtype=torch.uint8, device="cuda")
+    v_cache = torch.full((num_pages, page, hk, d), 0x7F, dtype=torch.uint8, device="cuda")
+    p = torch.arange(4096, dtype=torch.float64, device="cuda")[:, None]
+    inv = 1.0 / 1e4 ** (torch.arange(rope_dim // 2, dtype=torch.float64, device="cuda") * 2 / rope_dim)
+    csc = torch.cat([(p * inv).cos(), (p * inv).sin()], -1).float().contiguous()
+    raw = bytearray(bytes.fromhex(info["hex"]))
+    for field, t in (("k_data", k_cache), ("v_data", v_cache), ("indices", indices), ("indptr", indptr),
+                     ("last_page_len", last)):
+        raw[info[field]:info[field] + 8] = t.data_ptr().to_bytes(8, "little")
+    kv = ctypes.create_string_buffer(bytes(raw), len(raw))
+    sq, sk = 1.0, 1.0
+    params = struct_params(nnz, HQ, hk, rope_dim, nope_dim,
+                           [HQ * rope_dim, rope_dim, HQ * nope_dim, nope_dim, HQ * rope_dim, rope_dim,
+                            HQ * nope_dim, nope_dim, hk * rope_dim, rope_dim, hk * nope_dim, nope_dim, hk * d, d],
+                           sq, sk)
+    args = [qr, kr, qn, kn, v, qr_out, qn_out, kv, batch_idx, positions, csc, pos_ids, params]
+    bdx = math.ceil(rope_dim / 16)
+    bdy = max(128 // bdx, 1)
+    nope_chunks = math.ceil(nope_dim / rope_dim)
+    grid = (math.ceil(nnz / bdy), HQ + hk + hk * nope_chunks + hk + HQ * nope_chunks, 1)
+
+    def check() -> str:
+        f8 = torch.float8_e4m3fn
+        page_of = indices.long()[indptr.long()[batch_idx.long()] + positions.long() // page]
+        slot = positions.long() % page
+        k_got = k_cache.view(f8)[page_of, slot].double()  # [nnz, hk, d]
+        v_got = v_cache.view(f8)[page_of, slot].double()
+        err = (close(qr_out.view(f8).double(), rope_ref(qr, pos_ids, rope_dim) * sq, 0.13, 0.05, "q_rope_out")
+               or close(qn_out.view(f8).double(), qn.double() * sq, 0.13, 0.05, "q_nope_out")
+               or close(k_got[..., :rope_dim], rope_ref(kr, pos_ids, rope_dim) * sk, 0.13, 0.05, "k cache rope")
+               or close(k_got[..., rope_dim:], kn.double() * sk, 0.13, 0.05, "k cache nope")
+               or close(v_got, v.double() * sk, 0.13, 0.05, "v cache"))
+        if err:
+            return err
+        touched = torch.zeros(num_pages, page, dtype=torch.bool, device="cuda")
+        touched[page_of, slot] = True
+        if bool((k_cache[~touched] != 0x7F).any()) or bool((v_cache[~touched] != 0x7F).any()):
+            return "cache slots outside the appended tokens were written"
+        return ""
+    return Case(args, grid, (bdx, bdy, 1), 0, [], check)
+
+
+def struct_params(nnz: int, hq: int, hk: int, rope: int, nope: int, strides: list[int], sq: float,
+                  sk: float) -> Any:
+    """RopeQuantizeAppendPagedKVCacheParams (pos_enc.cuh): 5 uint32, 14 size_t strides, 2 floats; 144 bytes."""
+    class Params(ctypes.Structure):
+        _fields_ = [("u", ctypes.c_uint32 * 5), ("s", ctypes.c_size_t * 14), ("f", ctypes.c_float * 2)]
+    return Params((ctypes.c_uint32 * 5)(nnz, hq, hk, rope, nope), (ctypes.c_size_t * 14)(*strides),
+                  (ctypes.c_float * 2)(sq, sk))
 
 
 # ---- sampling: float probabilities over V, int32 ids; results are random: checked against the distribution rules
@@ -498,6 +585,7 @@ CUDA_CASES: dict[str, Callable[[str], Case]] = {
     "rope_pos_ids_cos_sin_cache_head_parallel": case_rope(True, True),
     "rope_pos_ids": case_rope(False, False), "rope_pos_ids_head_parallel": case_rope(True, False),
     "rope_indptr": case_rope_indptr, "rope_quantize": case_rope_quantize,
+    "rope_quantize_append_paged_kv_cache": case_rope_quantize_append_paged_kv_cache,
     "sampling_from_logits": case_sampling_from_logits, "sampling_from_prob": case_sampling_from_prob,
     "top_k_sampling_from_prob": case_top_k_sampling, "top_p_sampling_from_prob": case_top_p_sampling,
     "min_p_sampling_from_prob": case_min_p_sampling, "top_k_top_p_sampling_from_prob": case_top_k_top_p_sampling,
@@ -665,6 +753,8 @@ def c_value(ct: Any, v: Any, torch: Any) -> Any:
         return ctypes.c_void_p(0) if ct is ctypes.c_void_p else ct(0)
     if isinstance(v, ctypes.c_void_p):
         return v
+    if isinstance(v, (ctypes.Array, ctypes.Structure)):  # a by-value C++ struct: the entry takes its address
+        return ctypes.c_void_p(ctypes.addressof(v)) if ct is ctypes.c_void_p else v
     return ct(v)
 
 
@@ -831,7 +921,8 @@ def run_one(kind: str, name: str, variant: str, make: Callable[[str], Case], lib
 
     def py_launch(c: Case) -> Callable[[], Any]:
         f = getattr(lib, name) if kind == "host" else lib.families[name]
-        args = [v if not isinstance(v, ctypes.c_void_p) else None for v in c.args]
+        args = [None if isinstance(v, ctypes.c_void_p) else bytes(v) if isinstance(v, (ctypes.Array, ctypes.Structure))
+                else v for v in c.args]  # a by-value C++ struct: its bytes
         if c.host:
             return lambda: f(*args)
         kw = {"grid": c.grid, "smem": c.smem}
@@ -882,6 +973,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="load the library and check the manifest; no GPU")
     args = ap.parse_args(argv)
     manifest = json.loads((args.dir / "manifest.json").read_text())
+    PagedKv.manifest = manifest
     so_path = args.dir / "lib" / f"lib{LIB}.so"
     hdr = Header((args.dir / "include" / f"{LIB}.h").read_text())
     import kernelpack
