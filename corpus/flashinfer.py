@@ -43,6 +43,9 @@ ROOT = CORPUS.parent
 
 
 def package_root() -> Path | None:
+    loaded = sys.modules.get("flashinfer")  # e.g. the empty parent package corpus/flashinfer_cute.py puts there
+    if loaded is not None and list(getattr(loaded, "__path__", [])):
+        return Path(list(loaded.__path__)[0])
     spec = importlib.util.find_spec("flashinfer")  # finds the package without running its __init__
     return Path(spec.origin).parent if spec and spec.origin else None  # type: ignore[arg-type]
 

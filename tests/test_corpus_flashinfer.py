@@ -118,3 +118,43 @@ def test_gpu_prepare_carries_what_the_gpu_script_checks(corpus_run: tuple[Path, 
                         str(tmp_path / "corpus-fi")], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "problems: none" in p.stdout
+
+
+def test_every_gpu_case_matches_its_entrys_prototype(corpus_run: tuple[Path, dict[str, object]], tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU script's cases, built on the CPU (torch's "cuda" tensors made on the CPU here): one argument per
+    parameter of each entry's C prototype, each convertible to its ctypes type, and the checks run."""
+    import ctypes
+
+    import torch
+
+    from corpus import flashinfer
+
+    out, _ = corpus_run
+    flashinfer.gpu_prepare(out, tmp_path / "corpus-fi")
+    for fn in ("randn", "full", "zeros", "tensor", "arange", "randint", "randperm", "ones"):
+        orig = getattr(torch, fn)
+
+        def on_cpu(*a: object, _orig: object = orig, **k: object) -> object:
+            if k.get("device") == "cuda":
+                k["device"] = "cpu"
+            return _orig(*a, **k)  # type: ignore[operator]
+        monkeypatch.setattr(torch, fn, on_cpu)
+    monkeypatch.setattr(torch.Tensor, "cuda", lambda self, *a, **k: self)
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import corpus_gpu_flashinfer as gpu
+
+    d = tmp_path / "corpus-fi"
+    manifest = json.loads((d / "manifest.json").read_text())
+    header = gpu.Header((d / "include" / "flashinfer.h").read_text())
+    todo = [("kernel", f, a["variant"], f"flashinfer_{f}_{a['variant']}") for f, arts in manifest["families"].items()
+            for a in arts]
+    todo += [("host", h, e["variant"], e["symbol"]) for h, es in manifest["host_programs"].items() for e in es]
+    assert len(todo) >= 5
+    for kind, fam, variant, symbol in todo:
+        case = (gpu.HOST_CASES if kind == "host" else gpu.CUDA_CASES)[fam](variant)
+        proto = header.prototype(symbol)[(0 if kind == "host" else 1):]  # a kernel entry's kp_cfg comes first
+        args = [*case.args, ctypes.c_void_p(0)] if case.host else case.args
+        assert len(args) == len(proto), symbol
+        assert all(gpu.c_value(t, v, torch) is not None for (_, t), v in zip(proto, args))
+        assert isinstance(case.check(), str) if case.check else True
