@@ -25,11 +25,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from .cases import CORPUS
 from .pipeline import Options, Outcome, compile_specs
@@ -136,7 +137,8 @@ def defined_kernels(root: Path) -> list[str]:
     """Every ``__global__`` function template of the selected headers (``header:name``)."""
     out = []
     for h in HEADERS:
-        code = re.sub(r"//[^\n]*|/\*.*?\*/", " ", (root / "data" / "include" / "flashinfer" / h).read_text(), flags=re.S)
+        text = (root / "data" / "include" / "flashinfer" / h).read_text()
+        code = re.sub(r"//[^\n]*|/\*.*?\*/", " ", text, flags=re.S)
         code = re.sub(r"\b(__launch_bounds__|[A-Z][A-Z0-9_]*)\s*\([^()]*\)", " ", code)  # launch-bounds macros
         out += [f"{h}:{m}" for m in dict.fromkeys(re.findall(r"__global__[^;{}(]*?\b(\w+)\s*\(", code))]
     return out

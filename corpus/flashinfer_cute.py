@@ -12,12 +12,13 @@ import contextlib
 import importlib
 import sys
 import time
-import tomllib
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from .cases import CORPUS
 from .pipeline import Item, Options, Outcome

@@ -360,9 +360,9 @@ def case_rope_quantize_append_paged_kv_cache(variant: str) -> Case:
     inv = 1.0 / 1e4 ** (torch.arange(rope_dim // 2, dtype=torch.float64, device="cuda") * 2 / rope_dim)
     csc = torch.cat([(p * inv).cos(), (p * inv).sin()], -1).float().contiguous()
     raw = bytearray(bytes.fromhex(info["hex"]))
-    for field, t in (("k_data", k_cache), ("v_data", v_cache), ("indices", indices), ("indptr", indptr),
-                     ("last_page_len", last)):
-        raw[info[field]:info[field] + 8] = t.data_ptr().to_bytes(8, "little")
+    for name, t in (("k_data", k_cache), ("v_data", v_cache), ("indices", indices), ("indptr", indptr),
+                    ("last_page_len", last)):
+        raw[info[name]:info[name] + 8] = t.data_ptr().to_bytes(8, "little")
     kv = ctypes.create_string_buffer(bytes(raw), len(raw))
     sq, sk = 1.0, 1.0
     params = struct_params(nnz, HQ, hk, rope_dim, nope_dim,
@@ -422,7 +422,6 @@ def _sample_args(extra: list[Any], d: int = V) -> list[Any]:
 
 
 def _ids_ok(out: Any, allowed: Any) -> str:
-    torch = _t()
     o = out.long()
     if (o < 0).any() or (o >= V).any():
         return f"sampled ids out of range: {o[(o < 0) | (o >= V)][:5].tolist()}"

@@ -127,7 +127,6 @@ def test_every_gpu_case_matches_its_entrys_prototype(corpus_run: tuple[Path, dic
     import ctypes
 
     import torch
-
     from corpus import flashinfer
 
     out, _ = corpus_run

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Repro, NVRTC alone (no kernelpack): FlashInfer's kernel headers do not compile under NVRTC.
 
-    PYTHONPATH=DIR python corpus/repro/flashinfer_nvrtc.py     # DIR: pip install --no-deps --target DIR flashinfer-python
+    PYTHONPATH=DIR python corpus/repro/flashinfer_nvrtc.py   # DIR: pip install --no-deps --target DIR flashinfer-python
 
 norm.cuh, activation.cuh (through math.cuh), pos_enc.cuh and sampling.cuh include host C++ standard headers
 (<cstdint>, <cmath>, <sstream>, <iostream>) and define host launchers next to their kernels; NVRTC ships no host C++
