@@ -919,12 +919,14 @@ def run_one(kind: str, name: str, variant: str, make: Callable[[str], Case], lib
         return harness.caller(symbol, vals)
 
     def py_launch(c: Case) -> Callable[[], Any]:
-        f = getattr(lib, name) if kind == "host" else lib.families[name]
+        f = lib[name]  # the family's (or host program's) Python callable
         args = [None if isinstance(v, ctypes.c_void_p) else bytes(v) if isinstance(v, (ctypes.Array, ctypes.Structure))
                 else v for v in c.args]  # a by-value C++ struct: its bytes
         if c.host:
             return lambda: f(*args)
-        kw = {"grid": c.grid, "smem": c.smem}
+        kw: dict[str, Any] = {"grid": c.grid}
+        if c.smem:  # else the kernel's own LaunchSpec.dynamic_smem (sampling: sizeof(TempStorage)), as C's 0 means
+            kw["smem"] = c.smem
         if c.block:
             kw["block"] = c.block
         return lambda: f(*args, **kw)
