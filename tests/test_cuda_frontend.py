@@ -137,3 +137,36 @@ def test_nvcc_backend_gives_the_same_abis_as_nvrtc(fresh_cache):
         via_nvrtc = cuda.compile(SOURCE, names, arch="sm_90a", compiler="nvrtc", cache=fresh_cache)
         assert [a.abi for a in via_nvcc] == [a.abi for a in via_nvrtc]
         assert [a.entry for a in via_nvcc] == [a.entry for a in via_nvrtc]
+
+
+LIB_HEADER = r"""
+#pragma once
+#include <cuda_fp16.h>
+namespace lib {
+template <typename T, float (*F)(const float&), unsigned VEC>
+__global__ void act(T* __restrict__ out, const T* __restrict__ in, int d) {
+    int i = (blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+    for (unsigned v = 0; v < VEC; ++v) if (i + (int)v < d) out[i + v] = (T)F((float)in[i + v]);
+}
+}
+"""
+
+
+@needs_nvcc
+def test_nvcc_finds_each_instance_by_its_own_spelling_and_reads_names_from_the_header(tmp_path, fresh_cache):
+    # nvcc has no lowered names: half is __half, 8 is 8u and &silu an expression in the symbols; each instance is
+    # found through its probe kernel (whose mangled name numbers the substitutions differently); the parameter
+    # names come from the included header that declares the template
+    (tmp_path / "lib.cuh").write_text(LIB_HEADER)
+    source = ('#include "lib.cuh"\n__device__ float silu(const float& x) { return x / (1.f + __expf(-x)); }\n'
+              "__device__ float ident(const float& x) { return x; }\n")
+    names = {"act_h": "lib::act<half, silu, 8>", "act_f": "lib::act<float, silu, 8>",
+             "id_h": "lib::act<half, ident, 8>"}
+    b = cuda.compile(source, names, arch="sm_90a", compiler="nvcc", include_dirs=[str(tmp_path)], cache=fresh_cache)
+    by = {a.name: a for a in b}
+    assert len({a.entry for a in b}) == 3
+    assert "6__half" in by["act_h"].entry and "4silu" in by["act_h"].entry
+    assert "5ident" in by["id_h"].entry and "Lj8E" in by["act_f"].entry
+    assert [p.name for p in by["act_h"].abi.params] == ["out", "in", "d"]
+    assert by["act_f"].abi.params[0].type == Pointer(DType.f32)
+    assert by["act_h"].abi.params[1].type == Pointer(DType.f16, const=True)

@@ -16,6 +16,7 @@ from kernelpack.demangle import (
     Builtin,
     Demangled,
     DemangleError,
+    Entity,
     FunctionType,
     Literal,
     Named,
@@ -336,6 +337,20 @@ def test_arrays_references_and_dependent_array_bounds() -> None:
     assert demangle("_Z1fRA3_iOi").params == (ReferenceTo(ArrayOf(INT, 3)), ReferenceTo(INT, rvalue=True))
 
 
+def test_functions_as_template_arguments_and_their_substitutions() -> None:
+    # FlashInfer's act_and_mul_kernel<half, silu, 8>: &silu is XadL_Z4siluRKfEE; its float const& enters the
+    # substitution table, so the parameters' S5_ is T_ (__half)
+    d = demangle("_ZN10flashinfer10activation18act_and_mul_kernelI6__halfXadL_Z4siluRKfEELj8EEEvPT_PKS5_i")
+    half = Named("__half")
+    assert d.template_args == (half, Entity("&silu"), Literal(Builtin("unsigned int"), 8))
+    assert d.params == (PointerTo(half), PointerTo(Qualified(half, const=True)), INT)
+    assert str(d) == "flashinfer::activation::act_and_mul_kernel<__half, &silu, 8u>(__half*, const __half*, int)"
+    # without the &, and a templated function: its own template parameters bind T_ inside it only
+    assert demangle("_Z1fIL_Z1gvEEvv").template_args == (Entity("g"),)
+    probe = demangle("_Z10__kp_lowerILi1EXadL_ZN2ns1kILj8E6__halfEEvPT0_S4_jEEEvv")
+    assert probe.template_args[1] == Entity("&ns::k<8u, __half>") and probe.params == ()
+
+
 def test_clone_suffix_is_stripped() -> None:
     assert demangle("_Z6axpy_kfPKfPfi.constprop.0") == demangle("_Z6axpy_kfPKfPfi")
     assert demangle("_Z6axpy_kfPKfPfi.isra.0.cold") == demangle("_Z6axpy_kfPKfPfi")
@@ -390,7 +405,7 @@ def test_is_mangled() -> None:
         ("_Z1fILi1EEvT_", "template parameter 0 is not a type"),
         ("_ZTV3Foo", "unsupported or missing name"),
         ("_Z1fM1AFvvE", "unsupported or missing type"),  # pointer to member
-        ("_Z1fIXadL_Z1gvEEEvv", "unsupported expression"),
+        ("_Z1fIXplLi1ELi2EEEvv", "unsupported expression"),  # 1 + 2
         ("_Z1fIiEvDTfp_E", "unsupported or missing type"),  # decltype
         ("_Z1fILf3f800000EEvv", "expected 'E' at position 8"),  # floating-point literal
         ("_Z1fIJifEEvT_", "pack or value where a type belongs"),  # a pack outside an expansion

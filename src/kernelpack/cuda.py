@@ -31,7 +31,7 @@ from .cubin import Cubin, CubinKernel, read_cubin
 from .cudacc import CompileOutput, CudaOptions, backend_version, choose_backend, compile_cubin
 from .cxxtypes import abi_from_cxx, abi_from_params, declared_param_names
 from .demangle import Demangled, FunctionType, demangle, is_mangled, spell
-from .deps import include_digest
+from .deps import cuda_includes, include_digest
 from .errors import AbiError, CompileError, KernelpackError
 from .ptx import ptx_entries
 
@@ -123,7 +123,7 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
         symbol = symbols[r.expr]
         ck = cubins[first].kernel(symbol)
         user_sig = (signatures or {}).get(r.name)
-        abi = _abi(r, symbol, ck, text, user_sig, probed.get(r.expr))
+        abi = _abi(r, symbol, ck, text, user_sig, probed.get(r.expr), opts.include_dirs)
         spec = launch.get(r.name, LaunchSpec()) if isinstance(launch, Mapping) else (launch or LaunchSpec())
         if r.name in flagged["pdl"] or r.name in flagged["cooperative"]:
             spec = dataclasses.replace(spec, pdl=spec.pdl or r.name in flagged["pdl"],
@@ -198,7 +198,9 @@ def _requests(kernels: str | Sequence[str] | Mapping[str, str]) -> list[_Request
 def _compile_cached(text: str, filename: str, arch: Arch, opts: CudaOptions, exprs: list[str], backend: str,
                     version: str, cache: CompileCache) -> CompileOutput:
     # local headers are part of the input: a changed header must not be served a stale cubin
+    # nvcc outputs carry the symbols its lowering probes gave (cudacc._lowered_from_probes): "lower" versions them
     key = cache_key(frontend="cuda", kernelpack=__version__, compiler=version, source=text, arch=str(arch),
+                    lower=2 if backend == "nvcc" else 0,
                     flags=opts.common_flags() + list(opts.extra), exprs=exprs,
                     headers=include_digest(None, text, opts.include_dirs))
     hit = cache.get(key)
@@ -273,7 +275,7 @@ def _probe(text: str, filename: str, arch: Arch, opts: CudaOptions, reqs: list[_
 
 
 def _abi(r: _Request, symbol: str, ck: CubinKernel, source: str, user: str | Abi | None,
-         probed: FunctionType | None) -> Abi:
+         probed: FunctionType | None, include_dirs: Sequence[str] = ()) -> Abi:
     if isinstance(user, Abi):
         return user
     if isinstance(user, str):
@@ -285,12 +287,29 @@ def _abi(r: _Request, symbol: str, ck: CubinKernel, source: str, user: str | Abi
         cxx_params, fname = d.params, d.name
     base = fname.split("<")[0].split("::")[-1]
     names = declared_param_names(source, base)
+    if names is None:  # declared in a header the source includes (a library's kernels instantiated from a .cu)
+        names = _names_in_headers(source, include_dirs, base)
     if names is None or len(names) != len(cxx_params):
         names = [f"p{i}" for i in range(len(cxx_params))]
     try:
         return abi_from_cxx(cxx_params, names, ck, r.name, f"pass signatures={{'{r.name}': ...}}")
     except AbiError as e:
         raise CompileError(e.message) from None
+
+
+def _names_in_headers(source: str, include_dirs: Sequence[str], function: str) -> list[str] | None:
+    """Parameter names of ``function`` declared in exactly one of the local headers ``source`` includes."""
+    found = []
+    for path in cuda_includes(None, source, include_dirs):
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        if function in text:
+            names = declared_param_names(text, function)
+            if names is not None:
+                found.append(names)
+    return found[0] if len(found) == 1 else None
 
 
 def _abi_from_text(r: _Request, text: str, ck: CubinKernel) -> Abi:

@@ -190,8 +190,13 @@ def _nvcc(source: str, arch: Arch, options: CudaOptions, exprs: Sequence[str], f
     nvcc = find_nvcc()
     if nvcc is None:
         raise CompileError("nvcc not found: put it on PATH or set KERNELPACK_NVCC / CUDA_HOME")
-    # Taking each name expression's address in host code instantiates templates for the device pass.
-    refs = "void* __kp_name_refs[] = {" + ", ".join(f"(void*)&{e}" for e in exprs) + "};" if exprs else ""
+    # Taking each name expression's address in host code instantiates templates for the device pass; a probe
+    # kernel per expression takes the kernel's address as a template argument, so the probe's mangled name holds
+    # the kernel's own (nvcc has no nvrtcGetLoweredName; demangled spellings differ: half vs __half, 8 vs 8u).
+    refs = ""
+    if exprs:
+        refs = _NVCC_LOWER + "void* __kp_name_refs[] = {" + ", ".join(
+            f"(void*)&{e}, (void*)&__kp_lower<{i}, &{e}>" for i, e in enumerate(exprs)) + "};"
     with tempfile.TemporaryDirectory(prefix="kernelpack-nvcc-") as tmp:
         src = Path(tmp) / Path(filename).with_suffix(".cu").name
         src.write_text(source + "\n" + refs + "\n")
@@ -206,5 +211,34 @@ def _nvcc(source: str, arch: Arch, options: CudaOptions, exprs: Sequence[str], f
         version = backend_version("nvcc")
         if proc.returncode != 0 or not out.is_file():
             raise CompileError(f"{version} failed to compile {filename} for {arch}: {' '.join(cmd)}", log=log)
-        data = out.read_bytes().rstrip(b"\0") if arch.virtual else out.read_bytes()
-        return CompileOutput(data, dict.fromkeys(exprs, ""), log, version)
+        data = out.read_bytes()
+        if arch.virtual:  # PTX: names come from the cubin built beside it for the same SM
+            return CompileOutput(data.rstrip(b"\0"), dict.fromkeys(exprs, ""), log, version)
+        return CompileOutput(data, _lowered_from_probes(data, exprs), log, version)
+
+
+_NVCC_LOWER = "template <int I, auto F> __global__ void __kp_lower() {}\n"
+
+
+def _lowered_from_probes(cubin: bytes, exprs: Sequence[str]) -> dict[str, str]:
+    """Each expression's kernel symbol, read from the mangled name of its ``__kp_lower<i, &kernel>`` probe
+    (``_Z10__kp_lowerILi<i>EXadL<symbol>EEEvv``); "" where no probe says (the caller matches demangled names)."""
+    from .cubin import read_cubin
+
+    try:
+        names = [k.name for k in read_cubin(cubin).kernels]
+    except Exception:  # noqa: BLE001 - the caller reports an unreadable cubin
+        return dict.fromkeys(exprs, "")
+    out = {}
+    for i, e in enumerate(exprs):
+        probes = [_unsubstituted(n) for n in names if n.startswith(f"_Z10__kp_lowerILi{i}E")]
+        hits = [n for n in names
+                if not n.startswith("_Z10__kp_lower") and probes and f"L{_unsubstituted(n)}E" in probes[0]]
+        out[e] = hits[0] if len(hits) == 1 else ""
+    return out
+
+
+def _unsubstituted(symbol: str) -> str:
+    """``symbol`` with its substitution references (``S_``, ``S0_``, ``S1A_``...) made alike: inside the probe's
+    mangled name the kernel's own name numbers them from the probe's components (``PT0_S4_`` becomes ``PT0_S5_``)."""
+    return re.sub(r"S[0-9A-Z]*_", "S_", symbol)

@@ -5,7 +5,8 @@ The CUDA C++ frontend reads each kernel's parameter C types from its mangled nam
 instantiated with ``decltype(kernel)`` (``_Z10__kp_probeILi0EFvPKfPfiEEvv``).
 
 Covered: plain, nested, ``std::`` and local names, the substitution table (``S_``, ``S0_``...), template
-parameters and packs (``T_``, ``J``, ``Dp``), integer literals (also as ``X..E`` and array bounds), function,
+parameters and packs (``T_``, ``J``, ``Dp``), integer literals (also as ``X..E`` and array bounds), functions and
+variables as template arguments (``L_Z..E``, ``XadL_Z..EE``), function,
 array, pointer, reference and qualified types, builtin and vendor types, anonymous namespaces, lambdas, ABI tags
 and clone suffixes (``.constprop.0``). Refused with :class:`DemangleError`: other expressions, ``decltype``,
 pointers to members, operator and constructor names, vector types, floating-point literals, special names.
@@ -74,8 +75,13 @@ class Literal:
     value: int
 
 
+@dataclass(frozen=True)
+class Entity:
+    name: str  # a function or variable as a non-type template argument: "silu" (L_Z4siluRKfE), "&silu" (XadL...EE)
+
+
 CxxType = Builtin | Named | PointerTo | ReferenceTo | Qualified | FunctionType | ArrayOf
-TemplateArg = CxxType | Literal
+TemplateArg = CxxType | Literal | Entity
 
 
 @dataclass(frozen=True)
@@ -99,7 +105,7 @@ class _Expansion:  # Dp <pattern>: one type per element of the pack inside the p
     pattern: _Node
 
 
-_Node = CxxType | Literal | _Pack | _Expansion
+_Node = CxxType | Literal | Entity | _Pack | _Expansion
 _BUILTINS = {
     "v": "void", "w": "wchar_t", "b": "bool", "c": "char", "a": "signed char", "h": "unsigned char",
     "s": "short", "t": "unsigned short", "i": "int", "j": "unsigned int", "l": "long", "m": "unsigned long",
@@ -175,8 +181,8 @@ def _declare(t: _Node, inner: str) -> str:
         return _declare(t.element, f"{inner}[{'' if t.size is None else t.size}]")
     if isinstance(t, Named):
         base = t.name + (f"<{', '.join(_declare(a, '') for a in t.template_args)}>" if t.template_args else "")
-    elif isinstance(t, Builtin | Literal):
-        base = t.name if isinstance(t, Builtin) else _spell_literal(t)
+    elif isinstance(t, Builtin | Literal | Entity):
+        base = _spell_literal(t) if isinstance(t, Literal) else t.name
     else:
         base = ", ".join(_declare(i, "") for i in t.items) if isinstance(t, _Pack) else f"{_declare(t.pattern, '')}..."
     return base if not inner else base + inner if inner[0] in "*&[ " else f"{base} {inner}"
@@ -254,7 +260,7 @@ class _Parser:
         return _declare(node, "")
 
     def as_named(self, node: _Node) -> Named:
-        if isinstance(node, Literal | _Pack | _Expansion):
+        if isinstance(node, Literal | Entity | _Pack | _Expansion):
             self.fail("expected a type or template name")
         return node if isinstance(node, Named) else Named(self.spelled(node))
 
@@ -420,14 +426,24 @@ class _Parser:
         return self.list_item(self.type())
 
     def expression(self) -> _Node:
-        """The expressions supported: literals and non-type template parameters (``XT0_E``, ``AT_``)."""
+        """The expressions supported: literals, external names and their address (``XadL_Z4siluRKfEE``), non-type
+        template parameters (``XT0_E``, ``AT_``)."""
+        if self.eat("ad"):
+            operand = self.expression()
+            return Entity(f"&{operand.name}") if isinstance(operand, Entity) else self.fail("unsupported expression")
         if self.eat("L"):
             return self.literal()
         return self.template_param(value=True) if self.at("T") else self.fail("unsupported expression")
 
-    def literal(self) -> Literal:
+    def literal(self) -> Literal | Entity:
+        if self.eat("_Z"):  # L <mangled-name> E: a function or variable; its name's parts enter the substitutions
+            outer = self.targs
+            name, targs, _ = self.encoding(local=True)
+            self.targs = outer
+            self.expect("E")
+            return Entity(name + (f"<{', '.join(map(self.spelled, targs))}>" if targs else ""))
         if self.at("_"):
-            self.fail("external names in template arguments are not supported")
+            self.fail("unsupported external name")
         t = self.type_only()
         if t == Builtin("std::nullptr_t") and self.eat("E"):
             return Literal(t, 0)
@@ -511,7 +527,7 @@ class _Parser:
         """Flatten packs into the template argument lists that hold them; refuse them anywhere else."""
         hit = self.memo.get((id(node), -1))
         if hit is None:
-            if isinstance(node, Literal | _Pack | _Expansion):
+            if isinstance(node, Literal | Entity | _Pack | _Expansion):
                 self.fail("template argument pack or value where a type belongs")
             if isinstance(node, Named):
                 done: _Node = Named(node.name, self.finish_args(node.template_args))
@@ -528,6 +544,7 @@ class _Parser:
                 out.extend(self.finish_args(a.items))
             else:
                 out.append(
-                    Literal(self.finish_type(a.type), a.value) if isinstance(a, Literal) else self.finish_type(a)
+                    Literal(self.finish_type(a.type), a.value) if isinstance(a, Literal)
+                    else a if isinstance(a, Entity) else self.finish_type(a)
                 )
         return tuple(out)
