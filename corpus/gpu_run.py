@@ -178,8 +178,9 @@ class TritonCheck:
         values = [plain[n] for n in self.module.families[entry.family].arg_names]
 
         def restore(state: list[Any]) -> None:
-            for (_, v), s in zip(tensors, state):
-                v.copy_(s)
+            with torch.no_grad():  # the package's tensors may be views made inside an autograd Function's forward
+                for (_, v), s in zip(tensors, state):
+                    v.copy_(s)
 
         def check(run: Callable[[], str]) -> str:
             restore(before)
