@@ -11,8 +11,9 @@ Layout (little-endian)::
              blobs [{offset, size, sha256, encoding?, raw_size?}] (size and SHA-256 of the bytes as stored: every
              byte of the file is checked, the unused bits of a zlib stream's last byte too),
              artifacts [{name, variant, entry, abi, launch, provenance, binaries [{arch, kind, blob, launch?, abi?}],
-             requires?}] (a binary's own launch spec and kernel parameters where its arch has them:
-             KernelArtifact.per_arch; device requirements: KernelArtifact.requires; both absent when unused);
+             requires?, ranges?}] (a binary's own launch spec and kernel parameters where its arch has them:
+             KernelArtifact.per_arch; device requirements: KernelArtifact.requires; range constraints:
+             KernelArtifact.ranges, canonical texts; each absent when unused);
              zlib-compressed when flag 0x1 is set (what the writer does: manifests repeat their keys, and a
              library of 1000 small kernels carries ~0.5 MB of them uncompressed, ~30 KB compressed)
 
@@ -162,6 +163,8 @@ class Bundle:
             }
             if a.requirements:
                 art["requires"] = dict(a.requirements)
+            if a.range_rules:
+                art["ranges"] = [r.text() for r in a.range_rules]
             arts.append(art)
         manifest = zlib.compress(_canonical_json({
             "format": FORMAT_VERSION,
@@ -356,4 +359,5 @@ def _artifact(a: dict[str, Any], blobs: list[tuple[bytes, bytes | None]],
         variant=a.get("variant", ""),
         per_arch=per_arch,
         requires=dict(a.get("requires") or {}),
+        ranges=list(a.get("ranges") or ()),
     )
