@@ -52,7 +52,8 @@ __all__ = ["DerivedSignature", "Specialization", "compile", "signature_from_args
 
 ArchSpec = str | Arch | Sequence[str | Arch]
 _DESC = re.compile(r"^tensordesc<\s*(\w+)\s*\[([\d,\s]+)\]\s*>$")
-_SPEC_KEYS = ("signature", "constexprs", "divisibility", "num_warps", "num_stages", "num_ctas", "variant", "requires")
+_SPEC_KEYS = ("signature", "constexprs", "divisibility", "num_warps", "num_stages", "num_ctas", "variant", "requires",
+             "ranges")
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,9 @@ class Specialization:
     ``signature``: types overriding those given to :func:`compile` (``{"x": "*fp16"}`` for an fp16 variant).
     ``requires``: device properties it is built for (``{"sm_count": 132}``); it launches only on such devices, ahead
     of specializations that require less.
+    ``ranges``: shape-range dispatch constraints on integer arguments (``["n_cols <= 4096", "M in [1, 64]"]`` or
+    ``{"M": (1, 64)}``; :mod:`kernelpack.launch.ranges`): it is chosen only for calls inside them, ahead of
+    specializations with wider ranges.
     """
 
     signature: Mapping[str, str] = field(default_factory=dict)
@@ -76,6 +80,7 @@ class Specialization:
     num_ctas: int | None = None
     variant: str | None = None
     requires: Mapping[str, int] = field(default_factory=dict)
+    ranges: Sequence[str] | Mapping[str, Any] = ()
 
 
 @dataclass(frozen=True)
@@ -156,7 +161,7 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
                                 _provenance_options(opts, consts, divs), source_sha)
         try:
             artifacts.append(KernelArtifact(kname, outs[archs[0]].meta["name"], abi, bins, launch, provenance, variant,
-                                            per_arch, spec.requires))
+                                            per_arch, spec.requires, spec.ranges))
         except KernelpackError as e:
             raise CompileError(e.message) from None
     return Bundle(tuple(artifacts))
