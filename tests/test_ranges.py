@@ -139,7 +139,7 @@ def test_dispatch_over_64_ranges_microbench_runs(env):
     """The C microbench (bench/clib_launch.py reports it; no timing is asserted here): it runs and prints."""
     e, root, _, exe, _ = env
     r = run(exe, root, e.fake, "bench", "2000")
-    assert r.returncode == 0 and "disp64_ns=" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "dispatch64_ns=" in r.stdout, r.stdout + r.stderr
 
 
 # ------------------------------------------------------------------ refused when the family is formed
