@@ -216,3 +216,32 @@ def test_dataclass_replace_keeps_ranges(kernels):
     a = _ranged(kernels, "a", ["n <= 8"])
     assert dataclasses.replace(a, variant="b").range_rules == a.range_rules
     assert a.with_ranges(()).range_rules == ()
+
+
+# ------------------------------------------------------------------ declared through the frontends
+
+
+def test_triton_specializations_carry_ranges_and_refuse_bad_ones(module_cache):
+    pytest.importorskip("triton")
+    import kernelpack.triton as kt
+    from kernelpack.errors import CompileError
+    from triton_kernels import add_kernel
+
+    sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
+    specs = [{"constexprs": {"BLOCK": 128}, "variant": "small", "ranges": ["n <= 4096"]},
+             {"constexprs": {"BLOCK": 1024}, "variant": "big"}]
+    b = kt.compile(add_kernel, sig, arch="sm_90a", specializations=specs, cache=module_cache)
+    assert {a.variant: [r.text() for r in a.range_rules] for a in b} == {"small": ["n <= 4096"], "big": []}
+    assert [a.range_rules for a in Bundle.from_bytes(b.to_bytes())] == [a.range_rules for a in b]
+    with pytest.raises(CompileError, match="names no argument"):
+        kt.compile(add_kernel, sig, arch="sm_90a", constexprs={"BLOCK": 128},
+                   specializations=[{"ranges": ["BLOCK <= 3"]}], cache=module_cache)
+
+
+def test_bundle_with_ranges_names_the_artifacts_by_label():
+    b = Bundle.read(HERE / "fixtures" / "built-2026-12-01" / "demo.kpack")
+    got = b.with_ranges({"axpy": ["n <= 4"], "scale[half]": {"n": (1, 8)}})
+    assert {a.label: rmodel.text(a.range_rules) for a in got if a.range_rules} == {
+        "axpy": "n <= 4", "scale[half]": "n in [1, 8]"}
+    with pytest.raises(KernelpackError, match="nope: no such kernel"):
+        b.with_ranges({"nope": ["n <= 4"]})

@@ -29,7 +29,7 @@ import os
 import struct
 import tempfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +123,17 @@ class Bundle:
         return {k: tuple(v) for k, v in fams.items()}
 
     # ------------------------------------------------------------ writing
+
+    def with_ranges(self, ranges: Mapping[str, Any]) -> Bundle:
+        """This bundle with range constraints (kernelpack.launch.ranges) on the artifacts named by label
+        (``name[variant]``, or ``name`` for a family with one specialization): ``{"softmax[small]": ["n_cols <=
+        4096"]}``. A label naming no artifact is refused."""
+        labels = {a.label for a in self.artifacts}
+        unknown = sorted(set(ranges) - labels)
+        if unknown:
+            raise KernelpackError(f"range constraints for {', '.join(unknown)}: no such kernel in the bundle "
+                                  f"(kernels: {', '.join(sorted(labels))})")
+        return Bundle(tuple(a.with_ranges(ranges[a.label]) if a.label in ranges else a for a in self.artifacts))
 
     def to_bytes(self, *, compress: bool = True) -> bytes:
         """The bundle's bytes; ``compress`` stores each binary as a zlib stream where that is smaller."""

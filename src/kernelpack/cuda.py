@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from . import __version__
 from .abi import Abi
@@ -57,6 +58,7 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     launch: LaunchSpec | Mapping[str, LaunchSpec] | None = None,
     compiler: str | None = None,
     cache: CompileCache | None = None,
+    ranges: Mapping[str, Any] | None = None,
 ) -> Bundle:
     """Compile CUDA C++ kernels for every arch in ``arch`` and return them as a bundle.
 
@@ -65,7 +67,8 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     ``float`` and ``__half``). ``signatures``: per kernel name, an :class:`Abi` or a C parameter list
     (``"float a, const float* x, float* y, int n"``) overriding the derived one. ``options``: extra
     compiler flags (``-O3``, ``--use_fast_math``...). ``compiler``: ``nvrtc`` or ``nvcc`` (default: the
-    ``KERNELPACK_CUDA_COMPILER`` knob, NVRTC when installed).
+    ``KERNELPACK_CUDA_COMPILER`` knob, NVRTC when installed). ``ranges``: shape-range dispatch constraints per
+    kernel label (``{"gemm[small]": ["M in [1, 64]"]}``; :mod:`kernelpack.launch.ranges`, ``Bundle.with_ranges``).
     """
     archs = parse_archs(arch)
     text, filename, src_dir = _read_source(source)
@@ -108,7 +111,11 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
         spec = launch.get(r.name, LaunchSpec()) if isinstance(launch, Mapping) else (launch or LaunchSpec())
         binaries = tuple(shared[a] for a in archs)
         artifacts.append(KernelArtifact(r.name, symbol, abi, binaries, spec, provenance, r.variant))
-    return Bundle(tuple(artifacts))
+    bundle = Bundle(tuple(artifacts))
+    try:
+        return bundle.with_ranges(ranges) if ranges else bundle
+    except KernelpackError as e:
+        raise CompileError(e.message) from None
 
 
 def _portable_flags(opts: CudaOptions, src_dir: str | None) -> tuple[str, ...]:

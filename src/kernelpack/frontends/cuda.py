@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..deps import cuda_includes, file_stamp
 from . import fields as fl
@@ -27,7 +27,7 @@ class Cuda(Entry):
     rules: ClassVar[Mapping[str, fl.Check]] = {
         "source": fl.PATH, "kernels": KERNELS, "options": fl.STRINGS, "defines": DEFINES, "include_dirs": fl.PATHS,
         "maxrregcount": fl.optional(fl.POSITIVE), "lineinfo": fl.BOOL, "signatures": fl.optional(fl.STRING_TABLE),
-        "compiler": fl.optional(fl.one_of("nvrtc", "nvcc"))}
+        "compiler": fl.optional(fl.one_of("nvrtc", "nvcc")), "ranges": fl.TABLE}
     source: str | os.PathLike[str] = ""
     kernels: Sequence[str] | Mapping[str, str] = ()
     _: KW_ONLY
@@ -38,6 +38,7 @@ class Cuda(Entry):
     lineinfo: bool = False
     signatures: Mapping[str, str] | None = None
     compiler: str | None = None
+    ranges: Mapping[str, Any] = field(default_factory=dict)  # kernel label -> range constraints
 
 
 class CudaFrontend(Frontend[Cuda]):
@@ -76,7 +77,7 @@ class CudaFrontend(Frontend[Cuda]):
         bundle = cuda.compile(root / entry.source, entry.kernels, arch=list(step.archs), options=list(entry.options),
                               defines=dict(entry.defines), include_dirs=[root / d for d in entry.include_dirs],
                               maxrregcount=entry.maxrregcount, lineinfo=entry.lineinfo, signatures=entry.signatures,
-                              compiler=entry.compiler, cache=step.cache)
+                              compiler=entry.compiler, cache=step.cache, ranges=dict(entry.ranges) or None)
         return Output("bundle", bundle.to_bytes())
 
 
