@@ -113,7 +113,8 @@ def launch_library(arch: str, tmp: Path) -> tuple[Path, Path]:
                                    (Binary(arch, data),), variant=f"d{d}"))
     for i in range(64):  # shape-range dispatch: 64 disjoint ranges of n
         arts.append(KernelArtifact("range64", "noop", Abi((*abi, Param("n", Scalar(DType.i32)))),
-                                   (Binary(arch, data),), variant=f"r{i}", ranges=[f"n in [{64 * i + 1}, {64 * i + 64}]"]))
+                                   (Binary(arch, data),), variant=f"r{i}",
+                                   ranges=[f"n in [{64 * i + 1}, {64 * i + 64}]"]))
     res = Library("bench", *arts).build(tmp / "benchlib")
     exe = tmp / "clib_bench"
     subprocess.run([CC, "-std=c99", "-O2", f"-I{res.include_dir}", str(HERE / "clib_bench.c"), "-o", str(exe),

@@ -14,8 +14,8 @@ from ..abi import DType, Struct
 from ..artifact import Dim3
 from ..errors import KernelpackError, LaunchError
 from ..launch.codes import MAX_PORTABLE_CLUSTER, SMEM_DEFAULT_LIMIT  # noqa: F401 - SMEM_DEFAULT_LIMIT re-exported
-from ..launch.ranges import Range
 from ..launch.plan import INT_RANGE, OP_BYTES, OP_DESC, OP_PTR, OP_SCALAR, OP_TENSOR, Slot
+from ..launch.ranges import Range
 from ..packing import pack_value
 from ..tma import encode_args
 from .adapters import TensorView

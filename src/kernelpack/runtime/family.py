@@ -1,11 +1,11 @@
 """A kernel family: the specializations sharing one name, dispatched per call like the generated C library.
 
 Dispatch order: the most specific specialization first (how many constraints narrow it, then how much: static
-tensor modes, alignment and divisibility, then the narrower range constraints), then on each device the better fit -- device requirements met
-(kernelpack.launch.device), then the better binary (arch-specific SASS, plain SASS, PTX) -- then bundle order. Each
-launch uses the facts and parameter layout of the binary chosen for its device (kernelpack.launch.facts). A
-specialization is chosen when every argument fits it; when none fits, the error names every specialization and why it
-did not fit.
+tensor modes, alignment and divisibility; then the narrower range constraints), then on each device the better fit
+-- device requirements met (kernelpack.launch.device), then the better binary (arch-specific SASS, plain SASS, PTX)
+-- then bundle order. Each launch uses the facts and parameter layout of the binary chosen for its device
+(kernelpack.launch.facts). A specialization is chosen when every argument fits it; when none fits, the error names
+every specialization and why it did not fit.
 
 :meth:`KernelFamily.call` is the complete launch path in Python (every kind of argument, every check, every
 error). The C extension handles the common case itself and calls it for everything else.

@@ -24,8 +24,8 @@ from typing import Any
 from .._reprs import clip, listing
 from ..cute_host.manifest import HostEntryInfo
 from ..errors import LaunchError
-from ..launch.family import order_key
 from ..launch.codes import STATUS
+from ..launch.family import order_key
 from . import streams
 from .adapters import PRODUCER_ERRORS, TensorView, as_view, is_torch_tensor, launch_device, refusal
 from .driver import get as get_driver
