@@ -246,3 +246,25 @@ def test_bundle_with_ranges_names_the_artifacts_by_label():
         "axpy": "n <= 4", "scale[half]": "n in [1, 8]"}
     with pytest.raises(KernelpackError, match="nope: no such kernel"):
         b.with_ranges({"nope": ["n <= 4"]})
+
+
+TEMPLATE_KERNEL = ('template <int B> __global__ void neg(float* y, int n) { int i = threadIdx.x * B; '
+                   'if (i < n) y[i] = -y[i]; }\n')
+
+
+@pytest.mark.parametrize("second,ok", [('["n in [65, 128]"]', True), ('["n in [32, 128]"]', False)])
+def test_kernelpack_build_embeds_ranges_and_refuses_ambiguous_ones(tmp_path, capsys, second, ok):
+    from kernelpack import cli
+
+    (tmp_path / "k.cu").write_text(TEMPLATE_KERNEL)
+    (tmp_path / "kernelpack.toml").write_text(
+        '[library]\nname = "p"\narchs = ["sm_90a"]\noutputs = ["bundle"]\n[[cuda]]\nsource = "k.cu"\n'
+        f'kernels = ["neg<1>", "neg<2>"]\nranges = {{ "neg[1]" = ["n <= 64"], "neg[2]" = {second} }}\n')
+    code = cli.main(["build", "-q", "-j", "1", str(tmp_path)])
+    err = capsys.readouterr().err
+    if ok:
+        assert code == 0, err
+        b = Bundle.read(tmp_path / "build" / "p.kpack")
+        assert {a.label: rmodel.text(a.range_rules) for a in b} == {"neg[1]": "n <= 64", "neg[2]": "n in [65, 128]"}
+    else:
+        assert code == 2 and "neg[1]" in err and "neg[2]" in err and "overlap" in err, err

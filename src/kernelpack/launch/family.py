@@ -18,10 +18,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..abi import DType, Pointer
+from ..artifact import KernelArtifact
 from ..errors import KernelpackError
 from ..tma import TensorDescSpec
 from .plan import OP_DESC, OP_PTR, OP_TENSOR, Plan, Slot
@@ -230,3 +231,13 @@ def _args_of(plan: Plan) -> tuple[FamilyArg, ...]:
 def dispatch_order(keys: Sequence[Specificity]) -> list[int]:
     """Indices of the specializations (their specificity keys in bundle order) in dispatch order."""
     return sorted(range(len(keys)), key=lambda i: (*order_key(keys[i]), i))
+
+
+def check_families(families: Mapping[str, Sequence[KernelArtifact]]) -> None:
+    """KernelpackError where a family with range constraints (``Bundle.families()``) is not one family or has
+    ambiguous ranges: what the C generator and the runtime would refuse, found when a bundle is built."""
+    from .facts import plans
+
+    for name, arts in families.items():
+        if any(a.range_rules for a in arts):
+            family_args(name, [(a.label, plans(a)[0]) for a in arts])

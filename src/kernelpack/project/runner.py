@@ -34,6 +34,7 @@ from ..bundle import Bundle
 from ..deps import digest_files, python_deps
 from ..errors import BundleError, KernelpackError
 from ..frontends.registry import FRONTENDS
+from ..launch.family import check_families
 from ..merge import merge_programs, set_origin
 from ..publish import Stage, output_dir
 from . import state as st
@@ -324,9 +325,14 @@ def _merge(all_jobs: list[Job], built: dict[str, Built],
         else:
             programs.append((b, j.id))
     try:
-        return Bundle.of(*bundles), merge_programs(programs), status
+        bundle = Bundle.of(*bundles)
     except BundleError as err:
         raise BuildFailed(f"the build steps' kernels cannot share one library: {err.message}") from None
+    try:  # families the C library and the runtime would refuse (ambiguous ranges...), whatever the outputs
+        check_families(bundle.families())
+    except KernelpackError as err:
+        raise BuildFailed(err.message) from None
+    return bundle, merge_programs(programs), status
 
 
 def _expected_outputs(project: Project) -> dict[str, Path]:
