@@ -174,6 +174,8 @@ def check_ranges(name: str, specs: Sequence[tuple[str, Sequence[Constraint]]]) -
             continue
         for i, (la, a, ta) in enumerate(members):
             for lb, b, tb in members[i + 1:]:
+                if not a and not b:  # neither has ranges: a tie as without ranges (device fit, bundle order)
+                    continue
                 if a == b:
                     raise KernelpackError(f"kernel family {name}: specializations {la} and {lb} have the same range "
                                           f"constraints ({ta}) and otherwise the same constraints; dispatch cannot "
