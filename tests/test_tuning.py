@@ -161,3 +161,35 @@ def test_a_malformed_tuning_file_is_refused(tmp_path):
     p.write_text('{"format": 7}')
     with pytest.raises(TuningError, match="format 7"):
         TuningTable.read(p)
+
+
+# ------------------------------------------------------------------ Triton: every autotune config compiled
+
+ADD_SIG = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
+
+
+def test_an_autotuned_triton_kernel_compiles_every_config_as_one_family(module_cache):
+    pytest.importorskip("triton")
+    import kernelpack.triton as kt
+    from kernelpack.tuning import constexprs
+    from triton_kernels import add_autotuned
+
+    b = kt.compile(add_autotuned, ADD_SIG, arch="sm_90a", name="add", cache=module_cache)
+    assert [a.label for a in b] == ["add[c0]", "add[c1]"]
+    assert [constexprs(a) for a in b] == [{"BLOCK": 128}, {"BLOCK": 1024}]
+    assert kt.autotune_key(add_autotuned) == ["n"]
+
+
+def test_a_project_builds_the_configs_of_an_autotuned_kernel_with_autotune_true(tmp_path, capsys):
+    pytest.importorskip("triton")
+    import shutil
+
+    from kernelpack import cli
+
+    shutil.copy(HERE / "triton_kernels.py", tmp_path / "kernels.py")
+    toml = ('[library]\nname = "p"\narchs = ["sm_90a"]\noutputs = ["bundle"]\n[[triton]]\n'
+            'kernel = "kernels.py:add_autotuned"\nname = "add"\nautotune = true\n'
+            'signature = { x_ptr = "*fp32", y_ptr = "*fp32", out_ptr = "*fp32", n = "i32" }\n')
+    (tmp_path / "kernelpack.toml").write_text(toml)
+    assert cli.main(["build", "-q", "-j", "1", str(tmp_path)]) == 0, capsys.readouterr().err
+    assert [a.label for a in Bundle.read(tmp_path / "build" / "p.kpack")] == ["add[c0]", "add[c1]"]

@@ -126,11 +126,16 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     (``{"NUM_SMS": "sm_count"}``; roles: ``sm_count``, ``max_dynamic_smem``, ``max_active_clusters:<cluster size>``).
     ``grid``: three grid formulas (:func:`kernelpack.artifact.evaluate_grid`) over integer runtime parameters, the
     device-derived ones included (``(("arg", "NUM_SMS", None), 1, 1)``): the grid of a launch that gives none.
+    An ``@triton.autotune`` kernel given no ``specializations`` compiles every config as a specialization of one
+    family (variants ``c0``, ``c1``...; :func:`autotune_specializations`); ``kernelpack tune`` then picks one per
+    problem shape ahead of time (kernelpack.tuning).
     """
     import triton  # type: ignore[import-untyped]
 
     jit = _unwrap(fn)
     kname = name or jit.__name__
+    if specializations is None:  # an @triton.autotune kernel: every config, a specialization of one family
+        specializations = autotune_specializations(fn)
     base_div: Sequence[str] = ()
     if example_args is not None:
         signature, constexprs, base_div = _from_example(signature_from_args(jit, example_args, constexprs=constexprs),
@@ -180,6 +185,33 @@ def _from_example(derived: DerivedSignature, signature: Mapping[str, str] | Sequ
     types = {k: v for k, v in types.items() if k not in consts}
     divs = tuple(n for n in derived.divisibility if n in types and _hintable(types[n]))
     return types, consts, divs
+
+
+def autotune_specializations(fn: Any) -> list[Specialization] | None:
+    """One specialization per config of an ``@triton.autotune`` kernel (variants ``c0``, ``c1``... in config
+    order: its constexprs, num_warps, num_stages, num_ctas); None for a kernel that is not autotuned. Tune them
+    ahead of time with ``kernelpack tune`` (kernelpack.tuning)."""
+    configs = getattr(fn, "configs", None)
+    if not isinstance(fn, _autotuner_types()) or not configs:
+        return None
+    out = []
+    for i, c in enumerate(configs):
+        out.append(Specialization(constexprs=dict(c.kwargs), num_warps=c.num_warps, num_stages=c.num_stages,
+                                  num_ctas=getattr(c, "num_ctas", None) or None, variant=f"c{i}"))
+    return out
+
+
+def autotune_key(fn: Any) -> list[str]:
+    """The arguments an ``@triton.autotune`` kernel re-tunes on (its ``key``): what ``kernelpack tune`` varies."""
+    return list(getattr(fn, "keys", None) or [])
+
+
+def _autotuner_types() -> tuple[type, ...]:
+    try:
+        from triton.runtime.autotuner import Autotuner  # type: ignore[import-untyped]
+    except ImportError:
+        return ()
+    return (Autotuner,)
 
 
 def _unwrap(fn: Any) -> Any:
