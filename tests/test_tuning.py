@@ -193,3 +193,58 @@ def test_a_project_builds_the_configs_of_an_autotuned_kernel_with_autotune_true(
     (tmp_path / "kernelpack.toml").write_text(toml)
     assert cli.main(["build", "-q", "-j", "1", str(tmp_path)]) == 0, capsys.readouterr().err
     assert [a.label for a in Bundle.read(tmp_path / "build" / "p.kpack")] == ["add[c0]", "add[c1]"]
+
+
+# ------------------------------------------------------------------ kernelpack build embeds the table
+
+
+NEG = ('template <int B> __global__ void neg(float* y, int n) { int i = threadIdx.x * B; '
+       'if (i < n) y[i] = -y[i]; }\n')
+
+
+def test_kernelpack_build_embeds_the_tuning_table_and_refuses_a_foreign_one(tmp_path, capsys):
+    from dataclasses import replace
+
+    from kernelpack import cli
+    from kernelpack.tuning import FamilyTable, TunedShape, bundle_sha256
+
+    (tmp_path / "k.cu").write_text(NEG)
+    toml = ('[library]\nname = "p"\narchs = ["sm_90a"]\noutputs = ["bundle"]\n{tuning}[[cuda]]\nsource = "k.cu"\n'
+            'kernels = ["neg<1>", "neg<2>"]\n')
+    (tmp_path / "kernelpack.toml").write_text(toml.format(tuning=""))
+    build = ["build", "-q", "-j", "1", str(tmp_path)]
+    assert cli.main(build) == 0, capsys.readouterr().err
+    plain = Bundle.read(tmp_path / "build" / "p.kpack")
+    table = TuningTable(bundle_sha256(plain), "sm_90a", "fake", {"neg": FamilyTable(("n",), (
+        TunedShape({"n": 100}, "neg[2]", {"neg[1]": 2.0, "neg[2]": 1.0}),
+        TunedShape({"n": 5000}, "neg[1]", {"neg[1]": 3.0, "neg[2]": 5.0})))})
+    table.write(tmp_path / "tuning.json")
+    (tmp_path / "kernelpack.toml").write_text(toml.format(tuning='tuning = "tuning.json"\n'))
+    assert cli.main(build) == 0, capsys.readouterr().err
+    tuned = Bundle.read(tmp_path / "build" / "p.kpack")
+    assert {a.label: rmodel.text(a.range_rules) for a in tuned} == {
+        "neg[1]": "", "neg[2_t0]": "n in [65, 128]", "neg[1_t1]": "n in [4097, 8192]"}
+    assert cli.main([*build, "--tuning", "none"]) == 0
+    assert Bundle.read(tmp_path / "build" / "p.kpack").to_bytes() == plain.to_bytes(), "the untuned bundle again"
+
+    replace(table, arch="sm_100a", device="B200").write(tmp_path / "tuning.json")
+    assert cli.main(build) == 2
+    assert "tuned on sm_100a (B200); the bundle carries sm_90a" in capsys.readouterr().err
+    replace(table, bundle_sha256="0" * 64).write(tmp_path / "tuning.json")
+    assert cli.main(build) == 2
+    assert "was made for another bundle" in capsys.readouterr().err
+    assert Bundle.read(tmp_path / "build" / "p.kpack").to_bytes() == plain.to_bytes(), "failed builds keep outputs"
+
+
+def test_kernelpack_tune_without_a_gpu_says_so(tmp_path, capsys):
+    pytest.importorskip("torch")
+    import torch
+
+    from kernelpack import cli
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    b = tmp_path / "b.kpack"
+    Bundle.read(HERE / "fixtures" / "built-2026-12-01" / "demo.kpack").write(b)
+    assert cli.main(["tune", str(b), "--problems", "p.py:PROBLEMS"]) == 2
+    assert "needs a CUDA device" in capsys.readouterr().err

@@ -278,3 +278,48 @@ def tune(bundle: Bundle, problems: Mapping[str, Problem], *, timer: Timer | None
             shapes.append(TunedShape({k: int(shape[k]) for k in problem.key}, chosen, times))
         tables[name] = FamilyTable(tuple(problem.key), tuple(shapes))
     return TuningTable(bundle_sha256(bundle), arch, device, tables)
+
+
+# ------------------------------------------------------------------ kernelpack tune
+
+
+def device_arch(bundle: Bundle, major: int, minor: int) -> str:
+    """The bundle's arch for a device of compute capability ``major.minor`` (``sm_90a`` before ``sm_90``)."""
+    carried = {str(a) for art in bundle for a in art.archs}
+    for cand in (f"sm_{major}{minor}a", f"sm_{major}{minor}", f"sm_{major}{minor}f"):
+        if cand in carried:
+            return cand
+    return f"sm_{major}{minor}"
+
+
+def load_problems(ref: str) -> dict[str, Problem]:
+    """``FILE.py:NAME``: a dict {family: Problem} (or a function returning one)."""
+    from .frontends.refs import resolve
+
+    obj = resolve(ref, Path.cwd(), f"problems {ref!r}")
+    if callable(obj) and not isinstance(obj, Mapping):
+        obj = obj()
+    if not isinstance(obj, Mapping) or not all(isinstance(p, Problem) for p in obj.values()):
+        raise TuningError(f"problems {ref!r}: expected a dict {{family: kernelpack.tuning.Problem}} (got "
+                          f"{type(obj).__name__})")
+    return {str(k): v for k, v in obj.items()}
+
+
+def run_tune(bundle_path: str, problems: str, out: str, *, warmup: int = 10, reps: int = 50,
+             device: int = 0) -> Path:
+    """``kernelpack tune``: time on CUDA device ``device`` (torch for the events), write the tuning file."""
+    import sys
+
+    try:
+        import torch
+    except ImportError:
+        raise TuningError("kernelpack tune needs torch (CUDA events and the problems' tensors)") from None
+    if not torch.cuda.is_available():
+        raise TuningError("kernelpack tune needs a CUDA device (torch.cuda.is_available() is False)")
+    torch.cuda.set_device(device)
+    bundle = Bundle.read(bundle_path)
+    major, minor = torch.cuda.get_device_capability(device)
+    table = tune(bundle, load_problems(problems), timer=cuda_event_timer(warmup, reps),
+                 arch=device_arch(bundle, major, minor), device=torch.cuda.get_device_name(device),
+                 log=lambda line: print(line, file=sys.stderr))
+    return table.write(out)
