@@ -31,7 +31,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,7 +110,7 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     name: str | None = None,
     options: Mapping[str, Any] | None = None,
     device_args: Mapping[str, str] | None = None,
-    grid: Sequence[Any] | None = None,
+    grid: Sequence[Any] | Callable[[Mapping[str, Any]], Sequence[Any]] | None = None,
     cache: CompileCache | None = None,
 ) -> Bundle:
     """Compile a Triton kernel for every arch and specialization and return the artifacts as a bundle.
@@ -125,7 +125,10 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     ``device_args``: parameters the launcher fills from the launch device instead of the caller, by role
     (``{"NUM_SMS": "sm_count"}``; roles: ``sm_count``, ``max_dynamic_smem``, ``max_active_clusters:<cluster size>``).
     ``grid``: three grid formulas (:func:`kernelpack.artifact.evaluate_grid`) over integer runtime parameters, the
-    device-derived ones included (``(("arg", "NUM_SMS", None), 1, 1)``): the grid of a launch that gives none.
+    device-derived ones included (``(("arg", "NUM_SMS", None), 1, 1)``): the grid of a launch that gives none; or a
+    function of a specialization's constexprs returning them, as Triton's ``grid=lambda META: ...`` (each config of
+    an autotuned kernel then computes its own grid: ``lambda m: ((("mul", ("ceil_div", ("arg", "M", None),
+    m["BLOCK_M"]), ("ceil_div", ("arg", "N", None), m["BLOCK_N"]))), 1, 1)``).
     An ``@triton.autotune`` kernel given no ``specializations`` compiles every config as a specialization of one
     family (variants ``c0``, ``c1``...; :func:`autotune_specializations`); ``kernelpack tune`` then picks one per
     problem shape ahead of time (kernelpack.tuning).
@@ -134,12 +137,15 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
 
     jit = _unwrap(fn)
     kname = name or jit.__name__
-    if specializations is None:  # an @triton.autotune kernel: every config, a specialization of one family
-        specializations = autotune_specializations(fn)
+    auto = autotune_specializations(fn) if specializations is None else None
+    if auto:  # an @triton.autotune kernel: every config, a specialization of one family
+        specializations = auto
     base_div: Sequence[str] = ()
     if example_args is not None:
-        signature, constexprs, base_div = _from_example(signature_from_args(jit, example_args, constexprs=constexprs),
-                                                        signature, constexprs)
+        # the binder needs every constexpr: an autotuned kernel's first config stands in (each config sets its own)
+        derive = {**(auto[0].constexprs if auto else {}), **(constexprs or {})}
+        signature, constexprs, base_div = _from_example(signature_from_args(jit, example_args, constexprs=derive),
+                                                        signature, derive)
     elif signature is None:
         raise CompileError(f"kernel {kname}: give a signature or example_args")
     base_consts = dict(constexprs or {})
@@ -157,7 +163,8 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
                 "num_ctas": spec.num_ctas or num_ctas, "enable_fp_fusion": True, **(options or {})}
         label = f"{kname}[{variant}]" if variant else kname
         outs = {a: _compile_cached(jit, args, consts, divs, opts, a, label, cache) for a in archs}
-        per = [(a, *_abi_and_launch(label, args, divs, outs[a], opts["num_warps"], device_args or {}, grid))
+        spec_grid = grid(consts) if callable(grid) else grid
+        per = [(a, *_abi_and_launch(label, args, divs, outs[a], opts["num_warps"], device_args or {}, spec_grid))
                for a in archs]
         abi, launch, per_arch = split_per_arch(per)
         bins = tuple(Binary(a, outs[a].cubin) for a in archs)
