@@ -778,14 +778,16 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
         PyErr_SetString(PyExc_TypeError, "plan slot: ranges must be a tuple");
         return -1;
     }
-    Py_ssize_t nr = PyTuple_GET_SIZE(ranges);
+    Py_ssize_t nr = PyTuple_Size(ranges);
+    if (nr < 0) return -1;
     if (nr > KP_MAX_RANK + 1) {
         *ok = 0;
         nr = 0;
     }
     for (Py_ssize_t k = 0; k < nr; k++) {
         long long mode, lo, hi;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(ranges, k), "LLL", &mode, &lo, &hi)) return -1;
+        PyObject* row = PyTuple_GetItem(ranges, k); /* borrowed */
+        if (row == NULL || !PyArg_ParseTuple(row, "LLL", &mode, &lo, &hi)) return -1;
         if (mode >= KP_MAX_RANK) *ok = 0;
         s->rmode[k] = (int8_t)(mode < 0 ? -1 : mode < KP_MAX_RANK ? mode : 0), s->rlo[k] = lo, s->rhi[k] = hi;
     }
