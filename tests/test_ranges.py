@@ -268,3 +268,19 @@ def test_kernelpack_build_embeds_ranges_and_refuses_ambiguous_ones(tmp_path, cap
         assert {a.label: rmodel.text(a.range_rules) for a in b} == {"neg[1]": "n <= 64", "neg[2]": "n in [65, 128]"}
     else:
         assert code == 2 and "neg[1]" in err and "neg[2]" in err and "overlap" in err, err
+
+
+def test_a_typed_entry_checks_its_integer_ranges(env, tmp_path):
+    """The per-specialization entry (no dispatch) refuses an integer outside its ranges: KP_ERROR_INVALID_ARGUMENT."""
+    _, _, lib, _, _ = env
+    src = tmp_path / "typed.c"
+    src.write_text('#include <stdio.h>\n#include <string.h>\n#include "rng.h"\n'
+                   'int main(void) {\n    kp_launch l;\n    memset(&l, 0, sizeof l);\n    l.grid[0] = 1;\n'
+                   '    kp_status s = rng_radd_tiny(&l, (const float*)0x10000, (const float*)0x20000, (float*)0x30000, '
+                   '17);\n    printf("%s %s\\n", rng_status_name(s), rng_last_error());\n    return 0;\n}\n')
+    exe = compile_program(src, tmp_path / "typed", lib.include_dir,
+                          [f"-L{lib.lib_dir}", "-lrng", f"-Wl,-rpath,{lib.lib_dir}"])
+    e = env[0]
+    r = run(exe, tmp_path, e.fake)
+    assert r.stdout.startswith("KP_ERROR_INVALID_ARGUMENT"), r.stdout
+    assert "must satisfy n in [1, 16], got 17" in r.stdout and not r.launches()

@@ -5,7 +5,7 @@ decides consistency, constraints and order; this module only spells them).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..abi import DType, Opaque, Pointer, Scalar, Struct, TensorSpec
@@ -183,9 +183,11 @@ def build_families(arts_by_name: dict[str, tuple[KernelArtifact, ...]], index_of
     return families, decls
 
 
-def typed_constraint_checks(caller: tuple[CallerArg, ...]) -> list[tuple[str, str, str]]:
+def typed_constraint_checks(caller: tuple[CallerArg, ...], ranges: Mapping[str, tuple[tuple[int, int, int], ...]]
+                            | None = None) -> list[tuple[str, str, str]]:
     """(C condition that must hold, message format, format arguments or "") for a typed wrapper's arguments: what
-    it can check without a kp_tensor (descriptor arguments are checked when they are encoded)."""
+    it can check without a kp_tensor (descriptor arguments are checked when they are encoded). ``ranges``: the
+    specialization's range constraints by argument name (``Slot.ranges``); those on integer values are checked."""
     out = []
     for i, p in enumerate(caller):
         if isinstance(p, DescArg):
@@ -204,6 +206,14 @@ def typed_constraint_checks(caller: tuple[CallerArg, ...]) -> list[tuple[str, st
         elif d > 1 and isinstance(t, Scalar) and t.dtype.is_integer:
             out.append((f"{v} % {d} == 0", f"parameter {i} '{p.name}': must be a multiple of {d}, got %lld",
                         f"(long long){v}"))
+        if isinstance(t, Scalar) and t.dtype.is_integer:
+            for mode, lo, hi in (ranges or {}).get(p.name, ()):
+                if mode < 0:
+                    fa = FamilyArg(p.name, "value", t)
+                    c = _range(model.Constraint(i, "range", -1, lo=lo, hi=hi, name=p.name), fa)
+                    fmt = "%llu" if INT_RANGE[t.dtype][0] == 0 else "%lld"
+                    cast = "(unsigned long long)" if fmt == "%llu" else "(long long)"
+                    out.append((c.expr, f"parameter {i} '{p.name}': must satisfy {c.text}, got {fmt}", f"{cast}{v}"))
     return out
 
 
