@@ -14,6 +14,7 @@ compiled on the build machine is tuned and checked for correct results too.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -134,9 +135,11 @@ def test_kernelpack_tuned_matmul_matches_triton_autotune_without_tuning_at_start
                                                                             s.shape["K"]) == shape)
         rows.append(f"| {m}x{n}x{k} | {min(t_kp) * 1e3:.1f} | {min(t_tri) * 1e3:.1f} | {ratio:.3f} | {chosen} | "
                     f"{matmul_autotuned.best_config} |")
-    print("\n| M x N x K | kernelpack tuned, µs | Triton autotune, µs | ratio | kernelpack's config | Triton's |")
-    print("|---|---|---|---|---|---|")
-    print("\n".join(rows))
+    text = ("| M x N x K | kernelpack tuned, µs | Triton autotune, µs | ratio | kernelpack's config | Triton's |\n"
+            "|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
+    print("\n" + text)
+    if os.environ.get("OUT"):  # scripts/gpu_check.sh collects $OUT
+        Path(os.environ["OUT"], "tuning_gpu.md").write_text(text + "\n" + json.dumps(table.to_json(), indent=1))
     assert worst <= 1.03, "\n".join(rows)
 
 

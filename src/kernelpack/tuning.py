@@ -205,17 +205,22 @@ def embed(bundle: Bundle, table: TuningTable, *, source: str = "tuning file") ->
 Timer = Callable[[Callable[[], None]], Sequence[float]]  # launch -> kernel times in ms
 
 
-def cuda_event_timer(warmup: int = 10, reps: int = 50) -> Timer:
-    """Kernel times with CUDA events (torch.cuda.Event) around each launch, after ``warmup`` launches."""
+def cuda_event_timer(warmup: int = 10, reps: int = 50, queue_cycles: int = 100_000) -> Timer:
+    """Kernel times with CUDA events (torch.cuda.Event) around each launch, after ``warmup`` launches. Each timed
+    launch is queued behind a ``queue_cycles`` spin kernel (``torch.cuda._sleep``), so the interval between the
+    events is the kernel's, not the host's time to issue it."""
 
     def timer(launch: Callable[[], None]) -> list[float]:
         import torch
 
+        spin = getattr(torch.cuda, "_sleep", None)
         for _ in range(warmup):
             launch()
         torch.cuda.synchronize()
         pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
         for start, end in pairs:
+            if spin is not None and queue_cycles:
+                spin(queue_cycles)
             start.record()
             launch()
             end.record()
