@@ -70,8 +70,8 @@ import json, sys
 import torch
 import kernelpack
 sys.path.insert(0, sys.argv[2])
-from test_tuning_gpu import _args, _kp_call
-from tuning_gpu_kernels import SHAPES
+from test_tuning_gpu import _args, _kp_call  # imports no Triton (tuning_gpu_kernels does: not imported here)
+SHAPES = [tuple(s) for s in json.loads(sys.argv[3])]
 triton_before = "triton" in sys.modules  # torch may import it itself; kernelpack must not
 mod = kernelpack.load(sys.argv[1])
 out = []
@@ -101,8 +101,8 @@ def test_kernelpack_tuned_matmul_matches_triton_autotune_without_tuning_at_start
     table.write(tmp_path / "tuning.json")
 
     # the user's process: no Triton, one kernel per first call, right results
-    proc = subprocess.run([sys.executable, "-c", STARTUP, str(path), str(HERE)], capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run([sys.executable, "-c", STARTUP, str(path), str(HERE), json.dumps(SHAPES)],
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert not report["triton_imported"], "loading and calling the tuned bundle imported Triton"
