@@ -19,6 +19,7 @@ from .abi import Abi
 from .arch import Arch
 from .cubin import Cubin, CubinKernel, read_cubin
 from .errors import AbiMismatch, KernelpackError
+from .launch import ranges as ranges_model
 from .tma import TensorDescSpec
 
 BINARY_KINDS = ("cubin", "ptx")
@@ -348,7 +349,9 @@ class KernelArtifact:
     binaries of an arch their own: the launch facts and kernel parameters of the binary chosen for a device are
     the ones a launch uses (:mod:`kernelpack.launch.facts`); every arch takes the same caller-visible arguments.
     ``requires`` (``{"sm_count": 132}``) restricts the artifact to devices with those properties
-    (:mod:`kernelpack.launch.device`).
+    (:mod:`kernelpack.launch.device`). ``ranges`` (``["n_cols <= 4096", "M in [1, 64]", "x.shape[1] == 128"]``)
+    restricts the integer arguments and tensor extents it accepts (:mod:`kernelpack.launch.ranges`): a dispatch
+    constraint like alignment.
     """
 
     name: str
@@ -360,6 +363,7 @@ class KernelArtifact:
     variant: str = ""
     per_arch: PerArch | Mapping[Any, ArchLaunch] = ()  # read it as arch_launches
     requires: tuple[tuple[str, int], ...] | Mapping[str, int] = ()  # read it as requirements
+    ranges: Any = ()  # range constraints (kernelpack.launch.ranges): texts or {target: value or (lo, hi)}
 
     def __post_init__(self) -> None:
         if not _IDENT.match(self.name):
@@ -377,6 +381,7 @@ class KernelArtifact:
 
         try:
             object.__setattr__(self, "requires", device.normalize_requires(self.requires, f"kernel {self.label}"))
+            object.__setattr__(self, "ranges", ranges_model.normalize(self.ranges, f"kernel {self.label}"))
         except ValueError as e:
             raise KernelpackError(str(e)) from None
         for abi, launch in self._pairs():
@@ -388,9 +393,14 @@ class KernelArtifact:
                 self._verify(b)
             else:
                 self._verify_ptx(b)
-        from .launch.facts import check_caller_args
+        from .launch.facts import check_caller_args, plans
 
         check_caller_args(self)
+        if self.ranges:
+            try:
+                ranges_model.check(self.label, plans(self)[0], self.range_rules)
+            except ValueError as e:
+                raise KernelpackError(str(e)) from None
 
     def with_roles(self, roles: Mapping[str, str]) -> KernelArtifact:
         """This artifact with the named parameters given other roles in every arch's parameters, e.g.
@@ -441,6 +451,17 @@ class KernelArtifact:
     def requirements(self) -> tuple[tuple[str, int], ...]:
         """``requires`` as it is after construction: (device property, value) pairs, sorted."""
         return cast("tuple[tuple[str, int], ...]", self.requires)
+
+    @property
+    def range_rules(self) -> tuple[ranges_model.Range, ...]:
+        """``ranges`` as it is after construction: one :class:`~kernelpack.launch.ranges.Range` per target, sorted."""
+        return cast("tuple[ranges_model.Range, ...]", self.ranges)
+
+    def with_ranges(self, ranges: Any) -> KernelArtifact:
+        """This artifact with other range constraints (``["M in [1, 64]"]``; () for none)."""
+        from dataclasses import replace
+
+        return replace(self, ranges=ranges)
 
     def launch_for(self, arch: Arch | str) -> LaunchSpec:
         """The LaunchSpec the binaries of ``arch`` launch with."""

@@ -11,8 +11,9 @@ Layout (little-endian)::
              blobs [{offset, size, sha256, encoding?, raw_size?}] (size and SHA-256 of the bytes as stored: every
              byte of the file is checked, the unused bits of a zlib stream's last byte too),
              artifacts [{name, variant, entry, abi, launch, provenance, binaries [{arch, kind, blob, launch?, abi?}],
-             requires?}] (a binary's own launch spec and kernel parameters where its arch has them:
-             KernelArtifact.per_arch; device requirements: KernelArtifact.requires; both absent when unused);
+             requires?, ranges?}] (a binary's own launch spec and kernel parameters where its arch has them:
+             KernelArtifact.per_arch; device requirements: KernelArtifact.requires; range constraints:
+             KernelArtifact.ranges, canonical texts; each absent when unused);
              zlib-compressed when flag 0x1 is set (what the writer does: manifests repeat their keys, and a
              library of 1000 small kernels carries ~0.5 MB of them uncompressed, ~30 KB compressed)
 
@@ -28,7 +29,7 @@ import os
 import struct
 import tempfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,17 @@ class Bundle:
 
     # ------------------------------------------------------------ writing
 
+    def with_ranges(self, ranges: Mapping[str, Any]) -> Bundle:
+        """This bundle with range constraints (kernelpack.launch.ranges) on the artifacts named by label
+        (``name[variant]``, or ``name`` for a family with one specialization): ``{"softmax[small]": ["n_cols <=
+        4096"]}``. A label naming no artifact is refused."""
+        labels = {a.label for a in self.artifacts}
+        unknown = sorted(set(ranges) - labels)
+        if unknown:
+            raise KernelpackError(f"range constraints for {', '.join(unknown)}: no such kernel in the bundle "
+                                  f"(kernels: {', '.join(sorted(labels))})")
+        return Bundle(tuple(a.with_ranges(ranges[a.label]) if a.label in ranges else a for a in self.artifacts))
+
     def to_bytes(self, *, compress: bool = True) -> bytes:
         """The bundle's bytes; ``compress`` stores each binary as a zlib stream where that is smaller."""
         from . import __version__
@@ -162,6 +174,8 @@ class Bundle:
             }
             if a.requirements:
                 art["requires"] = dict(a.requirements)
+            if a.range_rules:
+                art["ranges"] = [r.text() for r in a.range_rules]
             arts.append(art)
         manifest = zlib.compress(_canonical_json({
             "format": FORMAT_VERSION,
@@ -356,4 +370,5 @@ def _artifact(a: dict[str, Any], blobs: list[tuple[bytes, bytes | None]],
         variant=a.get("variant", ""),
         per_arch=per_arch,
         requires=dict(a.get("requires") or {}),
+        ranges=list(a.get("ranges") or ()),
     )

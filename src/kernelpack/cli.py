@@ -1,4 +1,4 @@
-"""The ``kernelpack`` command line: demo, inspect, build, wheel.
+"""The ``kernelpack`` command line: demo, inspect, build, tune, wheel.
 
 Exit status: 0 success; 2 a user error — any :class:`KernelpackError` (bad project file, compile error, build
 failure...) or an ``OSError`` from the environment (unreadable input, unwritable output, full disk) — reported as one
@@ -60,7 +60,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
     from .project.ui import run_build
 
     return run_build(args.project or (args.inputs[0] if args.inputs else None), jobs=args.jobs, force=args.force,
-                     quiet=args.quiet, as_json=args.json, out=args.out)
+                     quiet=args.quiet, as_json=args.json, out=args.out, tuning=args.tuning)
 
 
 def _build_bundles(args: argparse.Namespace) -> int:
@@ -77,6 +77,14 @@ def _build_bundles(args: argparse.Namespace) -> int:
         raise KernelpackError(f"the C library generator is not available in this install: {e}") from None
     result = build_library(args.inputs[0], args.inputs[1:], args.out)
     print(result)
+    return 0
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from .tuning import run_tune
+
+    path = run_tune(args.bundle, args.problems, args.out, warmup=args.warmup, reps=args.reps, device=args.device)
+    print(path)
     return 0
 
 
@@ -130,7 +138,24 @@ def make_parser() -> argparse.ArgumentParser:
                                                         "applies; KERNELPACK_CACHE_DIR=off for a cold build)")
     b.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors (no progress, no summary)")
     b.add_argument("--json", action="store_true", help="print the build report as JSON on stdout")
+    b.add_argument("--tuning", default=None, metavar="FILE", help="a kernelpack tune file to embed instead of "
+                                                                  "[library] tuning ('none': build without one)")
     b.set_defaults(func=_cmd_build)
+
+    t = sub.add_parser("tune", parents=[common], help="time every config of a bundle's families on problem shapes "
+                                                      "(on a GPU) and write a tuning file for kernelpack build",
+                       description="kernelpack tune BUNDLE --problems FILE.py:NAME -o tuning.json times each config "
+                                   "specialization of the families NAME describes (a dict {family: "
+                                   "kernelpack.tuning.Problem}, or a function returning one) with CUDA events and "
+                                   "writes the fastest per shape. See docs/tuning.md.")
+    t.add_argument("bundle", help="the .kpack bundle built without a tuning table")
+    t.add_argument("--problems", required=True, metavar="FILE.py:NAME", help="the problem shapes per family")
+    t.add_argument("-o", "--out", default="tuning.json", help="the tuning file to write (default: tuning.json)")
+    t.add_argument("--warmup", type=int, default=10, help="launches before timing (default: 10)")
+    t.add_argument("--reps", type=int, default=50, help="timed launches per config and shape; the median counts "
+                                                        "(default: 50)")
+    t.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default: 0)")
+    t.set_defaults(func=_cmd_tune)
 
     w = sub.add_parser("wheel", parents=[common], help="build a project's kernels as a Python wheel (pip install)",
                        description="kernelpack wheel [PROJECT] builds the project as kernelpack build does "

@@ -72,7 +72,7 @@ else:  # pragma: no cover - Python 3.10
 
 OUTPUTS = ("library", "bundle")
 LIBRARY: dict[str, fl.Check] = {"name": fl.STRING, "archs": fl.ARCHS, "out": fl.PATH, "outputs": fl.STRINGS,
-                                "version": fl.STRING, "cflags": fl.STRINGS, "include": fl.STRINGS}
+                                "version": fl.STRING, "cflags": fl.STRINGS, "include": fl.STRINGS, "tuning": fl.PATH}
 PYPROJECT = "pyproject.toml"  # a project when it has a [tool.kernelpack] table
 __all__ = ["Entry", "LibrarySpec", "Project", "ProjectError", "declared_library", "entry_problem", "find_project",
            "load_project"]
@@ -86,6 +86,7 @@ class LibrarySpec:
     outputs: tuple[str, ...] = OUTPUTS
     version: str = "1.0.0"
     cflags: tuple[str, ...] = ()
+    tuning: Path | None = None  # a kernelpack tune file (kernelpack.tuning), relative to the project
 
     def __post_init__(self) -> None:
         try:
@@ -287,7 +288,8 @@ def _library(table: Any, path: Path) -> LibrarySpec:
     try:
         return LibrarySpec(table["name"], tuple(table.get("archs", ())), Path(table.get("out", "build")),
                            tuple(table.get("outputs", OUTPUTS)), table.get("version", "1.0.0"),
-                           tuple(table.get("cflags", ())))
+                           tuple(table.get("cflags", ())),
+                           Path(table["tuning"]) if table.get("tuning") else None)
     except ProjectError as e:
         raise ProjectError(f"{path.name}: {e.message}") from None
 

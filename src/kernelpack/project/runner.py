@@ -34,6 +34,7 @@ from ..bundle import Bundle
 from ..deps import digest_files, python_deps
 from ..errors import BundleError, KernelpackError
 from ..frontends.registry import FRONTENDS
+from ..launch.family import check_families
 from ..merge import merge_programs, set_origin
 from ..publish import Stage, output_dir
 from . import state as st
@@ -96,15 +97,23 @@ class Events:
 
 def build(where: str | os.PathLike[str] | None = None, *, jobs: int | None = None, force: bool = False,
           out: str | os.PathLike[str] | None = None, events: Events | None = None,
-          outputs: tuple[str, ...] | None = None) -> BuildReport:
+          outputs: tuple[str, ...] | None = None, tuning: str | os.PathLike[str] | None = None) -> BuildReport:
     """Build the project at ``where`` (a project file or a directory holding one). ``jobs``: worker processes
     (default: CPU count). ``force``: ignore fingerprints and stamps (the compile cache is still used). ``out``:
     output directory instead of the project's ``[library] out``. ``outputs``: instead of ``[library] outputs``
-    (``kernelpack wheel`` needs the bundle, and the library only when the wheel carries it)."""
+    (``kernelpack wheel`` needs the bundle, and the library only when the wheel carries it). ``tuning``: a tuning
+    file instead of ``[library] tuning`` (``"none"``: build without one, e.g. the bundle ``kernelpack tune`` times)."""
     t0 = time.perf_counter()
-    static = _load(where, out, import_includes=False, outputs=outputs)
+    static = _with_tuning(_load(where, out, import_includes=False, outputs=outputs), tuning)
     with output_dir(static.out, "output directory") as out_dir:
         return _build(where, out, static, out_dir, jobs, force, events, t0, outputs)
+
+
+def _with_tuning(project: Project, tuning: str | os.PathLike[str] | None) -> Project:
+    if tuning is None:
+        return project
+    path = None if str(tuning) == "none" else Path(tuning).resolve()
+    return dataclasses.replace(project, library=dataclasses.replace(project.library, tuning=path))
 
 
 def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | None, static: Project, out_dir: Path,
@@ -124,7 +133,8 @@ def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | N
         report.seconds = time.perf_counter() - t0
         return report
 
-    project = _load(where, out, import_includes=True, outputs=outputs) if static.includes else static
+    project = (dataclasses.replace(_load(where, out, import_includes=True, outputs=outputs), library=static.library)
+               if static.includes else static)
     all_jobs = plan(project)
     files: dict[int, list[Path]] = {}  # per entry: its jobs read the same files
     for j in all_jobs:
@@ -180,8 +190,9 @@ def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | N
 
 def _finish(project: Project, stage: Stage, all_jobs: list[Job], built: dict[str, Built], new_jobs: dict[str, Any],
             digest: str, state: dict[str, Any], force: bool, report: BuildReport) -> None:
-    """Merge the jobs' outputs, link, and stage the outputs with the new state."""
+    """Merge the jobs' outputs, embed the tuning table, link, and stage the outputs with the new state."""
     bundle, programs, status = _merge(all_jobs, built, report.jobs)
+    bundle = _tuned(project, bundle)
     t_link = time.perf_counter()
     outputs, report.linked = _write_outputs(project, stage, bundle, programs, state, force)
     report.link_seconds = round(time.perf_counter() - t_link, 3)
@@ -217,10 +228,31 @@ def project_digest(project: Project) -> str:
         files += python_deps(inc, [project.root])
     for e in project.entries:
         files += static_files(e, project.root)
+    tuning = tuning_path(project)
+    if tuning is not None:
+        files.append(tuning)
     frontends = sorted(FRONTENDS) if project.includes else sorted({e.frontend for e in project.entries})
     blob = {"files": digest_files(files), "versions": {f: FRONTENDS[f].versions() for f in frontends},
             "library": repr(project.library), "cc": config.knobs().cc, "state": STATE_VERSION}
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def tuning_path(project: Project) -> Path | None:
+    """``[library] tuning`` resolved against the project directory (None: no tuning table)."""
+    t = project.library.tuning
+    if t is None:
+        return None
+    return t if t.is_absolute() else project.root / t
+
+
+def _tuned(project: Project, bundle: Bundle) -> Bundle:
+    """The bundle with ``[library] tuning``'s table as shape-range rules (kernelpack.tuning)."""
+    path = tuning_path(project)
+    if path is None:
+        return bundle
+    from ..tuning import TuningTable, embed
+
+    return embed(bundle, TuningTable.read(path), source=f"[library] tuning {path}")
 
 
 def _include_files(project: Project, job: Job) -> list[Path]:
@@ -324,9 +356,14 @@ def _merge(all_jobs: list[Job], built: dict[str, Built],
         else:
             programs.append((b, j.id))
     try:
-        return Bundle.of(*bundles), merge_programs(programs), status
+        bundle = Bundle.of(*bundles)
     except BundleError as err:
         raise BuildFailed(f"the build steps' kernels cannot share one library: {err.message}") from None
+    try:  # families the C library and the runtime would refuse (ambiguous ranges...), whatever the outputs
+        check_families(bundle.families())
+    except KernelpackError as err:
+        raise BuildFailed(err.message) from None
+    return bundle, merge_programs(programs), status
 
 
 def _expected_outputs(project: Project) -> dict[str, Path]:
