@@ -12,6 +12,7 @@ that fails to compile comes back as a failed Outcome, is not retried, and is rep
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
@@ -45,6 +46,7 @@ class Snapshot:
     project: str  # the project file, relative
     files: tuple[tuple[str, bytes], ...]
     digest: str
+    origin: str  # ``base`` on the driver: errors name the user's files, not the worker's copies
 
 
 def snapshot(project: Project) -> Snapshot:
@@ -60,7 +62,7 @@ def snapshot(project: Project) -> Snapshot:
     h = hashlib.sha256()
     for name, data in files:
         h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
-    return Snapshot(str(project.path.resolve().relative_to(base)), files, h.hexdigest())
+    return Snapshot(str(project.path.resolve().relative_to(base)), files, h.hexdigest(), str(base))
 
 
 # ------------------------------------------------------------------------------------------------ the worker side
@@ -105,7 +107,11 @@ def remote_step(snap: Snapshot, job_id: str, cache_dir: str | None) -> Outcome:
         root = _workdir(snap)
     except OSError as err:
         return Outcome(job_id, False, error=f"the worker cannot write the project's files: {err}")
-    return execute(str(root / snap.project), job_id, cache_dir)
+    o = execute(str(root / snap.project), job_id, cache_dir)
+    if o.ok:
+        return o
+    return dataclasses.replace(o, error=o.error.replace(str(root), snap.origin),
+                               log=o.log.replace(str(root), snap.origin))
 
 
 # ------------------------------------------------------------------------------------------------ the driver side
