@@ -27,6 +27,7 @@ from typing import Any
 
 from ..deps import python_deps
 from ..errors import KernelpackError
+from ..frontends.refs import rename_code
 from .jobs import Job, Outcome, execute, static_files
 from .model import Project
 
@@ -107,6 +108,7 @@ def remote_step(snap: Snapshot, job_id: str, cache_dir: str | None) -> Outcome:
         root = _workdir(snap)
     except OSError as err:
         return Outcome(job_id, False, error=f"the worker cannot write the project's files: {err}")
+    rename_code(str(root), snap.origin)  # kernels' code carries the driver's paths, as in a local build
     o = execute(str(root / snap.project), job_id, cache_dir)
     if o.ok:
         return o
