@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from kernelpack import config
 from kernelpack.errors import KernelpackError
 from kernelpack.project import BuildFailed, ProjectError, build, load_project
 from test_project_build import KERNELS, OTHER, TOML
@@ -155,6 +156,58 @@ def test_in_process_ray_builds_the_local_bytes_and_reports_compile_errors_as_loc
         errors.append((e.value.message.replace(str(where), "<root>"), e.value.log.replace(str(where), "<root>")))
     assert errors[0] == errors[1] and "undefined_name" in errors[1][1] and "1 of 2" in errors[1][0]
     assert outputs_of(r) == local_reference  # the failed build left the previous outputs
+
+
+TRITON_KERNEL = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def twice(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+"""
+TRITON_TOML = """[library]
+name = "tr"
+archs = ["sm_90a"]
+
+[[triton]]
+kernel = "tk.py:twice"
+signature = { x_ptr = "*fp32", n = "i32" }
+specializations = [{ variant = "b128", constexprs = { BLOCK = 128 } },
+                   { variant = "b256", constexprs = { BLOCK = 256 } }]
+"""
+
+
+@needs_ray
+@needs_cuda_compiler
+def test_triton_steps_on_ray_give_the_local_bytes_line_info_included(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ray_after_triton_cache: None) -> None:
+    pytest.importorskip("triton")
+    (tmp_path / "tk.py").write_text(TRITON_KERNEL)
+    (tmp_path / "kernelpack.toml").write_text(TRITON_TOML)
+    files = ("tr.kpack", "lib/libtr.so")
+    # the worker compiles a copy of tk.py elsewhere; Triton records the kernel's file in line info. Separate
+    # caches (kernelpack's and Triton's), so that neither build reads the other's binaries
+    with config.override(cache_dir=tmp_path / "kp-ray"):
+        on_ray = build(tmp_path, jobs=2, executor="ray", out=tmp_path / "ray-out")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-local"))
+    with config.override(cache_dir=tmp_path / "kp-local"):
+        local = build(tmp_path, jobs=2, executor="local", out=tmp_path / "local-out")
+    assert set(on_ray.jobs.values()) == set(local.jobs.values()) == {"compiled"}
+    assert {f: (Path(on_ray.out) / f).read_bytes() for f in files} == {f: (Path(local.out) / f).read_bytes()
+                                                                       for f in files}
+
+
+@pytest.fixture
+def ray_after_triton_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``ray.init(num_cpus=2)`` whose workers use an empty Triton cache of their own."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-ray"))
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
 
 
 @needs_ray

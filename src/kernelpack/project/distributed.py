@@ -179,7 +179,8 @@ def run_ray(project: Project, stale: list[Job], jobs: int | None, address: str |
         ref = ray.put(snap)
         # at most as many in flight as there are CPUs, so "started" means "running" for the progress display
         capacity = jobs or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        queue, running, results = list(stale), {}, []
+        queue, results = list(stale), []
+        running: dict[Any, Job] = {}  # ObjectRef -> its job
         try:
             while queue or running:
                 while queue and len(running) < capacity:

@@ -76,8 +76,8 @@ LIBRARY: dict[str, fl.Check] = {"name": fl.STRING, "archs": fl.ARCHS, "out": fl.
 EXECUTORS = ("local", "ray")  # [build] executor / kernelpack build --executor
 BUILD: dict[str, fl.Check] = {"executor": fl.STRING, "address": fl.STRING}
 PYPROJECT = "pyproject.toml"  # a project when it has a [tool.kernelpack] table
-__all__ = ["BuildSpec", "Entry", "LibrarySpec", "Project", "ProjectError", "declared_library", "entry_problem", "find_project",
-           "load_project"]
+__all__ = ["BuildSpec", "Entry", "LibrarySpec", "Project", "ProjectError", "declared_library", "entry_problem",
+           "find_project", "load_project"]
 
 
 @dataclass(frozen=True)

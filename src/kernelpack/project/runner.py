@@ -43,6 +43,7 @@ from .model import BuildSpec, Project, ProjectError, check_executor, load_projec
 from .report import Row, rows
 from .state import STATE_DIR, STATE_VERSION
 
+LOCAL = BuildSpec()  # the default executor: worker processes on this machine
 Built = Any  # a job's decoded output: Bundle, or a CuTe HostProgram
 
 
@@ -101,8 +102,9 @@ def build(where: str | os.PathLike[str] | None = None, *, jobs: int | None = Non
     """Build the project at ``where`` (a project file or a directory holding one). ``jobs``: worker processes
     (default: CPU count; with Ray, the tasks in flight, default: the cluster's CPUs). ``executor``: "local" or "ray"
     (default: the project's ``[build] executor``, else local); ``address``: the Ray cluster (default: ``[build]
-    address``, else a local Ray instance of ``jobs`` CPUs, started and stopped by the build). ``force``: ignore fingerprints and stamps (the compile cache is still used). ``out``:
-    output directory instead of the project's ``[library] out``. ``outputs``: instead of ``[library] outputs``
+    address``, else a local Ray instance of ``jobs`` CPUs, started and stopped by the build). ``force``: ignore
+    fingerprints and stamps (the compile cache is still used). ``out``: output directory instead of the project's
+    ``[library] out``. ``outputs``: instead of ``[library] outputs``
     (``kernelpack wheel`` needs the bundle, and the library only when the wheel carries it)."""
     t0 = time.perf_counter()
     static = _load(where, out, import_includes=False, outputs=outputs)
@@ -126,7 +128,7 @@ def _executor(project: Project, executor: str | None, address: str | None) -> Bu
 
 def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | None, static: Project, out_dir: Path,
            jobs: int | None, force: bool, events: Events | None, t0: float,
-           outputs: tuple[str, ...] | None = None, spec: BuildSpec = BuildSpec()) -> BuildReport:
+           outputs: tuple[str, ...] | None = None, spec: BuildSpec = LOCAL) -> BuildReport:
     state_dir = out_dir / STATE_DIR
     st.prepare(state_dir)
     expected = {str(p) for p in _expected_outputs(static).values()}
