@@ -210,12 +210,11 @@ def ray_after_triton_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> I
         ray.shutdown()
 
 
-@needs_ray
-@needs_cuda_compiler
-def test_a_worker_killed_mid_step_is_retried(tmp_path: Path, module_cache: Any, in_process_ray: None) -> None:
-    pidfile = tmp_path / "worker.pid"
-    (tmp_path / "k.cu").write_text(OTHER)
-    (tmp_path / "kernelpack_project.py").write_text(textwrap.dedent(f"""
+def slow_project(d: Path) -> Path:
+    """A project whose module makes the first worker that loads it wait (it writes its pid to ``d/worker.pid``)."""
+    pidfile = d / "worker.pid"
+    (d / "k.cu").write_text(OTHER)
+    (d / "kernelpack_project.py").write_text(textwrap.dedent(f"""
         import os, time
         from pathlib import Path
         from kernelpack.project import Cuda
@@ -226,12 +225,45 @@ def test_a_worker_killed_mid_step_is_retried(tmp_path: Path, module_cache: Any, 
             PIDFILE.write_text(str(os.getpid()))
             time.sleep(600)
     """))
+    return pidfile
+
+
+def build_killing_the_worker(d: Path) -> Any:
+    pidfile = slow_project(d)
     with cf.ThreadPoolExecutor(1) as pool:
-        fut = pool.submit(build, tmp_path, executor="ray")
-        pid = wait_for_pid(pidfile, fut)
-        os.kill(pid, signal.SIGKILL)
-        r = fut.result(timeout=300)
+        fut = pool.submit(build, d, executor="ray")
+        os.kill(wait_for_pid(pidfile, fut), signal.SIGKILL)
+        return fut.result(timeout=300)
+
+
+@needs_ray
+@needs_cuda_compiler
+def test_a_worker_killed_mid_step_is_retried(tmp_path: Path, module_cache: Any, in_process_ray: None) -> None:
+    r = build_killing_the_worker(tmp_path)
     assert r.jobs == {"cuda:k.cu": "compiled"} and (tmp_path / "out/lib/libslow.so").is_file()
+
+
+@needs_ray
+@needs_cuda_compiler
+def test_a_worker_lost_past_the_retries_fails_the_step_naming_it(tmp_path: Path, module_cache: Any,
+                                                                 in_process_ray: None,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelpack.project import distributed
+
+    monkeypatch.setattr(distributed, "MAX_RETRIES", 0)
+    with pytest.raises(BuildFailed, match=r"1 of 1 build step\(s\) failed:\n  cuda:k.cu: its Ray task failed .*"
+                                          r"WorkerCrashedError"):
+        build_killing_the_worker(tmp_path)
+    assert not (tmp_path / "out/lib/libslow.so").exists()
+
+
+@needs_ray
+def test_cli_unreachable_address_exits_2_naming_it(proj: Path) -> None:
+    addr = f"127.0.0.1:{free_port()}"
+    r = subprocess.run([sys.executable, "-m", "kernelpack.cli", "build", str(proj), "--address", addr],
+                       capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert r.returncode == 2 and f"cannot reach the Ray cluster at '{addr}'" in r.stderr, r.stderr
 
 
 def wait_for_pid(pidfile: Path, fut: cf.Future[Any]) -> int:
