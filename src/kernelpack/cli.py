@@ -60,7 +60,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
     from .project.ui import run_build
 
     return run_build(args.project or (args.inputs[0] if args.inputs else None), jobs=args.jobs, force=args.force,
-                     quiet=args.quiet, as_json=args.json, out=args.out, tuning=args.tuning)
+                     quiet=args.quiet, as_json=args.json, out=args.out, tuning=args.tuning,
+                     executor=args.executor, address=args.address)
 
 
 def _build_bundles(args: argparse.Namespace) -> int:
@@ -140,6 +141,12 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print the build report as JSON on stdout")
     b.add_argument("--tuning", default=None, metavar="FILE", help="a kernelpack tune file to embed instead of "
                                                                   "[library] tuning ('none': build without one)")
+    b.add_argument("--executor", choices=("local", "ray"), default=None,
+                   help="where compile steps run: local processes, or Ray tasks (default: [build] executor, else "
+                        "local; ray needs kernelpack[ray])")
+    b.add_argument("--address", default=None, metavar="HOST:PORT",
+                   help="the Ray cluster to run on (implies --executor ray; default: [build] address, else a local "
+                        "Ray instance of -j CPUs started and stopped by the build)")
     b.set_defaults(func=_cmd_build)
 
     t = sub.add_parser("tune", parents=[common], help="time every config of a bundle's families on problem shapes "

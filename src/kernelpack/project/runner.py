@@ -40,10 +40,11 @@ from ..publish import Stage, output_dir
 from . import state as st
 from .jobs import Job, Outcome, execute, fingerprint, plan, run, static_files
 from .link import expected_outputs
-from .model import Project, load_project
+from .model import BuildSpec, Project, ProjectError, check_executor, load_project
 from .report import Row, rows
 from .state import STATE_DIR, STATE_VERSION
 
+LOCAL = BuildSpec()  # the default executor: worker processes on this machine
 Built = Any  # a job's decoded output: Bundle, or a CuTe HostProgram
 
 
@@ -97,16 +98,34 @@ class Events:
 
 def build(where: str | os.PathLike[str] | None = None, *, jobs: int | None = None, force: bool = False,
           out: str | os.PathLike[str] | None = None, events: Events | None = None,
-          outputs: tuple[str, ...] | None = None, tuning: str | os.PathLike[str] | None = None) -> BuildReport:
+          outputs: tuple[str, ...] | None = None, tuning: str | os.PathLike[str] | None = None,
+          executor: str | None = None, address: str | None = None) -> BuildReport:
     """Build the project at ``where`` (a project file or a directory holding one). ``jobs``: worker processes
-    (default: CPU count). ``force``: ignore fingerprints and stamps (the compile cache is still used). ``out``:
-    output directory instead of the project's ``[library] out``. ``outputs``: instead of ``[library] outputs``
-    (``kernelpack wheel`` needs the bundle, and the library only when the wheel carries it). ``tuning``: a tuning
-    file instead of ``[library] tuning`` (``"none"``: build without one, e.g. the bundle ``kernelpack tune`` times)."""
+    (default: CPU count; with Ray, the tasks in flight, default: the cluster's CPUs). ``executor``: "local" or "ray"
+    (default: the project's ``[build] executor``, else local); ``address``: the Ray cluster (default: ``[build]
+    address``, else a local Ray instance of ``jobs`` CPUs, started and stopped by the build). ``force``: ignore
+    fingerprints and stamps (the compile cache is still used). ``out``: output directory instead of the project's
+    ``[library] out``. ``outputs``: instead of ``[library] outputs`` (``kernelpack wheel`` needs the bundle, and the
+    library only when the wheel carries it). ``tuning``: a tuning file instead of ``[library] tuning`` (``"none"``:
+    build without one, e.g. the bundle ``kernelpack tune`` times)."""
     t0 = time.perf_counter()
     static = _with_tuning(_load(where, out, import_includes=False, outputs=outputs), tuning)
+    spec = _executor(static, executor, address)
     with output_dir(static.out, "output directory") as out_dir:
-        return _build(where, out, static, out_dir, jobs, force, events, t0, outputs)
+        return _build(where, out, static, out_dir, jobs, force, events, t0, outputs, spec)
+
+
+def _executor(project: Project, executor: str | None, address: str | None) -> BuildSpec:
+    """The build's executor: the arguments over the project's ``[build]`` table."""
+    if executor is not None:
+        check_executor(executor, "--executor")
+    if address is not None and executor in (None, "ray"):
+        return BuildSpec("ray", address)
+    if address is not None:
+        raise ProjectError(f"--address {address!r} is for --executor ray; given --executor {executor!r}")
+    if executor is None or executor == project.build.executor:
+        return project.build
+    return BuildSpec(executor, project.build.address if executor == "ray" else None)
 
 
 def _with_tuning(project: Project, tuning: str | os.PathLike[str] | None) -> Project:
@@ -118,7 +137,7 @@ def _with_tuning(project: Project, tuning: str | os.PathLike[str] | None) -> Pro
 
 def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | None, static: Project, out_dir: Path,
            jobs: int | None, force: bool, events: Events | None, t0: float,
-           outputs: tuple[str, ...] | None = None) -> BuildReport:
+           outputs: tuple[str, ...] | None = None, spec: BuildSpec = LOCAL) -> BuildReport:
     state_dir = out_dir / STATE_DIR
     st.prepare(state_dir)
     expected = {str(p) for p in _expected_outputs(static).values()}
@@ -158,7 +177,13 @@ def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | N
         report.jobs[j.id] = "reused"
     cache_dir = config.knobs().cache_dir
     (events or Events()).planned(stale, len(all_jobs) - len(stale))
-    for o in _run_all(project, stale, jobs or os.cpu_count() or 1, str(cache_dir) if cache_dir else None, events):
+    if spec.executor == "ray":
+        from .distributed import run_ray
+
+        ran = run_ray(project, stale, jobs, spec.address, str(cache_dir) if cache_dir else None, events or Events())
+    else:
+        ran = _run_all(project, stale, jobs or os.cpu_count() or 1, str(cache_dir) if cache_dir else None, events)
+    for o in ran:
         if o.ok:
             try:
                 built[o.job] = _decode(o.job, o.kind, o.data)
