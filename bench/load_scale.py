@@ -1,0 +1,152 @@
+"""Loading at scale: ``import kernelpack`` + ``kernelpack.load`` of a bundle of N specializations, and the first
+launch of one of its kernels against a warm launch, in a fresh process each; the same for the C library (dlopen +
+first launch, from tests' fake or the real driver). Prints a markdown table.
+
+    python bench/load_scale.py [--specs 10000] [--families 100] [--arch sm_90a] [--fake DIR] [--rounds 5]
+
+The bundle is synthesized cheaply: one CUDA source of ``families`` trivial kernels compiled once (one cubin per
+arch), each kernel replicated as ``specs / families`` specializations told apart by the divisibility of ``n``
+(1, 2, 4, ...; a specialization past 2**30 adds a device requirement instead), so dispatch is real and every
+specialization is distinct. With no GPU (or ``--fake DIR``, a directory holding tests' fake ``libcuda.so.1`` and
+``libkpfakecuda.so``; built into a temp directory when not given) it runs on the fake driver: the numbers then
+measure kernelpack's own host work, not the driver's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+KERNEL = 'extern "C" __global__ void k{i}(float* out, int n) {{ if (threadIdx.x < n) out[threadIdx.x] = {i}.0f; }}\n'
+
+
+def synth_bundle(out: Path, specs: int, families: int, arch: str) -> Path:
+    """A bundle of ``specs`` specializations in ``families`` families, from one compile (cached in ``out``)."""
+    from kernelpack import cuda
+    from kernelpack.abi import Abi
+    from kernelpack.bundle import Bundle
+    from kernelpack.cache import CompileCache
+
+    path = out / f"synth-{specs}-{families}-{arch}.kpack"
+    if path.exists():
+        return path
+    src = out / f"synth{families}.cu"
+    src.write_text("".join(KERNEL.format(i=i) for i in range(families)))
+    base = cuda.compile(src, [f"k{i}" for i in range(families)], arch=[arch], cache=CompileCache(out / "cache"))
+    per = -(-specs // families)
+    arts = []
+    for a in base:
+        for v in range(per):
+            if len(arts) == specs:
+                break
+            params = tuple(dataclasses.replace(p, divisibility=2 ** (v % 31)) if p.name == "n" else p
+                           for p in a.abi.params)
+            extra = {"requires": {"sm_count": 1 + v // 31}} if v >= 31 else {}
+            arts.append(dataclasses.replace(a, variant=f"v{v}", abi=Abi(params), **extra))
+    Bundle.of(arts).write(path)
+    return path
+
+
+PY_CHILD = r"""
+import sys, time, json
+t0 = time.perf_counter()
+import kernelpack
+from kernelpack.runtime import driver
+if sys.argv[2]:
+    driver.use_library(sys.argv[2])
+t1 = time.perf_counter()
+mod = kernelpack.load(sys.argv[1])
+t2 = time.perf_counter()
+d = driver.get()
+d.set_current(d.device(0).context)
+buf = d.mem_alloc_async(1 << 20, 0, "bench")
+fam = mod[sys.argv[3]]
+t3 = time.perf_counter()
+fam(buf, 1, grid=1, block=32)
+t4 = time.perf_counter()
+warm = []
+for _ in range(200):
+    s = time.perf_counter(); fam(buf, 1, grid=1, block=32); warm.append(time.perf_counter() - s)
+warm.sort()
+print(json.dumps({"import": t1 - t0, "load": t2 - t1, "first": t4 - t3, "warm": warm[len(warm) // 2]}))
+"""
+
+
+def run_python(bundle: Path, lib: str, family: str, env: dict[str, str]) -> dict[str, float]:
+    out = subprocess.run([sys.executable, "-c", PY_CHILD, str(bundle), lib, family], env=env, capture_output=True,
+                         text=True, check=False)
+    if out.returncode:
+        raise SystemExit(f"python child failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def build_fake(out: Path) -> Path:
+    sys.path.insert(0, str(ROOT / "tests"))
+    import fake_cuda  # type: ignore[import-not-found]
+
+    return fake_cuda.build(out / "fakecuda").dir
+
+
+def has_gpu() -> bool:
+    import ctypes
+
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    n = ctypes.c_int()
+    return cuda.cuInit(0) == 0 and cuda.cuDeviceGetCount(ctypes.byref(n)) == 0 and n.value > 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--specs", type=int, nargs="+", default=[100, 1000, 10000])
+    ap.add_argument("--families", type=int, default=100)
+    ap.add_argument("--arch", default=None)
+    ap.add_argument("--fake", type=Path, default=None, help="directory of tests' built fake driver")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--work", type=Path, default=None, help="where to keep the synthesized bundles")
+    args = ap.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="kp-loadscale-"))
+    work.mkdir(parents=True, exist_ok=True)
+    gpu = args.fake is None and has_gpu()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    lib = ""
+    if not gpu:
+        fake = args.fake or build_fake(work)
+        lib = str(fake / "libkpfakecuda.so")
+        env.update(LD_LIBRARY_PATH=str(fake), FAKECUDA_CC="9.0")
+    arch = args.arch or ("sm_90a" if not gpu else None)
+    if arch is None:
+        from kernelpack.runtime import driver
+
+        info = driver.get().device(0)
+        arch = f"sm_{info.major}{info.minor}{'a' if info.major >= 9 else ''}"
+    where = f"{'GPU' if gpu else 'fake driver'}, {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    print(f"# kernelpack.load at scale ({where}, {time.strftime('%Y-%m-%d', time.gmtime())}), median of {args.rounds}\n")
+    print("| specializations | families | bundle size | import kernelpack | load | first launch | warm launch | first - warm |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n in args.specs:
+        path = synth_bundle(work, n, min(args.families, n), arch)
+        rows = [run_python(path, lib, f"k{(n // 2) % min(args.families, n)}", env) for _ in range(args.rounds)]
+        med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+        print(f"| {n:,} | {min(args.families, n)} | {path.stat().st_size / 1024:.0f} KiB | {med['import'] * 1e3:.1f} ms "
+              f"| {med['load'] * 1e3:.1f} ms | {med['first'] * 1e3:.2f} ms | {med['warm'] * 1e6:.1f} us "
+              f"| {(med['first'] - med['warm']) * 1e3:.2f} ms |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
