@@ -58,6 +58,7 @@ class _State:
     callables: dict[str, Any] = field(default_factory=dict)  # the host programs and families built so far
     attrs: dict[str, str] = field(default_factory=dict)  # attribute -> the kernel or host program it holds
     lock: threading.RLock = field(default_factory=threading.RLock)
+    ext: Any = None  # the launch extension the families use (None: the Python path)
 
 
 _STATE = "<kernelpack>"  # the key of _State in the module's __dict__: not an identifier, so no kernel can take it
@@ -85,7 +86,7 @@ class KernelModule(types.ModuleType):
         index = _BundleFamilies(bundle) if isinstance(bundle, Bundle) else bundle
         st = _State(source, Loader(source), index)
         vars(self)[_STATE] = st
-        extension()  # warns now, once, when the launch extension is missing
+        st.ext = extension()  # the launch path of this module's kernels, chosen now (warned once when missing)
         names = index.names()
         st.hosts = _host_families(host, source, archive)
         for hname, hfam in st.hosts.items():
@@ -109,7 +110,7 @@ class KernelModule(types.ModuleType):
             if got is not None:
                 return got
             fam = KernelFamily(fname, st.index.family(fname), st.loader)
-            launcher = make_launcher(fam)
+            launcher = make_launcher(fam, st.ext)
             launcher.__name__ = launcher.__qualname__ = fname
             launcher.__module__ = self.__name__
             launcher.__doc__ = docs.doc_text(fam, st.source)
