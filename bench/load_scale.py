@@ -93,6 +93,65 @@ def run_python(bundle: Path, lib: str, family: str, env: dict[str, str]) -> dict
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+COLD_FAKE_C = r"""
+#define _POSIX_C_SOURCE 200809L
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+#include "synth.h"
+int main(int argc, char** argv) {
+    struct timespec t0, t1;
+    if (argc < 4) return 2;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    void* h = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+    if (!h) return fprintf(stderr, "%s\n", dlerror()), 1;
+    kp_status (*fn)(const kp_launch*, float*) = (kp_status (*)(const kp_launch*, float*))dlsym(h, argv[3]);
+    if (!fn) return fprintf(stderr, "no %s\n", argv[3]), 1;
+    const kp_launch L = {{1, 1, 1}, {32, 1, 1}, 0, {0, 0, 0}, NULL};
+    kp_status s = fn(&L, (float*)(uintptr_t)0x10000);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("cold_ms %.3f status %d\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e6, (int)s);
+    return s != KP_SUCCESS;
+}
+"""
+
+
+def clib_cold(work: Path, n: int, arch: str, env: dict[str, str], rounds: int, gpu: bool) -> float:
+    """Median ms of dlopen + first launch of kernel ``synth_k{n/2}`` of an ``n``-kernel C library (one cubin, ``n``
+    families of one specialization each), timed by bench/clib_bench.c's ``cold`` mode."""
+    sys.path.insert(0, str(HERE))
+    import clib_launch  # type: ignore[import-not-found]
+    from kernelpack.abi import Abi, DType, Param, Pointer
+    from kernelpack.artifact import Binary, KernelArtifact
+    from kernelpack.cache import CompileCache
+    from kernelpack.clib import Library
+
+    tmp = work / f"clib-{n}-{arch}"
+    tmp.mkdir(exist_ok=True)
+    so = tmp / "synth" / "lib" / "libsynth.so"
+    if not so.exists():
+        data = clib_launch.cubin('extern "C" __global__ void k(float* out) { out[threadIdx.x] = 1.0f; }', arch, tmp,
+                                 "one")
+        abi = Abi((Param("out", Pointer(DType.f32)),))
+        arts = [KernelArtifact(f"k{i}", "k", abi, (Binary(arch, data),)) for i in range(n)]
+        so = Library("synth", *arts).build(tmp / "synth", cache=CompileCache(None)).shared
+    exe = tmp / ("clib_bench" if gpu else "cold_fake")
+    if not exe.exists() and gpu:  # clib_bench allocates real memory for the kernel to write
+        exe, _ = clib_launch.launch_library(arch, tmp)
+    elif not exe.exists():  # the fake never touches memory: a raw address does
+        (tmp / "cold_fake.c").write_text(COLD_FAKE_C)
+        subprocess.run([clib_launch.CC, "-std=c99", "-O2", f"-I{so.parent.parent / 'include'}",
+                        str(tmp / "cold_fake.c"), "-o", str(exe), "-ldl"], check=True)
+    times = []
+    for _ in range(rounds):
+        r = subprocess.run([str(exe), "cold", str(so), f"synth_k{n // 2}"], env=env, capture_output=True, text=True)
+        if r.returncode:
+            raise SystemExit(f"clib_bench cold failed: {r.stderr}{r.stdout}")
+        times.append(float(r.stdout.split()[1]))
+    return statistics.median(times)
+
+
 def build_fake(out: Path) -> Path:
     sys.path.insert(0, str(ROOT / "tests"))
     import fake_cuda  # type: ignore[import-not-found]
@@ -118,6 +177,7 @@ def main() -> int:
     ap.add_argument("--arch", default=None)
     ap.add_argument("--fake", type=Path, default=None, help="directory of tests' built fake driver")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--clib", type=int, nargs="*", default=[1000, 10000], help="C library sizes (kernels) to time")
     ap.add_argument("--work", type=Path, default=None, help="where to keep the synthesized bundles")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="kp-loadscale-"))
@@ -148,6 +208,11 @@ def main() -> int:
         print(f"| {n:,} | {fams:,} | {path.stat().st_size / 1024:.0f} KiB | {med['import'] * 1e3:.1f} ms "
               f"| {med['load'] * 1e3:.1f} ms | {(med['import'] + med['load']) * 1e3:.1f} ms "
               f"| {med['first'] * 1e3:.2f} ms | {med['warm'] * 1e6:.1f} us | {(med['first'] - med['warm']) * 1e3:.2f} ms |")
+    if args.clib:
+        print(f"\n| C library: kernels | dlopen + first launch (median of {args.rounds}) |")
+        print("|---:|---:|")
+        for n in args.clib:
+            print(f"| {n:,} | {clib_cold(work, n, arch, env, args.rounds, gpu):.3f} ms |")
     return 0
 
 
