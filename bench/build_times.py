@@ -133,7 +133,8 @@ def write_synth_project(d: Path, n: int) -> int:
     build step, plus ``single.cu``): the project of the 1,000-specialization rows, compiled in minutes."""
     d.mkdir(parents=True, exist_ok=True)
     (d / "single.cu").write_text(SINGLE.replace("SCALE", "2.0f"))
-    toml = [f'[library]\nname = "bench{n}"\narchs = {ARCHS}\n', '[[cuda]]\nsource = "single.cu"\nkernels = ["single"]\n']
+    toml = [f'[library]\nname = "bench{n}"\narchs = {ARCHS}\n',
+            '[[cuda]]\nsource = "single.cu"\nkernels = ["single"]\n']
     count, s = 1, 0
     while count < n:
         k = min(100, n - count)

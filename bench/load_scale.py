@@ -7,7 +7,9 @@ first launch, from tests' fake or the real driver). Prints a markdown table.
 The bundle is synthesized cheaply: one small kernel compiled once, replicated as ``families`` families of
 ``specs / families`` specializations each, told apart by the divisibility of ``n`` (1, 2, 4, ...; past 2**30 a
 device requirement on the SM count too), so dispatch is real and every specialization is distinct (they share one
-cubin, so the first launch pays one cubin's parse and load, as a real family's first launch does). With no GPU (or ``--fake DIR``, a directory holding tests' fake ``libcuda.so.1`` and
+cubin, so the first launch pays one cubin's parse and load, as a real family's first launch does).
+
+With no GPU (or ``--fake DIR``, a directory holding tests' fake ``libcuda.so.1`` and
 ``libkpfakecuda.so``; built into a temp directory when not given) it runs on the fake driver: the numbers then
 measure kernelpack's own host work, not the driver's.
 """
@@ -122,6 +124,7 @@ def clib_cold(work: Path, n: int, arch: str, env: dict[str, str], rounds: int, g
     families of one specialization each), timed by bench/clib_bench.c's ``cold`` mode."""
     sys.path.insert(0, str(HERE))
     import clib_launch  # type: ignore[import-not-found]
+
     from kernelpack.abi import Abi, DType, Param, Pointer
     from kernelpack.artifact import Binary, KernelArtifact
     from kernelpack.cache import CompileCache
@@ -195,8 +198,10 @@ def main() -> int:
 
         info = driver.get().device(0)
         arch = f"sm_{info.major}{info.minor}{'a' if info.major >= 9 else ''}"
-    where = f"{'GPU' if gpu else 'fake driver'}, {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
-    print(f"# kernelpack.load at scale ({where}, {time.strftime('%Y-%m-%d', time.gmtime())}), median of {args.rounds}\n")
+    where = (f"{'GPU' if gpu else 'fake driver'}, {platform.node()}, {os.cpu_count()} CPUs, "
+             f"Python {platform.python_version()}")
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    print(f"# kernelpack.load at scale ({where}, {day}), median of {args.rounds}\n")
     print("| specializations | families | bundle size | import kernelpack | load | import + load | first launch "
           "| warm launch | first - warm |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -207,7 +212,8 @@ def main() -> int:
         med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
         print(f"| {n:,} | {fams:,} | {path.stat().st_size / 1024:.0f} KiB | {med['import'] * 1e3:.1f} ms "
               f"| {med['load'] * 1e3:.1f} ms | {(med['import'] + med['load']) * 1e3:.1f} ms "
-              f"| {med['first'] * 1e3:.2f} ms | {med['warm'] * 1e6:.1f} us | {(med['first'] - med['warm']) * 1e3:.2f} ms |")
+              f"| {med['first'] * 1e3:.2f} ms | {med['warm'] * 1e6:.1f} us "
+              f"| {(med['first'] - med['warm']) * 1e3:.2f} ms |")
     if args.clib:
         print(f"\n| C library: kernels | dlopen + first launch (median of {args.rounds}) |")
         print("|---:|---:|")

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .artifact import Binary, KernelArtifact, deferred_verification
-from .bundle import FLAG_ZLIB_BLOBS, _HEADER, Bundle, _artifact, expand_blob, read_manifest, stored_blobs
+from .bundle import _HEADER, FLAG_ZLIB_BLOBS, Bundle, _artifact, expand_blob, read_manifest, stored_blobs
 from .errors import BundleError, KernelpackError
 from .merge import set_origin
 

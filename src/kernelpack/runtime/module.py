@@ -231,7 +231,8 @@ def _own_names() -> frozenset[str]:
 
 def read_any(path: str | os.PathLike[str]) -> Bundle:
     """A ``.kpack`` bundle, or the bundle embedded in a library built by kernelpack (``libNAME.so``/``.a``)."""
-    return _read(path)[0]
+    bundle = _read(path)[0]
+    return bundle if isinstance(bundle, Bundle) else bundle.bundle()
 
 
 def _read(path: str | os.PathLike[str], lazy: bool = False) -> tuple[Bundle | BundleIndex, tuple[HostEntryInfo, ...],
