@@ -95,24 +95,52 @@ def run_python(bundle: Path, lib: str, family: str, env: dict[str, str]) -> dict
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-COLD_FAKE_C = r"""
+COLD_C = r"""
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include "synth.h"
+typedef int (*fn_i)(unsigned);
+typedef int (*fn_get)(int*, int);
+typedef int (*fn_ctx)(void**, int);
+typedef int (*fn_set)(void*);
+typedef int (*fn_alloc)(unsigned long long*, size_t);
+typedef int (*fn_sync)(void);
+/* cold LIB.so KERNEL [alloc]: dlopen + first launch of KERNEL, timed; "alloc" (a real GPU) first initialises the
+   driver and allocates the buffer the kernel writes, as bench/clib_bench.c does, outside the timed part. */
 int main(int argc, char** argv) {
     struct timespec t0, t1;
+    unsigned long long buf = 0x10000;
+    fn_sync sync = NULL;
     if (argc < 4) return 2;
+    if (argc > 4 && !strcmp(argv[4], "alloc")) {
+        void* cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        int dev = 0;
+        void* ctx = NULL;
+        if (!cu) return fprintf(stderr, "%s\n", dlerror()), 1;
+        fn_i init = (fn_i)dlsym(cu, "cuInit");
+        fn_get get = (fn_get)dlsym(cu, "cuDeviceGet");
+        fn_ctx retain = (fn_ctx)dlsym(cu, "cuDevicePrimaryCtxRetain");
+        fn_set set = (fn_set)dlsym(cu, "cuCtxSetCurrent");
+        fn_alloc alloc = (fn_alloc)dlsym(cu, "cuMemAlloc_v2");
+        sync = (fn_sync)dlsym(cu, "cuCtxSynchronize");
+        if (!init || !get || !retain || !set || !alloc || !sync)
+            return fprintf(stderr, "libcuda.so.1 lacks a driver entry point this harness needs\n"), 1;
+        if (init(0) || get(&dev, 0) || retain(&ctx, dev) || set(ctx) || alloc(&buf, 1 << 20))
+            return fprintf(stderr, "driver setup failed\n"), 1;
+    }
     clock_gettime(CLOCK_MONOTONIC, &t0);
     void* h = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
     if (!h) return fprintf(stderr, "%s\n", dlerror()), 1;
     kp_status (*fn)(const kp_launch*, float*) = (kp_status (*)(const kp_launch*, float*))dlsym(h, argv[3]);
     if (!fn) return fprintf(stderr, "no %s\n", argv[3]), 1;
     const kp_launch L = {{1, 1, 1}, {32, 1, 1}, 0, {0, 0, 0}, NULL};
-    kp_status s = fn(&L, (float*)(uintptr_t)0x10000);
+    kp_status s = fn(&L, (float*)(uintptr_t)buf);
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (sync && sync()) return fprintf(stderr, "kernel failed\n"), 1;
     printf("cold_ms %.3f status %d\n", ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e6, (int)s);
     return s != KP_SUCCESS;
 }
@@ -121,7 +149,7 @@ int main(int argc, char** argv) {
 
 def clib_cold(work: Path, n: int, arch: str, env: dict[str, str], rounds: int, gpu: bool) -> float:
     """Median ms of dlopen + first launch of kernel ``synth_k{n/2}`` of an ``n``-kernel C library (one cubin, ``n``
-    families of one specialization each), timed by bench/clib_bench.c's ``cold`` mode."""
+    families of one specialization each), timed as bench/clib_bench.c's ``cold`` mode times it."""
     sys.path.insert(0, str(HERE))
     import clib_launch  # type: ignore[import-not-found]
 
@@ -139,16 +167,15 @@ def clib_cold(work: Path, n: int, arch: str, env: dict[str, str], rounds: int, g
         abi = Abi((Param("out", Pointer(DType.f32)),))
         arts = [KernelArtifact(f"k{i}", "k", abi, (Binary(arch, data),)) for i in range(n)]
         so = Library("synth", *arts).build(tmp / "synth", cache=CompileCache(None)).shared
-    exe = tmp / ("clib_bench" if gpu else "cold_fake")
-    if not exe.exists() and gpu:  # clib_bench allocates real memory for the kernel to write
-        exe, _ = clib_launch.launch_library(arch, tmp)
-    elif not exe.exists():  # the fake never touches memory: a raw address does
-        (tmp / "cold_fake.c").write_text(COLD_FAKE_C)
-        subprocess.run([clib_launch.CC, "-std=c99", "-O2", f"-I{so.parent.parent / 'include'}",
-                        str(tmp / "cold_fake.c"), "-o", str(exe), "-ldl"], check=True)
+    exe = tmp / "cold"
+    if not exe.exists():
+        (tmp / "cold.c").write_text(COLD_C)
+        subprocess.run([clib_launch.CC, "-std=c99", "-O2", "-Wall", "-Wextra", "-Werror",
+                        f"-I{so.parent.parent / 'include'}", str(tmp / "cold.c"), "-o", str(exe), "-ldl"], check=True)
     times = []
     for _ in range(rounds):
-        r = subprocess.run([str(exe), "cold", str(so), f"synth_k{n // 2}"], env=env, capture_output=True, text=True)
+        cmd = [str(exe), "cold", str(so), f"synth_k{n // 2}", *(["alloc"] if gpu else [])]
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if r.returncode:
             raise SystemExit(f"clib_bench cold failed: {r.stderr}{r.stdout}")
         times.append(float(r.stdout.split()[1]))
