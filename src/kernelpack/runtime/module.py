@@ -19,11 +19,11 @@ from ..names import py_name
 from . import docs
 from .family import KernelFamily
 from .fast import PyLauncher, extension, make_launcher, prepare_fast_path
-from .host import HostFamily, SharedLibrary
 from .loader import Loader
 
 if TYPE_CHECKING:
     from ..cute_host.manifest import HostEntryInfo
+    from .host import HostFamily
 
 
 class _BundleFamilies:
@@ -292,6 +292,8 @@ def _host_families(infos: Sequence[HostEntryInfo], source: str, archive: bool) -
     """One callable per host-program name; variants that take different arguments get one each (``name_variant``)."""
     if not infos:
         return {}
+    from .host import HostFamily, SharedLibrary  # imported for libraries with host programs only
+
     lib = SharedLibrary(source, archive)
     groups: dict[str, list[HostEntryInfo]] = {}
     for i in infos:
