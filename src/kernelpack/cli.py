@@ -23,9 +23,10 @@ EXIT_INTERRUPTED = 130
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    from .bundle import Bundle
     from .describe import describe, device_choice, disassemble, load_any, render, render_device
 
-    obj = load_any(args.file)
+    obj = load_any(args.file)  # a bundle's artifacts verify every cubin against their ABI as they are built
     if args.device is not None:
         choice = device_choice(obj, args.device)
         if args.json:
@@ -33,6 +34,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         else:
             render_device(choice)
         return 0
+    if args.verify and isinstance(obj, Bundle):
+        bins = {id(b) for a in obj for b in a.binaries if b.kind == "cubin"}
+        print(f"verified: {len(obj)} specialization{'s' * (len(obj) != 1)}, {len(bins)} cubin"
+              f"{'s' * (len(bins) != 1)}: every kernel's ABI and launch block match its cubins", file=sys.stderr)
     if args.json:
         print(json.dumps(describe(obj), indent=2, sort_keys=True))
     else:
@@ -122,6 +127,9 @@ def make_parser() -> argparse.ArgumentParser:
     i.add_argument("--sass", action="store_true", help="also print the SASS disassembly (needs cuobjdump)")
     i.add_argument("--device", metavar="ARCH", default=None,
                    help="only say which binary a device of this arch (sm_120; need not be here) gets from each kernel")
+    i.add_argument("--verify", action="store_true",
+                   help="verify every kernel's ABI against its cubins (what kernelpack.load defers to each kernel's "
+                        "first use) and say so; a mismatch fails naming the kernel")
     i.set_defaults(func=_cmd_inspect)
 
     b = sub.add_parser("build", parents=[common],

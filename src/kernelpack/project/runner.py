@@ -30,6 +30,7 @@ from typing import Any
 
 from .. import __version__, config
 from .._reprs import clip_left
+from ..artifact import deferred_verification
 from ..bundle import Bundle
 from ..deps import digest_files, python_deps
 from ..errors import BundleError, KernelpackError
@@ -219,14 +220,16 @@ def _finish(project: Project, stage: Stage, all_jobs: list[Job], built: dict[str
     bundle, programs, status = _merge(all_jobs, built, report.jobs)
     bundle = _tuned(project, bundle)
     t_link = time.perf_counter()
-    outputs, report.linked = _write_outputs(project, stage, bundle, programs, state, force)
+    data = bundle.to_bytes()  # once: the bundle output and the library stamp both hash it
+    stamp = _stamp(project, data, programs)
+    outputs, report.linked = _write_outputs(project, stage, bundle, data, stamp, programs, state, force)
     report.link_seconds = round(time.perf_counter() - t_link, 3)
     report.outputs = {k: str(v) for k, v in outputs.items()}
     report.rows = rows(bundle, project.library.archs, status)
     report.rows += _host_rows(programs, project.library.archs)
     stage.write(f"{STATE_DIR}/state.json", st.encode({
         "version": STATE_VERSION, "digest": digest, "jobs": new_jobs,
-        "library_stamp": _stamp(project, bundle, programs),
+        "library_stamp": stamp,
         "outputs": {str(p): _stat(stage.staged(p)) for p in outputs.values()}, "outputs_paths": report.outputs,
         "rows": [r.to_json() for r in report.rows],
     }))
@@ -287,8 +290,8 @@ def _include_files(project: Project, job: Job) -> list[Path]:
     return [f for inc in project.includes for f in python_deps(inc, [project.root])]
 
 
-def _stamp(project: Project, bundle: Bundle, programs: list[Any]) -> str:
-    h = hashlib.sha256(bundle.to_bytes())
+def _stamp(project: Project, bundle_bytes: bytes, programs: list[Any]) -> str:
+    h = hashlib.sha256(bundle_bytes)
     for p in programs:
         h.update(p.to_bytes())
     lib = project.library
@@ -358,7 +361,8 @@ def _decode_saved(state_dir: Path, job_id: str, kind: str, sha256: str) -> Built
     if data is None or hashlib.sha256(data).hexdigest() != sha256:
         return None
     try:
-        return _decode(job_id, kind, data)
+        with deferred_verification():  # the bytes its run verified (the hash says so): cubins parsed when needed
+            return _decode(job_id, kind, data)
     except KernelpackError:
         return None
 
@@ -402,13 +406,13 @@ def _expected_outputs(project: Project) -> dict[str, Path]:
     return out
 
 
-def _write_outputs(project: Project, stage: Stage, bundle: Bundle, programs: list[Any], state: dict[str, Any],
-                   force: bool) -> tuple[dict[str, Path], bool]:
+def _write_outputs(project: Project, stage: Stage, bundle: Bundle, data: bytes, stamp: str, programs: list[Any],
+                   state: dict[str, Any], force: bool) -> tuple[dict[str, Path], bool]:
+    """``data``: the bundle's bytes; ``stamp``: the library stamp (:func:`_stamp`)."""
     lib, out = project.library, project.out
     outputs: dict[str, Path] = {}
     if "bundle" in lib.outputs:
         path = out / f"{lib.name}.kpack"
-        data = bundle.to_bytes()
         if force or not _holds(path, data):
             stage.write(path.name, data)
         outputs["bundle"] = path
@@ -417,7 +421,6 @@ def _write_outputs(project: Project, stage: Stage, bundle: Bundle, programs: lis
     from .link import link
 
     expected = expected_outputs(lib.name, out, programs)
-    stamp = _stamp(project, bundle, programs)
     fresh = state.get("library_stamp") == stamp and all(
         state.get("outputs", {}).get(str(p)) == _stat(p) for p in expected.values())
     if fresh and not force:

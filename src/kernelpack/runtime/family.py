@@ -153,6 +153,7 @@ class KernelFamily:
                 if quality > 0:
                     unmet[s.index] = _unmet_text(s, info, props)
                 continue
+            s.artifact.verify_binary(best)  # deferred when the bundle was loaded lazily: AbiMismatch naming it
             kernel = self.loader.kernel(s.artifact, best, info)
             facts = LaunchFacts.of(s.artifact, best)
             entry = DeviceEntry(s, best, kernel, facts, fit, plan=s.layouts[facts.layout],
