@@ -28,6 +28,7 @@ from corpus.gpu_check import (  # noqa: E402 - the corpus package lives at the r
     Row,
     compare,
     driver_command,
+    launch_precision,
     driver_source,
     match_family,
     pack_slots,
@@ -196,6 +197,78 @@ def test_compare_names_elements_kernelpack_never_wrote() -> None:
     both[2] = float("nan")
     assert compare("y", both, both.clone()) == ""  # neither wrote it: not an output element
     assert "differ" in compare("i", torch.arange(4), torch.tensor([0, 1, 2, 4]))
+
+
+def test_compare_uses_the_launchs_lowest_precision_and_exact_for_cpp_vs_python() -> None:
+    torch = pytest.importorskip("torch")
+    x = torch.zeros(4, dtype=torch.bfloat16)
+    rstd = torch.tensor([1.0, 0.5, 0.25, 2.0])
+    assert launch_precision([x, rstd, torch.arange(3)]) == "bfloat16"
+    assert launch_precision([rstd]) == "float32" and launch_precision([torch.arange(3)]) is None
+    off = rstd.clone()
+    off[0] += 0.0074  # one bf16 ulp at 1.0: what another Triton's codegen gives a bf16-input kernel's fp32 output
+    assert "differ" in compare("RSTD", rstd, off)  # at the tensor's own fp32 precision: a mismatch
+    assert compare("RSTD", rstd, off, "bfloat16") == ""
+    assert "bits" in compare("RSTD", rstd, off, exact=True)
+    big = torch.tensor([64.0, 0.5])  # cancellation: the small element is off by a unit of the large terms
+    assert compare("Y", big, torch.tensor([64.0, 0.625]), "bfloat16") == ""
+    assert "differ" in compare("Y", big, torch.tensor([64.0, 2.5]), "bfloat16")  # a real error is still caught
+    unwritten = torch.tensor([64.0, float("nan")])
+    assert "never written" in compare("Y", big, unwritten, "bfloat16")
+    both = torch.tensor([float("nan"), 1.0])
+    assert compare("Y", both, both.clone(), exact=True) == ""
+
+
+def test_restoring_a_launchs_state_leaves_autograd_able_to_run_backward() -> None:
+    """liger's autograd Functions launch on views made in forward (no-grad mode) of inputs that require grad; the
+    harness writes their state back between launches. A plain in-place copy (even under no_grad) makes backward
+    fail; restore_tensors must not."""
+    torch = pytest.importorskip("torch")
+    from corpus.gpu_run import restore_tensors
+
+    def op(write: Any) -> Any:
+        class Scale(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any, w: Any) -> Any:
+                xv = x.view(-1, x.shape[-1])
+                y = xv * w
+                write(xv, xv.clone())  # what the harness does around each launch
+                ctx.save_for_backward(xv, w)
+                return y.view(x.shape)
+
+            @staticmethod
+            def backward(ctx: Any, g: Any) -> Any:
+                xv, w = ctx.saved_tensors
+                g2 = g.view(-1, g.shape[-1])
+                return (g2 * w).view(g.shape), (g2 * xv).sum(0)
+        return Scale
+
+    def plain(v: Any, s: Any) -> None:
+        with torch.no_grad():
+            v.copy_(s)
+
+    x = torch.randn(2, 3, 4, requires_grad=True)
+    w = torch.randn(4, requires_grad=True)
+    with pytest.raises(RuntimeError, match="view was created in no_grad mode"):  # the GPU run's failure, on CPU
+        op(plain).apply(x, w).sum().backward()
+    x.grad = w.grad = None
+    op(lambda v, s: restore_tensors([v], [s])).apply(x, w).sum().backward()
+    assert torch.equal(w.grad, x.detach().view(-1, 4).sum(0)) and torch.equal(x.grad, w.detach().expand(2, 3, 4))
+
+
+def test_bind_keeps_a_kernel_parameter_named_like_a_launch_option() -> None:
+    """liger's sparsemax kernels declare ``num_warps: tl.constexpr`` and are launched with ``num_warps=``: the
+    value is the parameter (the family's constexpr) and the launch option, so the family matches."""
+    from corpus.gpu_run import bind
+
+    def kernel(x_ptr: Any, n_cols: Any, BLOCK_SIZE: Any, num_warps: Any) -> None: ...
+
+    import types
+
+    bound, opts = bind(types.SimpleNamespace(fn=kernel), ("x", 7), {"BLOCK_SIZE": 1024, "num_warps": 4})
+    assert bound == {"x_ptr": "x", "n_cols": 7, "BLOCK_SIZE": 1024, "num_warps": 4} and opts == {"num_warps": 4}
+    entry = _entry("sparsemax", {"BLOCK_SIZE": 1024, "num_warps": 4}, {"num_warps": 4}, ["x_ptr", "n_cols"])
+    assert match_family([entry], "m:k", bound, opts) is entry
 
 
 def test_report_counts_passes_and_ratios_within_three_percent() -> None:
