@@ -271,6 +271,31 @@ def test_bind_keeps_a_kernel_parameter_named_like_a_launch_option() -> None:
     assert match_family([entry], "m:k", bound, opts) is entry
 
 
+def test_device_derived_constexprs_take_the_h200_value_and_require_its_sm_count() -> None:
+    """liger's norm backward kernels get rows_per_program = ceil(n_rows / sm_count) as a constexpr; on CPU tensors
+    the wrapper uses sm_count = 1 (2112 rows per program), on the H200 132 (16): the corpus builds the H200 value
+    and the specialization requires 132 SMs."""
+    import types
+
+    from corpus.capture import TritonLaunch
+    from corpus.cases import CORPUS, load_cases
+    from corpus.triton_corpus import device_constexprs, to_spec
+
+    _, cases = load_cases(CORPUS / "liger_triton.toml")
+    case = next(c for c in cases if c.id == "fused_add_rms_norm")
+    assert {c.id for c in cases if c.device_constexprs} >= {"layer_norm", "fused_add_rms_norm", "poly_norm"}
+    rec = TritonLaunch(jit=types.SimpleNamespace(__name__="k", __module__="m"),
+                       args={"X_ptr": None, "n_rows": 2112, "rows_per_program": 2112},
+                       signature={"X_ptr": "*bf16", "n_rows": "i32"}, constexprs={"rows_per_program": 2112},
+                       divisibility={}, options={"num_warps": 4}, grid=(1, 1, 1))
+    device_constexprs(case, rec)
+    assert rec.constexprs["rows_per_program"] == rec.args["rows_per_program"] == 16 and rec.requires == {"sm_count": 132}
+    assert to_spec("c[p]", rec).family_key["requires"] == {"sm_count": 132}
+    bad = types.SimpleNamespace(id="x", device_constexprs={"rows_per_program": "ceil(rows / sm_count)"})
+    with pytest.raises(ValueError, match="rows_per_program.*NameError"):
+        device_constexprs(bad, rec)  # type: ignore[arg-type]
+
+
 def test_report_counts_passes_and_ratios_within_three_percent() -> None:
     rows = [Row("triton", "a", "c[p]", "pass", "pass", 10.0, 10.2), Row("triton", "b", "c[p]", "pass", "FAIL: x"),
             Row("cutile", "c", "c[p]", "ran (no reference)", "pass (== Python)", None, 3.0),
