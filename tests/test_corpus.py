@@ -349,3 +349,61 @@ def test_report_block_per_package_leaves_other_packages_results(tmp_path: Path) 
     assert text.count("corpus:results:begin liger-kernel") == 1 and "Run: `three`" in text and "Run: `one`" not in text
     assert text.count("corpus:results:begin flashinfer-python") == 1 and "Run: `two`" not in text
     assert "| liger-kernel | triton | 1 | 0/1 (0%) | 1/1 (100%) | 1/1 (100%) |" in text
+
+
+def _flashinfer_gpu_script_on_cpu(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """scripts/corpus_gpu_flashinfer.py with its "cuda" tensors made on the CPU (its cases' references run here)."""
+    torch = pytest.importorskip("torch")
+    for fn in ("randn", "full", "zeros", "tensor", "arange", "randint", "randperm", "ones"):
+        orig = getattr(torch, fn)
+
+        def on_cpu(*a: Any, _orig: Any = orig, **k: Any) -> Any:
+            if k.get("device") == "cuda":
+                k["device"] = "cpu"
+            return _orig(*a, **k)
+        monkeypatch.setattr(torch, fn, on_cpu)
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import corpus_gpu_flashinfer as gpu
+
+    return gpu
+
+
+def test_flashinfer_online_softmax_map_reference_uses_the_kernels_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OnlineSoftmaxMapKernel's slice y is [y * stride, (y + 1) * stride) with stride = round_up(ceil_div(d,
+    num_slices), 4) (8000 for d = 32000, 4 slices), not DEFAULT_SLICE_SIZE (8192): the GPU run's "WRONG max"."""
+    import torch
+
+    gpu = _flashinfer_gpu_script_on_cpu(monkeypatch)
+    case = gpu.case_online_softmax_map("1024_4_float")
+    logits, partial, _, temp, d, n = case.args
+
+    def kernel(stride: int) -> None:  # what the kernel writes (float32, as it computes)
+        x = logits.float() * (1.0 / temp)
+        for y in range(n):
+            s = x[:, y * stride:min((y + 1) * stride, d)]
+            m = s.max(-1).values
+            partial[:, y, 0], partial[:, y, 1] = m, (s - m[:, None]).exp().sum(-1)
+
+    assert gpu.online_softmax_slice_stride(32000, 4, 4) == 8000
+    kernel(8000)
+    assert case.check() == ""
+    kernel(8192)
+    assert "max" in case.check()
+
+
+def test_flashinfer_layernorm_case_launches_as_norm_cuh_layernorm_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """generalLayerNorm<__nv_bfloat162, ...> walks hidden_dim / 2 packed pairs per row: LayerNorm passes the scalar
+    hidden size (the case passed half of it, and half the output was never written), block min(H, 1024)."""
+    import torch
+
+    gpu = _flashinfer_gpu_script_on_cpu(monkeypatch)
+    case = gpu.case_layernorm("nv_bfloat162_float2_int8_t_true_false")
+    x, g, b, out, eps, tokens, hidden = case.args[:7]
+    assert (tokens, hidden, case.grid, case.block, case.smem) == (gpu.M_ROWS, gpu.H, (gpu.M_ROWS, 1, 1),
+                                                                   (1024, 1, 1), gpu.H * 2)
+    flat_in, flat_out = x.view(-1).float(), out.view(-1)
+    for row in range(tokens):  # the kernel: row bidx reads and writes elements [bidx * hidden, (bidx + 1) * hidden)
+        seg = flat_in[row * hidden:(row + 1) * hidden]
+        normed = (seg - seg.mean()) * torch.rsqrt(seg.var(unbiased=False) + eps) * g[:hidden] + b[:hidden]
+        flat_out[row * hidden:(row + 1) * hidden] = normed.to(out.dtype)
+    assert case.check() == ""
