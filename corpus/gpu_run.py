@@ -187,6 +187,9 @@ class TritonCheck:
 
         prec = launch_precision([v for _, v in tensors])
         python_out: list[Any] = []
+        # float atomics (group_norm, modulated_rms_norm, attn_res, mhc, fused_moe) make the sum order differ from
+        # run to run: there C++ matches Python at the launch's precision, elsewhere bit for bit
+        exact = "atomic_" not in str(getattr(jit, "src", ""))
 
         def check(run: Callable[[], str], same_as: list[Any] | None = None) -> str:
             """Run from the JIT's starting state; compare with the JIT (the launch's precision) and, for C++,
@@ -203,7 +206,8 @@ class TritonCheck:
                 python_out[:] = [v.clone() for _, v in tensors]
             bad = [m for (n, v), r in zip(tensors, ref) if (m := compare(n, r, v, prec))]
             if same_as:
-                bad += [f"vs Python {m}" for (n, v), p in zip(tensors, same_as) if (m := compare(n, p, v, exact=True))]
+                bad += [f"vs Python {m}" for (n, v), p in zip(tensors, same_as)
+                        if (m := compare(n, p, v, prec, exact=exact))]
             return "pass" if not bad else "FAIL: " + "; ".join(bad)
 
         row.python = check(lambda: fam(*values, grid=g) or "")
