@@ -28,8 +28,8 @@ from corpus.gpu_check import (  # noqa: E402 - the corpus package lives at the r
     Row,
     compare,
     driver_command,
-    launch_precision,
     driver_source,
+    launch_precision,
     match_family,
     pack_slots,
     parse_prototypes,
@@ -289,7 +289,8 @@ def test_device_derived_constexprs_take_the_h200_value_and_require_its_sm_count(
                        signature={"X_ptr": "*bf16", "n_rows": "i32"}, constexprs={"rows_per_program": 2112},
                        divisibility={}, options={"num_warps": 4}, grid=(1, 1, 1))
     device_constexprs(case, rec)
-    assert rec.constexprs["rows_per_program"] == rec.args["rows_per_program"] == 16 and rec.requires == {"sm_count": 132}
+    assert rec.constexprs["rows_per_program"] == rec.args["rows_per_program"] == 16
+    assert rec.requires == {"sm_count": 132}
     assert to_spec("c[p]", rec).family_key["requires"] == {"sm_count": 132}
     bad = types.SimpleNamespace(id="x", device_constexprs={"rows_per_program": "ceil(rows / sm_count)"})
     with pytest.raises(ValueError, match="rows_per_program.*NameError"):
@@ -371,7 +372,6 @@ def _flashinfer_gpu_script_on_cpu(monkeypatch: pytest.MonkeyPatch) -> Any:
 def test_flashinfer_online_softmax_map_reference_uses_the_kernels_slices(monkeypatch: pytest.MonkeyPatch) -> None:
     """OnlineSoftmaxMapKernel's slice y is [y * stride, (y + 1) * stride) with stride = round_up(ceil_div(d,
     num_slices), 4) (8000 for d = 32000, 4 slices), not DEFAULT_SLICE_SIZE (8192): the GPU run's "WRONG max"."""
-    import torch
 
     gpu = _flashinfer_gpu_script_on_cpu(monkeypatch)
     case = gpu.case_online_softmax_map("1024_4_float")
