@@ -193,12 +193,35 @@ class Plan:
                 tensor = (shape, stride, tf.data, tf.shape, tf.stride, DTYPE_CODE[spec.shape_dtype],
                           DTYPE_CODE[spec.stride_dtype])
             else:
-                tensor = None
-            op = s.op if s.op < OP_SCRATCH or s.op == OP_DEVICE else -1  # others: such launches take Python
+                tensor = _desc_c(s)
+            op = s.op if s.op < OP_SCRATCH or s.op == OP_DEVICE or tensor is not None else -1  # others: Python
             arg = self.device_slots.index(s) if s.op == OP_DEVICE else s.arg  # device: which entry value
-            out.append((op, arg, s.offset, s.size, DTYPE_CODE.get(s.dtype, 0) if s.dtype else 0, s.align,
+            dtype = s.dtype if s.op != OP_DESC or s.desc is None else s.desc.element_dtype
+            out.append((op, arg, s.offset, s.size, DTYPE_CODE.get(dtype, 0) if dtype else 0, s.align,
                         s.divisor, tensor, s.ranges))
         return tuple(out)
+
+
+def _desc_c(s: Slot) -> tuple[Any, ...] | None:
+    """What the C extension needs of a tensor-descriptor slot (``_launch.c`` parse_slot), None when such launches
+    take the Python path (a slot of no descriptor, an element type kernelpack has no dtype for, e.g. fp8).
+    OP_DESC: ``(tma, rank, elem_type, elem_size, swizzle, fp4_padded, box)``; OP_DESC_FIELD: ``(field, pos, rank)``,
+    field 0 the extent ``pos``, 1 the stride ``pos`` (elements), 2 a flag (the C path passes 0: no NaN padding, no
+    TF32 rounding, as the Python path's defaults)."""
+    d = s.desc
+    if d is None or s.op not in (OP_DESC, OP_DESC_FIELD) or d.element_dtype is None:
+        return None
+    if s.op == OP_DESC:
+        return (int(d.lowering == "tma"), d.rank, d.elem_type, d.elem_size, d.swizzle, int(d.fp4_padded),
+                d.block_shape)
+    n, q = d.rank, s.desc_pos - 1  # the params after the first: see kernelpack.tma.expected_params
+    if d.lowering == "decomposed":
+        nf = len(d.flags)
+        if 2 * n <= q < 2 * n + nf:
+            return (2, 0, n)
+        if q >= 2 * n + nf:
+            q -= 2 * n + nf
+    return (0, q, n) if q < n else (1, q - n, n)
 
 
 def value_range(s: Slot, mode: int) -> tuple[int, int] | None:

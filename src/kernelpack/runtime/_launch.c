@@ -39,6 +39,8 @@
 #define KP_MAX_SLOTS 64
 #define KP_MAX_DEVICE_VALUES 4 /* device-derived params per plan (more: the Python path) */
 #define KP_BUF 4096
+#define KP_MAX_TMA_RANK 5  /* cuTensorMapEncodeTiled's */
+#define KP_TMAP_CACHE 16   /* encoded tensor maps kept per family (least recently used replaced) */
 #define KP_LIKELY(x) __builtin_expect(!!(x), 1)
 #define KP_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define KP_INLINE inline __attribute__((always_inline)) /* the per-argument steps of a launch */
@@ -72,6 +74,10 @@ static CUresult (*cu_launch)(void*, unsigned, unsigned, unsigned, unsigned, unsi
                              void**);
 static CUresult (*cu_launch_ex)(const kp_config*, void*, void**, void**);
 static CUresult (*cu_error_name)(CUresult, const char**);
+static CUresult (*cu_tmap_encode)(void*, int, unsigned, void*, const uint64_t*, const uint64_t*, const uint32_t*,
+                                  const uint32_t*, int, int, int, int); /* cuTensorMapEncodeTiled; NULL: Python */
+static int driver_version;        /* cuDriverGetVersion: the bit-21 fixup of old drivers (kernelpack.tma) */
+static uint64_t driver_gen = 1;   /* bumped by set_driver: encoded tensor maps of another driver are stale */
 
 static const kp_bridge* bridge;   /* torch tensors readable in C when set */
 static int one_device;            /* exactly one visible device: launches make no context query (see launch()) */
@@ -102,6 +108,13 @@ typedef struct {
     int8_t nranges;
     int8_t rmode[KP_MAX_RANK + 1];
     int64_t rlo[KP_MAX_RANK + 1], rhi[KP_MAX_RANK + 1];
+    /* KP_OP_DESC / KP_OP_DESC_FIELD: a tensor descriptor (kernelpack.tma.TensorDescSpec) of rank `rank`, element
+     * type `dtype`; tma: the encoding facts (CUtensorMapDataType, element size, swizzle, fp4 padding, box outermost
+     * first); the field's place in the params the descriptor fills (pos 0 is the map, or the decomposed pointer) */
+    int8_t tma, fp4, swizzle, elem_size;
+    int8_t field; /* KP_OP_DESC_FIELD: 0 extent `pos`, 1 stride `pos`, 2 a flag (always 0 here) */
+    int32_t elem_type, pos;
+    uint32_t box[KP_MAX_TMA_RANK];
 } kp_slot;
 
 /* Do the value (mode -1) or the extents of an argument meet slot s's range constraints? */
@@ -157,7 +170,18 @@ typedef struct {
     kp_plan* plans;
     uint8_t dims[KP_MAX_SLOTS]; /* per argument: 1 when some plan packs it as a tensor descriptor (shape, strides) */
     kp_dev* devs[KP_MAX_DEVICES];
+    struct kp_tmap* tmaps; /* KP_TMAP_CACHE encoded tensor maps, allocated on the first TMA launch */
+    uint64_t tmap_clock;   /* stamps for least-recently-used replacement */
 } kp_family;
+
+/* One encoded CUtensorMap: a pure function of the descriptor slot (its encoding facts), the tensor's address,
+ * shape and strides, and the driver (its version decides the bit-21 fixup). */
+typedef struct kp_tmap {
+    uint64_t map[16];
+    const kp_slot* slot; /* NULL: unused */
+    uint64_t ptr, gen, used;
+    int64_t shape[KP_MAX_TMA_RANK], stride[KP_MAX_TMA_RANK];
+} kp_tmap;
 
 static PyTypeObject* FamilyType;
 
@@ -254,10 +278,108 @@ static int store_float(unsigned char* p, int dt, double x) {
     return 1;
 }
 
-/* Does argument a fit slot s? If so, pack it into buf (dv: the device values of the entry tried). */
-static KP_INLINE int fit_slot(const kp_slot* s, const kp_arg* a, PyObject* obj, unsigned char* buf, const int64_t* dv) {
+/* ------------------------------------------------------------------ tensor descriptors */
+
+/* The 128-byte CUtensorMap of tensor v for the TMA descriptor slot s, into p: the family's cached copy when the slot
+ * saw the same address, shape and strides under this driver, else encoded with cuTensorMapEncodeTiled as
+ * kernelpack.tma.encode_args does it (Triton's fillTMADescriptorTiled: dims innermost first, byte strides of the
+ * outer dims, element strides 1, no interleave, L2 promotion 128B, zero OOB fill, bit 21 of the second word
+ * cleared for a tensor under 128 KiB on drivers up to 13.1) and kept (least recently used replaced).
+ * 1: done; -1: the Python path decides (a tensor TMA cannot address -- it raises DescriptorArgumentError -- or a
+ * driver refusal, which it reports). */
+static int tensor_map(kp_family* f, const kp_slot* s, const kp_view* v, unsigned char* p) {
+    const int n = s->rank;
+    const size_t nb = (size_t)n * sizeof(int64_t);
+    kp_tmap* c = f->tmaps;
+#ifndef Py_GIL_DISABLED /* the cache is guarded by the GIL */
+    if (c != NULL) {
+        for (int i = 0; i < KP_TMAP_CACHE; i++, c++) {
+            if (c->slot != s || c->ptr != v->data || c->gen != driver_gen || memcmp(c->shape, v->shape, nb) ||
+                memcmp(c->stride, v->stride, nb))
+                continue;
+            c->used = ++f->tmap_clock;
+            memcpy(p, c->map, sizeof c->map);
+            return 1;
+        }
+    }
+#endif
+    if (cu_tmap_encode == NULL || v->stride[n - 1] != 1 || v->data % 16) return -1;
+    uint64_t dims[KP_MAX_TMA_RANK], bstrides[KP_MAX_TMA_RANK], last = 0;
+    uint32_t box[KP_MAX_TMA_RANK], es[KP_MAX_TMA_RANK];
+    for (int i = 0; i < n; i++) { /* i: innermost first; k: the tensor's mode */
+        const int k = n - 1 - i;
+        int64_t d = v->shape[k];
+        if (d < 1 || d >= ((int64_t)1 << 32)) return -1;
+        if (s->fp4 && i == 0) d *= 2;
+        if (d >= ((int64_t)1 << 32)) return -1;
+        uint64_t b = (uint64_t)s->elem_size;
+        if (i > 0) {
+            int64_t st = v->stride[k];
+            if (st <= 0 || st > INT64_MAX / s->elem_size) return -1;
+            b = (uint64_t)st * (uint64_t)s->elem_size;
+            if (b % 16) return -1;
+            bstrides[i - 1] = b;
+        }
+        dims[i] = (uint64_t)d, box[i] = s->box[k], es[i] = 1;
+        uint64_t span = (uint64_t)(d - 1);
+        last = span && b > (UINT64_MAX - last) / span ? UINT64_MAX : last + span * b; /* saturates: compared only */
+    }
+    uint64_t out[16] __attribute__((aligned(64))); /* the driver wants the map 64-byte aligned */
+    if (cu_tmap_encode(out, s->elem_type, (unsigned)n, (void*)(uintptr_t)v->data, dims, bstrides, box, es, 0,
+                       s->swizzle, 2, 0) != 0)
+        return -1;
+    if (driver_version > 0 && driver_version <= 13010 && last < 128 * 1024 - 1) out[1] &= ~((uint64_t)1 << 21);
+    memcpy(p, out, sizeof out);
+#ifndef Py_GIL_DISABLED
+    if (f->tmaps == NULL) f->tmaps = (kp_tmap*)PyMem_Calloc(KP_TMAP_CACHE, sizeof(kp_tmap));
+    if (f->tmaps != NULL) {
+        kp_tmap* victim = f->tmaps;
+        for (int i = 1; i < KP_TMAP_CACHE && victim->slot != NULL; i++)
+            if (f->tmaps[i].slot == NULL || f->tmaps[i].used < victim->used) victim = &f->tmaps[i];
+        memcpy(victim->map, out, sizeof out);
+        victim->slot = s, victim->ptr = v->data, victim->gen = driver_gen, victim->used = ++f->tmap_clock;
+        memcpy(victim->shape, v->shape, nb), memcpy(victim->stride, v->stride, nb);
+    }
+#endif
+    return 1;
+}
+
+/* A tensor-descriptor argument (KP_OP_DESC: its first param, the map or the decomposed base pointer). 1: packed;
+ * 0: it does not fit this specialization (dtype, rank, ranges); -1: the Python path decides. */
+static int fit_desc(kp_family* f, const kp_slot* s, const kp_arg* a, unsigned char* p) {
+    if (a->kind != A_TENSOR) return 0;
+    if (a->v.dtype == KP_DT_ANY) return -1; /* an element type kernelpack does not name: Python says so */
+    if (a->v.dtype != s->dtype || a->v.ndim != s->rank) return 0;
+    if (s->nranges && !ranges_ok(s, 0, a->v.shape)) return 0;
+    if (s->tma) return tensor_map(f, s, &a->v, p);
+    memcpy(p, &a->v.data, 8); /* decomposed: the base pointer, no constraint of its own */
+    return 1;
+}
+
+/* A param a tensor descriptor fills after its first (KP_OP_DESC_FIELD): extent or stride `pos` (elements), or a
+ * flag (0: no NaN padding, no TF32 rounding). Its descriptor slot came first and checked the tensor. */
+static int fit_desc_field(const kp_slot* s, const kp_arg* a, unsigned char* p) {
+    if (a->kind != A_TENSOR || a->v.ndim != s->rank) return 0;
+    if (s->field == 2) {
+        memset(p, 0, s->size);
+        return 1;
+    }
+    int64_t x = s->field == 0 ? a->v.shape[s->pos] : a->v.stride[s->pos];
+    if (!int_range_ok(s->dtype, x)) return -1;
+    store_int(p, s->dtype, (uint64_t)x);
+    return 1;
+}
+
+/* Does argument a fit slot s? If so, pack it into buf (dv: the device values of the entry tried). 1: it fits; 0: it
+ * does not; -1: the Python path decides (a tensor descriptor it alone can judge). */
+static KP_INLINE int fit_slot(kp_family* f, const kp_slot* s, const kp_arg* a, PyObject* obj, unsigned char* buf,
+                              const int64_t* dv) {
     unsigned char* p = buf + s->offset;
     switch (s->op) {
+    case KP_OP_DESC:
+        return fit_desc(f, s, a, p);
+    case KP_OP_DESC_FIELD:
+        return fit_desc_field(s, a, p);
     case KP_OP_NULL:
         memset(p, 0, s->size);
         return 1;
@@ -696,12 +818,13 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
         const kp_plan* pl = &self->plans[dev->e[j].plan];
         if (!pl->ok) goto slow;
         int fits = 1;
-        for (int s = 0; s < pl->nslots && fits; s++) {
+        for (int s = 0; s < pl->nslots && fits > 0; s++) {
             const kp_slot* sl = &pl->slots[s];
-            fits = fit_slot(sl, sl->arg >= 0 ? &a[sl->arg] : NULL, sl->arg >= 0 ? args[sl->arg] : NULL, buf,
+            fits = fit_slot(self, sl, sl->arg >= 0 ? &a[sl->arg] : NULL, sl->arg >= 0 ? args[sl->arg] : NULL, buf,
                             dev->e[j].dv);
             ptrs[s] = buf + sl->offset;
         }
+        if (fits < 0) goto slow;
         if (fits) e = &dev->e[j], plan = pl;
     }
     if (e == NULL) goto slow;
@@ -811,8 +934,34 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
     s->nranges = (int8_t)nr;
     s->op = (uint8_t)op, s->arg = (int16_t)arg, s->offset = (uint32_t)offset, s->size = (uint32_t)size;
     s->dtype = (int8_t)dtype, s->align = (uint32_t)align, s->divisor = divisor;
-    if (offset + size > KP_BUF || op < 0 || (op > KP_OP_BYTES && op != KP_OP_DEVICE))
+    if (offset + size > KP_BUF || op < 0 || op == KP_OP_SCRATCH || op > KP_OP_DEVICE)
         *ok = 0; /* op -1: a value derived at launch (Python) */
+    if (op == KP_OP_DESC || op == KP_OP_DESC_FIELD) {
+        /* (tma, rank, elem_type, elem_size, swizzle, fp4, box) / (field, pos, rank): launch/plan.py Plan.to_c */
+        long long tma, rank, et, es, sw, fp4, field, pos;
+        PyObject* box;
+        if (op == KP_OP_DESC) {
+            if (!PyArg_ParseTuple(tensor, "LLLLLLO", &tma, &rank, &et, &es, &sw, &fp4, &box)) return -1;
+            if (rank < 1 || rank > KP_MAX_TMA_RANK || (tma && (es < 1 || es > 8))) {
+                *ok = 0;
+                return 0;
+            }
+            int64_t b[KP_MAX_TMA_RANK];
+            if (tma && get_i64s(box, b, (int)rank, "box") < 0) return -1;
+            for (int i = 0; tma && i < rank; i++) s->box[i] = (uint32_t)b[i];
+            s->tma = (int8_t)(tma != 0), s->elem_type = (int32_t)et, s->elem_size = (int8_t)es;
+            s->swizzle = (int8_t)sw, s->fp4 = (int8_t)(fp4 != 0);
+        } else {
+            if (!PyArg_ParseTuple(tensor, "LLL", &field, &pos, &rank)) return -1;
+            if (rank < 1 || rank > KP_MAX_TMA_RANK || field < 0 || field > 2 || pos < 0 || pos >= rank) {
+                *ok = 0;
+                return 0;
+            }
+            s->field = (int8_t)field, s->pos = (int32_t)pos;
+        }
+        s->rank = (int8_t)rank;
+        return 0;
+    }
     if (op == KP_OP_DEVICE && (arg < 0 || arg >= KP_MAX_DEVICE_VALUES || (size != 4 && size != 8))) *ok = 0;
     if (s->op == KP_OP_TENSOR) {
         PyObject *shape, *stride, *shape_off, *stride_off;
@@ -840,6 +989,8 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
 }
 
 static void free_tables(kp_family* f) {
+    PyMem_Free(f->tmaps);
+    f->tmaps = NULL;
     for (int d = 0; d < KP_MAX_DEVICES; d++) {
         if (f->devs[d] != NULL) PyMem_Free(f->devs[d]->e), PyMem_Free(f->devs[d]);
         f->devs[d] = NULL;
@@ -935,7 +1086,8 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
         for (Py_ssize_t s = 0; s < pl->nslots; s++) {
             kp_slot* sl = &pl->slots[s];
             if (parse_slot(PyTuple_GetItem(p, s), sl, &pl->ok) < 0) goto fail;
-            if (sl->op == KP_OP_TENSOR && sl->arg >= 0 && sl->arg < KP_MAX_SLOTS) f->dims[sl->arg] = 1;
+            if ((sl->op == KP_OP_TENSOR || sl->op == KP_OP_DESC) && sl->arg >= 0 && sl->arg < KP_MAX_SLOTS)
+                f->dims[sl->arg] = 1;
             if (sl->op != KP_OP_DEVICE) continue;
             if (sl->arg != pl->ndev || pl->ndev == KP_MAX_DEVICE_VALUES) {
                 pl->ok = 0;
@@ -1129,6 +1281,17 @@ static PyObject* set_driver(PyObject* mod, PyObject* addresses) {
     memcpy(&cu_launch, &fns[2], sizeof fns[2]);
     memcpy(&cu_launch_ex, &fns[3], sizeof fns[3]);
     memcpy(&cu_error_name, &fns[4], sizeof fns[4]);
+    /* optional: cuTensorMapEncodeTiled (a driver without it: TMA launches take the Python path, which says so) and
+     * the driver's version; maps encoded under another driver are not reused */
+    PyObject* enc = PyDict_GetItemString(addresses, "cuTensorMapEncodeTiled");
+    void* fn = enc != NULL && enc != Py_None ? PyLong_AsVoidPtr(enc) : NULL;
+    if (fn == NULL && PyErr_Occurred()) return NULL;
+    PyObject* ver = PyDict_GetItemString(addresses, "driver_version");
+    long version = ver != NULL ? PyLong_AsLong(ver) : 0;
+    if (version == -1 && PyErr_Occurred()) return NULL;
+    memcpy(&cu_tmap_encode, &fn, sizeof fn);
+    driver_version = (int)version;
+    driver_gen++;
     Py_RETURN_NONE;
 }
 

@@ -41,7 +41,9 @@ def sync_driver(ext: Any) -> None:
     gen = drv.generation()
     if _state["driver_gen"] != gen:
         d = drv.get()
-        ext.set_driver({name: d.addresses[name] for name in drv.FAST_ENTRY_POINTS})
+        ext.set_driver({**{name: d.addresses[name] for name in drv.FAST_ENTRY_POINTS},
+                        "cuTensorMapEncodeTiled": d.addresses.get("cuTensorMapEncodeTiled"),
+                        "driver_version": d.version})
         ext.set_device_count(d.device_count())
         ext.set_stream_getter(streams.c_getter())
         _state["driver_gen"] = gen
