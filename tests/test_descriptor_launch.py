@@ -64,6 +64,12 @@ def _preload(m) -> None:
     m.desc_dec.family.preload(0)
 
 
+@pytest.fixture(params=["c", "python"])
+def either(request, c_mod, py_mod):
+    """Each path in turn: both keep the maps they encoded (the Python path in KernelFamily, by the same rule)."""
+    return c_mod if request.param == "c" else py_mod
+
+
 def _half(*shape: int) -> torch.Tensor:
     return torch.zeros(*shape, dtype=torch.float16)
 
@@ -106,10 +112,10 @@ def test_decomposed_launch_in_c_passes_the_bytes_the_python_path_passes(fake, c_
     assert c_params == py_params and fake.encodes() == []
 
 
-def test_an_unchanged_tensor_is_encoded_once(fake, c_mod):
+def test_an_unchanged_tensor_is_encoded_once(fake, either):
     t = _half(128, 64)
     for _ in range(5):
-        _tma(c_mod, t)
+        _tma(either, t)
     assert fake.calls("cuTensorMapEncodeTiled") == 1 and fake.count() == 5
     first = fake.launches()[0]["params"]
     assert all(x["params"] == first for x in fake.launches())
@@ -119,39 +125,39 @@ def _encodes(fake) -> int:
     return fake.calls("cuTensorMapEncodeTiled")
 
 
-def test_a_changed_pointer_shape_or_stride_is_encoded_again(fake, c_mod, py_mod):
+def test_a_changed_pointer_shape_or_stride_is_encoded_again(fake, c_mod, py_mod, either):
     base = _half(256, 128)
     # one address: the outer extent, the inner extent, the stride changed; then another address
     variants = [base[:128, :64], base[:64, :64], base[:128, :32], base.view(512, 64)[:128, :64], base[1:129, :64]]
     assert len({x.data_ptr() for x in variants[:4]}) == 1
     for i, t in enumerate(variants):
         n = _encodes(fake)
-        _tma(c_mod, t)
+        _tma(either, t)
         assert _encodes(fake) == n + 1, f"variant {i} reused another tensor's map"
         c_params = fake.last()["params"]
-        _tma(py_mod, t)
+        _tma(py_mod if either is c_mod else c_mod, t)  # the other path: the same bytes
         assert fake.last()["params"] == c_params, i
         n = _encodes(fake)
         for earlier in variants[:i + 1]:
-            _tma(c_mod, earlier)
+            _tma(either, earlier)
         assert _encodes(fake) == n, "a tensor seen before was encoded again"
         assert fake.last()["params"] == c_params
 
 
-def test_the_cache_keeps_the_most_recently_used_maps(fake, c_mod):
+def test_the_cache_keeps_the_most_recently_used_maps(fake, either):
     base = _half(CACHE_SIZE + 1, 64, 64)
     tensors = [base[i] for i in range(CACHE_SIZE + 1)]  # one shape, distinct addresses
     for t in tensors[:CACHE_SIZE]:
-        _tma(c_mod, t)
+        _tma(either, t)
     n = _encodes(fake)
     assert n == CACHE_SIZE
-    _tma(c_mod, tensors[0])  # kept; now the most recently used
+    _tma(either, tensors[0])  # kept; now the most recently used
     assert _encodes(fake) == n
-    _tma(c_mod, tensors[CACHE_SIZE])  # one more: replaces tensors[1], the least recently used
+    _tma(either, tensors[CACHE_SIZE])  # one more: replaces tensors[1], the least recently used
     assert _encodes(fake) == n + 1
-    _tma(c_mod, tensors[0])
+    _tma(either, tensors[0])
     assert _encodes(fake) == n + 1
-    _tma(c_mod, tensors[1])
+    _tma(either, tensors[1])
     assert _encodes(fake) == n + 2
 
 

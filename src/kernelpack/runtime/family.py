@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,6 +117,8 @@ class KernelFamily:
         self._states: dict[int, DeviceState] = {}
         self._lock = threading.Lock()
         self.fast: Any = None  # the C launcher, when the extension is present
+        self._tmaps: OrderedDict[tuple[Any, ...], tuple[Driver, list[Any]]] = OrderedDict()  # _encode_descs
+        self._tmap_lock = threading.Lock()
         self.python_calls = 0  # launches (and refusals) that took this Python path; tests read it
 
     @property
@@ -385,7 +388,8 @@ class KernelFamily:
                     self._publish(info.ordinal, state)
         plan = entry.layout
         if plan.derived:
-            packed = _encode_descs(d, plan, packed, entry.spec.label, where)
+            with self._tmap_lock:
+                packed = _encode_descs(d, plan, packed, entry.spec.label, where, self._tmaps)
         saved = d.current_context()
         if saved != info.context:
             d.set_current(info.context)
@@ -465,18 +469,35 @@ def _scratch_sizes(ls: LaunchSpec) -> tuple[int, int, int, int] | None:
     return ls.global_scratch, ls.global_scratch_align, ls.profile_scratch, ls.profile_scratch_align
 
 
-def _encode_descs(d: Driver, plan: Plan, packed: list[Any], kernel: str, where: str) -> list[Any]:
-    """Replace each tensor-descriptor argument by the values of the params it fills (the map encoded)."""
+TMAP_CACHE = 16  # encoded tensor maps kept per family on the Python path (as KP_TMAP_CACHE in _launch.c)
+
+
+def _encode_descs(d: Driver, plan: Plan, packed: list[Any], kernel: str, where: str,
+                  cache: OrderedDict[tuple[Any, ...], tuple[Driver, list[Any]]] | None = None) -> list[Any]:
+    """Replace each tensor-descriptor argument by the values of the params it fills (the map encoded). ``cache``:
+    the family's maps, by descriptor slot, address, shape and strides (least recently used dropped; the driver that
+    encoded one must be ``d``)."""
     out = list(packed)
     for s in plan.args:
         if s.op != OP_DESC:
             continue
         view, spec = packed[s.arg], s.desc
         assert spec is not None
+        key = (id(s), view.ptr, tuple(view.shape), tuple(view.strides))
+        hit = cache.get(key) if cache is not None else None
+        if hit is not None and hit[0] is d:
+            cache.move_to_end(key)  # type: ignore[union-attr]
+            out[s.arg] = hit[1]
+            continue
         args = encode_args(spec, view.ptr, view.shape, view.strides, driver_version=d.version, kernel=kernel)
         values = list(args.values)
         if args.encode is not None:
             values[0] = d.encode_tensor_map(args.encode, where)
+            if cache is not None:
+                cache[key] = (d, values)
+                cache.move_to_end(key)
+                while len(cache) > TMAP_CACHE:
+                    cache.popitem(last=False)
         out[s.arg] = values
     return out
 
