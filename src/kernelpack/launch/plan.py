@@ -186,6 +186,7 @@ class Plan:
         out = []
         for s in self.slots:
             tf = s.tensor
+            tensor: tuple[Any, ...] | None
             if tf is not None:
                 spec = tf.spec
                 shape = tuple(KP_DYN if d is None else d for d in spec.shape)
