@@ -82,6 +82,16 @@ def prepare(work: Path) -> None:
     rule = dataclasses.replace(add, name="add_rule", launch=LaunchSpec(
         block=(256, 1, 1), grid=(("ceil_div", ("arg", "n", None), 256), 1, 1)))
     Bundle.of([add, rule]).write(work / "k.kpack")
+    # one tensor-descriptor argument: tests/clib_kernels.cu's tma2d (a CUtensorMap, its shape and strides, an int, a
+    # pointer), with the C library tests' descriptor spec (fp16, box 64 x 32)
+    from clib_support import KERNELS_CU, TMA_ABI, TMA_SPEC
+    from kernelpack.artifact import Binary, KernelArtifact
+    from toolchain_support import require_nvcc
+
+    subprocess.run([require_nvcc(), "-cubin", "-arch=sm_90a", str(KERNELS_CU), "-o", str(work / "tma.cubin")],
+                   check=True)
+    Bundle.of([KernelArtifact("tma2d", "tma2d", TMA_ABI, [Binary("sm_90a", (work / "tma.cubin").read_bytes())],
+                              launch=LaunchSpec(tensor_descs=(TMA_SPEC,)))]).write(work / "tma.kpack")
     import argcount
 
     (work / "argcount.cu").write_text(argcount.source())
@@ -165,6 +175,30 @@ def measure(work: Path, launches: int) -> None:
             finally:
                 _torch_bridge.set_test_stream(0x5000)
 
+        tma_mod = kernelpack.load(Bundle.read(work / "tma.kpack"))
+        from runtime_support import python_path
+
+        with python_path():
+            tma_py = kernelpack.load(Bundle.read(work / "tma.kpack")).tma2d
+        kt, small = tma_mod.tma2d, torch.zeros(16)
+        t16 = torch.zeros(128, 64, dtype=torch.float16)
+        block16 = torch.zeros(32, 128, 64, dtype=torch.float16)
+        many = [block16[i] for i in range(32)]  # more tensors than the family keeps maps of: each launch encodes
+        kt(t16, 7, small, grid=2, block=128, stream=0x77)
+        tma_py(t16, 7, small, grid=2, block=128, stream=0x77)
+
+        def desc(count: int) -> None:
+            for _ in range(count):
+                kt(t16, 7, small, grid=2, block=128, stream=0x77)
+
+        def desc_new(count: int) -> None:
+            for i in range(count):
+                kt(many[i % 32], 7, small, grid=2, block=128, stream=0x77)
+
+        def desc_py(count: int) -> None:
+            for _ in range(count):
+                tma_py(t16, 7, small, grid=2, block=128, stream=0x77)
+
         rows = [("fake cuLaunchKernel from C", raw, fam),
                 ("kernelpack, torch tensors, current stream", torch_current, fam),
                 ("kernelpack, stream given", given, fam), ("kernelpack, int pointers, stream given", ints, fam),
@@ -172,6 +206,11 @@ def measure(work: Path, launches: int) -> None:
                 ("kernelpack, current stream from the getter (bridge without c10 streams)", getter, fam)]
         if not hasattr(_torch_bridge, "set_test_stream"):  # a runtime before it: the getter always answered
             rows.pop()
+        rows += [("kernelpack, one tensor-descriptor (TMA) argument, same tensor, stream given", desc, kt.family),
+                 ("kernelpack, one tensor-descriptor (TMA) argument, another tensor each launch (encoded)", desc_new,
+                  kt.family),
+                 ("kernelpack pure-Python path, one tensor-descriptor (TMA) argument, same tensor", desc_py,
+                  tma_py.family)]
         for nargs in argcount.COUNTS:
             kc = getattr(counts, f"args{nargs}")
             args = argcount.arguments(nargs, torch, "cpu")

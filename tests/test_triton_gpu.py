@@ -129,3 +129,39 @@ def test_tma_descriptors_and_scratch_through_kernelpack_load(torch):
     mod.tr_scale_rows(x, y, 96, 320, 1.5, grid=3)
     torch.cuda.synchronize()
     torch.testing.assert_close(y, x * 1.5, rtol=1e-6, atol=1e-6)
+
+
+@requires_gpu
+def test_tma_launches_take_the_c_path_and_their_cached_maps_follow_every_tensor(torch):
+    """Descriptor launches after the first take the C extension's path, which encodes each CUtensorMap in C and keeps
+    it per family: the same tensors with new contents, new tensors, and tensors of other shapes where the caching
+    allocator may hand out a freed address again all compute the right product."""
+    import kernelpack
+
+    mod = runtime_module(carried("triton.kpack"))
+    fam = mod.tr_tma_matmul.family
+
+    def run(a, b):  # type: ignore[no-untyped-def]
+        c = torch.full((a.shape[0], b.shape[1]), float("nan"), device="cuda", dtype=torch.float16)
+        mod.tr_tma_matmul(a, b, c, a.shape[1], grid=(a.shape[0] // 128, b.shape[1] // 128))
+        torch.cuda.synchronize()
+        torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=2e-2, atol=5e-2)
+
+    def pair(m, n, k):  # type: ignore[no-untyped-def]
+        return (torch.randn(m, k, device="cuda", dtype=torch.float16),
+                torch.randn(k, n, device="cuda", dtype=torch.float16))
+
+    a, b = pair(256, 384, 512)
+    run(a, b)  # loads the device (the Python path)
+    before = fam.python_calls
+    run(a, b)
+    a.copy_(torch.randn_like(a))
+    b.copy_(torch.randn_like(b))
+    run(a, b)
+    for m, n, k in ((384, 128, 64), (128, 256, 192), (256, 384, 512), (128, 128, 512)):
+        del a, b
+        a, b = pair(m, n, k)
+        run(a, b)
+    state = kernelpack.runtime.fast_path()
+    if state["extension"] and state["torch_bridge"]:
+        assert fam.python_calls == before, "descriptor launches took the Python path"
