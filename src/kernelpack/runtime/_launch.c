@@ -44,6 +44,7 @@
 #define KP_LIKELY(x) __builtin_expect(!!(x), 1)
 #define KP_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define KP_INLINE inline __attribute__((always_inline)) /* the per-argument steps of a launch */
+#define KP_NOINLINE __attribute__((noinline)) /* rarer steps kept out of the per-argument loop */
 
 
 /* ------------------------------------------------------------------ driver */
@@ -291,6 +292,7 @@ static int tensor_map(kp_family* f, const kp_slot* s, const kp_view* v, unsigned
     const int n = s->rank;
     const size_t nb = (size_t)n * sizeof(int64_t);
     kp_tmap* c = f->tmaps;
+    (void)c, (void)nb; /* unused in free-threaded builds, which encode at every launch */
 #ifndef Py_GIL_DISABLED /* the cache is guarded by the GIL */
     if (c != NULL) {
         for (int i = 0; i < KP_TMAP_CACHE; i++, c++) {
@@ -346,7 +348,7 @@ static int tensor_map(kp_family* f, const kp_slot* s, const kp_view* v, unsigned
 
 /* A tensor-descriptor argument (KP_OP_DESC: its first param, the map or the decomposed base pointer). 1: packed;
  * 0: it does not fit this specialization (dtype, rank, ranges); -1: the Python path decides. */
-static int fit_desc(kp_family* f, const kp_slot* s, const kp_arg* a, unsigned char* p) {
+static KP_NOINLINE int fit_desc(kp_family* f, const kp_slot* s, const kp_arg* a, unsigned char* p) {
     if (a->kind != A_TENSOR) return 0;
     if (a->v.dtype == KP_DT_ANY) return -1; /* an element type kernelpack does not name: Python says so */
     if (a->v.dtype != s->dtype || a->v.ndim != s->rank) return 0;
@@ -358,7 +360,7 @@ static int fit_desc(kp_family* f, const kp_slot* s, const kp_arg* a, unsigned ch
 
 /* A param a tensor descriptor fills after its first (KP_OP_DESC_FIELD): extent or stride `pos` (elements), or a
  * flag (0: no NaN padding, no TF32 rounding). Its descriptor slot came first and checked the tensor. */
-static int fit_desc_field(const kp_slot* s, const kp_arg* a, unsigned char* p) {
+static KP_NOINLINE int fit_desc_field(const kp_slot* s, const kp_arg* a, unsigned char* p) {
     if (a->kind != A_TENSOR || a->v.ndim != s->rank) return 0;
     if (s->field == 2) {
         memset(p, 0, s->size);
