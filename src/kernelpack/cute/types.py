@@ -221,5 +221,8 @@ def abi_type(type_text: str, dtype_hint: DType | None = None) -> Scalar | Pointe
         if dtype_hint is not None and dtype_hint.size == base.size and dtype_hint.is_float == base.is_float:
             return Scalar(dtype_hint)
         return Scalar(base)
+    if t in _MLIR_FP8:
+        raise CompileError(f"a scalar of MLIR type {t}: fp8 ({_MLIR_FP8[t].value}) is an element type of tensors and "
+                           f"pointers only; pass the value as Float32 and convert it in the kernel")
     raise CompileError(f"DSL values of MLIR type {t} have no C form in kernelpack (tensors, pointers, scalars and "
                        f"streams do)")
