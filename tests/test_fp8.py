@@ -90,7 +90,7 @@ def test_nvrtc_kernels_over_nv_fp8_get_fp8_pointer_params(built: Any) -> None:
 def test_c_library_dispatches_on_the_fp8_kp_dtypes(built: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
     root, _, lib = built
     header = (lib.include_dir / "f8.h").read_text()
-    assert "#define KP_F8E4M3 ((kp_dtype)14)" in header and "#define KP_F8E5M2 ((kp_dtype)15)" in header
+    assert "\n#define KP_F8E4M3 ((kp_dtype)14)\n" in header and "\n#define KP_F8E5M2 ((kp_dtype)15)\n" in header
     src = root / "main.c"
     src.write_text(C_PROGRAM)
     exe = compile_program(src, root / "main", lib.include_dir,

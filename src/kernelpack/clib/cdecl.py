@@ -37,8 +37,8 @@ def common_header() -> str:
     """Types shared by every kernelpack library; guarded, so several libraries' headers can be included together."""
     status = "\n".join(f"    {st.name} = {st.value}, /**< {st.doc} */" for st in STATUS)
     dtypes = "\n".join(f"    {dtype_enum_name(d)} = {DTYPE_CODE[d]}, /**< {d.c_type} */" for d in DTYPES[:DTYPES_V1])
-    fp8 = "\n".join(f"#define {dtype_enum_name(d)} ((kp_dtype){DTYPE_CODE[d]}) /**< {d.c_type}: the bits of an "
-                     f"{_FP8_DOC[d]} */" for d in DTYPES[DTYPES_V1:])
+    fp8 = "\n".join(f"/** {d.c_type} elements holding the bits of an {_FP8_DOC[d]}. */\n"
+                     f"#define {dtype_enum_name(d)} ((kp_dtype){DTYPE_CODE[d]})" for d in DTYPES[DTYPES_V1:])
     flags = "\n".join(f"/** kp_launch.flags: {LAUNCH_FLAG_DOCS[n]}. */\n#define KP_LAUNCH_{n} {v}u"
                       for n, v in LAUNCH_FLAGS.items())
     return f"""#ifndef KP_COMMON_TYPES_V1
@@ -74,7 +74,7 @@ typedef struct kp_tensor {{
 #endif /* KP_COMMON_TYPES_V1 */
 #ifndef KP_DTYPE_FP8_V1
 #define KP_DTYPE_FP8_V1
-/** kp_dtype values added after the enum above (which every kernelpack library's header shares, unchanged). C has no
+/* kp_dtype values added after the enum above (which every kernelpack library's header shares, unchanged). C has no
  *  fp8 type: such elements are passed as uint8_t, the raw bits (cuda_fp8.h's __nv_fp8_storage_t). */
 {fp8}
 #endif /* KP_DTYPE_FP8_V1 */

@@ -89,9 +89,9 @@ inline kp_launch launch(uint32_t grid_x, uint32_t block_x = 0, uint32_t dynamic_
 
 _FP8_V1 = """#ifndef KP_CPP_FP8_V1
 #define KP_CPP_FP8_V1
+#ifdef __CUDA_FP8_TYPES_EXIST__
 /// The fp8 kp_dtypes of cuda_fp8.h's types, when that header was included before this one (a host compiler without
 /// the CUDA toolkit has no fp8 type; pass such data as uint8_t or void* with the kp_dtype named explicitly).
-#ifdef __CUDA_FP8_TYPES_EXIST__
 namespace kp {
 @FP8_DTYPES@
 }  // namespace kp
