@@ -19,7 +19,7 @@ from kernelpack.abi import DType, Pointer
 from kernelpack.launch.codes import DTYPE_CODE
 from kernelpack.runtime import ArgumentTypeError, ArgumentValueError, NoMatchingSpecialization
 from runtime_support import cpu_tensors_as_cuda, python_path
-from toolchain_support import needs_cuda_compiler
+from toolchain_support import cuda_include, needs_cuda_compiler
 
 pytestmark = needs_cuda_compiler
 torch = pytest.importorskip("torch")
@@ -106,6 +106,30 @@ def test_c_library_dispatches_on_the_fp8_kp_dtypes(built: Any, tmp_path_factory:
     assert out["codes"] == f"{DTYPE_CODE[DType.f8e4m3]} {DTYPE_CODE[DType.f8e5m2]}"  # the same codes as Python's
     kernels = [r.field(x, "kernel") for x in r.launch_lines()]
     assert kernels == [E4M3_ENTRY, E5M2_ENTRY, "widen_e4m3"]
+
+
+CPP_PROGRAM = r"""
+#include <cuda_fp8.h>
+#include "f8.hpp"
+static_assert(kp::dtype_of<__nv_fp8_e4m3>::value == KP_F8E4M3, "e4m3");
+static_assert(kp::dtype_of<const __nv_fp8_e5m2>::value == KP_F8E5M2, "e5m2");
+static_assert(kp::dtype_of<uint8_t>::value == KP_U8, "u8 stays u8");
+int main() { return 0; }
+"""
+
+
+def test_cpp_layer_maps_cuda_fp8_types_to_their_kp_dtypes(built: Any) -> None:
+    """With cuda_fp8.h included first, kp::dtype_of names the fp8 kp_dtypes; without it the header still compiles
+    (-Wall -Wextra -Werror, C++17) on a host compiler that has no fp8 type."""
+    root, _, lib = built
+    inc = cuda_include()
+    if inc is None or not (inc / "cuda_fp8.h").exists():
+        pytest.skip("no CUDA toolkit headers (cuda_fp8.h)")
+    src = root / "fp8.cpp"
+    src.write_text(CPP_PROGRAM)
+    compile_program(src, root / "fp8cpp", lib.include_dir, [], cxx=True, flags=(f"-I{inc}",))
+    src.write_text('#include "f8.hpp"\nint main() { return kp::dtype_of<float>::value == KP_F32 ? 0 : 1; }\n')
+    compile_program(src, root / "nofp8cpp", lib.include_dir, [], cxx=True)
 
 
 @pytest.mark.parametrize("path", ["c", "python"])
