@@ -74,6 +74,9 @@ static int typed(int n) { return bench_noop_default(&L, a, b, c, n); }
 static int family1(int n) { return bench_noop(&L, a, b, c, n); }
 static int typed_generic8(int n) { return bench_noop8_d1(&L, a, b, c, n); }
 static int family8(int n) { return bench_noop8(&L, a, b, c, n); }
+/* 64 range specializations (n in [64i+1, 64i+64]): n = 4033 fits only the last, so dispatch walks all 64 */
+static int typed_range64(int n) { return (void)n, bench_range64_r63(&L, a, b, c, 63 * 64 + 1); }
+static int family_range64(int n) { return (void)n, bench_range64(&L, a, b, c, 63 * 64 + 1); }
 
 static void spin(double ms) {
     long long cycles = (long long)(ms * 2.0e6); /* ~2 GHz SM clock; only needs to outlast a batch */
@@ -121,7 +124,7 @@ int main(int argc, char** argv) {
             const char* name;
             launch_fn f;
         } cases[] = {{"raw", raw}, {"typed", typed}, {"family1", family1}, {"typed8", typed_generic8},
-                     {"family8", family8}};
+                     {"family8", family8}, {"typedr64", typed_range64}, {"familyr64", family_range64}};
         const int ncase = (int)(sizeof cases / sizeof cases[0]);
         for (int k = 0; k < ncase; k++) steady(cases[k].f, odd); /* warm every path */
         /* interleaved (A B A B ...), the starting case rotating, so drift and order effects hit every case alike */

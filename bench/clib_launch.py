@@ -3,7 +3,8 @@
     python3 bench/clib_launch.py [--kernels 1000] [--arch sm_90a]
 
 On a GPU machine: per-launch host cost of the generated typed wrapper and family entries vs a raw cuLaunchKernel
-loop on the same cubin (queued behind a spin kernel, and steady state), dispatch over 8 specializations, and the
+loop on the same cubin (queued behind a spin kernel, and steady state), dispatch over 8 specializations and over 64
+shape-range specializations, and the
 cold start (dlopen + first launch) of a library of N kernels. Everywhere: the time to build that N-cubin library
 and its size vs the cubins' bytes. Needs nvcc/ptxas and a C compiler; no Python GPU packages.
 """
@@ -110,6 +111,10 @@ def launch_library(arch: str, tmp: Path) -> tuple[Path, Path]:
     for d in (128, 64, 32, 16, 8, 4, 2, 1):
         arts.append(KernelArtifact("noop8", "noop", Abi((*abi, Param("n", Scalar(DType.i32), d))),
                                    (Binary(arch, data),), variant=f"d{d}"))
+    for i in range(64):  # shape-range dispatch: 64 disjoint ranges of n
+        arts.append(KernelArtifact("range64", "noop", Abi((*abi, Param("n", Scalar(DType.i32)))),
+                                   (Binary(arch, data),), variant=f"r{i}",
+                                   ranges=[f"n in [{64 * i + 1}, {64 * i + 64}]"]))
     res = Library("bench", *arts).build(tmp / "benchlib")
     exe = tmp / "clib_bench"
     subprocess.run([CC, "-std=c99", "-O2", f"-I{res.include_dir}", str(HERE / "clib_bench.c"), "-o", str(exe),
@@ -148,6 +153,8 @@ def launch_rows(out: str) -> list[tuple[str, str, str]]:
          _spread(per_rep(lambda r: q[(r, "family1")] / q[(r, "raw")])) + "×", ""),
         ("dispatch over 8 specializations (family8 − typed8, queued)",
          _spread(per_rep(lambda r: q[(r, "family8")] - q[(r, "typed8")]), "{:+.0f}") + " ns", "≤ 50 ns"),
+        ("dispatch over 64 range specializations (familyr64 − typedr64, queued; n fits the last)",
+         _spread(per_rep(lambda r: q[(r, "familyr64")] - q[(r, "typedr64")]), "{:+.0f}") + " ns", "≤ 100 ns"),
         ("steady state typed / raw (back to back, GPU-bound)",
          _spread(per_rep(lambda r: steady[(r, "typed")] / steady[(r, "raw")])) + "×", "≤ 1.02×"),
         ("steady state raw / typed / family8, ns per launch (medians)",

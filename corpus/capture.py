@@ -141,6 +141,7 @@ class TritonLaunch:
     grid: tuple[int, int, int]
     autotune: tuple[int, int] | None = None  # (config index used, number of configs)
     unsupported: str = ""  # why this launch cannot be compiled as given (nested tuple arguments...)
+    requires: dict[str, int] = field(default_factory=dict)  # device properties a device-derived constexpr assumed
 
     @property
     def name(self) -> str:

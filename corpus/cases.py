@@ -55,6 +55,10 @@ class Case:
     pretend: Mapping[str, Any] = field(default_factory=dict)  # "module:attr" -> what it returns instead
     # ({ value = X }: the attribute itself becomes X, for module constants)
     interpret: tuple[str, ...] = ()  # kernels run by Triton's CPU interpreter during capture
+    # constexpr name -> its value on the GPU, as an expression of the launch's integer arguments and ``sm_count``
+    # (liger's norm backward kernels: rows_per_program = ceil(n_rows / sm_count), which the wrapper computes with
+    # sm_count = 1 on CPU tensors); the specialization is built for and required of an H200 (132 SMs)
+    device_constexprs: Mapping[str, str] = field(default_factory=dict)
 
     def points(self) -> Iterator[dict[str, Any]]:
         """The specializations: every combination of the params."""

@@ -32,6 +32,7 @@ from .gpu_check import (
     compare,
     driver_command,
     driver_source,
+    launch_precision,
     match_family,
     pack_slots,
     parse_prototypes,
@@ -96,7 +97,7 @@ def nan_world() -> Iterator[None]:
             t = fn(*args, **kwargs)
             if t.is_floating_point() and t.numel():
                 with torch.no_grad():
-                    t.fill_(float("nan"))
+                    t.data.fill_(float("nan"))  # .data: no version bump (see restore_tensors)
             return t
         return make
 
@@ -112,10 +113,14 @@ def _grid(grid: Any, meta: dict[str, Any]) -> tuple[int, int, int]:
 
 
 def bind(jit: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(every parameter by name, defaults applied; the launch options) of ``jit[grid](*args, **kwargs)``."""
+    """(every parameter by name, defaults applied; the launch options) of ``jit[grid](*args, **kwargs)``.
+
+    As in Triton's own binder, a keyword that names a kernel parameter binds to it even when it is also a launch
+    option (liger's sparsemax kernels declare ``num_warps: tl.constexpr``: the value is both)."""
+    sig = inspect.signature(jit.fn)
     opts = {k: kwargs[k] for k in OPTION_KEYS if k in kwargs}
-    rest = {k: v for k, v in kwargs.items() if k not in OPTION_KEYS}
-    b = inspect.signature(jit.fn).bind_partial(*args, **rest)
+    rest = {k: v for k, v in kwargs.items() if k not in OPTION_KEYS or k in sig.parameters}
+    b = sig.bind_partial(*args, **rest)
     b.apply_defaults()
     return dict(b.arguments), opts
 
@@ -178,11 +183,17 @@ class TritonCheck:
         values = [plain[n] for n in self.module.families[entry.family].arg_names]
 
         def restore(state: list[Any]) -> None:
-            with torch.no_grad():  # the package's tensors may be views made inside an autograd Function's forward
-                for (_, v), s in zip(tensors, state):
-                    v.copy_(s)
+            restore_tensors([v for _, v in tensors], state)
 
-        def check(run: Callable[[], str]) -> str:
+        prec = launch_precision([v for _, v in tensors])
+        python_out: list[Any] = []
+        # float atomics (group_norm, modulated_rms_norm, attn_res, mhc, fused_moe) make the sum order differ from
+        # run to run: there C++ matches Python at the launch's precision, elsewhere bit for bit
+        exact = "atomic_" not in str(getattr(jit, "src", ""))
+
+        def check(run: Callable[[], str], same_as: list[Any] | None = None) -> str:
+            """Run from the JIT's starting state; compare with the JIT (the launch's precision) and, for C++,
+            with Python's result bit for bit (the same binary)."""
             restore(before)
             try:
                 err = run()
@@ -191,14 +202,19 @@ class TritonCheck:
                 return f"FAIL: {type(e).__name__}: {str(e)[:200]}"
             if err:
                 return f"FAIL: {err}"
-            bad = [m for (n, v), r in zip(tensors, ref) if (m := compare(n, r, v))]
+            if same_as is None:
+                python_out[:] = [v.clone() for _, v in tensors]
+            bad = [m for (n, v), r in zip(tensors, ref) if (m := compare(n, r, v, prec))]
+            if same_as:
+                bad += [f"vs Python {m}" for (n, v), p in zip(tensors, same_as)
+                        if (m := compare(n, p, v, prec, exact=exact))]
             return "pass" if not bad else "FAIL: " + "; ".join(bad)
 
         row.python = check(lambda: fam(*values, grid=g) or "")
         why = self.cpp.why_not(entry.family)
         stream = torch.cuda.current_stream().cuda_stream
         row.cpp = f"n/a: {why}" if why else check(
-            lambda: self.cpp.call(entry.family, plain, g, stream))
+            lambda: self.cpp.call(entry.family, plain, g, stream), python_out)
         if row.python == "pass" and self.reps:
             try:
                 row.t_package_us = time_us(lambda: orig_run(jit, *args, grid=grid, warmup=False, **kwargs), self.reps)
@@ -208,6 +224,22 @@ class TritonCheck:
         restore(ref)
         torch.cuda.synchronize()
         return out
+
+
+def restore_tensors(tensors: Sequence[Any], state: Sequence[Any]) -> None:
+    """Write ``state`` back into the package's tensors, invisibly to autograd.
+
+    The package's tensors are often views made inside an autograd Function's forward (no-grad mode) of inputs that
+    require grad (liger: ``X.view(-1, H)``). Any in-place write through the view -- even under ``torch.no_grad()``
+    -- bumps the shared version counter, and autograd then refuses the view when backward reaches it ("A view was
+    created in no_grad mode and its base ... has been modified inplace"), or refuses a saved tensor ("modified by
+    an inplace operation"). ``.data`` is the same memory under its own version counter: the bytes change, the
+    autograd record does not -- as when the kernel itself writes the tensor."""
+    import torch
+
+    with torch.no_grad():
+        for v, s in zip(tensors, state):
+            v.data.copy_(s)
 
 
 def _tensor_of(v: Any) -> Any:
@@ -303,8 +335,7 @@ def run_recorded(entries: Sequence[Entry], module: Any, cpp: Cpp, progress: Call
             if why:
                 row.cpp = f"n/a: {why}"
             else:
-                for t, s in zip(tensors, start):
-                    t.copy_(s)
+                restore_tensors(tensors, start)
                 err = cpp.call(e.family, dict(zip(names, args)), grid, torch.cuda.current_stream().cuda_stream)
                 torch.cuda.synchronize()
                 bad = [m for i, (t, p) in enumerate(zip(tensors, py)) if (m := compare(f"arg{i}", p, t))]

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .capture import TritonLaunch, cpu_world, to_meta, triton_launches
+from .capture import H200_SMS, TritonLaunch, cpu_world, to_meta, triton_launches
 from .cases import Case, resolve, run_case, tag
 from .results import CAPTURE, DSL, KERNELPACK, Section
 from .specs import Spec, stable
@@ -48,9 +48,29 @@ def capture(cases: Sequence[Case], section: Section, *, device: str = "cpu",
                 recs = locals().get("recs", [])
             if device == "cpu":
                 for r in recs:
+                    device_constexprs(case, r)
                     r.args = {k: to_meta(v) for k, v in r.args.items()}
             out += [(where, r) for r in recs]
     return out
+
+
+def device_constexprs(case: Case, rec: TritonLaunch, sm_count: int = H200_SMS) -> None:
+    """Give ``rec``'s device-derived constexprs (``case.device_constexprs``) the values the wrapper computes on a
+    GPU of ``sm_count`` SMs, and require that SM count of the specialization (kernelpack dispatches it by device)."""
+    import math
+
+    for name, expr in case.device_constexprs.items():
+        if name not in rec.constexprs:
+            continue
+        scope = {n: v for n, v in rec.args.items() if isinstance(v, int) and not isinstance(v, bool)}
+        try:
+            value = eval(expr, {"__builtins__": {}, "ceil": math.ceil}, {**scope, "sm_count": sm_count})  # noqa: S307
+        except Exception as e:  # noqa: BLE001 - the case's own expression: name it
+            raise ValueError(f"case {case.id}: device_constexprs {name} = {expr!r} on {rec.name}: "
+                             f"{type(e).__name__}: {e}") from e
+        rec.constexprs[name] = int(value)
+        rec.args[name] = int(value)
+        rec.requires["sm_count"] = sm_count
 
 
 class _nullctx:
@@ -93,7 +113,8 @@ def to_spec(where: str, rec: TritonLaunch) -> Spec:
     scalars = {n: t for n, t in rec.signature.items() if not t.startswith("*")}
     consts = {n: _const(v) for n, v in rec.constexprs.items() if not _is_dtype(v)}
     dconsts = {n: _const(v) for n, v in rec.constexprs.items() if _is_dtype(v)}
-    fam = {"args": list(rec.signature), "scalars": scalars, "constexprs": consts, "options": rec.options}
+    fam = {"args": list(rec.signature), "scalars": scalars, "constexprs": consts, "options": rec.options,
+           **({"requires": dict(rec.requires)} if rec.requires else {})}
     var = {"pointers": ptrs, "divisibility": rec.divisibility, "dtype_constexprs": dconsts}
     return Spec(rec.qualname, rec.jit, fam, var, rec, [where])
 
@@ -133,9 +154,11 @@ def compile_spec(spec: Spec, archs: Sequence[str]) -> Any:
     extra = {k: v for k, v in rec.options.items() if k not in opts}
     if _example_args_supported():  # the signature-from-example-arguments API (issue #14, in parallel)
         args = [rec.args[n] for n in rec.args]
+        req = {"requires": dict(rec.requires)} if rec.requires else {}
         return kt.compile(rec.jit, example_args=args, arch=list(archs), name=spec.family,  # type: ignore[call-arg]
-                          specializations=[{"variant": spec.variant or None, **opts}], options=extra or None)
-    s = {"constexprs": rec.constexprs, "divisibility": rec.divisibility, "variant": spec.variant or None, **opts}
+                          specializations=[{"variant": spec.variant or None, **opts, **req}], options=extra or None)
+    s = {"constexprs": rec.constexprs, "divisibility": rec.divisibility, "variant": spec.variant or None, **opts,
+         **({"requires": dict(rec.requires)} if rec.requires else {})}
     return kt.compile(rec.jit, rec.signature, arch=list(archs), name=spec.family, specializations=[s],
                       options=extra or None)
 

@@ -203,8 +203,11 @@ def case_layernorm(variant: str) -> Case:
     def check() -> str:
         ref = torch.nn.functional.layer_norm(x.double(), (H,), g.double(), b.double(), 1e-5)
         return close(out, ref, 2e-2, 3e-2)
-    # generalLayerNorm<__nv_bfloat162, float2, int8_t, USE_SHMEM=true>: hidden_dim counts packed pairs
-    return Case([x, g, b, out, 1e-5, M_ROWS, H // 2, z, z, z, z, z, False], (M_ROWS, 1, 1), (1024, 1, 1),
+    # generalLayerNorm<__nv_bfloat162, float2, int8_t, USE_SHMEM=true> as norm.cuh's LayerNorm launches it:
+    # hidden_dim counts scalar elements (the kernel walks hidden_dim / 2 packed pairs), grid = tokens, block =
+    # min(hidden_dim, 1024) rounded up to a warp, dynamic smem = hidden_dim * sizeof(__nv_bfloat16)
+    block = 32 * ((min(H, 1024) + 31) // 32)
+    return Case([x, g, b, out, 1e-5, M_ROWS, H, z, z, z, z, z, False], (M_ROWS, 1, 1), (block, 1, 1),
                 H * 2, [out], check)
 
 
@@ -520,16 +523,25 @@ def case_online_softmax_fused(variant: str) -> Case:
                 lambda: close(out, torch.softmax(logits.double() / 0.7, -1), 1e-4, 1e-7))
 
 
+def online_softmax_slice_stride(d: int, num_slices: int, align_elems: int) -> int:
+    """sampling.cuh OnlineSoftmaxMapKernel: ``round_up(ceil_div(d, num_slices), vec_alignment_elems)``."""
+    per = -(-d // num_slices)
+    return -(-per // align_elems) * align_elems
+
+
 def case_online_softmax_map(variant: str) -> Case:
     torch = _t()
     logits = torch.randn(B, V, device="cuda") * 3
-    slices = math.ceil(V / 8192)  # DEFAULT_SLICE_SIZE
+    slices = math.ceil(V / 8192)  # the launcher's num_slices: ceil_div(d, DEFAULT_SLICE_SIZE)
+    # the kernel's slice y covers [y * stride, min((y + 1) * stride, d)) with stride = round_up(ceil_div(d,
+    # num_slices), alignof(vec_t<float, 4>) / sizeof(float)) -- not DEFAULT_SLICE_SIZE
+    stride = online_softmax_slice_stride(V, slices, 4)
     partial = nan_like((B, slices, 2), torch.float32)  # PartialSoftmaxResult {float max_val; float denominator}
 
     def check() -> str:
         x = (logits.double() / 0.7).view(B, -1)
-        ref_max = torch.stack([x[:, i * 8192:(i + 1) * 8192].max(-1).values for i in range(slices)], 1)
-        ref_den = torch.stack([(x[:, i * 8192:(i + 1) * 8192] - ref_max[:, i:i + 1]).exp().sum(-1)
+        ref_max = torch.stack([x[:, i * stride:(i + 1) * stride].max(-1).values for i in range(slices)], 1)
+        ref_den = torch.stack([(x[:, i * stride:(i + 1) * stride] - ref_max[:, i:i + 1]).exp().sum(-1)
                                for i in range(slices)], 1)
         return close(partial[..., 0], ref_max, 1e-5, 1e-5, "max") or close(partial[..., 1], ref_den, 1e-4, 1e-4,
                                                                                "denominator")

@@ -29,6 +29,7 @@ from corpus.gpu_check import (  # noqa: E402 - the corpus package lives at the r
     compare,
     driver_command,
     driver_source,
+    launch_precision,
     match_family,
     pack_slots,
     parse_prototypes,
@@ -198,6 +199,104 @@ def test_compare_names_elements_kernelpack_never_wrote() -> None:
     assert "differ" in compare("i", torch.arange(4), torch.tensor([0, 1, 2, 4]))
 
 
+def test_compare_uses_the_launchs_lowest_precision_and_exact_for_cpp_vs_python() -> None:
+    torch = pytest.importorskip("torch")
+    x = torch.zeros(4, dtype=torch.bfloat16)
+    rstd = torch.tensor([1.0, 0.5, 0.25, 2.0])
+    assert launch_precision([x, rstd, torch.arange(3)]) == "bfloat16"
+    assert launch_precision([rstd]) == "float32" and launch_precision([torch.arange(3)]) is None
+    off = rstd.clone()
+    off[0] += 0.0074  # one bf16 ulp at 1.0: what another Triton's codegen gives a bf16-input kernel's fp32 output
+    assert "differ" in compare("RSTD", rstd, off)  # at the tensor's own fp32 precision: a mismatch
+    assert compare("RSTD", rstd, off, "bfloat16") == ""
+    assert "bits" in compare("RSTD", rstd, off, exact=True)
+    big = torch.tensor([64.0, 0.5])  # cancellation: the small element is off by a unit of the large terms
+    assert compare("Y", big, torch.tensor([64.0, 0.625]), "bfloat16") == ""
+    assert "differ" in compare("Y", big, torch.tensor([64.0, 2.5]), "bfloat16")  # a real error is still caught
+    unwritten = torch.tensor([64.0, float("nan")])
+    assert "never written" in compare("Y", big, unwritten, "bfloat16")
+    both = torch.tensor([float("nan"), 1.0])
+    assert compare("Y", both, both.clone(), exact=True) == ""
+
+
+def test_restoring_a_launchs_state_leaves_autograd_able_to_run_backward() -> None:
+    """liger's autograd Functions launch on views made in forward (no-grad mode) of inputs that require grad; the
+    harness writes their state back between launches. A plain in-place copy (even under no_grad) makes backward
+    fail; restore_tensors must not."""
+    torch = pytest.importorskip("torch")
+    from corpus.gpu_run import restore_tensors
+
+    def op(write: Any) -> Any:
+        class Scale(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx: Any, x: Any, w: Any) -> Any:
+                xv = x.view(-1, x.shape[-1])
+                y = xv * w
+                write(xv, xv.clone())  # what the harness does around each launch
+                ctx.save_for_backward(xv, w)
+                return y.view(x.shape)
+
+            @staticmethod
+            def backward(ctx: Any, g: Any) -> Any:
+                xv, w = ctx.saved_tensors
+                g2 = g.view(-1, g.shape[-1])
+                return (g2 * w).view(g.shape), (g2 * xv).sum(0)
+        return Scale
+
+    def plain(v: Any, s: Any) -> None:
+        with torch.no_grad():
+            v.copy_(s)
+
+    x = torch.randn(2, 3, 4, requires_grad=True)
+    w = torch.randn(4, requires_grad=True)
+    with pytest.raises(RuntimeError, match="view was created in no_grad mode"):  # the GPU run's failure, on CPU
+        op(plain).apply(x, w).sum().backward()
+    x.grad = w.grad = None
+    op(lambda v, s: restore_tensors([v], [s])).apply(x, w).sum().backward()
+    assert torch.equal(w.grad, x.detach().view(-1, 4).sum(0)) and torch.equal(x.grad, w.detach().expand(2, 3, 4))
+
+
+def test_bind_keeps_a_kernel_parameter_named_like_a_launch_option() -> None:
+    """liger's sparsemax kernels declare ``num_warps: tl.constexpr`` and are launched with ``num_warps=``: the
+    value is the parameter (the family's constexpr) and the launch option, so the family matches."""
+    from corpus.gpu_run import bind
+
+    def kernel(x_ptr: Any, n_cols: Any, BLOCK_SIZE: Any, num_warps: Any) -> None: ...
+
+    import types
+
+    bound, opts = bind(types.SimpleNamespace(fn=kernel), ("x", 7), {"BLOCK_SIZE": 1024, "num_warps": 4})
+    assert bound == {"x_ptr": "x", "n_cols": 7, "BLOCK_SIZE": 1024, "num_warps": 4} and opts == {"num_warps": 4}
+    entry = _entry("sparsemax", {"BLOCK_SIZE": 1024, "num_warps": 4}, {"num_warps": 4}, ["x_ptr", "n_cols"])
+    assert match_family([entry], "m:k", bound, opts) is entry
+
+
+def test_device_derived_constexprs_take_the_h200_value_and_require_its_sm_count() -> None:
+    """liger's norm backward kernels get rows_per_program = ceil(n_rows / sm_count) as a constexpr; on CPU tensors
+    the wrapper uses sm_count = 1 (2112 rows per program), on the H200 132 (16): the corpus builds the H200 value
+    and the specialization requires 132 SMs."""
+    import types
+
+    from corpus.capture import TritonLaunch
+    from corpus.cases import CORPUS, load_cases
+    from corpus.triton_corpus import device_constexprs, to_spec
+
+    _, cases = load_cases(CORPUS / "liger_triton.toml")
+    case = next(c for c in cases if c.id == "fused_add_rms_norm")
+    assert {c.id for c in cases if c.device_constexprs} >= {"layer_norm", "fused_add_rms_norm", "poly_norm"}
+    rec = TritonLaunch(jit=types.SimpleNamespace(__name__="k", __module__="m"),
+                       args={"X_ptr": None, "n_rows": 2112, "rows_per_program": 2112},
+                       signature={"X_ptr": "*bf16", "n_rows": "i32"}, constexprs={"rows_per_program": 2112},
+                       divisibility={}, options={"num_warps": 4}, grid=(1, 1, 1))
+    device_constexprs(case, rec)
+    assert rec.constexprs["rows_per_program"] == rec.args["rows_per_program"] == 16
+    assert rec.requires == {"sm_count": 132}
+    assert to_spec("c[p]", rec).family_key["requires"] == {"sm_count": 132}
+    bad = types.SimpleNamespace(id="x", device_constexprs={"rows_per_program": "ceil(rows / sm_count)"})
+    with pytest.raises(ValueError, match="rows_per_program.*NameError"):
+        device_constexprs(bad, rec)  # type: ignore[arg-type]
+
+
 def test_report_counts_passes_and_ratios_within_three_percent() -> None:
     rows = [Row("triton", "a", "c[p]", "pass", "pass", 10.0, 10.2), Row("triton", "b", "c[p]", "pass", "FAIL: x"),
             Row("cutile", "c", "c[p]", "ran (no reference)", "pass (== Python)", None, 3.0),
@@ -251,3 +350,60 @@ def test_report_block_per_package_leaves_other_packages_results(tmp_path: Path) 
     assert text.count("corpus:results:begin liger-kernel") == 1 and "Run: `three`" in text and "Run: `one`" not in text
     assert text.count("corpus:results:begin flashinfer-python") == 1 and "Run: `two`" not in text
     assert "| liger-kernel | triton | 1 | 0/1 (0%) | 1/1 (100%) | 1/1 (100%) |" in text
+
+
+def _flashinfer_gpu_script_on_cpu(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """scripts/corpus_gpu_flashinfer.py with its "cuda" tensors made on the CPU (its cases' references run here)."""
+    torch = pytest.importorskip("torch")
+    for fn in ("randn", "full", "zeros", "tensor", "arange", "randint", "randperm", "ones"):
+        orig = getattr(torch, fn)
+
+        def on_cpu(*a: Any, _orig: Any = orig, **k: Any) -> Any:
+            if k.get("device") == "cuda":
+                k["device"] = "cpu"
+            return _orig(*a, **k)
+        monkeypatch.setattr(torch, fn, on_cpu)
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import corpus_gpu_flashinfer as gpu
+
+    return gpu
+
+
+def test_flashinfer_online_softmax_map_reference_uses_the_kernels_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OnlineSoftmaxMapKernel's slice y is [y * stride, (y + 1) * stride) with stride = round_up(ceil_div(d,
+    num_slices), 4) (8000 for d = 32000, 4 slices), not DEFAULT_SLICE_SIZE (8192): the GPU run's "WRONG max"."""
+
+    gpu = _flashinfer_gpu_script_on_cpu(monkeypatch)
+    case = gpu.case_online_softmax_map("1024_4_float")
+    logits, partial, _, temp, d, n = case.args
+
+    def kernel(stride: int) -> None:  # what the kernel writes (float32, as it computes)
+        x = logits.float() * (1.0 / temp)
+        for y in range(n):
+            s = x[:, y * stride:min((y + 1) * stride, d)]
+            m = s.max(-1).values
+            partial[:, y, 0], partial[:, y, 1] = m, (s - m[:, None]).exp().sum(-1)
+
+    assert gpu.online_softmax_slice_stride(32000, 4, 4) == 8000
+    kernel(8000)
+    assert case.check() == ""
+    kernel(8192)
+    assert "max" in case.check()
+
+
+def test_flashinfer_layernorm_case_launches_as_norm_cuh_layernorm_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """generalLayerNorm<__nv_bfloat162, ...> walks hidden_dim / 2 packed pairs per row: LayerNorm passes the scalar
+    hidden size (the case passed half of it, and half the output was never written), block min(H, 1024)."""
+    import torch
+
+    gpu = _flashinfer_gpu_script_on_cpu(monkeypatch)
+    case = gpu.case_layernorm("nv_bfloat162_float2_int8_t_true_false")
+    x, g, b, out, eps, tokens, hidden = case.args[:7]
+    assert (tokens, hidden, case.grid, case.block, case.smem) == (gpu.M_ROWS, gpu.H, (gpu.M_ROWS, 1, 1),
+                                                                   (1024, 1, 1), gpu.H * 2)
+    flat_in, flat_out = x.view(-1).float(), out.view(-1)
+    for row in range(tokens):  # the kernel: row bidx reads and writes elements [bidx * hidden, (bidx + 1) * hidden)
+        seg = flat_in[row * hidden:(row + 1) * hidden]
+        normed = (seg - seg.mean()) * torch.rsqrt(seg.var(unbiased=False) + eps) * g[:hidden] + b[:hidden]
+        flat_out[row * hidden:(row + 1) * hidden] = normed.to(out.dtype)
+    assert case.check() == ""

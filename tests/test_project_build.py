@@ -84,6 +84,25 @@ def test_build_then_noop_then_only_the_changed_source(proj: Path, fresh_cache) -
     assert build(proj, jobs=1).jobs["cuda:other.cu"] == "cached"
 
 
+def _tree(d: Path) -> dict[str, bytes]:
+    """Every output file under ``d`` (the build state aside) by relative path."""
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*"))
+            if p.is_file() and ".kernelpack-build" not in p.parts}
+
+
+@needs_cuda_compiler
+def test_an_incremental_build_writes_the_bytes_a_clean_build_writes(proj: Path, fresh_cache, tmp_path_factory) -> None:
+    build(proj, jobs=1)
+    (proj / "other.cu").write_text(OTHER.replace("-y[i]", "-2.0f * y[i]"))  # one kernel changes
+    inc = build(proj, jobs=1)
+    assert inc.jobs == {"cuda:k.cu": "reused", "cuda:other.cu": "compiled"} and inc.linked
+    clean = build(proj, jobs=1, out=tmp_path_factory.mktemp("clean"), force=True)
+    assert clean.linked
+    got, want = _tree(proj / "build"), _tree(Path(clean.out))
+    assert sorted(got) == sorted(want)
+    assert [f for f in want if got[f] != want[f]] == [], "outputs differ from a clean build's"
+
+
 @needs_cuda_compiler
 def test_relinks_when_an_output_is_deleted_and_force_rebuilds_everything(proj: Path, fresh_cache) -> None:
     build(proj, jobs=1)

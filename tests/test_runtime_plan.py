@@ -78,9 +78,9 @@ def test_f16_and_bf16_scalars_match_the_reference(v):
 def test_specificity_orders_narrower_first():
     base = Abi((Param("x", Pointer(DType.f32)), Param("n", Scalar(DType.i32))))
     aligned = Abi((Param("x", Pointer(DType.f32), 16), Param("n", Scalar(DType.i32), 4)))
-    assert specificity(Plan.of(aligned)) > specificity(Plan.of(base)) == (0, 0)
+    assert specificity(Plan.of(aligned)) > specificity(Plan.of(base)) == (0, 0, 0)
     static = Abi((Param("t", Struct.tensor_descriptor("T", TensorSpec(DType.f32, (None, 64), (64, 1)))),))
-    assert specificity(Plan.of(static)) == (1, 3)
+    assert specificity(Plan.of(static)) == (1, 3, 0)
 
 
 @pytest.mark.parametrize("arch,kind,cc,quality", [

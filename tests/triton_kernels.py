@@ -80,3 +80,12 @@ def rows_per_sm_kernel(x_ptr, out_ptr, n_rows, n_cols, NUM_SMS: tl.constexpr, BL
     mask = cols < n_cols
     for r in range(pid * rows_per_program, tl.minimum((pid + 1) * rows_per_program, n_rows)):
         tl.store(out_ptr + r * n_cols + cols, tl.load(x_ptr + r * n_cols + cols, mask=mask) + 1, mask=mask)
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=4), triton.Config({"BLOCK": 1024}, num_warps=8)],
+                 key=["n"])
+@triton.jit
+def add_autotuned(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)

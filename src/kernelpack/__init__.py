@@ -32,11 +32,12 @@ __version__ = "0.1.0"
 _FRONTENDS = ("cuda", "triton", "cutile", "cute", "prebuilt")
 
 
-def load(source):  # type: ignore[no-untyped-def]
-    """Load a ``.kpack`` bundle or a built ``libNAME.so`` for launching from Python (see kernelpack.runtime.load)."""
+def load(source, *, verify=False):  # type: ignore[no-untyped-def]
+    """Load a ``.kpack`` bundle or a built ``libNAME.so`` for launching from Python (see kernelpack.runtime.load);
+    ``verify=True`` verifies every kernel's binaries now instead of at each one's first use."""
     from .runtime import load as _load
 
-    return _load(source)
+    return _load(source, verify=verify)
 
 
 def __getattr__(name: str):  # type: ignore[no-untyped-def]  # PEP 562: what `import kernelpack` does not import

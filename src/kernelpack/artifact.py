@@ -1,15 +1,20 @@
 """KernelArtifact: the immutable result of compiling one kernel specialization for one or more archs.
 
 An artifact holds bytes and facts, never runtime state (no modules, streams or devices). Its typed ABI is
-verified against the parameter table of every cubin it carries when it is constructed.
+verified against the parameter table of every cubin it carries when it is constructed, except inside
+:func:`deferred_verification` (what ``kernelpack.load`` reads bundles with: they were verified when built, and the
+bundle's hashes prove the bytes unchanged); such an artifact verifies a binary on its first use
+(:meth:`KernelArtifact.verify_binary`, which the runtime calls before loading it) or all at once (:meth:`verify`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import threading
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, cast
@@ -19,6 +24,7 @@ from .abi import Abi
 from .arch import Arch
 from .cubin import Cubin, CubinKernel, read_cubin
 from .errors import AbiMismatch, KernelpackError
+from .launch import ranges as ranges_model
 from .tma import TensorDescSpec
 
 BINARY_KINDS = ("cubin", "ptx")
@@ -35,6 +41,22 @@ def _dim3(value: Any, what: str) -> Dim3 | None:
     if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d >= 1 for d in dims):
         raise KernelpackError(f"{what} must be 1 to 3 ints >= 1 (got {value!r})")
     return (dims + (1, 1))[:3]  # type: ignore[return-value]
+
+
+_DEFER = threading.local()  # .on: artifacts constructed by this thread leave their cubins unparsed
+
+
+@contextmanager
+def deferred_verification() -> Iterator[None]:
+    """Artifacts constructed inside (by this thread) check everything but their cubins: each binary is parsed and
+    its ABI verified on first use (:meth:`KernelArtifact.verify_binary`). A copy made later (``replace``) verifies
+    as usual."""
+    saved = getattr(_DEFER, "on", False)
+    _DEFER.on = True
+    try:
+        yield
+    finally:
+        _DEFER.on = saved
 
 
 ZLIB_LEVEL = 6  # for binaries in bundles: within 1% of level 9's size for cubins, 4x faster
@@ -348,7 +370,9 @@ class KernelArtifact:
     binaries of an arch their own: the launch facts and kernel parameters of the binary chosen for a device are
     the ones a launch uses (:mod:`kernelpack.launch.facts`); every arch takes the same caller-visible arguments.
     ``requires`` (``{"sm_count": 132}``) restricts the artifact to devices with those properties
-    (:mod:`kernelpack.launch.device`).
+    (:mod:`kernelpack.launch.device`). ``ranges`` (``["n_cols <= 4096", "M in [1, 64]", "x.shape[1] == 128"]``)
+    restricts the integer arguments and tensor extents it accepts (:mod:`kernelpack.launch.ranges`): a dispatch
+    constraint like alignment.
     """
 
     name: str
@@ -360,6 +384,7 @@ class KernelArtifact:
     variant: str = ""
     per_arch: PerArch | Mapping[Any, ArchLaunch] = ()  # read it as arch_launches
     requires: tuple[tuple[str, int], ...] | Mapping[str, int] = ()  # read it as requirements
+    ranges: Any = ()  # range constraints (kernelpack.launch.ranges): texts or {target: value or (lo, hi)}
 
     def __post_init__(self) -> None:
         if not _IDENT.match(self.name):
@@ -377,20 +402,30 @@ class KernelArtifact:
 
         try:
             object.__setattr__(self, "requires", device.normalize_requires(self.requires, f"kernel {self.label}"))
+            object.__setattr__(self, "ranges", ranges_model.normalize(self.ranges, f"kernel {self.label}"))
         except ValueError as e:
             raise KernelpackError(str(e)) from None
         for abi, launch in self._pairs():
             if launch.grid is not None:
                 self._check_grid(abi, launch)
             self._check_launch_roles(abi, launch)
-        for b in self.binaries:
-            if b.kind == "cubin":
-                self._verify(b)
-            else:
+        if getattr(_DEFER, "on", False):
+            object.__setattr__(self, "_unverified", {i for i, b in enumerate(self.binaries) if b.kind == "cubin"})
+        else:
+            for b in self.binaries:
+                if b.kind == "cubin":
+                    self._verify(b)
+        for b in self.binaries:  # PTX: checked against its .entry now (no parse of a cubin to defer)
+            if b.kind != "cubin":
                 self._verify_ptx(b)
-        from .launch.facts import check_caller_args
+        from .launch.facts import check_caller_args, plans
 
         check_caller_args(self)
+        if self.ranges:
+            try:
+                ranges_model.check(self.label, plans(self)[0], self.range_rules)
+            except ValueError as e:
+                raise KernelpackError(str(e)) from None
 
     def with_roles(self, roles: Mapping[str, str]) -> KernelArtifact:
         """This artifact with the named parameters given other roles in every arch's parameters, e.g.
@@ -441,6 +476,17 @@ class KernelArtifact:
     def requirements(self) -> tuple[tuple[str, int], ...]:
         """``requires`` as it is after construction: (device property, value) pairs, sorted."""
         return cast("tuple[tuple[str, int], ...]", self.requires)
+
+    @property
+    def range_rules(self) -> tuple[ranges_model.Range, ...]:
+        """``ranges`` as it is after construction: one :class:`~kernelpack.launch.ranges.Range` per target, sorted."""
+        return cast("tuple[ranges_model.Range, ...]", self.ranges)
+
+    def with_ranges(self, ranges: Any) -> KernelArtifact:
+        """This artifact with other range constraints (``["M in [1, 64]"]``; () for none)."""
+        from dataclasses import replace
+
+        return replace(self, ranges=ranges)
 
     def launch_for(self, arch: Arch | str) -> LaunchSpec:
         """The LaunchSpec the binaries of ``arch`` launch with."""
@@ -501,6 +547,27 @@ class KernelArtifact:
                 if not ok:
                     raise KernelpackError(f"kernel {self.label}: grid formula reads {name}{'.' + fld if fld else ''}, "
                                           f"which is not an integer argument or field of this kernel")
+
+    @property
+    def verified(self) -> bool:
+        """Whether every cubin's ABI was verified (always, unless constructed under ``deferred_verification``)."""
+        return not vars(self).get("_unverified")
+
+    def verify_binary(self, binary: Binary) -> None:
+        """Verify ``binary`` (one of this artifact's) against the ABI now if construction deferred it: AbiMismatch
+        naming the kernel and arch when its cubin is malformed or disagrees. Verified once."""
+        pending = vars(self).get("_unverified")
+        if not pending:
+            return
+        for i in [i for i in pending if self.binaries[i] is binary]:
+            self._verify(binary)
+            pending.discard(i)
+
+    def verify(self) -> KernelArtifact:
+        """Verify every binary whose verification construction deferred; return self."""
+        for b in self.binaries:
+            self.verify_binary(b)
+        return self
 
     def _verify(self, binary: Binary) -> None:
         from .verify import verify_abi

@@ -11,8 +11,9 @@ Layout (little-endian)::
              blobs [{offset, size, sha256, encoding?, raw_size?}] (size and SHA-256 of the bytes as stored: every
              byte of the file is checked, the unused bits of a zlib stream's last byte too),
              artifacts [{name, variant, entry, abi, launch, provenance, binaries [{arch, kind, blob, launch?, abi?}],
-             requires?}] (a binary's own launch spec and kernel parameters where its arch has them:
-             KernelArtifact.per_arch; device requirements: KernelArtifact.requires; both absent when unused);
+             requires?, ranges?}] (a binary's own launch spec and kernel parameters where its arch has them:
+             KernelArtifact.per_arch; device requirements: KernelArtifact.requires; range constraints:
+             KernelArtifact.ranges, canonical texts; each absent when unused);
              zlib-compressed when flag 0x1 is set (what the writer does: manifests repeat their keys, and a
              library of 1000 small kernels carries ~0.5 MB of them uncompressed, ~30 KB compressed)
 
@@ -28,7 +29,7 @@ import os
 import struct
 import tempfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,8 +70,8 @@ class Bundle:
 
     def __post_init__(self) -> None:
         arts = tuple(sorted(self.artifacts, key=lambda a: (a.name, a.variant)))
-        keys = [(a.name, a.variant) for a in arts]
-        dupes = sorted({f"{n}[{v}]" if v else n for n, v in keys if keys.count((n, v)) > 1})
+        keys = [(a.name, a.variant) for a in arts]  # sorted: a duplicate follows its twin
+        dupes = sorted({f"{n}[{v}]" if v else n for (n, v), prev in zip(keys[1:], keys) if (n, v) == prev})
         if dupes:
             raise BundleError(f"two artifacts with the same name and variant: {', '.join(dupes)} (Bundle.of merges "
                               f"the archs of one kernel compiled in separate calls)")
@@ -123,6 +124,17 @@ class Bundle:
 
     # ------------------------------------------------------------ writing
 
+    def with_ranges(self, ranges: Mapping[str, Any]) -> Bundle:
+        """This bundle with range constraints (kernelpack.launch.ranges) on the artifacts named by label
+        (``name[variant]``, or ``name`` for a family with one specialization): ``{"softmax[small]": ["n_cols <=
+        4096"]}``. A label naming no artifact is refused."""
+        labels = {a.label for a in self.artifacts}
+        unknown = sorted(set(ranges) - labels)
+        if unknown:
+            raise KernelpackError(f"range constraints for {', '.join(unknown)}: no such kernel in the bundle "
+                                  f"(kernels: {', '.join(sorted(labels))})")
+        return Bundle(tuple(a.with_ranges(ranges[a.label]) if a.label in ranges else a for a in self.artifacts))
+
     def to_bytes(self, *, compress: bool = True) -> bytes:
         """The bundle's bytes; ``compress`` stores each binary as a zlib stream where that is smaller."""
         from . import __version__
@@ -162,6 +174,8 @@ class Bundle:
             }
             if a.requirements:
                 art["requires"] = dict(a.requirements)
+            if a.range_rules:
+                art["ranges"] = [r.text() for r in a.range_rules]
             arts.append(art)
         manifest = zlib.compress(_canonical_json({
             "format": FORMAT_VERSION,
@@ -292,7 +306,22 @@ def _no_constant(name: str) -> Any:
 
 def _blobs(manifest: dict[str, Any], data: bytes, source: str, *, zlib_blobs: bool) -> list[tuple[bytes, bytes | None]]:
     """Each blob's binary, and the zlib stream it was stored as (None when stored as is)."""
-    out: list[tuple[bytes, bytes | None]] = []
+    return [expand_blob(i, stored, raw_size, source)
+            for i, (stored, raw_size) in enumerate(stored_blobs(manifest, data, source, zlib_blobs=zlib_blobs))]
+
+
+def expand_blob(i: int, stored: bytes, raw_size: int | None, source: str) -> tuple[bytes, bytes | None]:
+    """Blob ``i`` as (binary, the zlib stream it was stored as or None), from what :func:`stored_blobs` gave."""
+    if raw_size is None:
+        return stored, None
+    return _expand(stored, raw_size, raw_size, f"{source}: blob {i}", "the binary was altered"), stored
+
+
+def stored_blobs(manifest: dict[str, Any], data: bytes, source: str, *,
+                 zlib_blobs: bool) -> list[tuple[bytes, int | None]]:
+    """Each blob as stored, hash-checked (and the padding between them), with its raw size when it is a zlib
+    stream (None when stored as is): everything but the expansion, which :func:`expand_blob` does."""
+    out: list[tuple[bytes, int | None]] = []
     for i, b in enumerate(manifest["blobs"]):
         try:
             off, size, digest = int(b["offset"]), int(b["size"]), str(b["sha256"])
@@ -311,7 +340,7 @@ def _blobs(manifest: dict[str, Any], data: bytes, source: str, *, zlib_blobs: bo
                                   f"{'zlib' if zlib_blobs else 'none (header flag 0x2 is clear)'}")
             if raw_size is None or not 0 < raw_size <= MAX_BLOB:
                 raise BundleError(f"{source}: blob {i} raw_size {raw_size} is outside (0, {MAX_BLOB}]")
-            out.append((_expand(blob, raw_size, raw_size, f"{source}: blob {i}", "the binary was altered"), blob))
+            out.append((blob, raw_size))
             continue
         out.append((blob, None))
     _check_padding(data, sorted((int(b["offset"]), int(b["size"])) for b in manifest["blobs"]), source)
@@ -327,7 +356,7 @@ def _check_padding(data: bytes, spans: list[tuple[int, int]], source: str) -> No
         pos = max(pos, off + size)
 
 
-def _artifact(a: dict[str, Any], blobs: list[tuple[bytes, bytes | None]],
+def _artifact(a: dict[str, Any], blobs: Sequence[tuple[bytes, bytes | None]],
               shared: dict[tuple[int, str, str], Binary]) -> KernelArtifact:
     bins = []
     per_arch: dict[str, ArchLaunch] = {}
@@ -356,4 +385,5 @@ def _artifact(a: dict[str, Any], blobs: list[tuple[bytes, bytes | None]],
         variant=a.get("variant", ""),
         per_arch=per_arch,
         requires=dict(a.get("requires") or {}),
+        ranges=list(a.get("ranges") or ()),
     )

@@ -1,4 +1,4 @@
-"""The ``kernelpack`` command line: demo, inspect, build, wheel.
+"""The ``kernelpack`` command line: demo, inspect, build, tune, wheel.
 
 Exit status: 0 success; 2 a user error — any :class:`KernelpackError` (bad project file, compile error, build
 failure...) or an ``OSError`` from the environment (unreadable input, unwritable output, full disk) — reported as one
@@ -23,9 +23,10 @@ EXIT_INTERRUPTED = 130
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    from .bundle import Bundle
     from .describe import describe, device_choice, disassemble, load_any, render, render_device
 
-    obj = load_any(args.file)
+    obj = load_any(args.file)  # a bundle's artifacts verify every cubin against their ABI as they are built
     if args.device is not None:
         choice = device_choice(obj, args.device)
         if args.json:
@@ -33,6 +34,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         else:
             render_device(choice)
         return 0
+    if args.verify and isinstance(obj, Bundle):
+        bins = {id(b) for a in obj for b in a.binaries if b.kind == "cubin"}
+        print(f"verified: {len(obj)} specialization{'s' * (len(obj) != 1)}, {len(bins)} cubin"
+              f"{'s' * (len(bins) != 1)}: every kernel's ABI and launch block match its cubins", file=sys.stderr)
     if args.json:
         print(json.dumps(describe(obj), indent=2, sort_keys=True))
     else:
@@ -60,7 +65,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
     from .project.ui import run_build
 
     return run_build(args.project or (args.inputs[0] if args.inputs else None), jobs=args.jobs, force=args.force,
-                     quiet=args.quiet, as_json=args.json, out=args.out)
+                     quiet=args.quiet, as_json=args.json, out=args.out, tuning=args.tuning,
+                     executor=args.executor, address=args.address)
 
 
 def _build_bundles(args: argparse.Namespace) -> int:
@@ -77,6 +83,14 @@ def _build_bundles(args: argparse.Namespace) -> int:
         raise KernelpackError(f"the C library generator is not available in this install: {e}") from None
     result = build_library(args.inputs[0], args.inputs[1:], args.out)
     print(result)
+    return 0
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from .tuning import run_tune
+
+    path = run_tune(args.bundle, args.problems, args.out, warmup=args.warmup, reps=args.reps, device=args.device)
+    print(path)
     return 0
 
 
@@ -113,6 +127,9 @@ def make_parser() -> argparse.ArgumentParser:
     i.add_argument("--sass", action="store_true", help="also print the SASS disassembly (needs cuobjdump)")
     i.add_argument("--device", metavar="ARCH", default=None,
                    help="only say which binary a device of this arch (sm_120; need not be here) gets from each kernel")
+    i.add_argument("--verify", action="store_true",
+                   help="verify every kernel's ABI against its cubins (what kernelpack.load defers to each kernel's "
+                        "first use) and say so; a mismatch fails naming the kernel")
     i.set_defaults(func=_cmd_inspect)
 
     b = sub.add_parser("build", parents=[common],
@@ -130,7 +147,30 @@ def make_parser() -> argparse.ArgumentParser:
                                                         "applies; KERNELPACK_CACHE_DIR=off for a cold build)")
     b.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors (no progress, no summary)")
     b.add_argument("--json", action="store_true", help="print the build report as JSON on stdout")
+    b.add_argument("--tuning", default=None, metavar="FILE", help="a kernelpack tune file to embed instead of "
+                                                                  "[library] tuning ('none': build without one)")
+    b.add_argument("--executor", choices=("local", "ray"), default=None,
+                   help="where compile steps run: local processes, or Ray tasks (default: [build] executor, else "
+                        "local; ray needs kernelpack[ray])")
+    b.add_argument("--address", default=None, metavar="HOST:PORT",
+                   help="the Ray cluster to run on (implies --executor ray; default: [build] address, else a local "
+                        "Ray instance of -j CPUs started and stopped by the build)")
     b.set_defaults(func=_cmd_build)
+
+    t = sub.add_parser("tune", parents=[common], help="time every config of a bundle's families on problem shapes "
+                                                      "(on a GPU) and write a tuning file for kernelpack build",
+                       description="kernelpack tune BUNDLE --problems FILE.py:NAME -o tuning.json times each config "
+                                   "specialization of the families NAME describes (a dict {family: "
+                                   "kernelpack.tuning.Problem}, or a function returning one) with CUDA events and "
+                                   "writes the fastest per shape. See docs/tuning.md.")
+    t.add_argument("bundle", help="the .kpack bundle built without a tuning table")
+    t.add_argument("--problems", required=True, metavar="FILE.py:NAME", help="the problem shapes per family")
+    t.add_argument("-o", "--out", default="tuning.json", help="the tuning file to write (default: tuning.json)")
+    t.add_argument("--warmup", type=int, default=10, help="launches before timing (default: 10)")
+    t.add_argument("--reps", type=int, default=50, help="timed launches per config and shape; the median counts "
+                                                        "(default: 50)")
+    t.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default: 0)")
+    t.set_defaults(func=_cmd_tune)
 
     w = sub.add_parser("wheel", parents=[common], help="build a project's kernels as a Python wheel (pip install)",
                        description="kernelpack wheel [PROJECT] builds the project as kernelpack build does "

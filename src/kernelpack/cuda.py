@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from . import __version__
 from .abi import Abi
@@ -63,6 +64,7 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     cooperative: bool | Sequence[str] = False,
     compiler: str | None = None,
     cache: CompileCache | None = None,
+    ranges: Mapping[str, Any] | None = None,
 ) -> Bundle:
     """Compile CUDA C++ kernels for every arch in ``arch`` and return them as a bundle: a cubin for each ``sm_XY``
     (``sm_90a``, ``sm_100f``), PTX for each ``compute_XY`` (which any newer GPU runs after a JIT on first load).
@@ -77,7 +79,8 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     LaunchSpec: ``pdl`` launches with programmatic dependent launch (the kernel calls
     ``cudaGridDependencySynchronize`` / ``griddepcontrol.wait`` before reading what the previous kernel wrote);
     ``cooperative`` launches cooperatively (the kernel synchronizes its whole grid), refused when the grid does not
-    fit on the device at once.
+    fit on the device at once. ``ranges``: shape-range dispatch constraints per
+    kernel label (``{"gemm[small]": ["M in [1, 64]"]}``; :mod:`kernelpack.launch.ranges`, ``Bundle.with_ranges``).
     """
     archs = parse_archs(arch)
     text, filename, src_dir = _read_source(source)
@@ -130,7 +133,11 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
                                        cooperative=spec.cooperative or r.name in flagged["cooperative"])
         binaries = tuple(shared[a] for a in archs)
         artifacts.append(KernelArtifact(r.name, symbol, abi, binaries, spec, provenance, r.variant))
-    return Bundle(tuple(artifacts))
+    bundle = Bundle(tuple(artifacts))
+    try:
+        return bundle.with_ranges(ranges) if ranges else bundle
+    except KernelpackError as e:
+        raise CompileError(e.message) from None
 
 
 def _portable_flags(opts: CudaOptions, src_dir: str | None) -> tuple[str, ...]:

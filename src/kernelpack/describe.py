@@ -111,6 +111,8 @@ def describe(obj: Cubin | Bundle) -> dict[str, Any]:
                                "params": _params(abi)} for i, (abi, _) in enumerate(lays)]
         if a.requirements:
             out["requires"] = dict(a.requirements)
+        if a.range_rules:
+            out["ranges"] = [r.text() for r in a.range_rules]
         arts.append(out)
     return {"kind": "bundle", "artifacts": arts}
 
@@ -213,6 +215,7 @@ def render(desc: dict[str, Any]) -> None:
         console.print(f"\n[bold cyan]{escape(label)}[/]  entry {escape(a['entry'])}  "
                       f"({prov['frontend']} {prov['frontend_version']})"
                       + (f"  requires {requires}" if requires else "")
+                      + (f"  when {escape(', '.join(a['ranges']))}" if a.get("ranges") else "")
                       + (f"  launch flags: {', '.join(flags)}" if flags else ""))
         lays = a.get("layouts") or [{"archs": [b["arch"] for b in a["binaries"]], "params": a["params"]}]
         for i, lay in enumerate(lays):

@@ -33,7 +33,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,8 @@ __all__ = ["DerivedSignature", "Specialization", "compile", "signature_from_args
 
 ArchSpec = str | Arch | Sequence[str | Arch]
 _DESC = re.compile(r"^tensordesc<\s*(\w+)\s*\[([\d,\s]+)\]\s*>$")
-_SPEC_KEYS = ("signature", "constexprs", "divisibility", "num_warps", "num_stages", "num_ctas", "variant", "requires")
+_SPEC_KEYS = ("signature", "constexprs", "divisibility", "num_warps", "num_stages", "num_ctas", "variant", "requires",
+             "ranges")
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,9 @@ class Specialization:
     ``signature``: types overriding those given to :func:`compile` (``{"x": "*fp16"}`` for an fp16 variant).
     ``requires``: device properties it is built for (``{"sm_count": 132}``); it launches only on such devices, ahead
     of specializations that require less.
+    ``ranges``: shape-range dispatch constraints on integer arguments (``["n_cols <= 4096", "M in [1, 64]"]`` or
+    ``{"M": (1, 64)}``; :mod:`kernelpack.launch.ranges`): it is chosen only for calls inside them, ahead of
+    specializations with wider ranges.
     """
 
     signature: Mapping[str, str] = field(default_factory=dict)
@@ -79,6 +83,7 @@ class Specialization:
     num_ctas: int | None = None
     variant: str | None = None
     requires: Mapping[str, int] = field(default_factory=dict)
+    ranges: Sequence[str] | Mapping[str, Any] = ()
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,7 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     name: str | None = None,
     options: Mapping[str, Any] | None = None,
     device_args: Mapping[str, str] | None = None,
-    grid: Sequence[Any] | None = None,
+    grid: Sequence[Any] | Callable[[Mapping[str, Any]], Sequence[Any]] | None = None,
     cache: CompileCache | None = None,
 ) -> Bundle:
     """Compile a Triton kernel for every arch and specialization and return the artifacts as a bundle.
@@ -123,16 +128,27 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     ``device_args``: parameters the launcher fills from the launch device instead of the caller, by role
     (``{"NUM_SMS": "sm_count"}``; roles: ``sm_count``, ``max_dynamic_smem``, ``max_active_clusters:<cluster size>``).
     ``grid``: three grid formulas (:func:`kernelpack.artifact.evaluate_grid`) over integer runtime parameters, the
-    device-derived ones included (``(("arg", "NUM_SMS", None), 1, 1)``): the grid of a launch that gives none.
+    device-derived ones included (``(("arg", "NUM_SMS", None), 1, 1)``): the grid of a launch that gives none; or a
+    function of a specialization's constexprs returning them, as Triton's ``grid=lambda META: ...`` (each config of
+    an autotuned kernel then computes its own grid: ``lambda m: ((("mul", ("ceil_div", ("arg", "M", None),
+    m["BLOCK_M"]), ("ceil_div", ("arg", "N", None), m["BLOCK_N"]))), 1, 1)``).
+    An ``@triton.autotune`` kernel given no ``specializations`` compiles every config as a specialization of one
+    family (variants ``c0``, ``c1``...; :func:`autotune_specializations`); ``kernelpack tune`` then picks one per
+    problem shape ahead of time (kernelpack.tuning).
     """
     import triton  # type: ignore[import-untyped]
 
     jit = _unwrap(fn)
     kname = name or jit.__name__
+    auto = autotune_specializations(fn) if specializations is None else None
+    if auto:  # an @triton.autotune kernel: every config, a specialization of one family
+        specializations = auto
     base_div: Sequence[str] = ()
     if example_args is not None:
-        signature, constexprs, base_div = _from_example(signature_from_args(jit, example_args, constexprs=constexprs),
-                                                        signature, constexprs)
+        # the binder needs every constexpr: an autotuned kernel's first config stands in (each config sets its own)
+        derive = {**(auto[0].constexprs if auto else {}), **(constexprs or {})}
+        signature, constexprs, base_div = _from_example(signature_from_args(jit, example_args, constexprs=derive),
+                                                        signature, derive)
     elif signature is None:
         raise CompileError(f"kernel {kname}: give a signature or example_args")
     base_consts = dict(constexprs or {})
@@ -150,7 +166,8 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
                 "num_ctas": spec.num_ctas or num_ctas, "enable_fp_fusion": True, **(options or {})}
         label = f"{kname}[{variant}]" if variant else kname
         outs = {a: _compile_cached(jit, args, consts, divs, opts, a, label, cache) for a in archs}
-        per = [(a, *_abi_and_launch(label, args, divs, outs[a], opts["num_warps"], device_args or {}, grid))
+        spec_grid = grid(consts) if callable(grid) else grid
+        per = [(a, *_abi_and_launch(label, args, divs, outs[a], opts["num_warps"], device_args or {}, spec_grid))
                for a in archs]
         abi, launch, per_arch = split_per_arch(per)
         bins = tuple(Binary(a, outs[a].cubin, "ptx" if a.virtual else "cubin") for a in archs)
@@ -159,7 +176,7 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
                                 _provenance_options(opts, consts, divs), source_sha)
         try:
             artifacts.append(KernelArtifact(kname, outs[archs[0]].meta["name"], abi, bins, launch, provenance, variant,
-                                            per_arch, spec.requires))
+                                            per_arch, spec.requires, spec.ranges))
         except KernelpackError as e:
             raise CompileError(e.message) from None
     return Bundle(tuple(artifacts))
@@ -178,6 +195,33 @@ def _from_example(derived: DerivedSignature, signature: Mapping[str, str] | Sequ
     types = {k: v for k, v in types.items() if k not in consts}
     divs = tuple(n for n in derived.divisibility if n in types and _hintable(types[n]))
     return types, consts, divs
+
+
+def autotune_specializations(fn: Any) -> list[Specialization] | None:
+    """One specialization per config of an ``@triton.autotune`` kernel (variants ``c0``, ``c1``... in config
+    order: its constexprs, num_warps, num_stages, num_ctas); None for a kernel that is not autotuned. Tune them
+    ahead of time with ``kernelpack tune`` (kernelpack.tuning)."""
+    configs = getattr(fn, "configs", None)
+    if not isinstance(fn, _autotuner_types()) or not configs:
+        return None
+    out = []
+    for i, c in enumerate(configs):
+        out.append(Specialization(constexprs=dict(c.kwargs), num_warps=c.num_warps, num_stages=c.num_stages,
+                                  num_ctas=getattr(c, "num_ctas", None) or None, variant=f"c{i}"))
+    return out
+
+
+def autotune_key(fn: Any) -> list[str]:
+    """The arguments an ``@triton.autotune`` kernel re-tunes on (its ``key``): what ``kernelpack tune`` varies."""
+    return list(getattr(fn, "keys", None) or [])
+
+
+def _autotuner_types() -> tuple[type, ...]:
+    try:
+        from triton.runtime.autotuner import Autotuner  # type: ignore[import-untyped]
+    except ImportError:
+        return ()
+    return (Autotuner,)
 
 
 def _unwrap(fn: Any) -> Any:

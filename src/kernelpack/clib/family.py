@@ -5,7 +5,7 @@ decides consistency, constraints and order; this module only spells them).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..abi import DType, Opaque, Pointer, Scalar, Struct, TensorSpec
@@ -62,7 +62,7 @@ class Spec:
     index: int  # position in the library's spec table
     artifact: KernelArtifact
     constraints: tuple[Constraint, ...]
-    specificity: tuple[int, float]  # the launch model's dispatch key
+    specificity: model.Specificity  # the launch model's dispatch key
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,38 @@ def _render(c: model.Constraint, fa: FamilyArg, index: int) -> tuple[Constraint,
         return Constraint(f"{v}_dtype == {dtype_enum(c.dtype)}", f"{name}: {c.dtype.value if c.dtype else 'any'}"), []
     if c.kind == "align":
         return Constraint(f"(uintptr_t){v} % {c.value}u == 0", f"{name} {c.value}-byte aligned"), []
+    if c.kind == "range":
+        return _range(c, fa), []
     return Constraint(f"{v} % {c.value} == 0", f"{name} % {c.value} == 0"), []
+
+
+def _range(c: model.Constraint, fa: FamilyArg) -> Constraint:
+    """``lo <= x && x <= hi`` for an integer argument or a kp_tensor's extent (runs after the argument's other
+    constraints: a tensor's rank is checked first); a side at the limit of the type is left out (-Wtype-limits)."""
+    v = fa.cname
+    if c.value < 0:
+        assert isinstance(fa.type, Scalar)
+        tmin, tmax = INT_RANGE[fa.type.dtype]
+        unsigned = tmin == 0
+        x = v
+    else:
+        tmin, tmax, unsigned = -(2**63), 2**63 - 1, False
+        x = f"{v}->shape[{c.value}]"
+
+    def lit(n: int) -> str:
+        if unsigned:
+            return f"UINT64_C({n})"
+        return "INT64_MIN" if n == -(2**63) else f"INT64_C({n})"
+
+    sides = []
+    if c.lo == c.hi:
+        sides.append(f"{x} == {lit(c.lo)}")
+    else:
+        if c.lo > tmin:
+            sides.append(f"{x} >= {lit(c.lo)}")
+        if c.hi < tmax:
+            sides.append(f"{x} <= {lit(c.hi)}")
+    return Constraint(" && ".join(sides) or "1", c.range_text())
 
 
 def build_families(arts_by_name: dict[str, tuple[KernelArtifact, ...]], index_of: dict[int, int],
@@ -152,9 +183,11 @@ def build_families(arts_by_name: dict[str, tuple[KernelArtifact, ...]], index_of
     return families, decls
 
 
-def typed_constraint_checks(caller: tuple[CallerArg, ...]) -> list[tuple[str, str, str]]:
+def typed_constraint_checks(caller: tuple[CallerArg, ...], ranges: Mapping[str, tuple[tuple[int, int, int], ...]]
+                            | None = None) -> list[tuple[str, str, str]]:
     """(C condition that must hold, message format, format arguments or "") for a typed wrapper's arguments: what
-    it can check without a kp_tensor (descriptor arguments are checked when they are encoded)."""
+    it can check without a kp_tensor (descriptor arguments are checked when they are encoded). ``ranges``: the
+    specialization's range constraints by argument name (``Slot.ranges``); those on integer values are checked."""
     out = []
     for i, p in enumerate(caller):
         if isinstance(p, DescArg):
@@ -173,6 +206,14 @@ def typed_constraint_checks(caller: tuple[CallerArg, ...]) -> list[tuple[str, st
         elif d > 1 and isinstance(t, Scalar) and t.dtype.is_integer:
             out.append((f"{v} % {d} == 0", f"parameter {i} '{p.name}': must be a multiple of {d}, got %lld",
                         f"(long long){v}"))
+        if isinstance(t, Scalar) and t.dtype.is_integer:
+            for mode, lo, hi in (ranges or {}).get(p.name, ()):
+                if mode < 0:
+                    fa = FamilyArg(p.name, "value", t)
+                    c = _range(model.Constraint(i, "range", -1, lo=lo, hi=hi, name=p.name), fa)
+                    fmt = "%llu" if INT_RANGE[t.dtype][0] == 0 else "%lld"
+                    cast = "(unsigned long long)" if fmt == "%llu" else "(long long)"
+                    out.append((c.expr, f"parameter {i} '{p.name}': must satisfy {c.text}, got {fmt}", f"{cast}{v}"))
     return out
 
 

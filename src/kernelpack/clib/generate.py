@@ -191,7 +191,8 @@ static const kp_bin_launch kp_launches[KP_NBIN] = {{
         checks = "".join(
             f"    if (KP_UNLIKELY(!({cond})))\n        return kp_fail(KP_ERROR_INVALID_ARGUMENT, "
             f"{_cstr(f'{fn}: kernel {a.label}: ' + msg)}{', ' + arg if arg else ''});\n"
-            for cond, msg, arg in typed_constraint_checks(self.plan(a).args))
+            for cond, msg, arg in typed_constraint_checks(self.plan(a).args,
+                                                          {x.name: x.ranges for x in self.plan(a).model.args}))
         return (f"{self.lib.upper()}_API {self.typed_signature(a)} {{\n{checks}    kp_ctx kp_c;\n"
                 f"    kp_status kp_s = kp_enter(\"{fn}\", {LAUNCH}, &kp_c);\n"
                 f"    if (KP_UNLIKELY(kp_s != KP_SUCCESS)) return kp_s;\n{self.plan(a).body(index, '    ', {})}}}\n")

@@ -44,7 +44,7 @@ class Layout:
 
     def __init__(self, art: KernelArtifact, abi: Abi, launch: LaunchSpec, first_desc: int) -> None:
         self.art, self.abi, self.launch = art, abi, launch
-        self.model = LaunchPlan.of(abi, launch)
+        self.model = LaunchPlan.of(abi, launch, art.range_rules)
         self.descs = [DescArg(s.arg, s, first_desc + i) for i, s in enumerate(launch.tensor_descs)]
         self.filled: dict[str, str] = {}  # kernel param -> C lvalue the descriptor fill writes
         for k, d in enumerate(self.descs):

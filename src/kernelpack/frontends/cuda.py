@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..deps import cuda_includes, file_stamp
 from . import fields as fl
@@ -30,7 +30,8 @@ class Cuda(Entry):
     rules: ClassVar[Mapping[str, fl.Check]] = {
         "source": fl.PATH, "kernels": KERNELS, "options": fl.STRINGS, "defines": DEFINES, "include_dirs": fl.PATHS,
         "maxrregcount": fl.optional(fl.POSITIVE), "lineinfo": fl.BOOL, "signatures": fl.optional(fl.STRING_TABLE),
-        "compiler": fl.optional(fl.one_of("nvrtc", "nvcc")), "pdl": LAUNCH_FLAG, "cooperative": LAUNCH_FLAG}
+        "compiler": fl.optional(fl.one_of("nvrtc", "nvcc")), "pdl": LAUNCH_FLAG, "cooperative": LAUNCH_FLAG,
+        "ranges": fl.TABLE}
     source: str | os.PathLike[str] = ""
     kernels: Sequence[str] | Mapping[str, str] = ()
     _: KW_ONLY
@@ -43,6 +44,7 @@ class Cuda(Entry):
     compiler: str | None = None
     pdl: bool | Sequence[str] = False  # launch flags: true (every kernel) or a list of kernel names
     cooperative: bool | Sequence[str] = False
+    ranges: Mapping[str, Any] = field(default_factory=dict)  # kernel label -> range constraints
 
 
 class CudaFrontend(Frontend[Cuda]):
@@ -83,7 +85,8 @@ class CudaFrontend(Frontend[Cuda]):
                               maxrregcount=entry.maxrregcount, lineinfo=entry.lineinfo, signatures=entry.signatures,
                               pdl=entry.pdl if isinstance(entry.pdl, bool) else list(entry.pdl),
                               cooperative=entry.cooperative if isinstance(entry.cooperative, bool) else list(
-                                  entry.cooperative), compiler=entry.compiler, cache=step.cache)
+                                  entry.cooperative), compiler=entry.compiler, cache=step.cache,
+                              ranges=dict(entry.ranges) or None)
         return Output("bundle", bundle.to_bytes())
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import os
@@ -28,6 +29,50 @@ def rel(root: Path, p: str | os.PathLike[str]) -> Path:
     return (q if q.is_absolute() else root / q).resolve()
 
 
+CODE_ROOTS: dict[str, str] = {}  # a directory -> the one its modules' code names as theirs (see rename_code)
+
+
+def rename_code(root: str, origin: str) -> None:
+    """Modules under ``root`` are compiled as if they were under ``origin``: a Ray worker runs a build step on a
+    copy of the project, and compilers that record a kernel's source path (Triton's line info, from ``co_filename``)
+    must write the bytes a local build writes."""
+    CODE_ROOTS.clear()  # one project copy at a time per worker
+    if root != origin:
+        CODE_ROOTS[root] = origin
+        if _RenamingFinder not in sys.meta_path:
+            sys.meta_path.insert(0, _RenamingFinder)  # type: ignore[arg-type]
+
+
+def code_path(path: str) -> str:
+    for root, origin in CODE_ROOTS.items():
+        if path.startswith(root + os.sep):
+            return origin + path[len(root):]
+    return path
+
+
+class _RenamedSource(importlib.machinery.SourceFileLoader):
+    """Compiles the module's source under its ``code_path`` (never from bytecode: a .pyc's path is rewritten)."""
+
+    def get_code(self, fullname: str) -> Any:
+        path = self.get_filename(fullname)
+        return compile(self.get_data(path), code_path(path), "exec", dont_inherit=True)
+
+
+class _RenamingFinder:
+    """Plain imports of modules under a renamed root (a kernel module's siblings) get the renaming loader too."""
+
+    @classmethod
+    def find_spec(cls, name: str, path: Any = None, target: Any = None) -> Any:
+        if not CODE_ROOTS:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+        if spec is None or not spec.origin or code_path(spec.origin) == spec.origin \
+                or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+            return None
+        spec.loader = _RenamedSource(name, spec.origin)
+        return spec
+
+
 def import_file(path: Path) -> Any:
     """Import a Python file once per process under a stable name (its directory goes on sys.path so siblings
     import); CuTe and Triton need kernels to live in real files, which these are."""
@@ -41,7 +86,9 @@ def import_file(path: Path) -> Any:
         return sys.modules[name]  # (a changed file is executed again: long-lived processes build the new code)
     if str(path.parent) not in sys.path:
         sys.path.insert(0, str(path.parent))
-    spec = importlib.util.spec_from_file_location(name, path)
+    renamed = code_path(str(path)) != str(path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=_RenamedSource(name, str(path)) if renamed
+                                                  else None)
     if spec is None or spec.loader is None:
         raise ProjectError(f"cannot import {path}")
     mod = importlib.util.module_from_spec(spec)

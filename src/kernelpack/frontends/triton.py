@@ -6,7 +6,7 @@ and ``constexprs`` then override what was derived."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -32,7 +32,8 @@ class Triton(Entry):
     rules: ClassVar[Mapping[str, fl.Check]] = {
         "kernel": fl.REF, "signature": SIGNATURE, "example_args": EXAMPLE_ARGS, "name": fl.NAME,
         "constexprs": fl.TABLE, "num_warps": fl.POSITIVE, "num_stages": fl.POSITIVE, "num_ctas": fl.POSITIVE,
-        "specializations": fl.TABLES, "options": fl.TABLE, "device_args": fl.STRING_TABLE, "grid": GRID}
+        "specializations": fl.TABLES, "options": fl.TABLE, "device_args": fl.STRING_TABLE, "grid": GRID,
+        "autotune": fl.BOOL}
     kernel: Any = None  # "file.py:attr" | "module:attr" | the @triton.jit function
     signature: Mapping[str, str] | Sequence[str] = field(default_factory=dict)
     _: KW_ONLY
@@ -46,6 +47,7 @@ class Triton(Entry):
     options: Mapping[str, Any] = field(default_factory=dict)
     device_args: Mapping[str, str] = field(default_factory=dict)  # param -> role filled from the launch device
     grid: Sequence[Any] | None = None  # three grid formulas (kernelpack.artifact.evaluate_grid)
+    autotune: bool = False  # an @triton.autotune kernel: every config a specialization (kernelpack tune picks)
 
 
 class TritonFrontend(Frontend[Triton]):
@@ -59,6 +61,8 @@ class TritonFrontend(Frontend[Triton]):
         return entry.name or ref_name(entry.kernel)
 
     def variants(self, entry: Triton, root: Path) -> list[str]:
+        if entry.autotune and not entry.specializations:
+            return [str(s.variant) for s in _autotuned(entry, root)]
         specs = list(entry.specializations) or [{}]
         if len(specs) == 1:
             return [str(specs[0].get("variant") or "")]
@@ -82,8 +86,10 @@ class TritonFrontend(Frontend[Triton]):
         from .. import triton as kt
 
         fn = resolve(entry.kernel, step.root, f"triton kernel {entry.kernel!r}")
-        specs = list(entry.specializations) or [{}]
-        spec = {**specs[step.index], "variant": step.variant} if len(specs) > 1 else dict(specs[0])
+        specs: list[Any] = list(entry.specializations) or (_autotuned(entry, step.root) if entry.autotune else [{}])
+        spec = specs[step.index] if len(specs) > 1 else specs[0]
+        spec = replace(spec, variant=step.variant) if isinstance(spec, kt.Specialization) else (
+            {**spec, "variant": step.variant} if len(specs) > 1 else dict(spec))
         example = _example_args(entry, step.root) if entry.example_args is not None else None
         signature = (entry.signature or None) if example is not None else entry.signature
         bundle = kt.compile(fn, signature, arch=list(step.archs), example_args=example,
@@ -92,6 +98,18 @@ class TritonFrontend(Frontend[Triton]):
                             name=entry.name, options=dict(entry.options) or None,
                             device_args=dict(entry.device_args) or None, grid=entry.grid, cache=step.cache)
         return Output("bundle", bundle.to_bytes())
+
+
+def _autotuned(entry: Triton, root: Path) -> list[Any]:
+    """``autotune = true``: the config specializations of the ``@triton.autotune`` kernel, one build step each."""
+    from .. import triton as kt
+
+    fn = resolve(entry.kernel, root, f"triton kernel {entry.kernel!r}")
+    specs = kt.autotune_specializations(fn)
+    if not specs:
+        raise ProjectError(f"triton entry {entry.name or ref_name(entry.kernel)}: autotune = true, but "
+                           f"{entry.kernel!r} is not an @triton.autotune kernel with configs")
+    return list(specs)
 
 
 def _example_args(entry: Triton, root: Path) -> Any:

@@ -86,7 +86,7 @@ def layout_index(art: KernelArtifact, b: Binary) -> int:
 
 def plans(art: KernelArtifact) -> tuple[Plan, ...]:
     """The argument plan of each layout (the first one's caller-visible arguments are every layout's)."""
-    return tuple(Plan.of(abi, ls) for abi, ls in layouts(art))
+    return tuple(Plan.of(abi, ls, art.range_rules) for abi, ls in layouts(art))
 
 
 def _caller_view(s: Slot) -> tuple[object, ...]:

@@ -6,20 +6,27 @@
 * **Constraints** (:func:`constraints`): what an argument must satisfy for a specialization to accept it, as data
   (the C generator renders each as a C expression, the runtime checks them in ``runtime/checks.py``).
 * **Dispatch order** (:func:`specificity`, :func:`dispatch_order`): the most specific specialization first -- how
-  many constraints narrow it, then how much (static tensor modes, log2 of alignment or divisibility) -- then, at
-  run time, the better binary for the device (:mod:`.binaries`), then bundle order.
+  many constraints narrow it (each range constraint counts one), then how much (static tensor modes, log2 of
+  alignment or divisibility), then the narrower ranges (the smaller sum of the range widths) -- then, at run time,
+  the better binary for the device (:mod:`.binaries`), then bundle order.
+* **Ranges** (:func:`check_ranges`; :mod:`.ranges`): among specializations whose other constraints are the same,
+  the range constraints of two must be disjoint or nested (one's box of ranges inside the other's: it is the more
+  specific, and the order above puts it first); two with the same ranges, or with ranges that overlap with
+  neither inside the other, are refused as ambiguous, naming both.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..abi import DType, Pointer
+from ..artifact import KernelArtifact
 from ..errors import KernelpackError
 from ..tma import TensorDescSpec
 from .plan import OP_DESC, OP_PTR, OP_TENSOR, Plan, Slot
+from .ranges import Range
 
 
 @dataclass(frozen=True)
@@ -40,7 +47,8 @@ class Constraint:
     ``kind``: ``dtype`` (a varying pointer's element type is ``value``), ``align`` (the pointer or tensor data is a
     multiple of ``value`` bytes), ``divisible`` (the integer is a multiple of ``value``), ``tensor`` (dtype, rank,
     static modes, index ranges and alignment of the tensor spec ``tensor``), ``desc`` (a tensor descriptor's dtype
-    and rank pick between specializations)."""
+    and rank pick between specializations), ``range`` (``lo <= x <= hi`` where x is the integer (``value`` -1) or
+    the extent ``value`` of a tensor)."""
 
     arg: int
     kind: str
@@ -48,6 +56,16 @@ class Constraint:
     dtype: DType | None = None
     tensor: Slot | None = None
     desc: TensorDescSpec | None = None
+    lo: int = 0
+    hi: int = 0
+    name: str = ""  # range: the argument's name (messages)
+
+    @property
+    def target(self) -> str:
+        return self.name if self.value < 0 else f"{self.name}.shape[{self.value}]"
+
+    def range_text(self) -> str:
+        return Range(self.name, self.value, self.lo, self.hi).text()
 
     @property
     def weight(self) -> float:
@@ -98,7 +116,10 @@ def family_args(name: str, specs: Sequence[tuple[str, Plan]]) -> tuple[FamilyArg
             raise KernelpackError(f"kernel family {name}: argument {i} '{s0.name}' has different types across "
                                   f"specializations ({kinds}); only pointer element types and tensor descriptors "
                                   f"may vary within a family")
-    return tuple(out)
+    args = tuple(out)
+    if any(s.ranges for _, plan in specs for s in plan.args):
+        check_ranges(name, [(label, constraints(args, plan)) for label, plan in specs])
+    return args
 
 
 def constraints(args: Sequence[FamilyArg], plan: Plan) -> tuple[Constraint, ...]:
@@ -118,16 +139,89 @@ def constraints(args: Sequence[FamilyArg], plan: Plan) -> tuple[Constraint, ...]
             out.append(Constraint(i, "align", s.align))
         if s.divisor > 1:
             out.append(Constraint(i, "divisible", s.divisor))
+    for i, s in enumerate(plan.args):
+        out += [Constraint(i, "range", mode, lo=lo, hi=hi, name=s.name) for mode, lo, hi in s.ranges]
     return tuple(out)
 
 
-def specificity(cons: Sequence[Constraint]) -> tuple[int, float]:
-    """(how many constraints narrow, how much in all): the dispatch order's key, most specific first."""
+Specificity = tuple[int, float, int]
+
+
+def specificity(cons: Sequence[Constraint]) -> Specificity:
+    """(how many constraints narrow, how much the others than ranges do, minus the sum of the range widths): the
+    dispatch order's key, most specific (the greatest) first."""
     narrowing = [c.weight for c in cons if c.weight > 0]
-    return len(narrowing), sum(narrowing)
+    ranges = [c for c in cons if c.kind == "range"]
+    return len(narrowing) + len(ranges), sum(narrowing), -sum(c.hi - c.lo + 1 for c in ranges)
 
 
-def plan_specificity(plan: Plan) -> tuple[int, float]:
+def order_key(key: Specificity) -> tuple[int, float, int]:
+    """The ascending sort key of a specificity (most specific first)."""
+    return -key[0], -key[1], -key[2]
+
+
+def check_ranges(name: str, specs: Sequence[tuple[str, Sequence[Constraint]]]) -> None:
+    """KernelpackError naming both specializations where two of family ``name`` (``(label, constraints)``) have
+    the same other constraints and range constraints that are the same, or that overlap with neither's box inside
+    the other's: no order makes one of them the more specific for every call both accept."""
+    groups: dict[tuple[object, ...], list[tuple[str, dict[tuple[int, int], tuple[int, int]], str]]] = {}
+    for label, cons in specs:
+        box = {(c.arg, c.value): (c.lo, c.hi) for c in cons if c.kind == "range"}
+        text = ", ".join(c.range_text() for c in cons if c.kind == "range") or "no range constraints"
+        groups.setdefault(_base_key(cons), []).append((label, box, text))
+    for members in groups.values():
+        if not any(box for _, box, _ in members):
+            continue
+        for i, (la, a, ta) in enumerate(members):
+            for lb, b, tb in members[i + 1:]:
+                if not a and not b:  # neither has ranges: a tie as without ranges (device fit, bundle order)
+                    continue
+                if a == b:
+                    raise KernelpackError(f"kernel family {name}: specializations {la} and {lb} have the same range "
+                                          f"constraints ({ta}) and otherwise the same constraints; dispatch cannot "
+                                          f"choose between them (give one other ranges, or remove one)")
+                if _overlap(a, b) and not (_inside(a, b) or _inside(b, a)):
+                    raise KernelpackError(f"kernel family {name}: the ranges of specializations {la} ({ta}) and {lb} "
+                                          f"({tb}) overlap and neither lies inside the other, so neither is the more "
+                                          f"specific where both fit; make them disjoint or nested")
+
+
+def _base_key(cons: Sequence[Constraint]) -> tuple[object, ...]:
+    out: list[object] = []
+    for c in cons:
+        if c.kind == "range":
+            continue
+        tensor = None
+        if c.tensor is not None and c.tensor.tensor is not None:
+            tensor = (repr(c.tensor.tensor.spec), c.tensor.align)
+        out.append((c.arg, c.kind, c.value, c.dtype, tensor, repr(c.desc) if c.desc is not None else None))
+    return tuple(out)
+
+
+Box = dict[tuple[int, int], tuple[int, int]]
+
+
+def _overlap(a: Box, b: Box) -> bool:
+    """Some call fits both boxes (a target one leaves open is unbounded)."""
+    for key in a.keys() & b.keys():
+        (alo, ahi), (blo, bhi) = a[key], b[key]
+        if max(alo, blo) > min(ahi, bhi):
+            return False
+    return True
+
+
+def _inside(a: Box, b: Box) -> bool:
+    """Every call fitting box ``a`` fits box ``b``."""
+    for key, (blo, bhi) in b.items():
+        if key not in a:
+            return False
+        alo, ahi = a[key]
+        if alo < blo or ahi > bhi:
+            return False
+    return True
+
+
+def plan_specificity(plan: Plan) -> Specificity:
     """The specificity of one specialization on its own (its constraints as the only member of a family)."""
     return specificity(constraints(_args_of(plan), plan))
 
@@ -136,6 +230,16 @@ def _args_of(plan: Plan) -> tuple[FamilyArg, ...]:
     return tuple(FamilyArg(s.name, "value", s) for s in plan.args)
 
 
-def dispatch_order(keys: Sequence[tuple[int, float]]) -> list[int]:
+def dispatch_order(keys: Sequence[Specificity]) -> list[int]:
     """Indices of the specializations (their specificity keys in bundle order) in dispatch order."""
-    return sorted(range(len(keys)), key=lambda i: (-keys[i][0], -keys[i][1], i))
+    return sorted(range(len(keys)), key=lambda i: (*order_key(keys[i]), i))
+
+
+def check_families(families: Mapping[str, Sequence[KernelArtifact]]) -> None:
+    """KernelpackError where a family with range constraints (``Bundle.families()``) is not one family or has
+    ambiguous ranges: what the C generator and the runtime would refuse, found when a bundle is built."""
+    from .facts import plans
+
+    for name, arts in families.items():
+        if any(a.range_rules for a in arts):
+            family_args(name, [(a.label, plans(a)[0]) for a in arts])

@@ -13,13 +13,15 @@ them without looking at the ABI again. The op and grid-step codes are in ``csrc/
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec, device_role
 from ..artifact import GRID_OPS, GridExpr, LaunchSpec
 from ..tma import TensorDescSpec
-from .codes import DTYPE_CODE, INT_RANGE  # noqa: F401 - INT_RANGE: the ranges every plan check uses
+from .codes import DTYPE_CODE, INT64_RANGE, INT_RANGE  # noqa: F401 - INT_RANGE: the ranges every plan check uses
+from .ranges import Range
 
 KP_DYN = -(2**63)  # a mode passed at run time (C plans; KP_DYN in kp_model.h)
 
@@ -68,6 +70,9 @@ class Slot:
     tensor: TensorFields | None = None
     desc: TensorDescSpec | None = None  # OP_DESC / OP_DESC_FIELD: the descriptor, and this param's place in it
     desc_pos: int = 0
+    # range constraints (kernelpack.launch.ranges), each (mode, lo, hi): mode -1 bounds an integer argument's value,
+    # mode k a tensor's extent k (one the argument's type holds whole is left out)
+    ranges: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def name(self) -> str:
@@ -126,9 +131,20 @@ class Plan:
     nargs: int  # caller-visible arguments
 
     @classmethod
-    def of(cls, abi: Abi, launch: LaunchSpec | None = None) -> Plan:
+    def of(cls, abi: Abi, launch: LaunchSpec | None = None, ranges: Sequence[Range] = ()) -> Plan:
         """``launch``: the artifact's LaunchSpec; a tensor descriptor turns the params it fills into one argument
-        (at the place of its first param), a scratch size makes that hidden param an allocated buffer."""
+        (at the place of its first param), a scratch size makes that hidden param an allocated buffer. ``ranges``:
+        the artifact's range constraints (kernelpack.launch.ranges; checked against the arguments by
+        ``ranges.check`` when the artifact is made), attached to the slots of the arguments they name."""
+        plan = cls._of(abi, launch)
+        if not ranges:
+            return plan
+        slots = tuple(replace(s, ranges=slot_ranges(s, ranges)) if s.arg >= 0 and s.op != OP_DESC_FIELD else s
+                      for s in plan.slots)
+        return cls(slots, plan.nbytes, plan.nargs)
+
+    @classmethod
+    def _of(cls, abi: Abi, launch: LaunchSpec | None = None) -> Plan:
         ls = launch or LaunchSpec()
         descs = {n: (d, i) for d in ls.tensor_descs for i, n in enumerate(d.params)}
         offsets = abi.offsets(0)
@@ -181,8 +197,38 @@ class Plan:
             op = s.op if s.op < OP_SCRATCH or s.op == OP_DEVICE else -1  # others: such launches take Python
             arg = self.device_slots.index(s) if s.op == OP_DEVICE else s.arg  # device: which entry value
             out.append((op, arg, s.offset, s.size, DTYPE_CODE.get(s.dtype, 0) if s.dtype else 0, s.align,
-                        s.divisor, tensor))
+                        s.divisor, tensor, s.ranges))
         return tuple(out)
+
+
+def value_range(s: Slot, mode: int) -> tuple[int, int] | None:
+    """What argument slot ``s`` can hold at ``mode`` (-1: its integer value, k: extent k of a tensor), as int64
+    bounds; None where it has no such integer (a pointer, a float, a mode beyond the rank)."""
+    if mode < 0:
+        if s.op == OP_SCALAR and s.dtype is not None and s.dtype.is_integer:
+            return INT64_RANGE[s.dtype]
+        return None
+    if s.tensor is not None and mode < s.tensor.spec.rank:
+        lo, hi = INT64_RANGE[s.tensor.spec.shape_dtype]
+        static = s.tensor.spec.shape[mode]
+        return (static, static) if static is not None else (max(lo, 0), hi)
+    if s.op == OP_DESC and s.desc is not None and mode < s.desc.rank:
+        return (0, INT64_RANGE[DType.i64][1])
+    return None
+
+
+def slot_ranges(s: Slot, ranges: Sequence[Range]) -> tuple[tuple[int, int, int], ...]:
+    """The rows of ``ranges`` naming slot ``s`` that narrow what it can hold (a mode it cannot hold: left out;
+    ``ranges.check`` refuses those when the artifact is made)."""
+    out = []
+    for r in ranges:
+        if r.arg != s.name:
+            continue
+        have = value_range(s, r.mode)
+        if have is not None:
+            if (max(r.lo, have[0]), min(r.hi, have[1])) != have:  # a range the type holds anyway constrains nothing
+                out.append((r.mode, r.lo, r.hi))
+    return tuple(out)
 
 
 # grid program steps (_launch.c kp_gop): push a constant, push a packed integer, or an operator of GRID_OPS

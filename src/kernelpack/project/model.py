@@ -72,10 +72,12 @@ else:  # pragma: no cover - Python 3.10
 
 OUTPUTS = ("library", "bundle")
 LIBRARY: dict[str, fl.Check] = {"name": fl.STRING, "archs": fl.ARCHS, "out": fl.PATH, "outputs": fl.STRINGS,
-                                "version": fl.STRING, "cflags": fl.STRINGS, "include": fl.STRINGS}
+                                "version": fl.STRING, "cflags": fl.STRINGS, "include": fl.STRINGS, "tuning": fl.PATH}
+EXECUTORS = ("local", "ray")  # [build] executor / kernelpack build --executor
+BUILD: dict[str, fl.Check] = {"executor": fl.STRING, "address": fl.STRING}
 PYPROJECT = "pyproject.toml"  # a project when it has a [tool.kernelpack] table
-__all__ = ["Entry", "LibrarySpec", "Project", "ProjectError", "declared_library", "entry_problem", "find_project",
-           "load_project"]
+__all__ = ["BuildSpec", "Entry", "LibrarySpec", "Project", "ProjectError", "declared_library", "entry_problem",
+           "find_project", "load_project"]
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class LibrarySpec:
     outputs: tuple[str, ...] = OUTPUTS
     version: str = "1.0.0"
     cflags: tuple[str, ...] = ()
+    tuning: Path | None = None  # a kernelpack tune file (kernelpack.tuning), relative to the project
 
     def __post_init__(self) -> None:
         try:
@@ -101,6 +104,25 @@ class LibrarySpec:
 
 
 @dataclass(frozen=True)
+class BuildSpec:
+    """The ``[build]`` table: where the compile steps run (``--executor``/``--address`` override it)."""
+
+    executor: str = "local"  # "local": worker processes on this machine; "ray": Ray tasks
+    address: str | None = None  # a Ray cluster to connect to (executor "ray"); None: start a local one
+
+    def __post_init__(self) -> None:
+        check_executor(self.executor, "[build] executor")
+        if self.address is not None and self.executor != "ray":
+            raise ProjectError(f"[build] address: given {self.address!r} with executor {self.executor!r}; an "
+                               f"address is only for executor \"ray\"")
+
+
+def check_executor(executor: str, where: str) -> None:
+    if executor not in EXECUTORS:
+        raise ProjectError(f"{where}: expected one of {list(EXECUTORS)}, given {executor!r}")
+
+
+@dataclass(frozen=True)
 class Project:
     """A loaded project: where it lives, the library, the entries (TOML entries first, then included modules')."""
 
@@ -109,6 +131,7 @@ class Project:
     entries: tuple[Entry, ...]
     includes: tuple[Path, ...] = ()  # Python modules whose KERNELS were appended
     n_static: int = 0  # entries[:n_static] come from the TOML file, the rest from the included modules
+    build: BuildSpec = BuildSpec()
 
     @property
     def root(self) -> Path:
@@ -209,9 +232,9 @@ def load_project(where: str | os.PathLike[str] | None = None, *, import_includes
         includes = [path]
     else:
         raw = _read_project_toml(path)
-        unknown = sorted(set(raw) - {"library", *FRONTENDS})
+        unknown = sorted(set(raw) - {"library", "build", *FRONTENDS})
         if unknown:
-            raise ProjectError(f"{path}: unknown table(s) {unknown}; expected [library], "
+            raise ProjectError(f"{path}: unknown table(s) {unknown}; expected [library], [build], "
                                + ", ".join(f"[[{f}]]" for f in FRONTENDS))
         _check_layout(raw, path)
         includes = [rel(path.parent, p) for p in raw.get("library", {}).get("include", [])]
@@ -238,7 +261,8 @@ def load_project(where: str | os.PathLike[str] | None = None, *, import_includes
         if lib_table is None:
             raise ProjectError(f"{path}: define LIBRARY = {{'name': ..., 'archs': [...]}} (a literal dict)")
     n_static = sum(len(raw.get(fe, [])) for fe in FRONTENDS)
-    return Project(path, _library(lib_table, path), tuple(entries), tuple(includes), n_static)
+    return Project(path, _library(lib_table, path), tuple(entries), tuple(includes), n_static,
+                   _build_spec(raw.get("build", {}), path))
 
 
 def _check_layout(raw: dict[str, Any], path: Path) -> None:
@@ -287,7 +311,24 @@ def _library(table: Any, path: Path) -> LibrarySpec:
     try:
         return LibrarySpec(table["name"], tuple(table.get("archs", ())), Path(table.get("out", "build")),
                            tuple(table.get("outputs", OUTPUTS)), table.get("version", "1.0.0"),
-                           tuple(table.get("cflags", ())))
+                           tuple(table.get("cflags", ())),
+                           Path(table["tuning"]) if table.get("tuning") else None)
+    except ProjectError as e:
+        raise ProjectError(f"{path.name}: {e.message}") from None
+
+
+def _build_spec(table: Any, path: Path) -> BuildSpec:
+    if not isinstance(table, Mapping):
+        raise ProjectError(f"{path.name}: build must be a table ([build] with keys under it), got {fl.given(table)}")
+    unknown = sorted(set(table) - set(BUILD))
+    if unknown:
+        raise ProjectError(f"{path}: [build]: unknown key(s) {unknown}; expected some of {sorted(BUILD)}")
+    for key, value in table.items():
+        problem = fl.check(key, value, BUILD[key])
+        if problem:
+            raise ProjectError(f"{path.name}: [build] {problem}")
+    try:
+        return BuildSpec(table.get("executor", "ray" if "address" in table else "local"), table.get("address"))
     except ProjectError as e:
         raise ProjectError(f"{path.name}: {e.message}") from None
 

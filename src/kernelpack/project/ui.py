@@ -55,7 +55,8 @@ class Display(Events):
 
 
 def run_build(project: str | None, *, jobs: int | None, force: bool, quiet: bool, as_json: bool,
-              out: str | None = None, console: Any | None = None) -> int:
+              out: str | None = None, console: Any | None = None, tuning: str | None = None,
+              executor: str | None = None, address: str | None = None) -> int:
     """The ``kernelpack build`` command (project form); returns the exit status."""
     import json
 
@@ -65,9 +66,10 @@ def run_build(project: str | None, *, jobs: int | None, force: bool, quiet: bool
         console = Console(stderr=as_json, quiet=quiet)
         if not console.is_terminal:
             console = Console(stderr=as_json, quiet=quiet, width=max(console.width, 160))
-    workers = jobs or os.cpu_count() or 1
+    workers = jobs  # None: the CPU count (local), the cluster's CPUs (Ray)
     with Display(console) as display:  # errors (BuildFailed included) go to the CLI: stderr, even with -q
-        report = build(project, jobs=workers, force=force, out=out, events=display)
+        report = build(project, jobs=workers, force=force, out=out, events=display, tuning=tuning,
+                       executor=executor, address=address)
     if as_json:
         print(json.dumps(report.to_json(), indent=1, sort_keys=True))
         return 0

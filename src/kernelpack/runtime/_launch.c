@@ -98,7 +98,20 @@ typedef struct {
     int64_t divisor;
     int64_t shape[KP_MAX_RANK], stride[KP_MAX_RANK];
     int32_t shape_off[KP_MAX_RANK], stride_off[KP_MAX_RANK];
+    /* range constraints (kernelpack.launch.ranges): lo <= x <= hi, x the integer (mode -1) or extent `mode` */
+    int8_t nranges;
+    int8_t rmode[KP_MAX_RANK + 1];
+    int64_t rlo[KP_MAX_RANK + 1], rhi[KP_MAX_RANK + 1];
 } kp_slot;
+
+/* Do the value (mode -1) or the extents of an argument meet slot s's range constraints? */
+static int ranges_ok(const kp_slot* s, int64_t value, const int64_t* shape) {
+    for (int k = 0; k < s->nranges; k++) {
+        int64_t x = s->rmode[k] < 0 ? value : shape[s->rmode[k]];
+        if (x < s->rlo[k] || x > s->rhi[k]) return 0;
+    }
+    return 1;
+}
 
 /* One step of a grid formula (LaunchSpec.grid) in postfix order: push a constant, push an integer read from the
  * packed parameters (offset, dtype), or combine the top two values. */
@@ -283,11 +296,13 @@ static KP_INLINE int fit_slot(const kp_slot* s, const kp_arg* a, PyObject* obj, 
         }
         if (a->kind == A_INT) {
             if (!int_range_ok(s->dtype, a->i) || (s->divisor > 1 && a->i % s->divisor)) return 0;
+            if (s->nranges && !ranges_ok(s, a->i, NULL)) return 0;
             store_int(p, s->dtype, (uint64_t)a->i);
             return 1;
         }
         if (a->kind == A_UINT && s->dtype == KP_DT_U64) {
             if (s->divisor > 1 && a->u % (uint64_t)s->divisor) return 0;
+            if (s->nranges) return 0; /* above INT64_MAX: beyond every range's upper bound */
             memcpy(p, &a->u, 8);
             return 1;
         }
@@ -311,6 +326,7 @@ static KP_INLINE int fit_slot(const kp_slot* s, const kp_arg* a, PyObject* obj, 
                 store_int(p + s->stride_off[i], s->stride_dt, (uint64_t)st);
             }
         }
+        if (s->nranges && !ranges_ok(s, 0, a->v.shape)) return 0;
         return 1;
     }
     case KP_OP_BYTES: {
@@ -771,9 +787,28 @@ static int get_i64s(PyObject* t, int64_t* out, int n, const char* what) {
 
 static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
     long long op, arg, offset, size, dtype, align, divisor;
-    PyObject* tensor;
-    if (!PyArg_ParseTuple(t, "LLLLLLLO", &op, &arg, &offset, &size, &dtype, &align, &divisor, &tensor)) return -1;
+    PyObject *tensor, *ranges;
+    if (!PyArg_ParseTuple(t, "LLLLLLLOO", &op, &arg, &offset, &size, &dtype, &align, &divisor, &tensor, &ranges))
+        return -1;
     memset(s, 0, sizeof *s);
+    if (!PyTuple_Check(ranges)) {
+        PyErr_SetString(PyExc_TypeError, "plan slot: ranges must be a tuple");
+        return -1;
+    }
+    Py_ssize_t nr = PyTuple_Size(ranges);
+    if (nr < 0) return -1;
+    if (nr > KP_MAX_RANK + 1) {
+        *ok = 0;
+        nr = 0;
+    }
+    for (Py_ssize_t k = 0; k < nr; k++) {
+        long long mode, lo, hi;
+        PyObject* row = PyTuple_GetItem(ranges, k); /* borrowed */
+        if (row == NULL || !PyArg_ParseTuple(row, "LLL", &mode, &lo, &hi)) return -1;
+        if (mode >= KP_MAX_RANK) *ok = 0;
+        s->rmode[k] = (int8_t)(mode < 0 ? -1 : mode < KP_MAX_RANK ? mode : 0), s->rlo[k] = lo, s->rhi[k] = hi;
+    }
+    s->nranges = (int8_t)nr;
     s->op = (uint8_t)op, s->arg = (int16_t)arg, s->offset = (uint32_t)offset, s->size = (uint32_t)size;
     s->dtype = (int8_t)dtype, s->align = (uint32_t)align, s->divisor = divisor;
     if (offset + size > KP_BUF || op < 0 || (op > KP_OP_BYTES && op != KP_OP_DEVICE))

@@ -15,6 +15,7 @@ from ..artifact import Dim3, LaunchSpec
 from ..errors import KernelpackError, LaunchError
 from ..launch.codes import MAX_PORTABLE_CLUSTER, PDL_MIN_MAJOR, SMEM_DEFAULT_LIMIT  # noqa: F401 - SMEM_DEFAULT_LIMIT re-exported
 from ..launch.plan import INT_RANGE, OP_BYTES, OP_DESC, OP_PTR, OP_SCALAR, OP_TENSOR, Slot
+from ..launch.ranges import Range
 from ..packing import pack_value
 from ..tma import encode_args
 from .adapters import TensorView
@@ -86,6 +87,7 @@ def _desc(kernel: str, s: Slot, value: Any, view: TensorView | None) -> TensorVi
         raise ArgumentValueError(f"{where}: expected a {d.dtype} tensor, got a {view.dtype_name} tensor")
     if len(view.shape) != d.rank:
         raise ArgumentValueError(f"{where}: expected a rank-{d.rank} tensor, got rank {len(view.shape)}")
+    _check_ranges(kernel, s, view.shape, 0)
     try:  # anything else about it is checked when it is encoded, for the chosen specialization
         encode_args(d, view.ptr, view.shape, view.strides, kernel=kernel)
     except LaunchError as e:
@@ -136,6 +138,7 @@ def _scalar(kernel: str, s: Slot, value: Any, view: TensorView | None) -> Any:
             raise ArgumentValueError(f"{_where(kernel, s)}: {v} does not fit {dt.value} [{lo}, {hi}]")
         if s.divisor > 1 and v % s.divisor:
             raise ArgumentValueError(f"{_where(kernel, s)}: must be a multiple of {s.divisor}, got {v}")
+        _check_ranges(kernel, s, None, v)
         return v
     if dt is DType.bool:
         if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
@@ -179,7 +182,18 @@ def _tensor(kernel: str, s: Slot, value: Any, view: TensorView | None) -> tuple[
     if s.align > 1 and view.ptr % s.align:
         raise ArgumentValueError(f"{_where(kernel, s)}: the data must be {s.align}-byte aligned, got address "
                                  f"0x{view.ptr:x} ({_aligned(view.ptr, s.align)}-byte aligned)")
+    _check_ranges(kernel, s, view.shape, 0)
     return view.ptr, view.shape, view.strides
+
+
+def _check_ranges(kernel: str, s: Slot, shape: Sequence[int] | None, value: int) -> None:
+    """The slot's range constraints (kernelpack.launch.ranges): the integer ``value``, or the extents ``shape``."""
+    for mode, lo, hi in s.ranges:
+        v = value if mode < 0 else shape[mode] if shape is not None and mode < len(shape) else None
+        if v is not None and not lo <= v <= hi:
+            r = Range(s.name, mode, lo, hi)
+            what = "" if mode < 0 else f" shape[{mode}]"
+            raise ArgumentValueError(f"{_where(kernel, s)}:{what} must satisfy {r.text()}, got {v}")
 
 
 def _bytes(kernel: str, s: Slot, value: Any, view: TensorView | None) -> bytes:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 from .._reprs import clip, listing
 from ..arch import Arch
 from ..artifact import GridExpr, KernelArtifact
+from ..errors import KernelpackError
 from ..launch.device import requires_text
 from ..launch.plan import OP_DEVICE, OP_SCRATCH
 from .family import KernelFamily, Specialization
@@ -44,11 +46,24 @@ def _common_block(family: KernelFamily) -> str | None:
         for b in s.artifact.binaries:
             if b.kind != "cubin":
                 return None
-            blk = s.artifact.launch_for(b.arch).block or s.artifact.cubin_kernel(b.arch).reqntid
+            blk = s.artifact.launch_for(b.arch).block or _cubin_kernel(s.artifact, b.arch).reqntid
             blocks.add(blk)
     if len(blocks) == 1 and None not in blocks:
         return _dim(blocks.pop())
     return None
+
+
+class _NoFacts:
+    reqntid = None
+
+
+def _cubin_kernel(art: KernelArtifact, arch: Any) -> Any:
+    """The cubin's facts for ``art``'s entry, or none when the cubin cannot be read (a lazily loaded bundle: its
+    first launch refuses it, naming the kernel)."""
+    try:
+        return art.cubin_kernel(arch)
+    except KernelpackError:
+        return _NoFacts()
 
 
 def _requirements(art: KernelArtifact) -> list[str]:
@@ -59,7 +74,11 @@ def _requirements(art: KernelArtifact) -> list[str]:
         if b.kind != "cubin":
             out.append(f"{b.target} PTX (JIT-compiled by the driver on first load)" + "".join(f", {f}" for f in own))
             continue
-        ck = art.cubin_kernel(b.arch)
+        try:
+            ck = art.cubin_kernel(b.arch)
+        except KernelpackError as e:  # a bundle loaded lazily: the launch refuses it, naming the kernel
+            out.append(f"{b.arch}: unusable cubin ({e.message})")
+            continue
         facts = [f"{ck.registers} regs", *own]
         if ck.static_smem:
             facts.append(f"{ck.static_smem} B static smem")

@@ -1,11 +1,11 @@
 """A kernel family: the specializations sharing one name, dispatched per call like the generated C library.
 
 Dispatch order: the most specific specialization first (how many constraints narrow it, then how much: static
-tensor modes, alignment and divisibility), then on each device the better fit -- device requirements met
-(kernelpack.launch.device), then the better binary (arch-specific SASS, plain SASS, PTX) -- then bundle order. Each
-launch uses the facts and parameter layout of the binary chosen for its device (kernelpack.launch.facts). A
-specialization is chosen when every argument fits it; when none fits, the error names every specialization and why it
-did not fit.
+tensor modes, alignment and divisibility; then the narrower range constraints), then on each device the better fit
+-- device requirements met (kernelpack.launch.device), then the better binary (arch-specific SASS, plain SASS, PTX)
+-- then bundle order. Each launch uses the facts and parameter layout of the binary chosen for its device
+(kernelpack.launch.facts). A specialization is chosen when every argument fits it; when none fits, the error names
+every specialization and why it did not fit.
 
 :meth:`KernelFamily.call` is the complete launch path in Python (every kind of argument, every check, every
 error). The C extension handles the common case itself and calls it for everything else.
@@ -26,7 +26,7 @@ from ..launch import device as dev_model
 from ..launch.binaries import describe_binaries, device_arch, family_choice
 from ..launch.codes import PDL_MIN_MAJOR
 from ..launch.facts import plans as layout_plans
-from ..launch.family import dispatch_order, family_args, plan_specificity
+from ..launch.family import Specificity, dispatch_order, family_args, order_key, plan_specificity
 from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_DEVICE, Plan, Slot
 from ..names import py_arg_names
 from ..tma import encode_args
@@ -52,7 +52,7 @@ class Specialization:
     artifact: KernelArtifact
     plan: Plan  # the artifact's own parameter layout: the caller-visible arguments of every layout
     index: int  # position in the family (bundle order)
-    specificity: tuple[int, float]
+    specificity: Specificity
     layouts: tuple[Plan, ...] = ()  # every parameter layout of its binaries (layouts[0] is plan)
     first_plan: int = 0  # where its layouts start in the family's list of plans (the C launcher's)
 
@@ -91,7 +91,7 @@ class DeviceState:
     unmet: dict[int, str] = field(default_factory=dict)  # spec index -> why its device requirements fail here
 
 
-def specificity(plan: Plan) -> tuple[int, float]:
+def specificity(plan: Plan) -> Specificity:
     """The launch model's dispatch key of one specialization (kernelpack.launch.family)."""
     return plan_specificity(plan)
 
@@ -153,13 +153,14 @@ class KernelFamily:
                 if quality > 0:
                     unmet[s.index] = _unmet_text(s, info, props)
                 continue
+            s.artifact.verify_binary(best)  # deferred when the bundle was loaded lazily: AbiMismatch naming it
             kernel = self.loader.kernel(s.artifact, best, info)
             facts = LaunchFacts.of(s.artifact, best)
             entry = DeviceEntry(s, best, kernel, facts, fit, plan=s.layouts[facts.layout],
                                 launch=s.artifact.launch_for(best.arch))
             self._device_values(entry, info, props)
             entries.append(entry)
-        entries.sort(key=lambda e: (-e.spec.specificity[0], -e.spec.specificity[1], -e.quality, e.spec.index))
+        entries.sort(key=lambda e: (*order_key(e.spec.specificity), -e.quality, e.spec.index))
         return DeviceState(info, entries, missing, unmet)
 
     def _device_values(self, e: DeviceEntry, info: DeviceInfo, props: dict[str, int]) -> None:

@@ -87,9 +87,14 @@ class PyLauncher:
         return str(self.__dict__.get("_kp_repr", "<kernelpack kernel>"))
 
 
-def make_launcher(family: Any) -> Any:
-    """The object users call for ``family`` (a :class:`~kernelpack.runtime.family.KernelFamily`)."""
-    ext = extension()
+_ASK = object()
+
+
+def make_launcher(family: Any, ext: Any = _ASK) -> Any:
+    """The object users call for ``family`` (a :class:`~kernelpack.runtime.family.KernelFamily`), through ``ext``
+    (the extension module, None for the Python path; default: :func:`extension`)."""
+    if ext is _ASK:
+        ext = extension()
     if ext is None:
         return PyLauncher(family.call)
     layouts = [(s, p) for s in family.specs for p in s.layouts]  # Specialization.first_plan indexes this

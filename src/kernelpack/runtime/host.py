@@ -25,6 +25,7 @@ from .._reprs import clip, listing
 from ..cute_host.manifest import HostEntryInfo
 from ..errors import LaunchError
 from ..launch.codes import STATUS
+from ..launch.family import order_key
 from . import streams
 from .adapters import PRODUCER_ERRORS, TensorView, as_view, is_torch_tensor, launch_device, refusal
 from .driver import get as get_driver
@@ -80,7 +81,7 @@ class HostFamily:
     def __init__(self, name: str, infos: Sequence[HostEntryInfo], library: SharedLibrary) -> None:
         self.name = name
         calls = [HostCall(i) for i in infos]
-        self.calls = tuple(sorted(calls, key=lambda c: (-c.specificity[0], -c.specificity[1])))
+        self.calls = tuple(sorted(calls, key=lambda c: order_key(c.specificity)))
         self.arg_names = self.calls[0].arg_names
         self.has_stream = self.calls[0].has_stream
         for c in self.calls[1:]:

@@ -166,7 +166,7 @@ def _data_align(p: HostParam) -> int:
     return math.lcm(1, *(d for f, d in p.checks if f == "data"))
 
 
-def _specificity(plan: Plan) -> tuple[int, float]:
+def _specificity(plan: Plan) -> tuple[int, float, int]:
     from .family import specificity
 
     return specificity(plan)

@@ -3,24 +3,47 @@
 from __future__ import annotations
 
 import os
+import threading
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._reprs import clip_left, listing
-from ..bundle import MAGIC, Bundle
+from .._reprs import clip, clip_left, listing
+from ..artifact import KernelArtifact
+from ..bundle import HEADER_SIZE, MAGIC, Bundle, check_header
+from ..bundle_index import BundleIndex
 from ..errors import BundleError
 from ..names import py_name
 from . import docs
 from .family import KernelFamily
-from .fast import PyLauncher, make_launcher, prepare_fast_path
-from .host import HostFamily, SharedLibrary
+from .fast import PyLauncher, extension, make_launcher, prepare_fast_path
 from .loader import Loader
 
 if TYPE_CHECKING:
     from ..cute_host.manifest import HostEntryInfo
+    from .host import HostFamily
+
+
+class _BundleFamilies:
+    """A Bundle in memory seen as a BundleIndex: its families by name."""
+
+    def __init__(self, bundle: Bundle) -> None:
+        self._bundle = bundle
+        self._families = bundle.families()
+
+    def __len__(self) -> int:
+        return len(self._bundle)
+
+    def names(self) -> list[str]:
+        return list(self._families)
+
+    def family(self, name: str) -> tuple[KernelArtifact, ...]:
+        return self._families[name]
+
+    def bundle(self) -> Bundle:
+        return self._bundle
 
 
 @dataclass
@@ -29,10 +52,13 @@ class _State:
 
     source: str
     loader: Loader
-    bundle: Bundle
-    families: dict[str, KernelFamily] = field(default_factory=dict)
+    index: BundleIndex | _BundleFamilies
+    families: dict[str, KernelFamily] = field(default_factory=dict)  # the families built so far
     hosts: dict[str, HostFamily] = field(default_factory=dict)
-    callables: dict[str, Any] = field(default_factory=dict)  # every family and host program by its own name
+    callables: dict[str, Any] = field(default_factory=dict)  # the host programs and families built so far
+    attrs: dict[str, str] = field(default_factory=dict)  # attribute -> the kernel or host program it holds
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    ext: Any = None  # the launch extension the families use (None: the Python path)
 
 
 _STATE = "<kernelpack>"  # the key of _State in the module's __dict__: not an identifier, so no kernel can take it
@@ -46,58 +72,80 @@ class KernelModule(types.ModuleType):
     ``bundle``, ...) is reachable as ``name_`` (:func:`kernelpack.names.py_name`); ``mod["name"]`` reaches any
     kernel by its own name.
 
-    Nothing touches the driver until the first launch on a device (or :meth:`preload`); each binary is loaded once
-    per process, each device's choice of binaries once per device.
+    A family is built on its first use (attribute, ``mod[name]``, :attr:`families`), from a bundle file read as a
+    :class:`~kernelpack.bundle_index.BundleIndex`: loading costs what the manifest costs to parse. Nothing touches
+    the driver until the first launch on a device (or :meth:`preload`); each binary is parsed, verified against
+    its kernel's ABI and loaded once per process, each device's choice of binaries made once per device.
     """
 
-    def __init__(self, bundle: Bundle, source: str, host: Sequence[HostEntryInfo] = (), archive: bool = False) -> None:
+    def __init__(self, bundle: Bundle | BundleIndex, source: str, host: Sequence[HostEntryInfo] = (),
+                 archive: bool = False) -> None:
         name = Path(source).name.split(".")[0] if source != "<bundle>" else "bundle"
         super().__init__(f"kernelpack.loaded.{name}")
         self.__file__ = source
-        st = _State(source, Loader(source), bundle)
+        index = _BundleFamilies(bundle) if isinstance(bundle, Bundle) else bundle
+        st = _State(source, Loader(source), index)
         vars(self)[_STATE] = st
-        for fname, arts in bundle.families().items():
-            fam = KernelFamily(fname, arts, st.loader)
-            launcher = make_launcher(fam)
+        st.ext = extension()  # the launch path of this module's kernels, chosen now (warned once when missing)
+        names = index.names()
+        st.hosts = _host_families(host, source, archive)
+        for hname, hfam in st.hosts.items():
+            if hname not in names:
+                st.callables[hname] = _host_callable(hfam, self.__name__, source)
+        st.attrs = _attributes([*names, *st.callables])
+        for attr, n in st.attrs.items():
+            if n in st.callables:
+                vars(self)[attr] = st.callables[n]
+        self.__all__ = sorted(st.attrs)
+        self.__doc__ = self._doc(source, names)
+
+    def _family(self, fname: str) -> Any:
+        """The callable of family ``fname``, built now if it was not (KeyError when there is none)."""
+        st = self._st
+        got = st.callables.get(fname)
+        if got is not None:
+            return got
+        with st.lock:
+            got = st.callables.get(fname)
+            if got is not None:
+                return got
+            fam = KernelFamily(fname, st.index.family(fname), st.loader)
+            launcher = make_launcher(fam, st.ext)
             launcher.__name__ = launcher.__qualname__ = fname
             launcher.__module__ = self.__name__
-            launcher.__doc__ = docs.doc_text(fam, source)
+            launcher.__doc__ = docs.doc_text(fam, st.source)
             launcher.__signature__ = docs.signature(fam)
             launcher._kp_repr = docs.repr_text(fam)
             launcher.family = fam
             launcher.binary_for = fam.binary_for  # which binary a device (here or not) gets
             st.families[fname] = fam
             st.callables[fname] = launcher
-        st.hosts = _host_families(host, source, archive)
-        for hname, hfam in st.hosts.items():
-            if hname not in st.families:
-                st.callables[hname] = _host_callable(hfam, self.__name__, source)
-        self._publish(st.callables)
-        published = {id(c) for c in st.callables.values()}  # the attributes that hold a kernel (a kernel named
-        self.__all__ = sorted(n for n, v in vars(self).items() if id(v) in published)  # __spec__ is u_spec_)
-        self.__doc__ = self._doc(source)
+            for attr, n in st.attrs.items():
+                if n == fname:
+                    vars(self)[attr] = launcher
+        return launcher
 
-    def _publish(self, callables: dict[str, Any]) -> None:
-        """Each callable as an attribute under its Python name; where a renamed one meets another kernel's own
-        name, the kernel that has that name keeps the attribute (the other stays reachable as ``mod[name]``)."""
-        ns = vars(self)
-        own = _own_names()
-        attrs = {n: py_name(n, own) for n in callables}
-        for n, attr in sorted(attrs.items(), key=lambda kv: kv[0] != kv[1]):  # unrenamed first
-            if attr not in ns:
-                ns[attr] = callables[n]
+    def _all_families(self) -> dict[str, KernelFamily]:
+        st = self._st
+        for n in st.index.names():
+            self._family(n)
+        return {n: st.families[n] for n in st.index.names()}
 
     @property
     def _st(self) -> _State:
         return vars(self)[_STATE]  # type: ignore[no-any-return]
 
-    def _doc(self, source: str) -> str:
+    def _doc(self, source: str, names: list[str]) -> str:
         st = self._st
         lines = []
-        if st.families or not st.hosts:
-            lines.append(f"{len(st.families)} kernel famil{'ies' if len(st.families) != 1 else 'y'} "
-                         f"({len(st.bundle)} specializations) loaded from {source}:")
-        lines += [f"  {docs.signature_text(f)}" for f in st.families.values()]
+        if names or not st.hosts:
+            lines.append(f"{len(names)} kernel famil{'ies' if len(names) != 1 else 'y'} "
+                         f"({len(st.index)} specializations) loaded from {source}:")
+            lines += [f"  {clip(', '.join(names[i:i + 8]), 120)}" for i in range(0, min(len(names), 400), 8)]
+            if len(names) > 400:
+                lines.append(f"  ... and {len(names) - 400} more")
+            if names:
+                lines.append("  (help(module.NAME) shows a kernel's signature)")
         if st.hosts:
             lines.append(f"{len(st.hosts)} CuTe host program(s) (C entries of {source}):")
             lines += [f"  {h.signature_text()}" for h in st.hosts.values()]
@@ -105,11 +153,13 @@ class KernelModule(types.ModuleType):
 
     @property
     def bundle(self) -> Bundle:
-        return self._st.bundle
+        """The whole bundle (builds every family not built yet)."""
+        return self._st.index.bundle()
 
     @property
     def families(self) -> dict[str, KernelFamily]:
-        return dict(self._st.families)
+        """Every kernel family by name (builds those not built yet)."""
+        return self._all_families()
 
     @property
     def host_programs(self) -> dict[str, HostFamily]:
@@ -122,28 +172,57 @@ class KernelModule(types.ModuleType):
         st = self._st
         d = st.loader.driver
         ordinals = range(d.device_count()) if device is None else [device]
+        families = self._all_families()
         for o in ordinals:
-            for fam in st.families.values():
+            for fam in families.values():
                 fam.preload(o)
 
     def __getitem__(self, name: str) -> Any:
         """The kernel family or host program called ``name`` (its own name, whatever its attribute is)."""
+        st = self._st
+        got = st.callables.get(name)
+        if got is not None:
+            return got
         try:
-            return self._st.callables[name]
+            return self._family(name)
         except KeyError:
             raise KeyError(f"{self.__file__} has no kernel {name!r}; kernels: {self._known()}") from None
 
     def _known(self) -> str:
-        return ", ".join(sorted(self._st.callables)) or "none"
+        st = self._st
+        return ", ".join(sorted({*st.index.names(), *st.callables})) or "none"
 
     def __repr__(self) -> str:
+        st = self._st
         return (f"<kernelpack module from {clip_left(repr(self.__file__), 120)}: "
-                f"{listing(self._st.callables, 120) or 'no kernels'}>")
+                f"{listing(sorted({*st.index.names(), *st.callables}), 120) or 'no kernels'}>")
+
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *self._st.attrs})
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or _STATE not in vars(self):
+        if _STATE not in vars(self):
+            raise AttributeError(name)
+        st = self._st
+        fname = st.attrs.get(name)
+        if fname is not None:
+            return self._family(fname)
+        if name.startswith("__"):
             raise AttributeError(name)
         raise AttributeError(f"{self.__file__} has no kernel {name!r}; kernels: {self._known()}")
+
+
+def _attributes(names: list[str]) -> dict[str, str]:
+    """Each kernel's attribute (its Python name, :func:`kernelpack.names.py_name`); where a renamed one meets
+    another kernel's own name, the kernel that has that name keeps the attribute (the other stays reachable as
+    ``mod[name]``)."""
+    own = _own_names()
+    attrs = {n: py_name(n, own) for n in names}
+    out: dict[str, str] = {}
+    for n, attr in sorted(attrs.items(), key=lambda kv: kv[0] != kv[1]):  # unrenamed first
+        if attr not in out:
+            out[attr] = n
+    return out
 
 
 def _own_names() -> frozenset[str]:
@@ -153,16 +232,24 @@ def _own_names() -> frozenset[str]:
 
 def read_any(path: str | os.PathLike[str]) -> Bundle:
     """A ``.kpack`` bundle, or the bundle embedded in a library built by kernelpack (``libNAME.so``/``.a``)."""
-    return _read(path)[0]
+    bundle = _read(path)[0]
+    return bundle if isinstance(bundle, Bundle) else bundle.bundle()
 
 
-def _read(path: str | os.PathLike[str]) -> tuple[Bundle, tuple[HostEntryInfo, ...], bool]:
-    """The bundle, the host programs' descriptions and whether ``path`` is a static archive."""
-    from ..files import read_head
+def _read(path: str | os.PathLike[str], lazy: bool = False) -> tuple[Bundle | BundleIndex, tuple[HostEntryInfo, ...],
+                                                                        bool]:
+    """The bundle (a BundleIndex for a ``.kpack`` file when ``lazy``), the host programs' descriptions and whether
+    ``path`` is a static archive."""
+    from ..files import read_bounded, read_head
 
     p = Path(path)
     if read_head(p, len(MAGIC), "bundle or library", error=BundleError) == MAGIC:  # regular files within the limit
-        return Bundle.read(p), (), False
+        if not lazy:
+            return Bundle.read(p), (), False
+        source = str(path)
+        data = read_bounded(p, "bundle", error=BundleError, head_size=HEADER_SIZE,
+                            check_head=lambda head, size: check_header(head, size, source))
+        return BundleIndex(data, source), (), False
     try:
         from ..clib.embedded import read_embedded
     except ImportError as e:
@@ -175,7 +262,7 @@ def _read(path: str | os.PathLike[str]) -> tuple[Bundle, tuple[HostEntryInfo, ..
     return bundle, found.host_programs, found.archive
 
 
-def load(source: str | os.PathLike[str] | Bundle) -> KernelModule:
+def load(source: str | os.PathLike[str] | Bundle, *, verify: bool = False) -> KernelModule:
     """Load a ``.kpack`` bundle, a built ``libNAME.so`` / ``libNAME.a``, or a :class:`Bundle` in memory.
 
     Returns a module with one callable per kernel family, and one per CuTe host program linked into a library::
@@ -185,12 +272,20 @@ def load(source: str | os.PathLike[str] | Bundle) -> KernelModule:
         lib = kernelpack.load("libgemm.so")
         lib.gemm(a, b, c)  # host program: its C entry computes grid, TMA descriptors, cluster launch
 
+    Loading checks the file's hashes (a bundle altered after it was built fails here) and builds each kernel
+    family on first use; each binary is parsed and verified against its kernel's ABI when first loaded (a binary
+    that cannot be used fails at that kernel's first use, naming it). ``verify=True`` builds and verifies every
+    kernel now, as ``kernelpack inspect --verify`` does.
+
     Host programs need the shared library: Python cannot load a static archive's code, so from ``libNAME.a`` they
     are listed but refuse to run.
     """
     if isinstance(source, Bundle):
+        if verify:
+            for a in source:
+                a.verify()
         return KernelModule(source, "<bundle>")
-    bundle, hosts, archive = _read(source)
+    bundle, hosts, archive = _read(source, lazy=not verify)
     return KernelModule(bundle, str(source), hosts, archive)
 
 
@@ -198,6 +293,8 @@ def _host_families(infos: Sequence[HostEntryInfo], source: str, archive: bool) -
     """One callable per host-program name; variants that take different arguments get one each (``name_variant``)."""
     if not infos:
         return {}
+    from .host import HostFamily, SharedLibrary  # imported for libraries with host programs only
+
     lib = SharedLibrary(source, archive)
     groups: dict[str, list[HostEntryInfo]] = {}
     for i in infos:

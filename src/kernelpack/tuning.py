@@ -1,0 +1,330 @@
+"""AOT tuning tables: time every config specialization of a family on declared problem shapes (on a GPU machine,
+``kernelpack tune``), write the winners to a JSON tuning file, and turn that file into shape-range dispatch rules
+(:mod:`kernelpack.launch.ranges`) when a bundle is built (``kernelpack build``, any machine).
+
+Tuning file (JSON, ``format`` 1)::
+
+    {"format": 1, "bundle_sha256": "<sha256 of the untuned bundle file>", "arch": "sm_90a",
+     "device": "NVIDIA H200",
+     "families": {"matmul": {"key": ["M", "N", "K"],
+                             "shapes": [{"shape": {"M": 128, "N": 128, "K": 64}, "chosen": "matmul[c2]",
+                                         "timings_ms": {"matmul[c0]": 0.031, ...}}, ...]}}}
+
+Rules (:func:`rules`): each tuned shape falls in a **bucket**, per key argument the power-of-two interval holding
+its value (``(2**(k-1), 2**k]``; values <= 1: ``[.., 1]``); the winner of a bucket is the config with the least total
+median time over the bucket's shapes. Each bucket becomes one specialization: a copy of its winner (variant
+``<variant>_t<i>``) with the bucket as range constraints. Buckets are disjoint, so no two rules overlap; the config
+with the least total time over all shapes stays, without ranges, for shapes outside every bucket; the other
+untuned configs are dropped from the family. A table for another bundle (hash mismatch) or an arch the bundle does
+not carry is refused (:class:`TuningError`).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .artifact import KernelArtifact
+from .bundle import Bundle
+from .errors import KernelpackError
+from .launch.ranges import INT64_MAX, INT64_MIN
+
+FORMAT = 1
+
+
+class TuningError(KernelpackError):
+    """A tuning file that cannot be used for this bundle (another bundle, another arch, malformed)."""
+
+
+@dataclass(frozen=True)
+class TunedShape:
+    shape: dict[str, int]  # key argument -> value
+    chosen: str  # the label of the fastest config
+    timings_ms: dict[str, float]  # config label -> median kernel time
+
+
+@dataclass(frozen=True)
+class FamilyTable:
+    key: tuple[str, ...]  # the integer arguments the shapes are over
+    shapes: tuple[TunedShape, ...]
+
+
+@dataclass(frozen=True)
+class TuningTable:
+    bundle_sha256: str
+    arch: str
+    device: str
+    families: dict[str, FamilyTable] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, "bundle_sha256": self.bundle_sha256, "arch": self.arch, "device": self.device,
+                "families": {name: {"key": list(f.key), "shapes": [
+                    {"shape": s.shape, "chosen": s.chosen,
+                     "timings_ms": {k: v if math.isfinite(v) else None for k, v in s.timings_ms.items()}}
+                    for s in f.shapes]}
+                    for name, f in sorted(self.families.items())}}
+
+    def write(self, path: str | Path) -> Path:
+        p = Path(path)
+        p.write_text(json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n")
+        return p
+
+    @classmethod
+    def from_json(cls, d: Any, where: str = "tuning file") -> TuningTable:
+        try:
+            if d.get("format") != FORMAT:
+                raise TuningError(f"{where}: format {d.get('format')!r} is not {FORMAT} (a kernelpack tuning file)")
+            fams = {}
+            for name, f in d["families"].items():
+                shapes = tuple(TunedShape({k: int(v) for k, v in s["shape"].items()}, str(s["chosen"]),
+                                          {k: math.inf if v is None else float(v) for k, v in s["timings_ms"].items()})
+                               for s in f["shapes"])
+                fams[str(name)] = FamilyTable(tuple(str(k) for k in f["key"]), shapes)
+            return cls(str(d["bundle_sha256"]), str(d["arch"]), str(d.get("device", "")), fams)
+        except TuningError:
+            raise
+        except (AttributeError, KeyError, TypeError, ValueError) as e:
+            raise TuningError(f"{where}: not a kernelpack tuning file ({type(e).__name__}: {e})") from None
+
+    @classmethod
+    def read(cls, path: str | Path) -> TuningTable:
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text())
+        except (OSError, ValueError) as e:
+            raise TuningError(f"tuning file {p}: cannot read it ({e})") from None
+        return cls.from_json(data, f"tuning file {p}")
+
+
+def bundle_sha256(bundle: Bundle) -> str:
+    """The hash a tuning file names its bundle by: SHA-256 of the bundle file's bytes."""
+    return hashlib.sha256(bundle.to_bytes()).hexdigest()
+
+
+def constexprs(art: KernelArtifact) -> dict[str, Any]:
+    """The compile-time constants a Triton specialization was built with (from its provenance): a tuner's ``meta``."""
+    out: dict[str, Any] = {}
+    for opt in art.provenance.options:
+        if opt.startswith("constexpr ") and "=" in opt:
+            k, _, v = opt[len("constexpr "):].partition("=")
+            try:
+                out[k] = ast.literal_eval(v)
+            except (ValueError, SyntaxError):
+                out[k] = v
+    return out
+
+
+# ------------------------------------------------------------------ table -> rules
+
+
+def bucket(v: int) -> tuple[int, int]:
+    """The power-of-two interval holding ``v``: ``(2**(k-1), 2**k]`` for ``v > 1``, ``[INT64_MIN, 1]`` otherwise."""
+    if v <= 1:
+        return INT64_MIN, 1
+    hi = 1 << (v - 1).bit_length()
+    return hi // 2 + 1, min(hi, INT64_MAX)
+
+
+def rules(name: str, table: FamilyTable, labels: Sequence[str]) -> tuple[str, list[tuple[str, list[str]]]]:
+    """(the label of the fallback config, [(winning config label, range texts)] one per bucket) for family
+    ``name`` whose config specializations are ``labels``."""
+    known = set(labels)
+    total: dict[str, float] = {}
+    buckets: dict[tuple[tuple[int, int], ...], dict[str, float]] = {}
+    for s in table.shapes:
+        missing = [k for k in table.key if k not in s.shape]
+        if missing:
+            raise TuningError(f"tuning of {name}: shape {s.shape} lacks key argument(s) {', '.join(missing)}")
+        unknown = sorted(set(s.timings_ms) - known)
+        if unknown:
+            raise TuningError(f"tuning of {name}: timings for {', '.join(unknown)}, not in the bundle (its "
+                              f"specializations: {', '.join(labels)})")
+        box = tuple(bucket(s.shape[k]) for k in table.key)
+        sums = buckets.setdefault(box, {})
+        for label, ms in s.timings_ms.items():
+            if math.isfinite(ms):
+                sums[label] = sums.get(label, 0.0) + ms
+                total[label] = total.get(label, 0.0) + ms
+    if not total:
+        raise TuningError(f"tuning of {name}: no timings")
+    order = {label: i for i, label in enumerate(labels)}
+    fallback = min(total, key=lambda lb: (total[lb], order[lb]))
+    out = []
+    for box, sums in sorted(buckets.items()):
+        if not sums:
+            continue
+        win = min(sums, key=lambda lb: (sums[lb], order[lb]))
+        texts = []
+        for k, (lo, hi) in zip(table.key, box, strict=True):
+            texts.append(f"{k} <= {hi}" if lo == INT64_MIN else f"{k} in [{lo}, {hi}]")
+        out.append((win, texts))
+    return fallback, out
+
+
+def embed(bundle: Bundle, table: TuningTable, *, source: str = "tuning file") -> Bundle:
+    """The bundle with the table's rules (see the module doc): refused for another bundle or arch."""
+    have = bundle_sha256(bundle)
+    if table.bundle_sha256 != have:
+        raise TuningError(f"{source} was made for another bundle (sha256 {table.bundle_sha256[:16]}..., this bundle "
+                          f"is {have[:16]}...): re-run kernelpack tune on this build")
+    archs = sorted({str(a) for art in bundle for a in art.archs})
+    if table.arch not in archs:
+        raise TuningError(f"{source} was tuned on {table.arch} ({table.device or 'unknown device'}); the bundle "
+                          f"carries {', '.join(archs)}")
+    fams = bundle.families()
+    out: list[KernelArtifact] = []
+    for name, arts in fams.items():
+        ft = table.families.get(name)
+        if ft is None:
+            out += arts
+            continue
+        if any(a.range_rules for a in arts):
+            raise TuningError(f"{source}: family {name} already has range constraints; tune a family of plain "
+                              f"config specializations")
+        by_label = {a.label: a for a in arts}
+        fallback, picked = rules(name, ft, list(by_label))
+        out.append(by_label[fallback])
+        for i, (label, texts) in enumerate(picked):
+            a = by_label[label]
+            out.append(replace(a, variant=f"{a.variant or 'base'}_t{i}", ranges=texts))
+    unknown = sorted(set(table.families) - set(fams))
+    if unknown:
+        raise TuningError(f"{source}: no family {', '.join(unknown)} in the bundle")
+    return Bundle(tuple(out))
+
+
+# ------------------------------------------------------------------ timing (a GPU machine)
+
+Timer = Callable[[Callable[[], None]], Sequence[float]]  # launch -> kernel times in ms
+
+
+def cuda_event_timer(warmup: int = 10, reps: int = 50, queue_cycles: int = 100_000) -> Timer:
+    """Kernel times with CUDA events (torch.cuda.Event) around each launch, after ``warmup`` launches. Each timed
+    launch is queued behind a ``queue_cycles`` spin kernel (``torch.cuda._sleep``), so the interval between the
+    events is the kernel's, not the host's time to issue it."""
+
+    def timer(launch: Callable[[], None]) -> list[float]:
+        import torch
+
+        spin = getattr(torch.cuda, "_sleep", None)
+        for _ in range(warmup):
+            launch()
+        torch.cuda.synchronize()
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+        for start, end in pairs:
+            if spin is not None and queue_cycles:
+                spin(queue_cycles)
+            start.record()
+            launch()
+            end.record()
+        torch.cuda.synchronize()
+        return [start.elapsed_time(end) for start, end in pairs]
+
+    return timer
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What ``kernelpack tune`` times for one family: ``key`` (the integer arguments the shapes vary), ``shapes``
+    (``{arg: value}`` each), and ``make(shape, meta) -> (args, launch kwargs)``: the arguments of one call of the
+    kernel for that shape, ``meta`` being the constexprs of the config timed (a grid depends on its block sizes)."""
+
+    key: Sequence[str]
+    shapes: Sequence[Mapping[str, int]]
+    make: Callable[[Mapping[str, int], Mapping[str, Any]], tuple[Sequence[Any], Mapping[str, Any]]]
+
+
+def tune(bundle: Bundle, problems: Mapping[str, Problem], *, timer: Timer | None = None, arch: str,
+         device: str = "", load: Callable[[Bundle], Any] | None = None,
+         log: Callable[[str], None] | None = None) -> TuningTable:
+    """Time each config specialization of each family in ``problems`` on each of its shapes (median of
+    ``timer``'s times), pick the fastest per shape: the tuning table (``arch``/``device``: where it ran)."""
+    from . import load as kp_load
+
+    timer = timer or cuda_event_timer()
+    loader = load or kp_load
+    fams = bundle.families()
+    tables: dict[str, FamilyTable] = {}
+    for name, problem in problems.items():
+        arts = fams.get(name)
+        if arts is None:
+            raise TuningError(f"kernelpack tune: no family {name} in the bundle (families: {', '.join(fams)})")
+        if len(arts) < 2:
+            raise TuningError(f"kernelpack tune: family {name} has one specialization; nothing to choose")
+        mods = {a.label: getattr(loader(Bundle((replace(a, variant="", ranges=()),))), name) for a in arts}
+        shapes = []
+        for shape in problem.shapes:
+            times: dict[str, float] = {}
+            for a in arts:
+                args, kwargs = problem.make(shape, constexprs(a))
+                fn = mods[a.label]
+
+                def launch(fn: Any = fn, args: Sequence[Any] = args, kwargs: Mapping[str, Any] = kwargs) -> None:
+                    fn(*args, **kwargs)
+
+                try:
+                    times[a.label] = float(statistics.median(timer(launch)))
+                except KernelpackError as e:  # a config that cannot run this shape is never chosen for it
+                    times[a.label] = math.inf
+                    if log:
+                        log(f"{a.label} {dict(shape)}: {e}")
+            chosen = min(times, key=lambda lb: times[lb])
+            if not math.isfinite(times[chosen]):
+                raise TuningError(f"kernelpack tune: no config of {name} runs shape {dict(shape)}")
+            if log:
+                log(f"{name} {dict(shape)}: {chosen} ({times[chosen]:.4f} ms)")
+            shapes.append(TunedShape({k: int(shape[k]) for k in problem.key}, chosen, times))
+        tables[name] = FamilyTable(tuple(problem.key), tuple(shapes))
+    return TuningTable(bundle_sha256(bundle), arch, device, tables)
+
+
+# ------------------------------------------------------------------ kernelpack tune
+
+
+def device_arch(bundle: Bundle, major: int, minor: int) -> str:
+    """The bundle's arch for a device of compute capability ``major.minor`` (``sm_90a`` before ``sm_90``)."""
+    carried = {str(a) for art in bundle for a in art.archs}
+    for cand in (f"sm_{major}{minor}a", f"sm_{major}{minor}", f"sm_{major}{minor}f"):
+        if cand in carried:
+            return cand
+    return f"sm_{major}{minor}"
+
+
+def load_problems(ref: str) -> dict[str, Problem]:
+    """``FILE.py:NAME``: a dict {family: Problem} (or a function returning one)."""
+    from .frontends.refs import resolve
+
+    obj = resolve(ref, Path.cwd(), f"problems {ref!r}")
+    if callable(obj) and not isinstance(obj, Mapping):
+        obj = obj()
+    if not isinstance(obj, Mapping) or not all(isinstance(p, Problem) for p in obj.values()):
+        raise TuningError(f"problems {ref!r}: expected a dict {{family: kernelpack.tuning.Problem}} (got "
+                          f"{type(obj).__name__})")
+    return {str(k): v for k, v in obj.items()}
+
+
+def run_tune(bundle_path: str, problems: str, out: str, *, warmup: int = 10, reps: int = 50,
+             device: int = 0) -> Path:
+    """``kernelpack tune``: time on CUDA device ``device`` (torch for the events), write the tuning file."""
+    import sys
+
+    try:
+        import torch
+    except ImportError:
+        raise TuningError("kernelpack tune needs torch (CUDA events and the problems' tensors)") from None
+    if not torch.cuda.is_available():
+        raise TuningError("kernelpack tune needs a CUDA device (torch.cuda.is_available() is False)")
+    torch.cuda.set_device(device)
+    bundle = Bundle.read(bundle_path)
+    major, minor = torch.cuda.get_device_capability(device)
+    table = tune(bundle, load_problems(problems), timer=cuda_event_timer(warmup, reps),
+                 arch=device_arch(bundle, major, minor), device=torch.cuda.get_device_name(device),
+                 log=lambda line: print(line, file=sys.stderr))
+    return table.write(out)
