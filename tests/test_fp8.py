@@ -102,7 +102,9 @@ def test_c_library_dispatches_on_the_fp8_kp_dtypes(built: Any, tmp_path_factory:
     assert out["typed"].startswith("status=KP_SUCCESS")
     for bad in ("f32", "u8"):
         assert out[bad].startswith("status=KP_ERROR_NO_MATCHING_SPECIALIZATION"), out[bad]
-        assert re.search(rf"widen.*x.*{bad}", out[bad]), out[bad]  # names the family, the argument and the given
+        # names the family, the argument as given and what each specialization expects
+        assert re.search(rf"f8_widen: no specialization accepts the arguments \(x: {bad} pointer .*widen\[nv_fp8_e4m3\] "
+                         rf"\(x: f8e4m3; sm_90a\); widen\[nv_fp8_e5m2\] \(x: f8e5m2; sm_90a\)", out[bad]), out[bad]
     assert out["codes"] == f"{DTYPE_CODE[DType.f8e4m3]} {DTYPE_CODE[DType.f8e5m2]}"  # the same codes as Python's
     kernels = [r.field(x, "kernel") for x in r.launch_lines()]
     assert kernels == [E4M3_ENTRY, E5M2_ENTRY, "widen_e4m3"]
