@@ -103,33 +103,52 @@ def test_c_library_dispatches_on_the_fp8_kp_dtypes(built: Any, tmp_path_factory:
     for bad in ("f32", "u8"):
         assert out[bad].startswith("status=KP_ERROR_NO_MATCHING_SPECIALIZATION"), out[bad]
         # names the family, the argument as given and what each specialization expects
-        assert re.search(rf"f8_widen: no specialization accepts the arguments \(x: {bad} pointer .*widen\[nv_fp8_e4m3\] "
-                         rf"\(x: f8e4m3; sm_90a\); widen\[nv_fp8_e5m2\] \(x: f8e5m2; sm_90a\)", out[bad]), out[bad]
+        assert re.search(rf"f8_widen: no specialization accepts the arguments \(x: {bad} pointer .*"
+                         rf"widen\[nv_fp8_e4m3\] \(x: f8e4m3; sm_90a\); widen\[nv_fp8_e5m2\] \(x: f8e5m2; sm_90a\)",
+                         out[bad]), out[bad]
     assert out["codes"] == f"{DTYPE_CODE[DType.f8e4m3]} {DTYPE_CODE[DType.f8e5m2]}"  # the same codes as Python's
     kernels = [r.field(x, "kernel") for x in r.launch_lines()]
     assert kernels == [E4M3_ENTRY, E5M2_ENTRY, "widen_e4m3"]
 
 
 CPP_PROGRAM = r"""
+#include <cstdio>
 #include <cuda_fp8.h>
 #include "f8.hpp"
 static_assert(kp::dtype_of<__nv_fp8_e4m3>::value == KP_F8E4M3, "e4m3");
 static_assert(kp::dtype_of<const __nv_fp8_e5m2>::value == KP_F8E5M2, "e5m2");
 static_assert(kp::dtype_of<uint8_t>::value == KP_U8, "u8 stays u8");
-int main() { return 0; }
+int main() {
+    kp_launch l{};
+    l.grid[0] = 1;
+    l.block[0] = 64;
+    // the family overloads take cuda_fp8.h's types, each passing its own kp_dtype
+    kp_status a = f8::widen(l, reinterpret_cast<const __nv_fp8_e4m3*>(0x10000), reinterpret_cast<float*>(0x20000), 64);
+    kp::device_span<const __nv_fp8_e5m2> x(reinterpret_cast<const __nv_fp8_e5m2*>(0x10000), 64);
+    kp_status b = f8::widen(l, x, kp::device_span<float>(reinterpret_cast<float*>(0x20000), 64), 64);
+    std::printf("%s %s\n", f8_status_name(a), f8_status_name(b));
+    return 0;
+}
 """
 
 
-def test_cpp_layer_maps_cuda_fp8_types_to_their_kp_dtypes(built: Any) -> None:
-    """With cuda_fp8.h included first, kp::dtype_of names the fp8 kp_dtypes; without it the header still compiles
-    (-Wall -Wextra -Werror, C++17) on a host compiler that has no fp8 type."""
+def test_cpp_layer_maps_cuda_fp8_types_to_their_kp_dtypes(built: Any, tmp_path_factory: pytest.TempPathFactory
+                                                         ) -> None:
+    """With cuda_fp8.h included first, kp::dtype_of names the fp8 kp_dtypes and a family's fp8 overloads take
+    __nv_fp8_e4m3*/__nv_fp8_e5m2* (a uint8_t* overload could not tell them apart), each dispatching to its own
+    specialization; without it the header still compiles (-Wall -Wextra -Werror, C++17) and offers no fp8 overload."""
     root, _, lib = built
     inc = cuda_include()
     if inc is None or not (inc / "cuda_fp8.h").exists():
         pytest.skip("no CUDA toolkit headers (cuda_fp8.h)")
     src = root / "fp8.cpp"
     src.write_text(CPP_PROGRAM)
-    compile_program(src, root / "fp8cpp", lib.include_dir, [], cxx=True, flags=(f"-I{inc}",))
+    libs = [f"-L{lib.lib_dir}", "-lf8", f"-Wl,-rpath,{lib.lib_dir}", "-lpthread"]
+    exe = compile_program(src, root / "fp8cpp", lib.include_dir, libs, cxx=True, flags=(f"-I{inc}",))
+    r = run(exe, root, session_fake(tmp_path_factory))
+    assert r.returncode == 0 and r.stdout.split() == ["KP_SUCCESS", "KP_SUCCESS"], r.stdout + r.stderr
+    assert [r.field(x, "kernel") for x in r.launch_lines()] == [E4M3_ENTRY, E5M2_ENTRY]
+    assert "widen(const kp_launch& kp_cfg, const uint8_t* x" not in (lib.include_dir / "f8.hpp").read_text()
     src.write_text('#include "f8.hpp"\nint main() { return kp::dtype_of<float>::value == KP_F32 ? 0 : 1; }\n')
     compile_program(src, root / "nofp8cpp", lib.include_dir, [], cxx=True)
 

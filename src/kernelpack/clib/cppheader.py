@@ -253,18 +253,19 @@ class _Overloads:
         self.out: list[str] = []
         self.seen: set[tuple[str, str]] = set()
 
-    def add(self, name: str, doc: str, params: list[str], call: str) -> None:
+    def add(self, name: str, doc: str, params: list[str], call: str, guard: str = "") -> None:
         sig = ", ".join([f"const kp_launch& {LAUNCH}", *params])
         if (name, sig) in self.seen:
             return
         self.seen.add((name, sig))
-        self.out.append(f"/// {doc}\n[[nodiscard]] inline kp_status {name}({sig}) {{\n    return {call};\n}}")
+        text = f"/// {doc}\n[[nodiscard]] inline kp_status {name}({sig}) {{\n    return {call};\n}}"
+        self.out.append(f"#ifdef {guard}\n{text}\n#endif" if guard else text)
 
     def family(self, f: Family) -> None:
         lib = self.g.lib
         for s in f.specs:
             for views in (False, True):
-                params, call = [], [f"&{LAUNCH}"]
+                params, call, guard = [], [f"&{LAUNCH}"], ""
                 for fa, p in zip(f.args, self.g.plan(s.artifact).args, strict=True):
                     v = fa.cname
                     if fa.kind in ("tensor", "desc"):
@@ -275,6 +276,16 @@ class _Overloads:
                         assert not isinstance(p, DescArg) and isinstance(p.type, Pointer)
                         t = Pointer(p.type.pointee, fa.const) if fa.varying else p.type
                         span = _span_type(t) if views else None
+                        if fa.varying and t.pointee is not None and t.pointee.is_fp8:
+                            # uint8_t* would not tell e4m3 from e5m2 (or u8): the overload takes cuda_fp8.h's
+                            # type, and exists only where the includer has that header
+                            elem = f"{'const ' if t.const else ''}{CPP_FP8_TYPES[t.pointee.value]}"
+                            span = f"kp::device_span<{elem}>" if views else None
+                            params.append(f"{span} {v}" if span else f"{elem}* {v}")
+                            call.append(f"{v}.data()" if span else v)
+                            call.append(dtype_enum(t.pointee))
+                            guard = "__CUDA_FP8_TYPES_EXIST__"
+                            continue
                         params.append(f"{span} {v}" if span else f"{t.c_type} {v}")
                         call.append(f"{v}.data()" if span else v)
                         if fa.varying:
@@ -289,7 +300,7 @@ class _Overloads:
                 fn = entry_name(lib, f.name)
                 doc = (f"Family `{f.name}`: {what}{'device views' if views else 'pointers'} (see {fn}; "
                        f"dispatches over its specializations){_renamed(f.name, [fa.name for fa in f.args])}.")
-                self.add(cpp_name(f.name), doc, params, f"{fn}({', '.join(call)})")
+                self.add(cpp_name(f.name), doc, params, f"{fn}({', '.join(call)})", guard)
 
     def typed(self, index: int) -> None:
         g = self.g
