@@ -219,3 +219,22 @@ class _null:
 
     def __exit__(self, *exc: object) -> bool:
         return False
+
+
+def test_tensor_descriptor_of_fp8_takes_a_torch_float8_tensor() -> None:
+    """A CuTe-style tensor struct of f8e4m3 elements (what a CuTe host program such as FlashInfer's rmsnorm_quant
+    takes for its fp8 output) accepts a torch float8_e4m3fn tensor and refuses an e5m2 one naming both."""
+    from kernelpack.abi import Abi, Param, Struct, TensorSpec
+    from kernelpack.launch.plan import Plan
+    from kernelpack.runtime import adapters, checks
+
+    abi = Abi((Param("mY", Struct.tensor_descriptor("t", TensorSpec(DType.f8e4m3, (None, 64), (None, 1)))),))
+    (slot,) = Plan.of(abi).slots
+    y = torch.zeros(4, 64, dtype=torch.float8_e4m3fn)
+    with cpu_tensors_as_cuda():
+        ptr, shape, strides = checks.check_arg("rmsnorm_quant", slot, y, adapters.torch_view(y))
+        assert (ptr, tuple(shape), tuple(strides)) == (y.data_ptr(), (4, 64), (64, 1))
+        bad = y.view(torch.float8_e5m2)
+        with pytest.raises(ArgumentValueError, match=r"kernel rmsnorm_quant: parameter 0 'mY': expected a f8e4m3 "
+                                                     r"tensor.*got a float8_e5m2 tensor"):
+            checks.check_arg("rmsnorm_quant", slot, bad, adapters.torch_view(bad))
