@@ -35,7 +35,7 @@ def _got(value: Any, view: TensorView | None) -> str:
 
 
 def _unnamed(where: str, view: TensorView) -> ArgumentTypeError:
-    """An array whose element type kernelpack has no dtype for (complex, fp8, ...) where a typed one is needed: the
+    """An array whose element type kernelpack has no dtype for (complex, fnuz fp8, ...) where a typed one is needed: the
     C library's KP_ERROR_INVALID_ARGUMENT for a kp_tensor whose dtype is no kp_dtype, not a dispatch mismatch."""
     return ArgumentTypeError(f"{where}: expected an array of a kernelpack dtype, got a {view.describe()} (an "
                              f"element type kernelpack cannot name{_fp8_hint(view.dtype_name)})")
