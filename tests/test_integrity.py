@@ -193,6 +193,11 @@ ALLOWED = {
         "resolve: a 'package.module:attr' reference written in the user's project file (their code)",
     ("frontends/refs.py", "importlib.util.find_spec"):
         "_module_file: locating the module a project reference names, to fingerprint it (the user's code)",
+    ("frontends/refs.py", "compile"):
+        "_RenamedSource: a module under the user's own project root (as import_file), compiled under the driver's "
+        "path on a Ray worker so Triton's line info matches a local build; never a path from build state",
+    ("frontends/refs.py", "importlib.machinery.PathFinder.find_spec"):
+        "_RenamingFinder: finds the siblings of such a module (the user's project files) for that renaming loader",
     ("_lazy.py", "importlib.import_module"): "kernelpack's own submodules, from a constant table in the package",
     ("cute/types.py", "importlib.import_module"): "the constant module name cutlass._mlir.ir (CuTe's bindings)",
 }

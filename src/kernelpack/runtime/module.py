@@ -195,7 +195,7 @@ class KernelModule(types.ModuleType):
     def __repr__(self) -> str:
         st = self._st
         return (f"<kernelpack module from {clip_left(repr(self.__file__), 120)}: "
-                f"{listing(sorted({*st.index.names(), *st.callables}), 120) or 'no kernels'}>")
+                f"{listing(list(dict.fromkeys([*st.index.names(), *st.callables])), 120) or 'no kernels'}>")
 
     def __dir__(self) -> list[str]:
         return sorted({*super().__dir__(), *self._st.attrs})
