@@ -12,7 +12,7 @@ PY
 for prep in scripts/gpu_prepare_frontends.py scripts/gpu_prepare_cute.py scripts/gpu_runtime_prepare.py \
             scripts/gpu_prepare_examples.py scripts/gpu_prepare_per_arch.py scripts/gpu_prepare_wheels.py \
             scripts/gpu_prepare_launchcost.py scripts/gpu_prepare_ptx.py \
-            scripts/gpu_prepare_pdl.py scripts/gpu_prepare_tuning.py; do
+            scripts/gpu_prepare_pdl.py scripts/gpu_prepare_tuning.py scripts/gpu_prepare_fp8.py; do
   if [ -f "$prep" ]; then echo "== $prep"; python3 "$prep" | tail -2; fi
 done
 du -sh .gpu

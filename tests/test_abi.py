@@ -21,6 +21,19 @@ def test_scalars_have_exact_width_and_c_spelling():
     assert Scalar(DType.bool).size == 1
 
 
+def test_fp8_is_an_element_type_stored_as_uint8_and_never_a_scalar():
+    for dt in (DType.f8e4m3, DType.f8e5m2):
+        assert dt.size == 1 and dt.is_float and dt.is_fp8 and not dt.is_integer
+        assert Pointer(dt, const=True).c_type == "const uint8_t*"
+        assert Abi.from_json(Abi((Param("x", Pointer(dt)),)).to_json()).params[0].type.pointee is dt
+        spec = TensorSpec(dt, (None,), (1,))
+        assert Struct.tensor_descriptor("t", spec).fields[0].type == Pointer(dt)
+        with pytest.raises(AbiError, match=f"scalar of dtype {dt.value}: fp8 is an element type of pointers and "
+                                           f"tensors only"):
+            Scalar(dt)
+    assert DType.parse("f8e4m3") is DType.f8e4m3 and DType.parse("f8e5m2") is DType.f8e5m2
+
+
 def test_pointer_spelling_keeps_const_and_pointee():
     assert Pointer(DType.f32, const=True).c_type == "const float*"
     assert Pointer(None).c_type == "void*"
@@ -65,9 +78,10 @@ def test_invalid_descriptions_raise_abi_error_naming_the_problem():
         Abi.from_json({"name": "x"})  # type: ignore[arg-type]
 
 
-dtypes = st.sampled_from(list(DType))
+dtypes = st.sampled_from(list(DType))  # element types: every dtype, fp8 included
+scalar_dtypes = st.sampled_from([d for d in DType if not d.is_fp8])
 leaf_types = st.one_of(
-    dtypes.map(Scalar),
+    scalar_dtypes.map(Scalar),
     st.builds(Pointer, st.one_of(st.none(), dtypes), st.booleans(), st.sampled_from(["global", "generic"])),
     st.builds(lambda s, a: Opaque(s * a, a, "blob"), st.integers(1, 64), st.sampled_from([1, 2, 4, 8, 16, 64])),
 )

@@ -86,6 +86,27 @@ def test_scalars_pointers_streams_constexpr_and_none() -> None:
     assert [lf.stream for lf in leaves] == [False] * 4 + [True, False]
 
 
+def test_fp8_tensors_and_pointers_are_fp8_element_types() -> None:
+    """NVIDIA's fp8 formats (Float8E4M3FN, Float8E5M2) are kernelpack's f8e4m3/f8e5m2 elements (not raw u8), so a
+    torch float8 tensor matches them; the MX scale format Float8E8M0FNU stays raw bytes; an fp8 scalar is refused."""
+    def f(a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, p: cute.Pointer) -> None: ...
+
+    a = make_fake_compact_tensor(cutlass.Float8E4M3FN, (SymInt(), 64), stride_order=(1, 0))
+    b = make_fake_compact_tensor(cutlass.Float8E5M2, (SymInt(), 64), stride_order=(1, 0))
+    c = make_fake_compact_tensor(cutlass.Float8E8M0FNU, (SymInt(), 64), stride_order=(1, 0))
+    p = make_ptr(cutlass.Float8E4M3FN, 0x1000, cute.AddressSpace.gmem, assumed_align=16)
+    a_t, b_t, c_t, p_t = (lf.type for lf in kc.host_leaves(f, (a, b, c, p)))
+    assert (a_t.tensor.dtype, b_t.tensor.dtype, c_t.tensor.dtype) == (DType.f8e4m3, DType.f8e5m2, DType.u8)
+    assert a_t.fields[0].type == Pointer(DType.f8e4m3) and a_t.fields[0].type.c_type == "uint8_t*"
+    assert p_t == Pointer(DType.f8e4m3)
+
+    def g(x: cutlass.Float8E4M3FN) -> None: ...
+
+    with pytest.raises(CompileError, match=r"a scalar of MLIR type f8E4M3FN: fp8 \(f8e4m3\) is an element type of "
+                                           r"tensors and pointers only"):
+        kc.host_leaves(g, (cutlass.Float8E4M3FN(1.0),))
+
+
 def test_a_driver_custream_is_the_stream_parameter() -> None:
     """liger's launchers pass ``cuda.bindings.driver.CUstream(torch stream)``: CuTe's JIT takes it as its stream;
     kernelpack derives the same stream parameter (it used to refuse it: "cannot pass a CUstream")."""

@@ -165,3 +165,22 @@ def test_project_entry_derives_from_example_args(tmp_path: Path, fresh_cache: An
     assert sorted(r.jobs) == ["cutile:vadd[aligned]", "cutile:vadd[unaligned]"]
     arts = {a.variant: a for a in Bundle.from_bytes(Path(r.outputs["bundle"]).read_bytes())}
     assert arts["aligned"].abi.params[0].divisibility == 16 and arts["unaligned"].abi.params[0].divisibility == 1
+
+
+def test_fp8_arrays_are_fp8_pointer_params_and_fp8_scalars_are_refused() -> None:
+    """cuTile's float8_e4m3fn/float8_e5m2 arrays become f8e4m3/f8e5m2 pointers (a torch float8 tensor then matches);
+    a scalar of an fp8 dtype has no C type and is refused naming the parameter."""
+    import cuda.tile as ct
+
+    from kernelpack.abi import DType, Pointer
+    from kernelpack.cutile import _params
+
+    x8 = _views(torch.float8_e4m3fn, "meta")["contiguous"]
+    y8 = torch.empty(8, 32, dtype=torch.float8_e5m2, device="meta")
+    sig = kc.signature_from_args(K.scaled, (x8, y8, 1.0, 1, True, 32))
+    x, y = (_params("scaled", i, n, c)[0] for i, (n, c) in enumerate(zip(("x", "y"), sig.parameters[:2])))
+    assert (x.type, y.type) == (Pointer(DType.f8e4m3), Pointer(DType.f8e5m2))
+    scalar = sig.parameters[2].__class__(ct.float8_e4m3fn)
+    with pytest.raises(CompileError, match=r"kernel scaled: parameter 2 'alpha': unsupported scalar dtype "
+                                           r"float8_e4m3fn"):
+        _params("scaled", 2, "alpha", scalar)

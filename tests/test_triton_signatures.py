@@ -310,3 +310,22 @@ def test_triton_compile_errors_keep_the_whole_chain() -> None:
     e = info.value
     assert "Triton failed: CompilationError:" in e.message and "undefined_value" in e.message
     assert e.log is not None and "[0] triton.compiler.errors.CompilationError:" in e.log and "traceback:" in e.log
+
+
+@pytest.mark.parametrize(("dtype", "triton_type", "kp"), [(torch.float8_e4m3fn, "*fp8e4nv", "f8e4m3"),
+                                                          (torch.float8_e5m2, "*fp8e5", "f8e5m2")])
+def test_fp8_tensors_become_fp8_pointer_params(dtype: Any, triton_type: str, kp: str) -> None:
+    """A torch float8 tensor derives Triton's own fp8 pointer type, and the compiled artifact's ABI names the
+    kernelpack fp8 dtype (uint8_t storage in C), not an untyped pointer."""
+    args = (_t(dtype, "meta"), _t(torch.float32, "meta"), 64)
+    d = kt.signature_from_args(K.fp8_widen, args, constexprs={"BLOCK": 64})
+    assert d.signature["x_ptr"] == triton_type
+    (art,) = kt.compile(K.fp8_widen, example_args=args, constexprs={"BLOCK": 64}, arch="sm_90a", name="fp8_widen")
+    x = art.abi.params[0]
+    assert (x.name, x.type.pointee.value, x.type.c_type) == ("x_ptr", kp, "uint8_t*")
+
+
+def test_fp8_scalar_parameter_is_refused() -> None:
+    with pytest.raises(CompileError, match=r"parameter 2 'n': unsupported Triton type 'fp8e4nv'"):
+        kt.compile(K.fp8_widen, {"x_ptr": "*fp8e4nv", "y_ptr": "*fp32", "n": "fp8e4nv"}, constexprs={"BLOCK": 64},
+                   arch="sm_90a")

@@ -53,3 +53,9 @@ def tuned(x_ptr, n, BLOCK: tl.constexpr):
 def broken(x_ptr, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     tl.store(x_ptr + offs, undefined_value, mask=offs < n)  # noqa: F821 - the error under test
+
+
+@triton.jit
+def fp8_widen(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n).to(tl.float32), mask=offs < n)

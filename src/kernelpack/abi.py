@@ -3,7 +3,8 @@
 A kernel's ABI is an ordered tuple of :class:`Param`, each with a name and a type of one of four kinds:
 
 * :class:`Scalar`  - i8..i64, u8..u64, f16, bf16, f32, f64, bool, passed by value at its exact width;
-* :class:`Pointer` - a device pointer to an element dtype (or untyped), with an address space;
+* :class:`Pointer` - a device pointer to an element dtype (the scalar dtypes and f8e4m3, f8e5m2; or untyped), with
+  an address space;
 * :class:`Struct`  - a by-value C struct of named fields (a tensor descriptor ``{data, shape*, stride*}``);
 * :class:`Opaque`  - bytes of a given size and alignment (a 128-byte ``CUtensorMap``).
 
@@ -41,6 +42,8 @@ class DType(str, Enum):
     f32 = "f32"
     f64 = "f64"
     bool = "bool"
+    f8e4m3 = "f8e4m3"  # OCP FP8 E4M3 (NVIDIA __nv_fp8_e4m3, torch.float8_e4m3fn): element type only, uint8_t storage
+    f8e5m2 = "f8e5m2"  # OCP FP8 E5M2 (NVIDIA __nv_fp8_e5m2, torch.float8_e5m2): element type only, uint8_t storage
 
     @property
     def size(self) -> int:
@@ -57,7 +60,12 @@ class DType(str, Enum):
 
     @property
     def is_float(self) -> builtins.bool:  # `bool` here would name the member
-        return self in (DType.f16, DType.bf16, DType.f32, DType.f64)
+        return self in (DType.f16, DType.bf16, DType.f32, DType.f64, DType.f8e4m3, DType.f8e5m2)
+
+    @property
+    def is_fp8(self) -> builtins.bool:  # `bool` here would name the member
+        """An 8-bit float: an element type of pointers and tensors only (C has no fp8 type: stored as uint8_t)."""
+        return self in (DType.f8e4m3, DType.f8e5m2)
 
     @property
     def is_signed(self) -> builtins.bool:  # `bool` here would name the member
@@ -97,6 +105,8 @@ _DTYPE_INFO: dict[DType, tuple[int, str, str]] = {
     DType.f32: (4, "float", "f"),
     DType.f64: (8, "double", "d"),
     DType.bool: (1, "bool", "?"),
+    DType.f8e4m3: (1, "uint8_t", "B"),  # C has no fp8 type: the raw byte, as cuda_fp8.h's __nv_fp8_storage_t
+    DType.f8e5m2: (1, "uint8_t", "B"),
 }
 
 
@@ -117,6 +127,9 @@ class Scalar:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dtype", DType.parse(self.dtype))
+        if self.dtype.is_fp8:
+            raise AbiError(f"scalar of dtype {self.dtype.value}: fp8 is an element type of pointers and tensors only "
+                           f"(expected a scalar dtype: one of {', '.join(d.value for d in DType if not d.is_fp8)})")
 
     @property
     def size(self) -> int:

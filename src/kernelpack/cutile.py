@@ -48,8 +48,10 @@ CUTILE_DTYPES: dict[str, DType | None] = {
     "bool_": DType.bool, "int8": DType.i8, "int16": DType.i16, "int32": DType.i32, "int64": DType.i64,
     "uint8": DType.u8, "uint16": DType.u16, "uint32": DType.u32, "uint64": DType.u64,
     "float16": DType.f16, "bfloat16": DType.bf16, "float32": DType.f32, "float64": DType.f64,
+    # fp8: arrays only (f8e4m3/f8e5m2 pointers); scalars of these are rejected
+    "float8_e4m3fn": DType.f8e4m3, "float8_e5m2": DType.f8e5m2,
     # no kernelpack dtype: arrays of these become void* pointers; scalars of these are rejected
-    "tfloat32": None, "float8_e4m3fn": None, "float8_e5m2": None, "float8_e5m3fnu": None,
+    "tfloat32": None, "float8_e5m3fnu": None,
     "float8_e8m0fnu": None, "float4_e2m1fn": None,
 }
 
@@ -179,7 +181,8 @@ def _div(d: int) -> int:
 
 def _dtype(dt: Any, where: str, *, scalar: bool) -> Any:
     name = getattr(dt, "name", str(dt))
-    if name not in CUTILE_DTYPES or (scalar and CUTILE_DTYPES[name] is None):
+    dt = CUTILE_DTYPES.get(name)
+    if name not in CUTILE_DTYPES or (scalar and (dt is None or dt.is_fp8)):
         what = "scalar" if scalar else "array element"
         raise CompileError(f"{where}: unsupported {what} dtype {name}")
     return CUTILE_DTYPES[name]

@@ -32,11 +32,19 @@ SCALAR_NAMES: dict[str, DType] = {
     "_Float16": DType.f16, "__half": DType.f16, "half": DType.f16, "__nv_half": DType.f16,
     "__bf16": DType.bf16, "__nv_bfloat16": DType.bf16, "nv_bfloat16": DType.bf16,
 }
+# element types of pointers only (cuda_fp8.h): a by-value __nv_fp8_e4m3 stays a 1-byte opaque struct
+ELEMENT_NAMES: dict[str, DType] = {"__nv_fp8_e4m3": DType.f8e4m3, "__nv_fp8_e5m2": DType.f8e5m2}
 TENSOR_MAP_NAMES = ("CUtensorMap", "CUtensorMap_st")
 
 
 def _dtype_of(name: str) -> DType | None:
     return SCALAR_NAMES.get(name.removeprefix("std::").removeprefix("::"))
+
+
+def _element_of(name: str) -> DType | None:
+    """The pointee dtype of a pointer to ``name``: a scalar type's or an fp8 element type's."""
+    plain = name.removeprefix("std::").removeprefix("::")
+    return SCALAR_NAMES.get(plain) or ELEMENT_NAMES.get(plain)
 
 
 def opaque_for(name: str, size: int, offset_abs: int | None = None) -> Opaque:
@@ -66,7 +74,7 @@ def abi_type_from_cxx(t: CxxType, *, size: int | None = None, offset_abs: int | 
             const = const or inner.const
             inner = inner.inner
         name = inner.name if isinstance(inner, (Builtin, Named)) else ""
-        return Pointer(_dtype_of(name), const)
+        return Pointer(_element_of(name), const)
     if isinstance(t, Builtin):
         dt = _dtype_of(t.name)
         if dt is None:
@@ -131,7 +139,7 @@ def parse_decl(decl: str) -> tuple[str, ParamType | None, str]:
     base = " ".join(type_words)
     dt = _dtype_of(base)
     if stars:
-        return name, Pointer(dt, const_pointee), base
+        return name, Pointer(_element_of(base), const_pointee), base
     return name, (Scalar(dt) if dt is not None else None), base
 
 

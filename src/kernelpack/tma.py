@@ -39,12 +39,13 @@ L2_PROMOTION_128B = 2
 OOB_FILL_NONE, OOB_FILL_NAN_REQUEST_ZERO_FMA = 0, 1
 
 # The element type names a TensorDescSpec stores (the .kpack format; they are Triton's, the first frontend to emit
-# descriptors) -> kernelpack dtypes (None: no kernelpack dtype, e.g. fp8; such pointers become void*)
+# descriptors) -> kernelpack dtypes (None: no kernelpack dtype, e.g. the non-NVIDIA fp8 variants fp8e4b15 (bias 15)
+# and the fnuz fp8e4b8/fp8e5b16; such pointers become void*)
 ELEMENT_TYPES: dict[str, DType | None] = {
     "i1": DType.bool, "u1": DType.bool, "i8": DType.i8, "i16": DType.i16, "i32": DType.i32, "i64": DType.i64,
     "u8": DType.u8, "u16": DType.u16, "u32": DType.u32, "u64": DType.u64,
     "fp16": DType.f16, "bf16": DType.bf16, "fp32": DType.f32, "f32": DType.f32, "fp64": DType.f64,
-    "fp8e4nv": None, "fp8e5": None, "fp8e4b15": None, "fp8e4b8": None, "fp8e5b16": None,
+    "fp8e4nv": DType.f8e4m3, "fp8e5": DType.f8e5m2, "fp8e4b15": None, "fp8e4b8": None, "fp8e5b16": None,
 }
 
 
@@ -73,7 +74,7 @@ class TensorDescSpec:
 
     @property
     def element_dtype(self) -> DType | None:
-        """The kernelpack dtype of the elements (None: one kernelpack has no dtype for, e.g. fp8)."""
+        """The kernelpack dtype of the elements (None: one kernelpack has no dtype for, e.g. fp8e4b15)."""
         return ELEMENT_TYPES.get(self.dtype)
 
     def __post_init__(self) -> None:

@@ -293,7 +293,8 @@ def _known_type(ty: str) -> bool:
     m = _DESC.match(ty)
     if m:
         return m.group(1) in TRITON_DTYPES
-    return ty == "nvTmaDesc" or TRITON_DTYPES.get(ty) is not None
+    dt = TRITON_DTYPES.get(ty)
+    return ty == "nvTmaDesc" or (dt is not None and not dt.is_fp8)  # an fp8 scalar has no C type: refused
 
 
 def _divisibility(kname: str, args: list[_Arg], hint: Mapping[str, int] | Sequence[str] | str | None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..abi import DType, Opaque, Pointer, Scalar, Struct, TensorSpec
 from ..artifact import KernelArtifact
-from ..launch.codes import DTYPE_CODE, DTYPES, LAUNCH_FLAGS, STATUS, dtype_enum_name  # noqa: E402 - the launch model
+from ..launch.codes import DTYPE_CODE, DTYPES, DTYPES_V1, LAUNCH_FLAGS, STATUS, dtype_enum_name  # noqa: E402 - the launch model
 from ..launch.codes import INT64_RANGE as INT_RANGE  # noqa: E402,F401 - values a kp_tensor field can carry
 from ..names import LIBRARY_API, c_comment, c_name, entry_name  # noqa: F401 - LIBRARY_API re-exported
 
@@ -30,10 +30,15 @@ def dtype_enum(d: DType | None) -> str:
     return dtype_enum_name(d)
 
 
+_FP8_DOC = {DType.f8e4m3: "FP8 E4M3 (__nv_fp8_e4m3)", DType.f8e5m2: "FP8 E5M2 (__nv_fp8_e5m2)"}
+
+
 def common_header() -> str:
     """Types shared by every kernelpack library; guarded, so several libraries' headers can be included together."""
     status = "\n".join(f"    {st.name} = {st.value}, /**< {st.doc} */" for st in STATUS)
-    dtypes = "\n".join(f"    {dtype_enum_name(d)} = {DTYPE_CODE[d]}, /**< {d.c_type} */" for d in DTYPES)
+    dtypes = "\n".join(f"    {dtype_enum_name(d)} = {DTYPE_CODE[d]}, /**< {d.c_type} */" for d in DTYPES[:DTYPES_V1])
+    fp8 = "\n".join(f"/** {d.c_type} elements holding the bits of an {_FP8_DOC[d]}. */\n"
+                     f"#define {dtype_enum_name(d)} ((kp_dtype){DTYPE_CODE[d]})" for d in DTYPES[DTYPES_V1:])
     flags = "\n".join(f"/** kp_launch.flags: {LAUNCH_FLAG_DOCS[n]}. */\n#define KP_LAUNCH_{n} {v}u"
                       for n, v in LAUNCH_FLAGS.items())
     return f"""#ifndef KP_COMMON_TYPES_V1
@@ -67,6 +72,12 @@ typedef struct kp_tensor {{
 }} kp_tensor;
 
 #endif /* KP_COMMON_TYPES_V1 */
+#ifndef KP_DTYPE_FP8_V1
+#define KP_DTYPE_FP8_V1
+/* kp_dtype values added after the enum above (which every kernelpack library's header shares, unchanged). C has no
+ *  fp8 type: such elements are passed as uint8_t, the raw bits (cuda_fp8.h's __nv_fp8_storage_t). */
+{fp8}
+#endif /* KP_DTYPE_FP8_V1 */
 #ifndef KP_LAUNCH_TYPE_V2
 #define KP_LAUNCH_TYPE_V2
 {flags}

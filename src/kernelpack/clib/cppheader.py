@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..abi import Pointer, Struct
-from ..launch.codes import DTYPES
+from ..launch.codes import DTYPES, DTYPES_V1
 from ..names import c_name, cpp_namespace
 from .cdecl import dtype_enum, entry_name, param_decl, renamed_params, wrapper_name
 from .launchgen import LAUNCH, CallerArg, DescArg
@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from .family import Family
     from .generate import _Gen as Gen
 
-CPP_TYPES = [(d, d.c_type) for d in DTYPES]  # the C spelling of each kp_dtype (kernelpack.abi)
+CPP_TYPES = [(d, d.c_type) for d in DTYPES[:DTYPES_V1]]  # the C spelling of each kp_dtype (kernelpack.abi)
+# the fp8 kp_dtypes: uint8_t in C (taken by KP_U8), cuda_fp8.h's types in C++ where the includer has that header
+CPP_FP8_TYPES = {"f8e4m3": "__nv_fp8_e4m3", "f8e5m2": "__nv_fp8_e5m2"}
 
 # what the C++ layer declares in a library's namespace itself: an entry so named gets a trailing _ in C++
 LAYER_NAMES = frozenset(("Library", "check", "last_error", "status_name", "preload"))
@@ -83,6 +85,18 @@ inline kp_launch launch(uint32_t grid_x, uint32_t block_x = 0, uint32_t dynamic_
 
 }  // namespace kp
 #endif  // KP_CPP_COMMON_V1
+"""
+
+_FP8_V1 = """#ifndef KP_CPP_FP8_V1
+#define KP_CPP_FP8_V1
+#ifdef __CUDA_FP8_TYPES_EXIST__
+/// The fp8 kp_dtypes of cuda_fp8.h's types, when that header was included before this one (a host compiler without
+/// the CUDA toolkit has no fp8 type; pass such data as uint8_t or void* with the kp_dtype named explicitly).
+namespace kp {
+@FP8_DTYPES@
+}  // namespace kp
+#endif
+#endif  // KP_CPP_FP8_V1
 """
 
 _COMMON_V2 = """#ifndef KP_CPP_COMMON_V2
@@ -239,18 +253,19 @@ class _Overloads:
         self.out: list[str] = []
         self.seen: set[tuple[str, str]] = set()
 
-    def add(self, name: str, doc: str, params: list[str], call: str) -> None:
+    def add(self, name: str, doc: str, params: list[str], call: str, guard: str = "") -> None:
         sig = ", ".join([f"const kp_launch& {LAUNCH}", *params])
         if (name, sig) in self.seen:
             return
         self.seen.add((name, sig))
-        self.out.append(f"/// {doc}\n[[nodiscard]] inline kp_status {name}({sig}) {{\n    return {call};\n}}")
+        text = f"/// {doc}\n[[nodiscard]] inline kp_status {name}({sig}) {{\n    return {call};\n}}"
+        self.out.append(f"#ifdef {guard}\n{text}\n#endif" if guard else text)
 
     def family(self, f: Family) -> None:
         lib = self.g.lib
         for s in f.specs:
             for views in (False, True):
-                params, call = [], [f"&{LAUNCH}"]
+                params, call, guard = [], [f"&{LAUNCH}"], ""
                 for fa, p in zip(f.args, self.g.plan(s.artifact).args, strict=True):
                     v = fa.cname
                     if fa.kind in ("tensor", "desc"):
@@ -261,6 +276,16 @@ class _Overloads:
                         assert not isinstance(p, DescArg) and isinstance(p.type, Pointer)
                         t = Pointer(p.type.pointee, fa.const) if fa.varying else p.type
                         span = _span_type(t) if views else None
+                        if fa.varying and t.pointee is not None and t.pointee.is_fp8:
+                            # uint8_t* would not tell e4m3 from e5m2 (or u8): the overload takes cuda_fp8.h's
+                            # type, and exists only where the includer has that header
+                            elem = f"{'const ' if t.const else ''}{CPP_FP8_TYPES[t.pointee.value]}"
+                            span = f"kp::device_span<{elem}>" if views else None
+                            params.append(f"{span} {v}" if span else f"{elem}* {v}")
+                            call.append(f"{v}.data()" if span else v)
+                            call.append(dtype_enum(t.pointee))
+                            guard = "__CUDA_FP8_TYPES_EXIST__"
+                            continue
                         params.append(f"{span} {v}" if span else f"{t.c_type} {v}")
                         call.append(f"{v}.data()" if span else v)
                         if fa.varying:
@@ -275,7 +300,7 @@ class _Overloads:
                 fn = entry_name(lib, f.name)
                 doc = (f"Family `{f.name}`: {what}{'device views' if views else 'pointers'} (see {fn}; "
                        f"dispatches over its specializations){_renamed(f.name, [fa.name for fa in f.args])}.")
-                self.add(cpp_name(f.name), doc, params, f"{fn}({', '.join(call)})")
+                self.add(cpp_name(f.name), doc, params, f"{fn}({', '.join(call)})", guard)
 
     def typed(self, index: int) -> None:
         g = self.g
@@ -343,6 +368,11 @@ def _host_cpp(g: Gen | _HostOnly) -> list[str]:
             for p in g.programs]
 
 
+def _fp8_dtypes() -> str:
+    return "\n".join(f"/// {c} is {dtype_enum(d)}.\ntemplate <> struct dtype_of<{c}> {{ static constexpr kp_dtype "
+                     f"value = {dtype_enum(d)}; }};" for d in DTYPES[DTYPES_V1:] for c in [CPP_FP8_TYPES[d.value]])
+
+
 def cpp_header(g: Gen) -> str:
     lib, ns = g.lib, cpp_namespace(g.lib)
     dtypes = "\n".join(f"/// {c} is {dtype_enum(d)}.\ntemplate <> struct dtype_of<{c}> {{ static constexpr kp_dtype "
@@ -367,6 +397,7 @@ def cpp_header(g: Gen) -> str:
 #include "{lib}.h"
 
 {_COMMON_V1.replace("DTYPES", dtypes)}
+{_FP8_V1.replace("@FP8_DTYPES@", _fp8_dtypes())}
 {_COMMON_V2}
 /// The kernels of lib{lib}: an RAII handle, error helpers, view converters and overloads of every entry of {lib}.h.
 namespace {ns} {{
@@ -424,6 +455,7 @@ def host_cpp_header(lib: str, programs: Sequence[HostProgram], names: TypeNames)
 #include "{lib}.h"
 
 {_COMMON_V1.replace("DTYPES", dtypes)}
+{_FP8_V1.replace("@FP8_DTYPES@", _fp8_dtypes())}
 {_COMMON_V2}
 /// The CuTe host programs of lib{lib}: error helpers, view converters and overloads of every entry of {lib}.h.
 namespace {ns} {{

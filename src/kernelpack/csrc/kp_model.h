@@ -25,8 +25,10 @@
 #define KP_DT_F32 11 /* float */
 #define KP_DT_F64 12 /* double */
 #define KP_DT_BOOL 13 /* bool */
-#define KP_DTYPE_COUNT 14
-#define KP_DTYPE_NAMES {"any", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64", "bool"} /* indexed by kp_dtype */
+#define KP_DT_F8E4M3 14 /* uint8_t storage of fp8 bits */
+#define KP_DT_F8E5M2 15 /* uint8_t storage of fp8 bits */
+#define KP_DTYPE_COUNT 16
+#define KP_DTYPE_NAMES {"any", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64", "bool", "f8e4m3", "f8e5m2"} /* indexed by kp_dtype */
 
 /* ---- CUresult values the code reacts to */
 #define KP_CUDA_SUCCESS 0

@@ -26,7 +26,10 @@ _NUMERIC_CLASSES: dict[str, DType] = {
     "Boolean": DType.bool, "Int8": DType.i8, "Int16": DType.i16, "Int32": DType.i32, "Int64": DType.i64,
     "Uint8": DType.u8, "Uint16": DType.u16, "Uint32": DType.u32, "Uint64": DType.u64,
     "Float16": DType.f16, "BFloat16": DType.bf16, "Float32": DType.f32, "Float64": DType.f64,
+    "Float8E4M3FN": DType.f8e4m3, "Float8E5M2": DType.f8e5m2,
 }
+# the MLIR fp8 element types that are NVIDIA's formats (elements only: a scalar of them has no C type)
+_MLIR_FP8: dict[str, DType] = {"f8E4M3FN": DType.f8e4m3, "f8E5M2": DType.f8e5m2}
 
 _COORD_TENSOR = re.compile(r'^!cute\.coord_tensor<\s*"(.*?)"\s*,\s*"(.*)"\s*>$')
 _BASIS_LEAF = re.compile(r"(\?(?:\{[^}]*\})?|-?\d+)(?:@\d+)*")  # a stride leaf of a coordinate tensor: 1024@0
@@ -57,10 +60,13 @@ def numeric_dtype(cls: object) -> DType | None:
 
 
 def element_dtype(spelling: str) -> DType:
-    """An element or scalar MLIR type; 8-bit and narrower float formats are carried as raw bytes (u8)."""
+    """An element or scalar MLIR type; NVIDIA's fp8 formats are f8e4m3/f8e5m2, other 8-bit and narrower float formats
+    (f8E8M0FNU scales, fnuz variants, f6, f4) are carried as raw bytes (u8)."""
     s = spelling.strip()
     if s in _MLIR_SCALARS:
         return _MLIR_SCALARS[s]
+    if s in _MLIR_FP8:
+        return _MLIR_FP8[s]
     if s.startswith(("f8", "f6", "f4", "!cute.f8", "f4E2M1")):
         return DType.u8
     raise CompileError(f"MLIR type {spelling!r} has no kernelpack dtype")
@@ -215,5 +221,8 @@ def abi_type(type_text: str, dtype_hint: DType | None = None) -> Scalar | Pointe
         if dtype_hint is not None and dtype_hint.size == base.size and dtype_hint.is_float == base.is_float:
             return Scalar(dtype_hint)
         return Scalar(base)
+    if t in _MLIR_FP8:
+        raise CompileError(f"a scalar of MLIR type {t}: fp8 ({_MLIR_FP8[t].value}) is an element type of tensors and "
+                           f"pointers only; pass the value as Float32 and convert it in the kernel")
     raise CompileError(f"DSL values of MLIR type {t} have no C form in kernelpack (tensors, pointers, scalars and "
                        f"streams do)")

@@ -13,7 +13,12 @@ from ..abi import DType
 
 # kp_dtype numbering: stable, append-only (every kernelpack library's header, the runtime's plans, the C extension)
 DTYPES: tuple[DType, ...] = (DType.i8, DType.i16, DType.i32, DType.i64, DType.u8, DType.u16, DType.u32, DType.u64,
-                             DType.f16, DType.bf16, DType.f32, DType.f64, DType.bool)
+                             DType.f16, DType.bf16, DType.f32, DType.f64, DType.bool,
+                             DType.f8e4m3, DType.f8e5m2)
+# the C header's kp_dtype enum lists the first DTYPES_V1 of them (a guarded block every kernelpack library shares);
+# later ones are macros in a block of their own, so headers of libraries built before and after them mix. C++ gives
+# an enum without a fixed type the values its enumerators' bits span (0..15 here): a 17th dtype (code 16) needs more
+DTYPES_V1 = 13
 DTYPE_CODE: dict[DType, int] = {d: i + 1 for i, d in enumerate(DTYPES)}  # 0: any / untyped
 DTYPE_ANY = 0
 

@@ -22,7 +22,8 @@ def render() -> str:
     def defines(rows: Sequence[tuple[str, object]]) -> str:
         return "\n".join(f"#define {n} {v}" for n, v in rows)
 
-    dtypes = "\n".join(f"#define KP_DT_{d.value.upper()} {c} /* {d.c_type} */" for d, c in codes.DTYPE_CODE.items())
+    dtypes = "\n".join(f"#define KP_DT_{d.value.upper()} {c} /* {d.c_type}{' storage of fp8 bits' * d.is_fp8} */"
+                       for d, c in codes.DTYPE_CODE.items())
     names = ", ".join(f'"{d.value}"' for d in codes.DTYPES)
     cuda = defines([(f"KP_{n}", v) for n, v in codes.CUDA_RESULTS.items()])
     attrs = defines([(f"KP_CU_DEVICE_ATTRIBUTE_{n}", v) for n, v in codes.DEVICE_ATTRIBUTES.items()]

@@ -42,6 +42,8 @@ int8_t dtype_code(c10::ScalarType t) {
     case c10::ScalarType::Float: return KP_DT_F32;
     case c10::ScalarType::Double: return KP_DT_F64;
     case c10::ScalarType::Bool: return KP_DT_BOOL;
+    case c10::ScalarType::Float8_e4m3fn: return KP_DT_F8E4M3;
+    case c10::ScalarType::Float8_e5m2: return KP_DT_F8E5M2;
     default: return 0;
     }
 }

@@ -25,7 +25,7 @@ KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
 @dataclass(slots=True)
 class TensorView:
     ptr: int
-    dtype: DType | None  # None: an element type the ABI cannot name (complex, fp8, ...)
+    dtype: DType | None  # None: an element type the ABI cannot name (complex, fnuz fp8, ...)
     dtype_label: Any  # the producer's dtype (its str() is the name used in messages)
     shape: tuple[int, ...]
     strides: tuple[int, ...]  # in elements
@@ -76,7 +76,9 @@ def _torch_dtypes(torch: Any) -> dict[Any, DType]:
     if not _TORCH_DTYPES:
         names = {"int8": DType.i8, "int16": DType.i16, "int32": DType.i32, "int64": DType.i64, "uint8": DType.u8,
                  "uint16": DType.u16, "uint32": DType.u32, "uint64": DType.u64, "float16": DType.f16,
-                 "bfloat16": DType.bf16, "float32": DType.f32, "float64": DType.f64, "bool": DType.bool}
+                 "bfloat16": DType.bf16, "float32": DType.f32, "float64": DType.f64, "bool": DType.bool,
+                 # NVIDIA's (OCP) fp8 formats; torch's float8_e4m3fnuz/e5m2fnuz (AMD) stay unnamed and are refused
+                 "float8_e4m3fn": DType.f8e4m3, "float8_e5m2": DType.f8e5m2}
         for name, dt in names.items():
             if hasattr(torch, name):
                 _TORCH_DTYPES[getattr(torch, name)] = dt
@@ -283,7 +285,11 @@ _capsule_pointer.argtypes = (ctypes.py_object, ctypes.c_char_p)
 
 _DL_CODES = {(0, 8): DType.i8, (0, 16): DType.i16, (0, 32): DType.i32, (0, 64): DType.i64, (1, 8): DType.u8,
              (1, 16): DType.u16, (1, 32): DType.u32, (1, 64): DType.u64, (2, 16): DType.f16, (2, 32): DType.f32,
-             (2, 64): DType.f64, (4, 16): DType.bf16, (6, 8): DType.bool}
+             (2, 64): DType.f64, (4, 16): DType.bf16, (6, 8): DType.bool,
+             (10, 8): DType.f8e4m3, (12, 8): DType.f8e5m2}  # kDLFloat8_e4m3fn, kDLFloat8_e5m2 (DLPack >= 1.1)
+# DLPack's other 8-bit float codes (dlpack.h 1.1+), named in messages; none is an NVIDIA format kernelpack names
+_DL_FP8_NAMES = {7: "float8_e3m4", 8: "float8_e4m3 (IEEE-style, with infinities)", 9: "float8_e4m3b11fnuz",
+                 11: "float8_e4m3fnuz", 13: "float8_e5m2fnuz", 14: "float8_e8m0fnu"}
 
 
 MAX_DLPACK_NDIM = 64  # numpy's own limit; a larger ndim is a producer's error, never read past
@@ -311,6 +317,8 @@ def dlpack_view(obj: Any) -> TensorView:
     name = f"dlpack(code={code}, bits={bits}{'' if lanes == 1 else f', lanes={lanes}'})"
     if dtype is not None:
         name = dtype.value
+    elif lanes == 1 and bits == 8 and code in _DL_FP8_NAMES:
+        name = f"dlpack {_DL_FP8_NAMES[code]} (code={code})"
     kind, index = t.device.type, t.device.id
     if kind in (KDL_CUDA, KDL_CUDA_MANAGED):
         ordinal: int | None = index

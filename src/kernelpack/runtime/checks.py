@@ -35,10 +35,20 @@ def _got(value: Any, view: TensorView | None) -> str:
 
 
 def _unnamed(where: str, view: TensorView) -> ArgumentTypeError:
-    """An array whose element type kernelpack has no dtype for (complex, fp8, ...) where a typed one is needed: the
+    """An array whose element type kernelpack has no dtype for (complex, fnuz fp8, ...) where a typed one is needed: the
     C library's KP_ERROR_INVALID_ARGUMENT for a kp_tensor whose dtype is no kp_dtype, not a dispatch mismatch."""
     return ArgumentTypeError(f"{where}: expected an array of a kernelpack dtype, got a {view.describe()} (an "
-                             f"element type kernelpack cannot name)")
+                             f"element type kernelpack cannot name{_fp8_hint(view.dtype_name)})")
+
+
+def _fp8_hint(name: str) -> str:
+    """Why an 8-bit float a producer names is not one of kernelpack's (f8e4m3 and f8e5m2 are NVIDIA's OCP formats)."""
+    if "fnuz" in name:
+        return ("; the fnuz fp8 formats (no infinities, no negative zero, another exponent bias) are not NVIDIA's: "
+                "kernelpack's fp8 dtypes are f8e4m3 = float8_e4m3fn and f8e5m2 = float8_e5m2")
+    if "float8" in name:
+        return "; kernelpack's fp8 dtypes are f8e4m3 = float8_e4m3fn and f8e5m2 = float8_e5m2"
+    return ""
 
 
 def _aligned(ptr: int, align: int) -> int:
