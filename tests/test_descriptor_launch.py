@@ -8,6 +8,7 @@ tensors with the same error, and the cache must re-encode whenever anything the 
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import subprocess
 from pathlib import Path
@@ -26,6 +27,7 @@ from toolchain_support import require_nvcc
 torch = pytest.importorskip("torch")
 
 CACHE_SIZE = 16  # KP_TMAP_CACHE in _launch.c
+FP8_SPEC = dataclasses.replace(TMA_SPEC, dtype="fp8e4nv", elem_size=1, elem_type=0)  # CU_TENSOR_MAP_DATA_TYPE_UINT8
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +39,7 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Bundle:
     return Bundle.of([
         KernelArtifact("tma2d", "tma2d", TMA_ABI, b, launch=LaunchSpec(tensor_descs=(TMA_SPEC,))),
         KernelArtifact("desc_dec", "desc_dec", DEC_ABI, b, launch=LaunchSpec(tensor_descs=(DEC_SPEC,))),
+        KernelArtifact("tma_fp8", "tma2d", TMA_ABI, b, launch=LaunchSpec(tensor_descs=(FP8_SPEC,))),
     ])
 
 
@@ -62,6 +65,7 @@ def _preload(m) -> None:
     """Load device 0 for both kernels, so the first launch already takes the C path."""
     m.tma2d.family.preload(0)
     m.desc_dec.family.preload(0)
+    m.tma_fp8.family.preload(0)
 
 
 @pytest.fixture(params=["c", "python"])
@@ -99,6 +103,19 @@ def test_tma_launch_in_c_passes_the_bytes_the_python_path_passes(fake, c_mod, py
     c_params, py_params = _params_both_ways(fake, c_mod, py_mod, _tma, t)
     assert c_params == py_params
     want = encode_args(TMA_SPEC, t.data_ptr(), t.shape, t.stride(), driver_version=13000, kernel="tma2d")
+    assert fake.encodes()[0] == {f: getattr(want.encode, f) for f in fake.encodes()[0]}
+
+
+def test_fp8_tma_launch_in_c_passes_the_bytes_the_python_path_passes(fake, c_mod, py_mod):
+    t = torch.zeros(128, 96, dtype=torch.float8_e4m3fn)[:, 16:80]
+
+    def launch(m, t):
+        m.tma_fp8(t, 7, OUT, grid=2, block=128)
+
+    before = c_mod.tma_fp8.family.python_calls
+    c_params, py_params = _params_both_ways(fake, c_mod, py_mod, launch, t)
+    assert c_mod.tma_fp8.family.python_calls == before and c_params == py_params
+    want = encode_args(FP8_SPEC, t.data_ptr(), t.shape, t.stride(), driver_version=13000)
     assert fake.encodes()[0] == {f: getattr(want.encode, f) for f in fake.encodes()[0]}
 
 

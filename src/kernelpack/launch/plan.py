@@ -205,7 +205,7 @@ class Plan:
 
 def _desc_c(s: Slot) -> tuple[Any, ...] | None:
     """What the C extension needs of a tensor-descriptor slot (``_launch.c`` parse_slot), None when such launches
-    take the Python path (a slot of no descriptor, an element type kernelpack has no dtype for, e.g. fp8).
+    take the Python path (a slot of no descriptor, an element type kernelpack has no dtype for, e.g. fp8e4b15).
     OP_DESC: ``(tma, rank, elem_type, elem_size, swizzle, fp4_padded, box)``; OP_DESC_FIELD: ``(field, pos, rank)``,
     field 0 the extent ``pos``, 1 the stride ``pos`` (elements), 2 a flag (the C path passes 0: no NaN padding, no
     TF32 rounding, as the Python path's defaults)."""
