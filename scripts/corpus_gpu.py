@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from corpus.cases import CORPUS, load_cases
     from corpus.gpu_check import read_manifest, render
-    from corpus.gpu_run import Cpp, not_launched, run_recorded, run_triton, work_dir
+    from corpus.gpu_run import Cpp, run_cute, run_recorded, run_triton, work_dir
 
     import kernelpack
 
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = run_triton(cases, entries, module, cpp, args.reps)
     if not args.case and k == 1:
         rows += run_recorded(entries, module, cpp)
-        rows += not_launched(entries)
+        rows += run_cute(entries, module, cpp, args.reps)
     table = render(rows)
     print(table)
     name = "corpus_gpu.md" if n == 1 else f"corpus_gpu_{k}of{n}.md"
