@@ -54,7 +54,7 @@ def describe_value(v: Any) -> dict[str, Any]:
         if all(isinstance(x, int) for x in (*shape, *stride)):
             return {"dtype": dtype, "shape": list(shape), "stride": list(stride)}
         return {"opaque": f"{dtype} tensor without concrete extents ({name})"}
-    if hasattr(v, "value") and isinstance(getattr(v, "value"), (bool, int, float)):  # cutlass.Int32(1), Float32(..)
+    if hasattr(v, "value") and isinstance(v.value, (bool, int, float)):  # cutlass.Int32(1), Float32(..)
         return {"value": v.value}
     return {"opaque": name}
 
@@ -186,17 +186,25 @@ def describe_launch(host: Mapping[str, Mapping[str, Any]], compiled: Any) -> dic
     return out
 
 
+def storage_elements(shape: Sequence[int], stride: Sequence[int]) -> int:
+    """Elements of the storage a view of this shape and strides spans (0 for an empty one)."""
+    if any(n == 0 for n in shape):
+        return 0
+    return 1 + sum((n - 1) * abs(st) for n, st in zip(shape, stride))
+
+
 def rebuild(desc: Mapping[str, Any], gen: Any, device: str = "cuda") -> Any:
     """A record as a fresh tensor of that dtype, shape and strides (random normal floats, zero integers: valid
-    indices), or the scalar."""
+    indices; broadcast strides of 0 and overlapping views included: the storage is filled, then viewed), or the
+    scalar."""
     import torch
 
     if "value" in desc:
         return desc["value"]
     dtype = getattr(torch, desc["dtype"])
-    t = torch.empty_strided(desc["shape"], desc["stride"], dtype=dtype, device=device)
-    if t.is_floating_point():
-        t.copy_(torch.randn(t.shape, generator=gen, device=device).to(dtype))
+    n = storage_elements(desc["shape"], desc["stride"])
+    if dtype.is_floating_point:
+        base = torch.randn(n, generator=gen, device=device).to(dtype)
     else:
-        t.zero_()
-    return t
+        base = torch.zeros(n, dtype=dtype, device=device)
+    return base.as_strided(desc["shape"], desc["stride"])
