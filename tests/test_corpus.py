@@ -302,7 +302,7 @@ def test_report_counts_passes_and_ratios_within_three_percent() -> None:
             Row("cutile", "c", "c[p]", "ran (no reference)", "pass (== Python)", None, 3.0),
             Row("cute", "d", "", "n/a: not launched", "n/a")]
     text = render(rows)
-    assert "| triton | `a` | c[p] | pass | pass | 10.0 | 10.2 | 1.020 |" in text
+    assert "| triton | `a` | c[p] | pass | pass | 10.00 | 10.20 | 1.020 | - | - |" in text
     assert text.splitlines()[-1].startswith("2/3 launches pass (Python and C++), 1 families not launched")
     assert "1/1 within 3%" in text
 
