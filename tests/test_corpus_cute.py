@@ -268,3 +268,22 @@ def test_backlog_outlasts_the_host_time_of_the_batch_twice() -> None:
 
 def test_cpp_host_program_call_needs_no_unsupported_parameter() -> None:
     assert "parameter c" in supported([Param("liger_coord_tensor_shape_d", "c")])
+
+
+@pytest.mark.gpu
+def test_gpu_run_launches_the_recorded_cute_kernels(tmp_path: Path) -> None:
+    """On the GPU machine after ``scripts/corpus.py --package liger --gpu-prepare``: every CuTe row launched from
+    Python and C++ passes (or says why it was not launched)."""
+    from gpu import gpu_count
+
+    if gpu_count() == 0:
+        pytest.skip("no CUDA GPU/driver")
+    if not (ROOT / ".gpu" / "corpus" / "manifest.json").exists():
+        pytest.skip(".gpu/corpus/ not prepared (python scripts/corpus.py --package liger --gpu-prepare)")
+    out = tmp_path / "report.md"
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "corpus_gpu.py"), "--dsl", "cute", "--reps", "3",
+                        "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    text = out.read_text()
+    assert "FAIL" not in text, text
+    assert "pass (== float64 reference)" in text and "pass (== Python, bit for bit)" in text
