@@ -105,7 +105,7 @@ def describe_launch(spec: Spec, compiled: Any) -> dict[str, Any]:
 
     rec = spec.payload.rec
     host = cute_launch.host_values(rec.fn, rec.args, _param_names(rec.fn, len(rec.args)), rec.call)
-    return cute_launch.describe_launch(host, compiled)
+    return cute_launch.describe_launch(host, compiled, spec.kernel)
 
 
 NO_KERNEL_LEVEL = "no kernel-level C form"

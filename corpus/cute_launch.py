@@ -141,8 +141,20 @@ def grid_fields(names: Sequence[str], records: Sequence[Mapping[str, Any]]) -> d
     return out
 
 
-def describe_kernel(artifact: Any, host: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """One kernel-level artifact's launch: ``{"args": [...], "names": [...], "grid": [x, y, z]}`` or ``{"error"}``."""
+# Grids a launcher computes from its own arguments rather than the kernel's (so kernelpack derived no grid formula
+# and callers pass the grid): per launcher (the corpus's kernel name), the grid as a formula of the launcher's
+# arguments, read from the package's source, in kernelpack's grid-formula form (kernelpack.artifact.GRID_OPS).
+LAUNCHER_GRIDS: dict[str, tuple[Any, Any, Any]] = {
+    # rope.py:165 `.launch(grid=[n_tok, 1, 1], ...)`: one block per token; n_tok is not a kernel argument
+    "liger_kernel.ops.cutedsl.ops.rope:_make_launch_token": (["arg", "n_tok", None], 1, 1),
+}
+
+
+def describe_kernel(artifact: Any, host: Mapping[str, Mapping[str, Any]],
+                    launcher_grid: tuple[Any, Any, Any] | None = None) -> dict[str, Any]:
+    """One kernel-level artifact's launch: ``{"args": [...], "names": [...], "grid": [x, y, z]}`` or ``{"error"}``.
+    The grid is the artifact's grid formula on the kernel's arguments, else ``launcher_grid`` (a formula of the
+    launcher's arguments, :data:`LAUNCHER_GRIDS`) on the launcher's."""
     from kernelpack.artifact import evaluate_grid
 
     names, records, missing = [], [], []
@@ -156,9 +168,12 @@ def describe_kernel(artifact: Any, host: Mapping[str, Mapping[str, Any]]) -> dic
     if missing:
         return {"error": "; ".join(missing)}
     rule = artifact.launch.grid
+    fields = grid_fields(names, records)
+    if rule is None and launcher_grid is not None:
+        rule = launcher_grid
+        fields = grid_fields(list(host), list(host.values()))
     if rule is None:
         return {"error": "the launcher computes the grid in DSL code (no grid formula of the kernel's arguments)"}
-    fields = grid_fields(names, records)
     try:
         grid = [evaluate_grid(e, fields) for e in rule]
     except KeyError as e:
@@ -166,7 +181,7 @@ def describe_kernel(artifact: Any, host: Mapping[str, Mapping[str, Any]]) -> dic
     return {"names": names, "args": records, "grid": grid}
 
 
-def describe_launch(host: Mapping[str, Mapping[str, Any]], compiled: Any) -> dict[str, Any]:
+def describe_launch(host: Mapping[str, Mapping[str, Any]], compiled: Any, launcher: str = "") -> dict[str, Any]:
     """The manifest's ``launch`` of a CuTe spec: the launcher's arguments and, per kernel or for the host
     program, what the GPU run passes."""
     out: dict[str, Any] = {"host_args": dict(host)}
@@ -182,7 +197,8 @@ def describe_launch(host: Mapping[str, Mapping[str, Any]], compiled: Any) -> dic
                 args.append({"name": p.name, **rec})
         out["program"] = {"args": args} if not missing else {"error": "no record for " + ", ".join(missing)}
     else:
-        out["kernels"] = {a.name: describe_kernel(a, host) for a in compiled}
+        grid = LAUNCHER_GRIDS.get(launcher) if len(compiled) == 1 else None
+        out["kernels"] = {a.name: describe_kernel(a, host, grid) for a in compiled}
     return out
 
 

@@ -120,6 +120,15 @@ def _host_program(*params: tuple[str, bool]) -> Any:
     return cls()
 
 
+def test_a_grid_the_launcher_computes_from_its_own_arguments_comes_from_its_documented_rule() -> None:
+    x = [_tensor_param("mQ", "f32", (None,), (1,))]
+    host = {"mQ": {"dtype": "float32", "shape": [64], "stride": [1]}, "n_tok": {"value": 1024},
+            "stream": {"stream": True}}
+    got = cute_launch.describe_kernel(_artifact(x, None), host, (["arg", "n_tok", None], 1, 1))
+    assert got["grid"] == [1024, 1, 1]
+    assert "liger_kernel.ops.cutedsl.ops.rope:_make_launch_token" in cute_launch.LAUNCHER_GRIDS
+
+
 def test_host_program_records_every_parameter_but_the_stream() -> None:
     host = {"a": {"dtype": "float32", "shape": [4, 4], "stride": [4, 1]}, "n": {"value": 3},
             "stream": {"stream": True}}
