@@ -409,7 +409,7 @@ def _cute_kernel(name: str, k: dict[str, Any], e: Entry, module: Any, cpp: Cpp, 
         row.python, row.cpp = f"n/a: not launched: {k['error']}", "n/a"
         return row
     try:
-        fam = getattr(module, name)
+        fam = module[name]
         names = list(k["names"])
         args = [rebuild(d, gen) for d in k["args"]]
         grid = tuple(k["grid"])
@@ -463,7 +463,7 @@ def _cute_host(e: Entry, module: Any, cpp: Cpp, gen: Any, reps: int, where: str)
         row.python, row.cpp = f"n/a: not launched: {prog['error']}", "n/a"
         return row
     try:
-        fn = getattr(module, e.family)
+        fn = module[e.family]
         values = {d["name"]: rebuild(d, gen) for d in prog["args"]}
         tensors = [(n, a) for n, a in values.items() if isinstance(a, torch.Tensor)]
         start = [t.clone() for _, t in tensors]
