@@ -326,6 +326,7 @@ class CuteCompile:
     kwargs: dict[str, Any] = field(default_factory=dict)
     options: str = ""
     site: tuple[str, int] = ("", 0)  # (file, line) of the cute.compile call in the package
+    call: Any = None  # the wrapper's first call of the compiled object, as records (corpus.cute_launch)
 
     @property
     def name(self) -> str:
@@ -340,6 +341,11 @@ class _NoKernel:
         self.rec = rec
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
+        """Launches nothing; the first call's run-time arguments are kept (as records: the GPU run replays them)."""
+        if self.rec.call is None:
+            from .cute_launch import describe_call
+
+            self.rec.call = describe_call(args, kwargs)
         return None
 
     def __getattr__(self, name: str) -> Any:

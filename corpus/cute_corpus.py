@@ -98,6 +98,16 @@ def to_spec(where: str, cap: Captured) -> Spec:
     return Spec(cap.qualname, rec.fn, fam, {}, cap, [where])
 
 
+def describe_launch(spec: Spec, compiled: Any) -> dict[str, Any]:
+    """The recorded launch of a compiled CuTe spec (``corpus.cute_launch``): the launcher's run-time arguments
+    and what each kernel (or the host program) is passed, for the GPU run to replay without CuTe DSL."""
+    from . import cute_launch
+
+    rec = spec.payload.rec
+    host = cute_launch.host_values(rec.fn, rec.args, _param_names(rec.fn, len(rec.args)), rec.call)
+    return cute_launch.describe_launch(host, compiled, spec.kernel)
+
+
 NO_KERNEL_LEVEL = "no kernel-level C form"
 
 

@@ -130,7 +130,7 @@ def _flat(annotation: Any, value: Any) -> list[Any]:
     return [value]
 
 
-def describe_launch(spec: Spec) -> dict[str, Any]:
+def describe_launch(spec: Spec, compiled: Any = None) -> dict[str, Any]:
     """The recorded launch as the GPU run rebuilds it: grid, and per flat argument a tensor's dtype, shape and
     strides (in elements) or a scalar's value."""
     rec: CutileLaunch = spec.payload

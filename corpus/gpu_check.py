@@ -30,7 +30,9 @@ class Entry:
     variant: str
     family_key: Mapping[str, Any]
     sources: tuple[str, ...]
-    launch: Mapping[str, Any] = field(default_factory=dict)  # cuTile: the recorded launch (grid, args)
+    launch: Mapping[str, Any] = field(default_factory=dict)  # cuTile/CuTe: the recorded launch (grid, args)
+    archs: tuple[str, ...] = ()  # what the binaries were built for
+    host_program: bool = False  # a CuTe host program (else kernel-level artifacts)
 
 
 def read_manifest(path: Path) -> tuple[dict[str, Any], list[Entry]]:
@@ -41,9 +43,23 @@ def read_manifest(path: Path) -> tuple[dict[str, Any], list[Entry]]:
         if not s.get("compiled"):
             continue
         key = json.loads(s["key"]) if isinstance(s.get("key"), str) else {}
+        hp = s.get("host_program")
+        archs = hp.get("archs", []) if hp else [x for a in s.get("artifacts", []) for x in a.get("archs", [])]
         out.append(Entry(s["dsl"], s["kernel"], s["family"], s.get("variant", ""), key.get("f", {}),
-                         tuple(s.get("sources", ())), s.get("launch") or {}))
+                         tuple(s.get("sources", ())), s.get("launch") or {}, tuple(dict.fromkeys(archs)),
+                         hp is not None))
     return data.get("libraries", {}), out
+
+
+def runs_on(archs: Sequence[str], capability: tuple[int, int]) -> bool:
+    """Whether a binary for one of ``archs`` runs on a device of ``capability``: ``sm_XY`` on any device of at
+    least XY, ``sm_XYa`` only on XY (arch-specific instructions); ``compute_XY`` (PTX) on any of at least XY."""
+    dev = capability[0] * 10 + capability[1]
+    for a in archs:
+        m = re.fullmatch(r"(sm|compute)_(\d+)([af]?)", a)
+        if m and (int(m.group(2)) == dev if m.group(3) else int(m.group(2)) <= dev):
+            return True
+    return False
 
 
 def match_family(entries: Sequence[Entry], kernel: str, bound: Mapping[str, Any],
@@ -88,6 +104,9 @@ _SCALARS = {"int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "u
 class Param:
     ctype: str
     name: str
+    # a by-value tensor-descriptor struct (a CuTe host program's tensor): its fields (C type, name), filled by
+    # the driver from a kp_tensor (data, shape{i}, stride{i})
+    descriptor: tuple[tuple[str, str], ...] = ()
 
     @property
     def pointer(self) -> bool:
@@ -110,9 +129,45 @@ def parse_prototypes(header: str, lib: str) -> dict[str, list[Param]]:
     return out
 
 
+_STRUCT = re.compile(r"typedef struct (?P<name>\w+) \{(?P<body>[^}]*)\} (?P=name);")
+_FIELD = re.compile(r"^\s*(?P<ctype>\w+(?: \w+)*\**)\s+(?P<name>\w+);", re.M)
+_HOST_PROTO = re.compile(r"^kp_status (?P<lib>[A-Za-z0-9]+)_(?P<fam>\w+)\((?P<params>[^;)]*)\);", re.M)
+
+
+def parse_descriptors(header: str) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Tensor-descriptor structs of the header (a ``data`` field, then ``shape{i}``/``stride{i}`` fields)."""
+    out = {}
+    for m in _STRUCT.finditer(header):
+        fields = tuple((f.group("ctype").strip(), f.group("name")) for f in _FIELD.finditer(m.group("body")))
+        if fields and fields[0][1] == "data" and all(re.fullmatch(r"(shape|stride)\d+", n) for _, n in fields[1:]):
+            out[m.group("name")] = fields
+    return out
+
+
+def parse_host_prototypes(header: str, lib: str) -> dict[str, list[Param]]:
+    """CuTe host-program entries (``kp_status lib_NAME(<descriptor structs, scalars>, void* stream)``, no
+    ``kp_launch``): name -> parameters, descriptor structs marked."""
+    structs = parse_descriptors(header)
+    out: dict[str, list[Param]] = {}
+    for m in _HOST_PROTO.finditer(header):
+        if m.group("lib") != lib or m.group("params").lstrip().startswith("const kp_launch*"):
+            continue
+        params = []
+        for raw in (p.strip() for p in m.group("params").split(",") if p.strip() and p.strip() != "void"):
+            ctype, _, name = raw.rpartition(" ")
+            if name.startswith("*"):
+                ctype, name = ctype + "*", name.lstrip("*")
+            ctype = ctype.strip()
+            params.append(Param(ctype, name, structs.get(ctype, ())))
+        out[m.group("fam")] = params
+    return out
+
+
 def supported(params: Sequence[Param]) -> str:
     """Empty when the driver can call the entry; else why not."""
     for p in params:
+        if p.descriptor:
+            continue
         base = p.ctype.replace("const ", "").rstrip("*").strip()
         if p.pointer and (base in _SCALARS or base in ("void", "kp_bf16", "kp_f16", "kp_tensor")) \
                 and p.ctype.count("*") == 1:
@@ -124,6 +179,8 @@ def supported(params: Sequence[Param]) -> str:
 
 
 def _unpack(p: Param, i: int) -> str:
+    if p.descriptor:
+        return f"make_{p.ctype}(reinterpret_cast<const kp_tensor*>(static_cast<uintptr_t>(s[{i}])))"
     if p.pointer:
         return f"reinterpret_cast<{p.ctype}>(static_cast<uintptr_t>(s[{i}]))"
     if p.ctype == "float":
@@ -135,20 +192,44 @@ def _unpack(p: Param, i: int) -> str:
     return f"static_cast<{p.ctype}>(s[{i}])"
 
 
-def driver_source(lib: str, entries: Mapping[str, Sequence[Param]]) -> str:
-    """C++17 source of the driver: ``extern "C" int corpus_<family>(const kp_launch*, const uint64_t*)``."""
+def _maker(ctype: str, fields: Sequence[tuple[str, str]]) -> str:
+    """``make_<struct>(const kp_tensor*)``: a descriptor struct from a kp_tensor (mode i's extent and stride)."""
+    body = [f"{ctype} v; std::memset(&v, 0, sizeof v);"]
+    for ft, fn in fields:
+        if fn == "data":
+            body.append(f"v.data = static_cast<{ft}>(t->data);")
+        else:
+            kind, i = re.fullmatch(r"(shape|stride)(\d+)", fn).groups()  # type: ignore[union-attr]
+            body.append(f"v.{fn} = static_cast<{ft}>(t->{kind}[{i}]);")
+    return f"[[maybe_unused]] static {ctype} make_{ctype}(const kp_tensor* t) {{ {' '.join(body)} return v; }}"
+
+
+def driver_source(lib: str, entries: Mapping[str, Sequence[Param]], hosts: Mapping[str, Sequence[Param]] | None = None
+                  ) -> str:
+    """C++17 source of the driver: ``extern "C" int corpus_<family>(const kp_launch*, const uint64_t*)``, for
+    kernel families and (``hosts``) CuTe host programs, whose entries take no launch configuration."""
+    hosts = hosts or {}
     lines = [f'#include "{lib}.h"', "#include <cstdint>", "#include <cstring>", "",
              "[[maybe_unused]] static float as_f32(uint64_t v) { uint32_t b = static_cast<uint32_t>(v); float f; "
              "std::memcpy(&f, &b, 4); return f; }",
-             "[[maybe_unused]] static double as_f64(uint64_t v) { double d; std::memcpy(&d, &v, 8); return d; }", "",
-             'extern "C" {', f'const char* corpus_last_error(void) {{ return {lib}_last_error(); }}']
+             "[[maybe_unused]] static double as_f64(uint64_t v) { double d; std::memcpy(&d, &v, 8); return d; }"]
+    makers = {p.ctype: p.descriptor for ps in (*entries.values(), *hosts.values()) for p in ps if p.descriptor}
+    lines += [_maker(c, f) for c, f in sorted(makers.items())]
+    lines += ["", 'extern "C" {', f'const char* corpus_last_error(void) {{ return {lib}_last_error(); }}']
     for fam, params in sorted(entries.items()):
-        if supported(params):
+        if supported(params) or fam in hosts:
             continue
         args = "".join(f", {_unpack(p, i)}" for i, p in enumerate(params))
         unused = "" if params else " (void)s;"
         lines.append(f"int corpus_{fam}(const kp_launch* cfg, const uint64_t* s) {{{unused} "
                      f"return static_cast<int>({lib}_{fam}(cfg{args})); }}")
+    for fam, params in sorted(hosts.items()):
+        if supported(params):
+            continue
+        args = ", ".join(_unpack(p, i) for i, p in enumerate(params))
+        unused = "" if params else " (void)s;"
+        lines.append(f"int corpus_{fam}(const kp_launch* cfg, const uint64_t* s) {{ (void)cfg;{unused} "
+                     f"return static_cast<int>({lib}_{fam}({args})); }}")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -195,7 +276,7 @@ def pack_slots(params: Sequence[Param], values: Mapping[str, Any], keep: list[An
             continue
         else:
             raise KeyError(f"C parameter {p.name} ({p.ctype}) has no value")
-        if p.ctype.replace("const ", "").strip() == "kp_tensor*":  # a tensor descriptor: a kp_tensor built here
+        if p.descriptor or p.ctype.replace("const ", "").strip() == "kp_tensor*":  # a kp_tensor built here
             desc = KpTensor.of(v)
             keep.append(desc)
             slots.append(ctypes.addressof(desc))
@@ -271,12 +352,14 @@ class Row:
     where: str
     python: str = "-"
     cpp: str = "-"
-    t_package_us: float | None = None
+    t_package_us: float | None = None  # kernel time per launch (GPU, back to back behind a backlog)
     t_kernelpack_us: float | None = None
+    h_package_us: float | None = None  # host time to issue one launch
+    h_kernelpack_us: float | None = None
 
     @property
     def ratio(self) -> float | None:
-        if self.t_package_us and self.t_kernelpack_us:
+        if self.t_package_us and self.t_kernelpack_us and not math.isnan(self.t_package_us + self.t_kernelpack_us):
             return self.t_kernelpack_us / self.t_package_us
         return None
 
@@ -287,17 +370,21 @@ class Row:
 
 
 def render(rows: Sequence[Row]) -> str:
-    """The markdown table (one row per family and case point) and a summary line."""
-    out = ["| DSL | family | case | Python | C++ | package us | kernelpack us | ratio |",
-           "|---|---|---|---|---|---|---|---|"]
+    """The markdown table (one row per family and case point) and a summary line. Times in microseconds per
+    launch: kernel time (GPU) of the package's launch and kernelpack's and their ratio (the 3% target), then the
+    host time to issue one launch of each."""
+    out = ["| DSL | family | case | Python | C++ | package kernel us | kernelpack kernel us | kernel ratio | "
+           "package host us | kernelpack host us |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
 
     def t(v: float | None) -> str:
-        return f"{v:.1f}" if v is not None else "-"
+        return f"{v:.2f}" if v is not None and not math.isnan(v) else "-"
 
     for r in rows:
         ratio = f"{r.ratio:.3f}" if r.ratio is not None else "-"
         out.append(f"| {r.dsl} | `{r.family}` | {r.where} | {_cell(r.python)} | {_cell(r.cpp)} | "
-                   f"{t(r.t_package_us)} | {t(r.t_kernelpack_us)} | {ratio} |")
+                   f"{t(r.t_package_us)} | {t(r.t_kernelpack_us)} | {ratio} | {t(r.h_package_us)} | "
+                   f"{t(r.h_kernelpack_us)} |")
     launched = [r for r in rows if not r.python.startswith("n/a")]
     n = len(launched)
     ok = sum(r.passed for r in launched)
@@ -307,7 +394,7 @@ def render(rows: Sequence[Row]) -> str:
     within = sum(1 for x in ratios if x <= 1.03)
     out.append("")
     head = f"{ok}/{n} launches pass (Python and C++)" + (f", {skipped} families not launched" if skipped else "")
-    out.append(f"{head}; time ratio kernelpack/package: median {med:.3f}, {within}/{len(ratios)} within 3%"
+    out.append(f"{head}; kernel time ratio kernelpack/package: median {med:.3f}, {within}/{len(ratios)} within 3%"
                if med is not None else f"{head}; no timings")
     return "\n".join(out)
 

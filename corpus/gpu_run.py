@@ -4,13 +4,18 @@ Triton kernels are reached as on the build machine -- liger's own wrappers run o
 runs for real: first liger's Triton JIT (the reference; the wrapper continues with its results), then the same
 launch through kernelpack's Python runtime and through the library's C entry (a C++ driver compiled here), each
 from the state the JIT started from, and every tensor argument is compared with the JIT's. Fresh tensors from
-``torch.empty`` are NaN-filled, so an element the JIT wrote and kernelpack did not shows up. Kernel time: CUDA
-events around back-to-back launches, median per launch, JIT vs kernelpack.
+``torch.empty`` are NaN-filled, so an element the JIT wrote and kernelpack did not shows up. Time: the JIT's launch
+vs kernelpack's (below).
 
 cuTile kernels (cuTile is not installed on the GPU machine): the recorded launch (grid, argument shapes, strides,
 scalars) is rebuilt on fresh random inputs and run through Python and C++; the two must agree (no package
-reference: liger's eager path needs cuTile). CuTe kernels are listed as not launched (their kernel-level arguments
-are built by the launcher's DSL code, which needs CuTe DSL).
+reference: liger's eager path needs cuTile). CuTe kernels (no CuTe DSL there either): the launch recorded at
+capture time (``corpus.cute_launch``: each kernel's ABI arguments and grid, or a host program's arguments) is
+rebuilt the same way; C++ must equal Python bit for bit, and kernels with a float64 torch reference
+(``corpus.cute_reference``: rms_norm forward, scale-in-place, plain cross-entropy forward) are checked against it.
+
+Time (``corpus.gpu_timing``): kernel time of back-to-back launches queued behind a sleep kernel (the GPU has a
+backlog, so the events measure GPU execution, not the host), and the host time per launch, apart.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import inspect
-import statistics
 import subprocess
 import tempfile
 import traceback
@@ -35,7 +39,9 @@ from .gpu_check import (
     launch_precision,
     match_family,
     pack_slots,
+    parse_host_prototypes,
     parse_prototypes,
+    runs_on,
     supported,
 )
 
@@ -53,8 +59,10 @@ class Cpp:
     def __init__(self, lib_dir: Path, lib: str, work: Path) -> None:
         header = (lib_dir / "include" / f"{lib}.h").read_text()
         self.protos = parse_prototypes(header, lib)
+        hosts = parse_host_prototypes(header, lib)
+        self.protos.update({k: v for k, v in hosts.items() if k not in self.protos})
         src = work / "corpus_driver.cpp"
-        src.write_text(driver_source(lib, self.protos))
+        src.write_text(driver_source(lib, self.protos, hosts))
         so = work / "libcorpus_driver.so"
         p = subprocess.run(driver_command(src, lib_dir, lib, so), capture_output=True, text=True)
         self.error = "" if p.returncode == 0 else f"driver did not compile: {(p.stderr or p.stdout)[:300]}"
@@ -125,22 +133,16 @@ def bind(jit: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[dict[
     return dict(b.arguments), opts
 
 
-def time_us(launch: Callable[[], Any], reps: int, batch: int = 10) -> float:
-    """Median per-launch time (CUDA events around ``batch`` back-to-back launches, ``reps`` times)."""
-    import torch
+def time_row(row: Row, package: Callable[[], Any] | None, kernelpack: Callable[[], Any], reps: int) -> None:
+    """Kernel time and host time per launch (``corpus.gpu_timing.measure``) of the package's launch (when there
+    is one) and kernelpack's, into ``row``."""
+    from .gpu_timing import measure
 
-    launch()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(batch):
-            launch()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000.0 / batch)
-    return statistics.median(times)
+    if package is not None:
+        t = measure(package, reps)
+        row.t_package_us, row.h_package_us = t.kernel_us, t.host_us
+    t = measure(kernelpack, reps)
+    row.t_kernelpack_us, row.h_kernelpack_us = t.kernel_us, t.host_us
 
 
 class TritonCheck:
@@ -217,8 +219,8 @@ class TritonCheck:
             lambda: self.cpp.call(entry.family, plain, g, stream), python_out)
         if row.python == "pass" and self.reps:
             try:
-                row.t_package_us = time_us(lambda: orig_run(jit, *args, grid=grid, warmup=False, **kwargs), self.reps)
-                row.t_kernelpack_us = time_us(lambda: fam(*values, grid=g), self.reps)
+                time_row(row, lambda: orig_run(jit, *args, grid=grid, warmup=False, **kwargs),
+                         lambda: fam(*values, grid=g), self.reps)
             except Exception as e:  # noqa: BLE001
                 row.python += f" (timing failed: {type(e).__name__}: {e})"
         restore(ref)
@@ -340,7 +342,7 @@ def run_recorded(entries: Sequence[Entry], module: Any, cpp: Cpp, progress: Call
                 torch.cuda.synchronize()
                 bad = [m for i, (t, p) in enumerate(zip(tensors, py)) if (m := compare(f"arg{i}", p, t))]
                 row.cpp = f"FAIL: {err}" if err else ("pass (== Python)" if not bad else "FAIL: " + "; ".join(bad))
-            row.t_kernelpack_us = time_us(_launcher(fam, args, grid), 10)
+            time_row(row, None, _launcher(fam, args, grid), 10)
         except Exception as ex:  # noqa: BLE001 - reported, the next family runs
             row.python = f"FAIL: {type(ex).__name__}: {str(ex)[:200]}"
         progress(f"  {row.family}: {row.python} / {row.cpp}")
@@ -352,9 +354,140 @@ def _launcher(fam: Any, args: list[Any], grid: tuple[int, ...]) -> Callable[[], 
 
 
 def not_launched(entries: Sequence[Entry]) -> list[Row]:
+    """Kept for callers of the earlier script: every CuTe family as not launched."""
     fams = sorted({e.family for e in entries if e.dsl == "cute"})
-    return [Row("cute", f, "", python="n/a: not launched (CuTe kernel arguments are built by the launcher's DSL code; "
-                "no CuTe DSL on the GPU machine)", cpp="n/a") for f in fams]
+    return [Row("cute", f, "", python="n/a: not launched", cpp="n/a") for f in fams]
+
+
+def run_cute(entries: Sequence[Entry], module: Any, cpp: Cpp, reps: int = 10,
+             progress: Callable[[str], None] = print) -> list[Row]:
+    """CuTe: each recorded launch (``corpus.cute_launch``) on fresh random inputs through kernelpack's Python
+    runtime and the library's C entry; C++ must equal Python bit for bit; where the op is simple and known
+    (``corpus.cute_reference``), Python is checked against a float64 torch reference at the launch's precision.
+    No package reference otherwise (liger's CuTe path needs CuTe DSL)."""
+    import torch
+
+    rows: list[Row] = []
+    try:
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        cap = torch.cuda.get_device_capability()
+    except Exception as ex:  # noqa: BLE001 - no CUDA device: every CuTe row says so
+        return [Row("cute", f, "", python=f"FAIL: {type(ex).__name__}: {ex}")
+                for f in sorted({e.family for e in entries if e.dsl == "cute"})]
+    done: set[str] = set()
+    for e in entries:
+        if e.dsl != "cute" or e.family in done:
+            continue
+        done.add(e.family)
+        where = e.sources[0] if e.sources else ""
+        if not runs_on(e.archs, cap):
+            rows.append(Row("cute", e.family, where, python=f"n/a: built for {', '.join(e.archs)} only (this GPU: "
+                            f"sm_{cap[0]}{cap[1]})", cpp="n/a"))
+            continue
+        if "error" in e.launch or not e.launch:
+            rows.append(Row("cute", e.family, where, python=f"n/a: no recorded launch "
+                            f"({e.launch.get('error', 'manifest without launches')})", cpp="n/a"))
+            continue
+        if e.host_program:
+            rows.append(_cute_host(e, module, cpp, gen, reps, where))
+        else:
+            for name, k in e.launch.get("kernels", {}).items():
+                rows.append(_cute_kernel(name, k, e, module, cpp, gen, reps, where))
+        progress(f"  {rows[-1].family}: {rows[-1].python} / {rows[-1].cpp}")
+    return rows
+
+
+def _cute_kernel(name: str, k: dict[str, Any], e: Entry, module: Any, cpp: Cpp, gen: Any, reps: int,
+                 where: str) -> Row:
+    import torch
+
+    from .cute_launch import rebuild
+    from .cute_reference import reference_for
+
+    row = Row("cute", name, where)
+    if "error" in k:
+        row.python, row.cpp = f"n/a: not launched: {k['error']}", "n/a"
+        return row
+    try:
+        fam = module[name]
+        names = list(k["names"])
+        args = [rebuild(d, gen) for d in k["args"]]
+        grid = tuple(k["grid"])
+        tensors = [(n, a) for n, a in zip(names, args) if isinstance(a, torch.Tensor)]
+        start = [t.clone() for _, t in tensors]
+        fam(*args, grid=grid)
+        torch.cuda.synchronize()
+        py = [t.clone() for _, t in tensors]
+        row.python = _check_reference(reference_for(name), dict(zip(names, args)), dict(zip(names, start)),
+                                      dict(zip(names, py)), e.launch.get("host_args", {}))
+        why = cpp.why_not(name)
+        if why:
+            row.cpp = f"n/a: {why}"
+        else:
+            restore_tensors([t for _, t in tensors], start)
+            err = cpp.call(name, dict(zip(names, args)), grid, torch.cuda.current_stream().cuda_stream)
+            torch.cuda.synchronize()
+            bad = [m for (n, t), p in zip(tensors, py) if (m := compare(n, p, t, exact=True))]
+            row.cpp = f"FAIL: {err}" if err else ("pass (== Python, bit for bit)" if not bad else
+                                                  "FAIL: " + "; ".join(bad))
+        if reps:
+            time_row(row, None, _launcher(fam, args, grid), reps)
+        restore_tensors([t for _, t in tensors], start)
+    except Exception as ex:  # noqa: BLE001 - reported, the next family runs
+        row.python = f"FAIL: {type(ex).__name__}: {str(ex)[:200]}"
+    return row
+
+
+def _check_reference(ref_fn: Callable[..., Any] | None, values: dict[str, Any], start: dict[str, Any],
+                     got: dict[str, Any], host: dict[str, Any]) -> str:
+    """'pass (== reference)' / 'FAIL: ...' against the float64 reference, or 'ran (no reference: ...)'."""
+    expected = None
+    if ref_fn is not None:
+        inputs = {n: start.get(n, v) for n, v in values.items()}
+        expected = ref_fn(inputs, host)
+    if expected is None:
+        return "ran (no reference: Python == C++ is the check)"
+    prec = launch_precision(list(start.values()))
+    bad = [m for n, want in expected.items() if (m := compare(n, want, got[n].double(), prec))]
+    return "pass (== float64 reference)" if not bad else "FAIL: vs float64 reference: " + "; ".join(bad)
+
+
+def _cute_host(e: Entry, module: Any, cpp: Cpp, gen: Any, reps: int, where: str) -> Row:
+    import torch
+
+    from .cute_launch import rebuild
+
+    row = Row("cute", e.family, where)
+    prog = e.launch.get("program", {})
+    if "error" in prog:
+        row.python, row.cpp = f"n/a: not launched: {prog['error']}", "n/a"
+        return row
+    try:
+        fn = module[e.family]
+        values = {d["name"]: rebuild(d, gen) for d in prog["args"]}
+        tensors = [(n, a) for n, a in values.items() if isinstance(a, torch.Tensor)]
+        start = [t.clone() for _, t in tensors]
+        fn(**values)
+        torch.cuda.synchronize()
+        py = [t.clone() for _, t in tensors]
+        row.python = "ran (no reference: Python == C++ is the check)"
+        why = cpp.why_not(e.family)
+        if why:
+            row.cpp = f"n/a: {why}"
+        else:
+            restore_tensors([t for _, t in tensors], start)
+            err = cpp.call(e.family, {**values, "stream": torch.cuda.current_stream().cuda_stream}, (0, 0, 0),
+                           torch.cuda.current_stream().cuda_stream)
+            torch.cuda.synchronize()
+            bad = [m for (n, t), p in zip(tensors, py) if (m := compare(n, p, t, exact=True))]
+            row.cpp = f"FAIL: {err}" if err else ("pass (== Python, bit for bit)" if not bad else
+                                                  "FAIL: " + "; ".join(bad))
+        if reps:
+            time_row(row, None, lambda: fn(**values), reps)
+        restore_tensors([t for _, t in tensors], start)
+    except Exception as ex:  # noqa: BLE001 - reported, the next family runs
+        row.python = f"FAIL: {type(ex).__name__}: {str(ex)[:200]}"
+    return row
 
 
 def work_dir() -> Path:

@@ -97,7 +97,8 @@ def cute_section(opts: Options) -> tuple[Section, Outcome]:
     caps = kc.capture(select(cases, opts), sec, sites)
     sec.reached = {c.qualname for _, c in caps}
     specs = [kc.to_spec(where, c) for where, c in caps]
-    out = compile_specs(sec, specs, kc.compile_spec, kc.classify, archs, opts, prefix="cute_")
+    out = compile_specs(sec, specs, kc.compile_spec, kc.classify, archs, opts, prefix="cute_",
+                        describe_launch=kc.describe_launch)
     _not_reached(sec, opts)
     return sec, out
 

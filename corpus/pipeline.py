@@ -47,12 +47,13 @@ def select(cases: Sequence[Any], opts: Options) -> list[Any]:
 def compile_specs(sec: Section, specs: Sequence[Spec], compile_fn: Callable[[Spec, Sequence[str]], Any],
                   classify: Callable[[str], str], archs: Sequence[str], opts: Options, prefix: str = "",
                   variant_name: Callable[[Spec], str] | None = None,
-                  describe_launch: Callable[[Spec], dict[str, Any]] | None = None,
+                  describe_launch: Callable[[Spec, Any], dict[str, Any]] | None = None,
                   reserved: frozenset[str] = frozenset(), reserved_prefix: str = "") -> Outcome:
     """Compile every spec for ``archs``; a kernel counts as compiled when all its specs compiled.
 
-    ``describe_launch(spec)``, when given, adds the recorded launch (grid, argument shapes and values) to the
-    spec's manifest entry: what the GPU run launches where the package's own path cannot run there."""
+    ``describe_launch(spec, compiled)``, when given, adds the recorded launch (grid, argument shapes and values) to
+    the spec's manifest entry (``compiled``: its bundle or host program): what the GPU run launches where the
+    package's own path cannot run there."""
     specs = dedupe(specs)
     assign_families(specs, prefix, variant_name, reserved, reserved_prefix)
     t = time.time()
@@ -81,7 +82,7 @@ def compile_specs(sec: Section, specs: Sequence[Spec], compile_fn: Callable[[Spe
                                        "abi": a.abi.describe(), "archs": [str(x) for x in a.archs]} for a in bundle]
             if describe_launch is not None:
                 try:
-                    entry["launch"] = describe_launch(spec)
+                    entry["launch"] = describe_launch(spec, bundle)
                 except Exception as e:  # noqa: BLE001 - the GPU run then reports this entry as not launched
                     entry["launch"] = {"error": f"{type(e).__name__}: {e}"}
         out.manifest.append(entry)

@@ -17,8 +17,10 @@ then
 
 each result compared with a torch float64 reference (FlashInfer's own JIT needs nvcc+ninja and network, absent on the
 GPU machine: the reference is the math of the kernel, written here), every output element checked written, and the
-kernel time of both launches measured with CUDA events (median of ``--reps``). A table goes to stdout, JSON to
-``$OUT/corpus_gpu_flashinfer.json``. A kernel that fails is recorded and the run goes on.
+time of both launches measured (``corpus.gpu_timing``): kernel time -- CUDA events around back-to-back launches
+queued behind a sleep kernel, so the GPU has a backlog and the events measure GPU execution rather than the host's
+launch cost -- and, apart, the host time to issue one launch (median over ``--reps`` / 5 batches). A table goes to
+stdout, JSON to ``$OUT/corpus_gpu_flashinfer.json``. A kernel that fails is recorded and the run goes on.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ import json
 import math
 import os
 import re
-import statistics
 import subprocess
 import sys
 import time
@@ -41,6 +42,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))  # corpus.gpu_timing
 LIB = "flashinfer"
 
 
@@ -875,21 +877,12 @@ class Harness:
 
 # ------------------------------------------------------------------------------------------------ the run
 
-def time_launches(fn: Callable[[], Any], reps: int) -> float:
-    """Median kernel time in µs over ``reps`` launches (CUDA events around each)."""
-    import torch
+def time_launches(fn: Callable[[], Any], reps: int) -> tuple[float, float]:
+    """(kernel µs, host µs) per launch: ``corpus.gpu_timing.measure`` over ``max(5, reps // 5)`` batches of 10."""
+    from corpus.gpu_timing import measure
 
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000)
-    return statistics.median(times)
+    t = measure(fn, max(5, reps // 5), batch=10)
+    return t.kernel_us, t.host_us
 
 
 def written(c: Case) -> str:
@@ -959,13 +952,14 @@ def run_one(kind: str, name: str, variant: str, make: Callable[[str], Case], lib
                 row[path] = f"WRONG {problem}"
                 continue
             row[path] = "ok"
-            row[f"{path}_us"] = round(time_launches(go, reps), 2)
+            kernel_us, host_us = time_launches(go, reps)
+            row[f"{path}_us"], row[f"{path}_host_us"] = round(kernel_us, 2), round(host_us, 2)
         except Exception as e:  # noqa: BLE001 - recorded, the run goes on
             row[path] = f"FAIL {type(e).__name__}: {str(e)[:300]}"
             row.setdefault("traceback", traceback.format_exc()[-1500:])
             torch.cuda.synchronize()
     if "c_us" in row and "python_us" in row:
-        row["py_vs_c"] = round(row["python_us"] / row["c_us"], 3)
+        row["py_vs_c"] = round(row["python_us"] / row["c_us"], 3) if row["c_us"] == row["c_us"] else "-"
     return row
 
 
@@ -1056,12 +1050,15 @@ def entry_archs(manifest: dict[str, Any], kind: str, fam: str, variant: str) -> 
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    """The results as a markdown table (C++ is the g++ harness over the C library, Python is kernelpack.load)."""
-    out = ["| kind | family | variant | C++ | C++ µs | Python | Python µs | Python / C++ |",
-           "|---|---|---|---|---|---|---|---|"]
+    """The results as a markdown table (C++ is the g++ harness over the C library, Python is kernelpack.load):
+    kernel time per launch (GPU, back to back behind a backlog) of each path and their ratio, then the host time
+    to issue one launch of each."""
+    out = ["| kind | family | variant | C++ | C++ kernel µs | Python | Python kernel µs | Python / C++ kernel | "
+           "C++ host µs | Python host µs |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         cells = [r["kind"], r["family"], r["variant"] or "-", r["c"], r.get("c_us", "-"), r["python"],
-                 r.get("python_us", "-"), r.get("py_vs_c", "-")]
+                 r.get("python_us", "-"), r.get("py_vs_c", "-"), r.get("c_host_us", "-"), r.get("python_host_us", "-")]
         out.append("| " + " | ".join(str(c).replace("|", "\\|")[:160] for c in cells) + " |")
     return "\n".join(out)
 

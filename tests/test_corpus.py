@@ -115,6 +115,37 @@ def test_cutile_manifest_entries_record_the_launch_the_gpu_run_rebuilds(reduced:
         assert len(e.launch["args"]) == len(mod.families[e.family].arg_names), e.family
 
 
+def test_cute_manifest_entries_record_each_kernels_arguments_and_grid_or_why_not(
+        reduced: tuple[Path, list[Any]]) -> None:
+    """Kernel-level CuTe families: one record per caller-visible ABI parameter and a grid, or the reason the GPU
+    run cannot rebuild them (a view the launcher derives in DSL code); host programs: one record per argument."""
+    if "cute" not in _available_dsls():
+        pytest.skip("cutlass.cute is not importable")
+    import kernelpack
+
+    out, _ = reduced
+    libs, entries = read_manifest(out / "manifest.json")
+    mod = kernelpack.load(str(out / libs["liger"]["shared"]))
+    cute = [e for e in entries if e.dsl == "cute"]
+    assert cute
+    launched = 0
+    for e in cute:
+        assert "error" not in e.launch, (e.family, e.launch)
+        if e.host_program:
+            assert "args" in e.launch["program"] or "error" in e.launch["program"], e.family
+            continue
+        for name, k in e.launch["kernels"].items():
+            if "error" in k:
+                assert "launcher" in k["error"], (name, k["error"])
+                continue
+            launched += 1
+            assert k["names"] == list(mod.families[name].arg_names), name
+            assert len(k["args"]) == len(k["names"]) and len(k["grid"]) == 3 and min(k["grid"]) >= 1, name
+    rms = [k for e in cute if e.family.startswith("cute_rms_norm_fwd") for k in e.launch["kernels"].values()]
+    assert rms and all(k["grid"][0] == k["args"][0]["shape"][0] for k in rms)  # one block per row
+    assert launched
+
+
 def test_cpp_driver_compiles_under_werror_against_the_library(reduced: tuple[Path, list[Any]],
                                                               tmp_path: Path) -> None:
     out, _ = reduced
@@ -302,7 +333,7 @@ def test_report_counts_passes_and_ratios_within_three_percent() -> None:
             Row("cutile", "c", "c[p]", "ran (no reference)", "pass (== Python)", None, 3.0),
             Row("cute", "d", "", "n/a: not launched", "n/a")]
     text = render(rows)
-    assert "| triton | `a` | c[p] | pass | pass | 10.0 | 10.2 | 1.020 |" in text
+    assert "| triton | `a` | c[p] | pass | pass | 10.00 | 10.20 | 1.020 | - | - |" in text
     assert text.splitlines()[-1].startswith("2/3 launches pass (Python and C++), 1 families not launched")
     assert "1/1 within 3%" in text
 
