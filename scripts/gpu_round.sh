@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# On the GPU machine (python3 3.12, torch, Triton 3.6; no DSLs, no network), carrying .gpu/ from scripts/gpu_prepare.sh
+# plus .gpu/corpus (python scripts/corpus.py --gpu-prepare) and .gpu/corpus-fi (python -m corpus.flashinfer
+# --gpu-prepare): one device call for this round's GPU checks, most important first, each under its own time cap so
+# one slow part cannot starve the rest. Logs and tables go to $OUT. STEPS (default: all) picks some by name.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 KERNELPACK_GPU_ARTIFACTS=$PWD/.gpu KERNELPACK_CACHE_DIR=off PYTHONPATH=$PWD/src
+STEPS=${STEPS:-"corpus_triton corpus_cute corpus_fi tests bench_launch bench_clib bench_load"}
+nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader | tee "$OUT/machine.txt"
+python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)" >> "$OUT/machine.txt"
+rm -rf build src/kernelpack/runtime/*.so
+python3 setup.py -q build_ext --inplace > "$OUT/build.log" 2>&1 || tail -5 "$OUT/build.log"
+step() {  # name, seconds, command...
+  local name=$1 cap=$2; shift 2
+  case " $STEPS " in *" $name "*) ;; *) return 0 ;; esac
+  local t0=$SECONDS; timeout "$cap" "$@" > "$OUT/$name.log" 2>&1; local rc=$?
+  echo "== $name: rc=$rc in $((SECONDS - t0)) s"; tail -3 "$OUT/$name.log"
+}
+step corpus_triton 150 python3 scripts/corpus_gpu.py --dsl triton --out "$OUT/corpus_triton.md"
+step corpus_cute 90 python3 scripts/corpus_gpu.py --dsl cute --dsl cutile --out "$OUT/corpus_cute.md"
+step corpus_fi 60 python3 scripts/corpus_gpu_flashinfer.py --out "$OUT"
+step tests 120 python3 -m pytest -m gpu -q -p no:cacheprovider -rs ${GPU_TESTS:-tests/test_tuning_gpu.py \
+  tests/test_fp8_gpu.py tests/test_triton_gpu.py tests/test_launch_flags_gpu.py tests/test_descriptor_launch.py}
+step bench_launch 150 python3 bench/launch_overhead.py --json "$OUT/bench.json"
+step bench_clib 60 python3 bench/clib_launch.py --kernels 200
+step bench_load 60 python3 bench/load_scale.py --work .gpu/loadscale --rounds 3
+exit 0
