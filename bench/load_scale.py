@@ -2,7 +2,7 @@
 launch of one of its kernels against a warm launch, in a fresh process each; the same for the C library (dlopen +
 first launch, from tests' fake or the real driver). Prints a markdown table.
 
-    python bench/load_scale.py [--shapes 10000:1000 10000:100] [--arch sm_90a] [--fake DIR] [--rounds 5]
+    python bench/load_scale.py [--shapes 10000:1000 10000:100] [--arch sm_90a] [--fake DIR] [--rounds 5] [--no-bytecode]
 
 The bundle is synthesized cheaply: one small kernel compiled once, replicated as ``families`` families of
 ``specs / families`` specializations each, told apart by the divisibility of ``n`` (1, 2, 4, ...; past 2**30 a
@@ -209,11 +209,16 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--clib", type=int, nargs="*", default=[1000, 10000], help="C library sizes (kernels) to time")
     ap.add_argument("--work", type=Path, default=None, help="where to keep the synthesized bundles")
+    ap.add_argument("--no-bytecode", action="store_true", help="compile every module from source in every child "
+                    "(as under PYTHONDONTWRITEBYTECODE=1 with no __pycache__)")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="kp-loadscale-"))
     work.mkdir(parents=True, exist_ok=True)
     gpu = args.fake is None and has_gpu()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    if not args.no_bytecode:  # as an installed package runs: bytecode cached (under the work dir; a warm-up writes it)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
     lib = ""
     if not gpu:
         fake = args.fake or build_fake(work)
@@ -226,7 +231,7 @@ def main() -> int:
         info = driver.get().device(0)
         arch = f"sm_{info.major}{info.minor}{'a' if info.major >= 9 else ''}"
     where = (f"{'GPU' if gpu else 'fake driver'}, {platform.node()}, {os.cpu_count()} CPUs, "
-             f"Python {platform.python_version()}")
+             f"Python {platform.python_version()}, bytecode {'not cached' if args.no_bytecode else 'cached'}")
     day = time.strftime("%Y-%m-%d", time.gmtime())
     print(f"# kernelpack.load at scale ({where}, {day}), median of {args.rounds}\n")
     print("| specializations | families | bundle size | import kernelpack | load | import + load | first launch "
@@ -235,6 +240,7 @@ def main() -> int:
     for shape in args.shapes:
         n, fams = (int(x) for x in shape.split(":"))
         path = synth_bundle(work, n, fams, arch)
+        run_python(path, lib, f"k{fams // 2}", env)  # warm-up: writes the bytecode, warms the page cache
         rows = [run_python(path, lib, f"k{fams // 2}", env) for _ in range(args.rounds)]
         med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
         print(f"| {n:,} | {fams:,} | {path.stat().st_size / 1024:.0f} KiB | {med['import'] * 1e3:.1f} ms "
