@@ -8,9 +8,16 @@ frontends that predate this package stay in their public modules (``kernelpack.c
 
 from __future__ import annotations
 
+from typing import Any
+
 from .base import Entry, Frontend, Output, Step
-from .registry import *  # noqa: F403 - the entry classes
-from .registry import FRONTENDS, frontend_of
+from .registry import FRONTENDS, entry_class, frontend_of
 from .registry import __all__ as _entries
 
 __all__ = [*_entries, "FRONTENDS", "Entry", "Frontend", "Output", "Step", "frontend_of"]
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: the entry classes, their frontend's module imported on first use
+    if name in _entries:
+        return entry_class(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
