@@ -8,11 +8,18 @@ frontends that predate this package stay in their public modules (``kernelpack.c
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import Entry, Frontend, Output, Step
 from .registry import FRONTENDS, entry_class, frontend_of
 from .registry import __all__ as _entries
+
+if TYPE_CHECKING:  # the entry classes, imported on first use (module __getattr__ below)
+    from .cuda import Cuda as Cuda
+    from .cute import Cute as Cute
+    from .cutile import Cutile as Cutile
+    from .prebuilt import Cubin as Cubin
+    from .triton import Triton as Triton
 
 __all__ = [*_entries, "FRONTENDS", "Entry", "Frontend", "Output", "Step", "frontend_of"]
 

@@ -10,10 +10,17 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ProjectError
 from .base import Entry, Frontend
+
+if TYPE_CHECKING:  # the entry classes, imported on first use (module __getattr__ below)
+    from .cuda import Cuda as Cuda
+    from .cute import Cute as Cute
+    from .cutile import Cutile as Cutile
+    from .prebuilt import Cubin as Cubin
+    from .triton import Triton as Triton
 
 # frontend name -> (its module under kernelpack.frontends, its entry class's name), in the order builds read them
 _TABLE: dict[str, tuple[str, str]] = {

@@ -26,11 +26,11 @@ class Display(Events):
 
     def _live(self) -> Any:
         if self.progress is None:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                                       TimeElapsedColumn)
+            from rich import progress as rp
 
-            self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                                     MofNCompleteColumn(), TimeElapsedColumn(), console=self.console, transient=True)
+            self.progress = rp.Progress(rp.SpinnerColumn(), rp.TextColumn("{task.description}"), rp.BarColumn(),
+                                        rp.MofNCompleteColumn(), rp.TimeElapsedColumn(), console=self.console,
+                                        transient=True)
             self.overall = self.progress.add_task("building", total=self.total)
             self.progress.__enter__()
         return self.progress
