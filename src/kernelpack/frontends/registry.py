@@ -8,10 +8,10 @@ start-up, its no-op rebuild)."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
+from .._lazy import submodule
 from ..errors import ProjectError
 from .base import Entry, Frontend
 
@@ -30,6 +30,7 @@ _TABLE: dict[str, tuple[str, str]] = {
     "cute": ("cute", "Cute"),
     "cubin": ("prebuilt", "Cubin"),
 }
+_PACKAGE = __name__.rsplit(".", 1)[0]  # kernelpack.frontends
 _ENTRY_MODULE = {cls: mod for mod, cls in _TABLE.values()}
 
 
@@ -48,7 +49,7 @@ class _Frontends(MutableMapping[str, "Frontend[Any]"]):
         if name in self._gone or name not in _TABLE:
             raise KeyError(name)
         mod, _ = _TABLE[name]
-        got = importlib.import_module(f"{__package__}.{mod}").FRONTEND
+        got = submodule(_PACKAGE, mod).FRONTEND
         return got
 
     def __setitem__(self, name: str, frontend: Frontend[Any]) -> None:
@@ -83,7 +84,7 @@ __all__ = ["Cubin", "Cuda", "Cute", "Cutile", "Triton"]  # the entry classes (st
 
 def entry_class(name: str) -> type[Entry]:
     """The entry class called ``name`` (one of ``__all__``), its frontend's module imported."""
-    cls: type[Entry] = getattr(importlib.import_module(f"{__package__}.{_ENTRY_MODULE[name]}"), name)
+    cls: type[Entry] = getattr(submodule(_PACKAGE, _ENTRY_MODULE[name]), name)
     return cls
 
 
