@@ -76,11 +76,11 @@ class BundleIndex:
             with _gc_paused():  # parsing makes ~30 containers per artifact: collecting them midway only costs time
                 manifest = bd.parse_manifest(body, source)
             for i, a in enumerate(manifest["artifacts"]):
-                name = a.get("name") if isinstance(a, dict) else None
-                if not isinstance(name, str) or not _IDENT.match(name):
+                given = a.get("name") if isinstance(a, dict) else None
+                if not isinstance(given, str) or not _IDENT.match(given):
                     raise BundleError(f"{source}: artifact {i} has no kernel name that is a C identifier "
-                                      f"(name {name!r:.80})")
-                groups.setdefault(name, []).append(a)
+                                      f"(name {given!r:.80})")
+                groups.setdefault(given, []).append(a)
             self._count = len(manifest["artifacts"])
         zlib_blobs = bool(_HEADER.unpack_from(data)[2] & FLAG_ZLIB_BLOBS)
         self._blobs = _Blobs(stored_blobs(manifest, data, source, zlib_blobs=zlib_blobs), source)
