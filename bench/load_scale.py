@@ -212,6 +212,7 @@ def main() -> int:
     ap.add_argument("--no-bytecode", action="store_true", help="compile every module from source in every child "
                     "(as under PYTHONDONTWRITEBYTECODE=1 with no __pycache__)")
     args = ap.parse_args()
+    sys.path.insert(0, str(ROOT / "src"))  # synthesize with this checkout's kernelpack, as the children load with
     work = args.work or Path(tempfile.mkdtemp(prefix="kp-loadscale-"))
     work.mkdir(parents=True, exist_ok=True)
     gpu = args.fake is None and has_gpu()
