@@ -217,7 +217,9 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     gpu = args.fake is None and has_gpu()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    if not args.no_bytecode:  # as an installed package runs: bytecode cached (under the work dir; a warm-up writes it)
+    if args.no_bytecode:  # every module compiled from source in every child: no bytecode read or written
+        env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX=str(work / "no-pycache"))
+    else:  # as an installed package runs: bytecode cached (under the work dir; the warm-up round writes it)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
     lib = ""
