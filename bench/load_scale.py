@@ -1,7 +1,7 @@
 """Loading at scale: ``import kernelpack`` + ``kernelpack.load`` of a bundle of N specializations, and the first
 launch of one of its kernels (which builds its family: that time is shown apart too) against a warm launch, in a
-fresh process each; the same for the C library (dlopen +
-first launch, from tests' fake or the real driver). Prints a markdown table.
+fresh process each; the same for the C library (dlopen + first launch, from tests' fake or the real driver). Prints
+a markdown table.
 
     python bench/load_scale.py [--shapes 10000:1000 10000:100] [--arch sm_90a] [--fake DIR] [--rounds 5] [--no-bytecode]
 
