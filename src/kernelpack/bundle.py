@@ -7,7 +7,10 @@ Layout (little-endian)::
     blobs    each binary once (deduplicated by content), each starting at a 64-byte boundary;
              stored as a zlib stream when that is smaller (blob entry "encoding": "zlib", "raw_size"; header flag
              0x2): cubins shrink 3.7-5.6x, PTX more
-    manifest canonical JSON (sorted keys, no whitespace): format, generator,
+    manifest JSON, canonical (sorted keys, no whitespace) but for its artifacts' layout: ``{"artifacts":[`` then
+             one artifact per line, each beginning with its "name" key, then ``],"blobs":...}`` (one JSON object
+             for any reader; the loader groups families by those lines and parses each family's entries on first
+             use, :func:`split_manifest`; manifests without that layout are parsed whole): format, generator,
              blobs [{offset, size, sha256, encoding?, raw_size?}] (size and SHA-256 of the bytes as stored: every
              byte of the file is checked, the unused bits of a zlib stream's last byte too),
              artifacts [{name, variant, entry, abi, launch, provenance, binaries [{arch, kind, blob, launch?, abi?}],
