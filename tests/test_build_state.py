@@ -207,3 +207,18 @@ def test_summary_rows_round_trip() -> None:
     r = Row("k", "cuda", ["sm_90a"], 10, {"sm_90a": 8}, {"sm_90a": 0}, {"sm_90a": 0}, "any", {"sm_90a": 1.0})
     assert row_from_json(r.to_json()) == r
     assert row_from_json({**r.to_json(), "bytes": "10"}) is None and row_from_json({"kernel": "k"}) is None
+
+
+def test_the_fast_row_check_accepts_exactly_the_rows_row_from_json_accepts() -> None:
+    from kernelpack.project.report import Row
+    from kernelpack.project.state import _row_shape, row_from_json
+
+    good = Row("k", "cuda", ["sm_90a"], 10, {"sm_90a": 8}, {"sm_90a": 0}, {"sm_90a": 0}, "any", {"sm_90a": 1.0},
+               warnings=["w"]).to_json()
+    bad_values = [None, True, 1.5, float("nan"), float("inf"), "x", [], {}, ["x"], [1], {"a": "b"}, {"a": True},
+                  {"a": 1.5}, {1: 1}, {"a": float("nan")}]
+    cases = [good, {"kernel": "k"}, [], None, {**good, "extra": 1}]
+    cases += [{**good, k: v} for k in good for v in bad_values]
+    cases += [{**good, "occupancy": {"sm_90a": 1}}, {**good, "registers": {}}]
+    for case in cases:
+        assert _row_shape(case) == (row_from_json(case) is not None), case

@@ -100,3 +100,67 @@ def test_inspect_verify_reports_a_sound_bundle_and_names_a_broken_kernel(runtime
     assert f"verified: {len(runtime_bundle)} specializations" in ok.stderr
     bad = _inspect(str(broken), "--verify")
     assert bad.returncode == 2 and "kernel not_a_cubin (sm_90a)" in bad.stderr, bad.stderr
+
+
+def _manifest_text(data: bytes) -> bytes:
+    from kernelpack.bundle import manifest_bytes
+
+    return manifest_bytes(data)
+
+
+def test_the_manifest_is_one_json_object_with_one_artifact_per_line_name_first(runtime_bundle):
+    import json
+
+    from kernelpack.bundle import read_manifest, split_manifest
+
+    data = runtime_bundle.to_bytes()
+    text = _manifest_text(data)
+    lines = text.split(b"\n")
+    assert len(lines) == len(runtime_bundle) + 2, "a head line, one line per artifact, a tail line"
+    assert all(line.startswith(b'{"name":"') for line in lines[1:-1])
+    whole = read_manifest(data)  # any JSON reader reads the same object as before: the layout changes no value
+    assert [a["name"] for a in whole["artifacts"]] == [a.name for a in runtime_bundle]
+    head, entries = split_manifest(text, "k")
+    assert head["blobs"] == whole["blobs"] and head["format"] == whole["format"] and head["artifacts"] == []
+    assert [json.loads(t) for _, t in entries] == whole["artifacts"]
+
+
+def test_load_parses_only_the_entries_of_the_families_used(fake, runtime_bundle, tmp_path):
+    mod = kernelpack.load(runtime_bundle.write(tmp_path / "k.kpack"))
+    groups = mod._st.index._groups
+    assert all(isinstance(e, bytes) for g in groups.values() for e in g), "load parsed no artifact entry"
+    mod.add(0x10000, 0x20000, 0x30000, 8, grid=1, block=32)
+    assert fake.last()["kernel"] == "add"
+
+
+def test_a_manifest_in_the_older_canonical_layout_still_loads(fake, runtime_bundle, tmp_path):
+    from fuzz_support import encode, forge
+    from kernelpack.bundle import read_manifest
+
+    data = runtime_bundle.to_bytes()
+    path = tmp_path / "old.kpack"
+    path.write_bytes(forge(data, encode(read_manifest(data))))  # sorted keys, no newlines: the former writer's
+    mod = kernelpack.load(path)
+    assert mod.bundle == runtime_bundle
+    mod.add(0x10000, 0x20000, 0x30000, 8, grid=1, block=32)
+    assert fake.last()["kernel"] == "add"
+
+
+@pytest.mark.parametrize("edit", ["bad_json", "other_name"])
+def test_a_malformed_entry_with_intact_hashes_fails_at_its_familys_first_use_naming_it(fake, runtime_bundle,
+                                                                                       tmp_path, edit):
+    from fuzz_support import forge
+
+    data = runtime_bundle.to_bytes()
+    lines = _manifest_text(data).split(b"\n")
+    i = next(i for i, line in enumerate(lines) if line.startswith(b'{"name":"scale",'))
+    lines[i] = (lines[i].replace(b'"entry":', b'"entry":,') if edit == "bad_json"
+                else lines[i].replace(b'"provenance":', b'"name":"add","provenance":'))
+    path = tmp_path / "bad.kpack"
+    path.write_bytes(forge(data, b"\n".join(lines)))
+    mod = kernelpack.load(path)
+    assert "scale" in mod.__all__
+    with pytest.raises(BundleError, match=r"bad.kpack: kernel scale: .*(not valid JSON|malformed manifest entry)"):
+        mod["scale"]
+    mod.add(0x10000, 0x20000, 0x30000, 8, grid=1, block=32)  # the other families load
+    assert fake.last()["kernel"] == "add"

@@ -7,7 +7,10 @@ Layout (little-endian)::
     blobs    each binary once (deduplicated by content), each starting at a 64-byte boundary;
              stored as a zlib stream when that is smaller (blob entry "encoding": "zlib", "raw_size"; header flag
              0x2): cubins shrink 3.7-5.6x, PTX more
-    manifest canonical JSON (sorted keys, no whitespace): format, generator,
+    manifest JSON, canonical (sorted keys, no whitespace) but for its artifacts' layout: ``{"artifacts":[`` then
+             one artifact per line, each beginning with its "name" key, then ``],"blobs":...}`` (one JSON object
+             for any reader; the loader groups families by those lines and parses each family's entries on first
+             use, :func:`split_manifest`; manifests without that layout are parsed whole): format, generator,
              blobs [{offset, size, sha256, encoding?, raw_size?}] (size and SHA-256 of the bytes as stored: every
              byte of the file is checked, the unused bits of a zlib stream's last byte too),
              artifacts [{name, variant, entry, abi, launch, provenance, binaries [{arch, kind, blob, launch?, abi?}],
@@ -26,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import struct
 import tempfile
 import zlib
@@ -56,6 +60,24 @@ MAX_MANIFEST = 256 << 20  # bytes of JSON a compressed manifest may expand to
 
 def _canonical_json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+ARTIFACTS_HEAD = b'{"artifacts":[\n'  # how a manifest laid out one artifact per line begins (see manifest_json)
+
+
+def manifest_json(version: int, generator: str, blobs: list[dict[str, Any]], arts: list[dict[str, Any]]) -> bytes:
+    """The manifest's JSON: one object, canonical (sorted keys, no spaces, ASCII) except that each artifact is on a
+    line of its own and begins with its ``name`` key (``{"name":"k",...}``), so a loader can group the artifacts by
+    family without parsing them (:func:`split_manifest`; JSON strings hold no raw newline). Any JSON reader reads
+    it as the same object."""
+    rest = _canonical_json({"format": version, "generator": generator, "blobs": blobs})
+    if not arts:
+        return _canonical_json({"format": version, "generator": generator, "blobs": blobs, "artifacts": []})
+    lines = []
+    for a in arts:
+        body = _canonical_json({k: v for k, v in a.items() if k != "name"})
+        lines.append(b'{"name":' + _canonical_json(a["name"]) + (b"," + body[1:] if len(body) > 2 else b"}"))
+    return ARTIFACTS_HEAD + b",\n".join(lines) + b"\n]," + rest[1:]
 
 
 @dataclass(frozen=True)
@@ -177,12 +199,7 @@ class Bundle:
             if a.range_rules:
                 art["ranges"] = [r.text() for r in a.range_rules]
             arts.append(art)
-        manifest = zlib.compress(_canonical_json({
-            "format": FORMAT_VERSION,
-            "generator": f"kernelpack {__version__}",
-            "blobs": blob_meta,
-            "artifacts": arts,
-        }), 9)
+        manifest = zlib.compress(manifest_json(FORMAT_VERSION, f"kernelpack {__version__}", blob_meta, arts), 9)
         flags = FLAG_ZLIB_MANIFEST | (FLAG_ZLIB_BLOBS if any("encoding" in m for m in blob_meta) else 0)
         out = bytearray(_HEADER.pack(MAGIC, FORMAT_VERSION, 0, 0, 0, b"\0" * 32))
         for meta, data in zip(blob_meta, blobs):
@@ -261,14 +278,24 @@ def check_header(head: bytes, size: int, source: str) -> tuple[int, int, int, by
     return flags, moff, msize, mhash
 
 
-def read_manifest(data: bytes, *, source: str = "<bytes>") -> dict[str, Any]:
-    """Check the header, size and manifest hash of a bundle and return the parsed manifest."""
+def manifest_bytes(data: bytes, *, source: str = "<bytes>") -> bytes:
+    """Check the header, size and manifest hash of a bundle and return the manifest's JSON text (expanded)."""
     flags, moff, msize, mhash = check_header(data[:HEADER_SIZE], len(data), source)
     body = data[moff:moff + msize]
     if hashlib.sha256(body).digest() != mhash:
         raise BundleError(f"{source}: manifest SHA-256 mismatch (the file was altered)")
     if flags & FLAG_ZLIB_MANIFEST:
         body = _expand(body, MAX_MANIFEST, None, f"{source}: manifest", "the file was altered")
+    return body
+
+
+def read_manifest(data: bytes, *, source: str = "<bytes>") -> dict[str, Any]:
+    """Check the header, size and manifest hash of a bundle and return the parsed manifest."""
+    return parse_manifest(manifest_bytes(data, source=source), source)
+
+
+def parse_manifest(body: bytes, source: str) -> dict[str, Any]:
+    """A manifest's JSON text parsed and its top level checked (format, blob and artifact lists)."""
     try:
         manifest = json.loads(body, parse_constant=_no_constant)
     except (ValueError, RecursionError) as e:  # bad JSON, bad UTF-8, NaN/Infinity, too many digits, too deep
@@ -280,6 +307,43 @@ def read_manifest(data: bytes, *, source: str = "<bytes>") -> dict[str, Any]:
         if not isinstance(manifest.get(key), list):
             raise BundleError(f"{source}: manifest has no '{key}' list")
     return manifest
+
+
+_LINE_NAME = re.compile(rb'\{"name":"([A-Za-z_][A-Za-z0-9_]*)",')
+
+
+def split_manifest(body: bytes, source: str) -> tuple[dict[str, Any], list[tuple[str, bytes]]] | None:
+    """A manifest laid out as :func:`manifest_json` writes it, split without parsing its artifacts: the top level
+    (format, generator, blobs: parsed and checked, with an empty artifact list) and each artifact's (name, JSON
+    text), in order; None when ``body`` is not laid out so (an older writer's, or altered): parse it whole then.
+    Each artifact's text is parsed when its family is first used (:func:`artifact_entry`)."""
+    if not body.startswith(ARTIFACTS_HEAD):
+        return None
+    lines = body[len(ARTIFACTS_HEAD):].split(b"\n")
+    if len(lines) < 2 or not lines[-1].startswith(b"],"):
+        return None
+    match = _LINE_NAME.match
+    out: list[tuple[str, bytes]] = []
+    last = len(lines) - 2
+    for i, line in enumerate(lines[:-1]):
+        m = match(line)
+        if m is None or (i < last) != line.endswith(b","):
+            return None
+        out.append((m.group(1).decode(), line[:-1] if i < last else line))
+    head = parse_manifest(b'{"artifacts":[]' + lines[-1][1:], source)
+    return head, out
+
+
+def artifact_entry(text: bytes, name: str, source: str) -> dict[str, Any]:
+    """One artifact's manifest entry parsed from its JSON text (see :func:`split_manifest`); it must name ``name``."""
+    try:
+        a = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:
+        raise BundleError(f"{source}: kernel {name}: manifest entry is not valid JSON: {e!s:.300}") from None
+    if not isinstance(a, dict) or a.get("name") != name:
+        raise BundleError(f"{source}: kernel {name}: malformed manifest entry (its name is "
+                          f"{a.get('name') if isinstance(a, dict) else None!r:.80})")
+    return a
 
 
 def _expand(stored: bytes, limit: int, exact: int | None, what: str, altered: str) -> bytes:

@@ -17,8 +17,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from . import bundle as bd
 from .artifact import Binary, KernelArtifact, deferred_verification
-from .bundle import _HEADER, FLAG_ZLIB_BLOBS, Bundle, _artifact, expand_blob, read_manifest, stored_blobs
+from .bundle import _HEADER, FLAG_ZLIB_BLOBS, Bundle, _artifact, expand_blob, stored_blobs
 from .errors import BundleError, KernelpackError
 from .merge import set_origin
 
@@ -63,19 +64,27 @@ class BundleIndex:
 
     def __init__(self, data: bytes, source: str) -> None:
         self.source = source
-        with _gc_paused():  # parsing makes ~30 containers per artifact: collecting them midway only costs time
-            manifest = read_manifest(data, source=source)
+        body = bd.manifest_bytes(data, source=source)
+        split = bd.split_manifest(body, source)  # this writer's layout: artifacts parsed family by family, on first use
+        groups: dict[str, list[dict[str, Any] | bytes]] = {}
+        if split is not None:
+            manifest, lines = split
+            for name, text in lines:
+                groups.setdefault(name, []).append(text)
+            self._count = len(lines)
+        else:
+            with _gc_paused():  # parsing makes ~30 containers per artifact: collecting them midway only costs time
+                manifest = bd.parse_manifest(body, source)
+            for i, a in enumerate(manifest["artifacts"]):
+                given = a.get("name") if isinstance(a, dict) else None
+                if not isinstance(given, str) or not _IDENT.match(given):
+                    raise BundleError(f"{source}: artifact {i} has no kernel name that is a C identifier "
+                                      f"(name {given!r:.80})")
+                groups.setdefault(given, []).append(a)
+            self._count = len(manifest["artifacts"])
         zlib_blobs = bool(_HEADER.unpack_from(data)[2] & FLAG_ZLIB_BLOBS)
         self._blobs = _Blobs(stored_blobs(manifest, data, source, zlib_blobs=zlib_blobs), source)
-        groups: dict[str, list[dict[str, Any]]] = {}
-        for i, a in enumerate(manifest["artifacts"]):
-            name = a.get("name") if isinstance(a, dict) else None
-            if not isinstance(name, str) or not _IDENT.match(name):
-                raise BundleError(f"{source}: artifact {i} has no kernel name that is a C identifier "
-                                  f"(name {name!r:.80})")
-            groups.setdefault(name, []).append(a)
         self._groups = dict(sorted(groups.items()))
-        self._count = len(manifest["artifacts"])
         self._families: dict[str, tuple[KernelArtifact, ...]] = {}
         self._shared: dict[tuple[int, str, str], Binary] = {}  # one Binary per blob, across families
         self._lock = threading.Lock()
@@ -97,11 +106,12 @@ class BundleIndex:
                 got = self._families[name] = self._build(name, self._groups[name])
         return got
 
-    def _build(self, name: str, entries: list[dict[str, Any]]) -> tuple[KernelArtifact, ...]:
+    def _build(self, name: str, entries: list[dict[str, Any] | bytes]) -> tuple[KernelArtifact, ...]:
         source = self.source
         try:
+            parsed = [bd.artifact_entry(a, name, source) if isinstance(a, bytes) else a for a in entries]
             with deferred_verification():
-                arts = [_artifact(a, self._blobs, self._shared) for a in entries]
+                arts = [_artifact(a, self._blobs, self._shared) for a in parsed]
         except BundleError as e:
             raise BundleError(f"{source}: kernel {name}: {e.message.removeprefix(source + ': ')}") from None
         except KernelpackError as e:

@@ -8,9 +8,23 @@ frontends that predate this package stay in their public modules (``kernelpack.c
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .base import Entry, Frontend, Output, Step
-from .registry import *  # noqa: F403 - the entry classes
-from .registry import FRONTENDS, frontend_of
+from .registry import FRONTENDS, entry_class, frontend_of
 from .registry import __all__ as _entries
 
+if TYPE_CHECKING:  # the entry classes, imported on first use (module __getattr__ below)
+    from .cuda import Cuda as Cuda
+    from .cute import Cute as Cute
+    from .cutile import Cutile as Cutile
+    from .prebuilt import Cubin as Cubin
+    from .triton import Triton as Triton
+
 __all__ = [*_entries, "FRONTENDS", "Entry", "Frontend", "Output", "Step", "frontend_of"]
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: the entry classes, their frontend's module imported on first use
+    if name in _entries:
+        return entry_class(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,10 +9,21 @@ are kept incremental. The entry classes are the registered frontends' (:mod:`ker
 
 from __future__ import annotations
 
-from ..frontends.registry import *  # noqa: F403 - the entry class of every registered frontend
+from typing import TYPE_CHECKING, Any
+
 from ..frontends.registry import __all__ as _entries
+from ..frontends.registry import entry_class
 from .model import Entry, LibrarySpec, Project, ProjectError, find_project, load_project
 from .runner import BuildFailed, BuildReport, Events, build
 
+if TYPE_CHECKING:  # the entry class of every registered frontend, imported on first use (__getattr__ below)
+    from ..frontends.registry import *  # noqa: F403
+
 __all__ = [*_entries, "BuildFailed", "BuildReport", "Entry", "Events", "LibrarySpec", "Project", "ProjectError",
            "build", "find_project", "load_project"]
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: the entry classes, each frontend's module imported on first use
+    if name in _entries:
+        return entry_class(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

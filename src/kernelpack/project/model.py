@@ -239,9 +239,9 @@ def load_project(where: str | os.PathLike[str] | None = None, *, import_includes
         _check_layout(raw, path)
         includes = [rel(path.parent, p) for p in raw.get("library", {}).get("include", [])]
     entries: list[Entry] = []
-    for fe, frontend in FRONTENDS.items():
+    for fe in FRONTENDS:  # a frontend's module is imported only when the project has entries of it
         for i, table in enumerate(raw.get(fe, [])):
-            entries.append(_entry(frontend.entry, table, f"{path.name}: [[{fe}]] #{i + 1}"))
+            entries.append(_entry(FRONTENDS[fe].entry, table, f"{path.name}: [[{fe}]] #{i + 1}"))
     lib_table = raw.get("library")
     if import_includes:
         for inc in includes:

@@ -108,7 +108,7 @@ def valid(state: Any, outputs: Collection[str]) -> bool:
         "jobs": lambda v: _dict_of(v, _job_row),
         "outputs": lambda v: _dict_of(v, _stat_value) and set(v) <= set(outputs),
         "outputs_paths": lambda v: _dict_of(v, lambda p: isinstance(p, str) and p in outputs),
-        "rows": lambda v: isinstance(v, list) and all(row_from_json(r) is not None for r in v),
+        "rows": lambda v: isinstance(v, list) and all(_row_shape(r) for r in v),
     }
     return set(state) <= set(checks) and all(checks[k](v) for k, v in state.items())
 
@@ -143,6 +143,40 @@ _ROW_FIELDS: dict[str, Callable[[Any], bool]] = {
     "occupancy": lambda v: _dict_of(v, _num), "status": lambda v: isinstance(v, str),
     "warnings": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
 }
+
+
+_ROW_KEYS = frozenset(_ROW_FIELDS)
+
+
+def _str_list(v: Any) -> bool:
+    if type(v) is not list:
+        return False
+    for x in v:
+        if type(x) is not str:
+            return False
+    return True
+
+
+def _map_of(v: Any, num: bool) -> bool:
+    """A dict of str -> int (``num``: -> finite int or float), as JSON gives them (no bool)."""
+    if type(v) is not dict:
+        return False
+    for k, x in v.items():
+        t = type(x)
+        if type(k) is not str or not (t is int or (num and t is float and math.isfinite(x))):
+            return False
+    return True
+
+
+def _row_shape(r: Any) -> bool:
+    """Whether ``r`` is a summary row as ``Row.to_json`` writes it (what :func:`row_from_json` accepts, checked
+    without building the row: a no-op rebuild checks every row of the state)."""
+    if type(r) is not dict or r.keys() != _ROW_KEYS:
+        return False
+    return (type(r["kernel"]) is str and type(r["frontend"]) is str and type(r["block"]) is str
+            and type(r["status"]) is str and type(r["bytes"]) is int and _str_list(r["archs"])
+            and _str_list(r["warnings"]) and _map_of(r["registers"], False) and _map_of(r["spills"], False)
+            and _map_of(r["smem"], False) and _map_of(r["occupancy"], True))
 
 
 def row_from_json(r: Any) -> Row | None:

@@ -7,8 +7,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
-
 from .jobs import Job, Outcome
 from .report import render
 from .runner import BuildReport, Events, build
@@ -20,34 +18,50 @@ class Display(Events):
     """Receives the runner's events and draws them with rich (plain lines when the output is not a terminal)."""
 
     def __init__(self, console: Any) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
         self.console = console
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=console, transient=True)
-        self.overall = self.progress.add_task("building", total=None)
+        self.progress: Any = None  # the live display, started when the first step runs (a no-op build draws none)
+        self.overall: Any = None
+        self.total: int | None = None
         self.tasks: dict[str, Any] = {}
 
+    def _live(self) -> Any:
+        if self.progress is None:
+            from rich import progress as rp
+
+            self.progress = rp.Progress(rp.SpinnerColumn(), rp.TextColumn("{task.description}"), rp.BarColumn(),
+                                        rp.MofNCompleteColumn(), rp.TimeElapsedColumn(), console=self.console,
+                                        transient=True)
+            self.overall = self.progress.add_task("building", total=self.total)
+            self.progress.__enter__()
+        return self.progress
+
     def __enter__(self) -> Display:
-        self.progress.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.progress.__exit__(*exc)  # type: ignore[arg-type]
+        if self.progress is not None:
+            self.progress.__exit__(*exc)
 
     def planned(self, stale: list[Job], reused: int) -> None:
-        self.progress.update(self.overall, total=len(stale))
+        self.total = len(stale)
+        if self.progress is not None:
+            self.progress.update(self.overall, total=self.total)
         if reused:
             self.console.print(f"  [dim]{reused} build step(s) unchanged, reused[/]")
 
     def start(self, job: Job) -> None:
-        self.tasks[job.id] = self.progress.add_task(f"  [dim]compiling[/] {escape(job.id)}", total=None)
+        from rich.markup import escape
+
+        self.tasks[job.id] = self._live().add_task(f"  [dim]compiling[/] {escape(job.id)}", total=None)
 
     def done(self, job: Job, outcome: Outcome) -> None:
+        from rich.markup import escape
+
+        progress = self._live()
         task = self.tasks.pop(job.id, None)
         if task is not None:
-            self.progress.remove_task(task)
-        self.progress.advance(self.overall)
+            progress.remove_task(task)
+        progress.advance(self.overall)
         st = outcome.status
         err = f"  [red]{escape(outcome.error)}[/]" if outcome.error else ""
         self.console.print(f"  [{_STYLE.get(st, 'white')}]{st:>8}[/] {escape(job.id)}  {outcome.seconds:.2f} s{err}",
@@ -81,6 +95,7 @@ def run_wheel(project: str | None, *, dist: str | None, with_library: bool, plat
               jobs: int | None, force: bool, overwrite: bool, quiet: bool, console: Any | None = None) -> int:
     """The ``kernelpack wheel`` command; returns the exit status. The wheel's path is printed on stdout."""
     from rich.console import Console
+    from rich.markup import escape
 
     from ..wheel import build_wheel, preflight
 
