@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
     if (!h) return fprintf(stderr, "%s\n", dlerror()), 1;
     kp_status (*fn)(const kp_launch*, float*) = (kp_status (*)(const kp_launch*, float*))dlsym(h, argv[3]);
     if (!fn) return fprintf(stderr, "no %s\n", argv[3]), 1;
-    const kp_launch L = {{1, 1, 1}, {32, 1, 1}, 0, {0, 0, 0}, NULL};
+    const kp_launch L = {{1, 1, 1}, {32, 1, 1}, 0, {0, 0, 0}, NULL, 0};
     kp_status s = fn(&L, (float*)(uintptr_t)buf);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (sync && sync()) return fprintf(stderr, "kernel failed\n"), 1;

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelpack.clib.cstructs import kp_tensor
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -241,26 +243,6 @@ def driver_command(src: Path, lib_dir: Path, lib: str, out: Path, cxx: str = "g+
             f"-Wl,-rpath,{lib_dir / 'lib'}", "-o", str(out)]
 
 
-KP_DTYPES = {"int8": 1, "int16": 2, "int32": 3, "int64": 4, "uint8": 5, "uint16": 6, "uint32": 7, "uint64": 8,
-             "float16": 9, "bfloat16": 10, "float32": 11, "float64": 12, "bool": 13}
-
-
-class KpTensor(ctypes.Structure):
-    """``kp_tensor`` of the generated header (data, dtype, rank, shape[8], stride[8] in elements)."""
-
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int32),
-                ("shape", ctypes.c_int64 * 8), ("stride", ctypes.c_int64 * 8)]
-
-    @classmethod
-    def of(cls, t: Any) -> KpTensor:
-        if t.dim() > 8:
-            raise ValueError(f"kp_tensor holds rank <= 8, got {t.dim()}")
-        shape = list(t.shape) + [0] * (8 - t.dim())
-        stride = list(t.stride()) + [0] * (8 - t.dim())
-        return cls(t.data_ptr(), KP_DTYPES[str(t.dtype).removeprefix("torch.")], t.dim(),
-                   (ctypes.c_int64 * 8)(*shape), (ctypes.c_int64 * 8)(*stride))
-
-
 def pack_slots(params: Sequence[Param], values: Mapping[str, Any], keep: list[Any] | None = None) -> list[int]:
     """One 64-bit slot per C parameter, from the launch's values by name (a tensor gives its ``data_ptr()`` and,
     for ``<name>_dtype``, its dtype; for a ``kp_tensor*`` parameter, the address of a ``kp_tensor`` built here and
@@ -272,12 +254,12 @@ def pack_slots(params: Sequence[Param], values: Mapping[str, Any], keep: list[An
             v = values[p.name]
         elif p.ctype == "kp_dtype" and p.name.endswith("_dtype") and p.name[:-6] in values:
             v = values[p.name[:-6]]
-            slots.append(KP_DTYPES[str(v.dtype).removeprefix("torch.")])
+            slots.append(kp_tensor(v).dtype)  # the kp_dtype code the runtime gives this tensor
             continue
         else:
             raise KeyError(f"C parameter {p.name} ({p.ctype}) has no value")
         if p.descriptor or p.ctype.replace("const ", "").strip() == "kp_tensor*":  # a kp_tensor built here
-            desc = KpTensor.of(v)
+            desc = kp_tensor(v)
             keep.append(desc)
             slots.append(ctypes.addressof(desc))
         elif p.pointer:

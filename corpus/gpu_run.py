@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from kernelpack.clib.cstructs import KpLaunch
+
 from .gpu_check import (
     Entry,
     Row,
@@ -46,11 +48,6 @@ from .gpu_check import (
 )
 
 OPTION_KEYS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
-
-
-class KpLaunch(ctypes.Structure):
-    _fields_ = [("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3), ("dynamic_smem", ctypes.c_uint32),
-                ("cluster", ctypes.c_uint32 * 3), ("stream", ctypes.c_void_p)]
 
 
 class Cpp:

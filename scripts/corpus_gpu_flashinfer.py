@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelpack.clib.cstructs import KpLaunch
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))  # corpus.gpu_timing
@@ -698,11 +700,6 @@ HOST_CASES: dict[str, Callable[[str], Case]] = {
 
 
 # ------------------------------------------------------------------------------------------------ C via ctypes
-
-class KpLaunch(ctypes.Structure):
-    _fields_ = [("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3), ("dynamic_smem", ctypes.c_uint32),
-                ("cluster", ctypes.c_uint32 * 3), ("stream", ctypes.c_void_p)]
-
 
 SCALARS = {"float": ctypes.c_float, "double": ctypes.c_double, "int32_t": ctypes.c_int32, "uint32_t": ctypes.c_uint32,
            "int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64, "size_t": ctypes.c_size_t, "bool": ctypes.c_bool,

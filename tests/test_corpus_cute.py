@@ -24,7 +24,6 @@ sys.path.insert(0, str(ROOT))
 from corpus import cute_launch  # noqa: E402 - the corpus package lives at the repository root
 from corpus.cute_reference import ce_fwd, reference_for, rms_norm_fwd, scale_in_place  # noqa: E402
 from corpus.gpu_check import (  # noqa: E402
-    KpTensor,
     Param,
     Row,
     driver_source,
@@ -41,6 +40,7 @@ from corpus.gpu_timing import MIN_SLEEP_US, backlog_us  # noqa: E402
 from kernelpack.abi import Abi, Scalar, Struct, TensorSpec  # noqa: E402
 from kernelpack.abi import Param as AbiParam  # noqa: E402
 from kernelpack.artifact import LaunchSpec  # noqa: E402
+from kernelpack.clib.cstructs import KpTensor  # noqa: E402
 
 torch = pytest.importorskip("torch")
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from gpu import cuda_torch, require_carried, requires_gpu
+from kernelpack.clib.cstructs import KpLaunch, KpTensor
 from toolchain_support import CXX, cuda_include
 
 pytestmark = pytest.mark.gpu
@@ -150,16 +151,6 @@ def test_host_calls_from_a_fresh_thread(torch, kpcute) -> None:  # type: ignore[
 
 
 # ---------------------------------------------------------------------------------------- kernel-level path
-
-
-class KpLaunch(ctypes.Structure):
-    _fields_ = [("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3), ("dynamic_smem", ctypes.c_uint32),
-                ("cluster", ctypes.c_uint32 * 3), ("stream", ctypes.c_void_p), ("flags", ctypes.c_uint32)]
-
-
-class KpTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int32),
-                ("shape", ctypes.c_int64 * 8), ("stride", ctypes.c_int64 * 8)]
 
 
 def kp_tensor(x, dtype_code: int) -> KpTensor:  # type: ignore[no-untyped-def]

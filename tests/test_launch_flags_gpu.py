@@ -21,6 +21,7 @@ import pytest
 import kernelpack
 from gpu import GPU_MARKS, cuda_torch, require_carried
 from kernelpack.bundle import Bundle
+from kernelpack.clib.cstructs import KpLaunch as Launch
 from kernelpack.errors import LaunchError
 from runtime_support import python_path
 
@@ -41,11 +42,6 @@ def bundle() -> Bundle:
 @pytest.fixture(scope="module")
 def torch():  # type: ignore[no-untyped-def]
     return cuda_torch()
-
-
-class Launch(ctypes.Structure):  # kp_launch
-    _fields_ = [("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3), ("dynamic_smem", ctypes.c_uint32),
-                ("cluster", ctypes.c_uint32 * 3), ("stream", ctypes.c_void_p), ("flags", ctypes.c_uint32)]
 
 
 KP_LAUNCH_NO_PDL = 2

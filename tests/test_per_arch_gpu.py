@@ -23,6 +23,8 @@ import kernelpack
 from gpu import GPU_MARKS, cuda_torch, require_carried
 from kernelpack.abi import DType
 from kernelpack.bundle import Bundle
+from kernelpack.clib.cstructs import KpLaunch as Launch
+from kernelpack.clib.cstructs import KpTensor as Tensor
 from kernelpack.launch.codes import DTYPE_CODE
 from runtime_support import python_path
 
@@ -46,16 +48,6 @@ def clib(bundle, tmp_path_factory):  # type: ignore[no-untyped-def]
 
     built = Library("pa", bundle).build(tmp_path_factory.mktemp("pa_gpu") / "pa")
     return CLib(ctypes.CDLL(str(built.shared)))
-
-
-class Launch(ctypes.Structure):  # kp_launch
-    _fields_ = [("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3), ("dynamic_smem", ctypes.c_uint32),
-                ("cluster", ctypes.c_uint32 * 3), ("stream", ctypes.c_void_p), ("flags", ctypes.c_uint32)]
-
-
-class Tensor(ctypes.Structure):  # kp_tensor
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int32),
-                ("shape", ctypes.c_int64 * 8), ("stride", ctypes.c_int64 * 8)]
 
 
 class CLib:

@@ -18,6 +18,7 @@ import kernelpack
 from gpu import requires_gpu
 from kernelpack import prebuilt
 from kernelpack.bundle import Bundle
+from kernelpack.clib.cstructs import KpLaunch
 from prebuilt_support import FILL_F32, FILL_I32, PARAMS, Built, session_binaries
 from runtime_support import python_path
 
@@ -91,11 +92,6 @@ def test_ptx_alone_is_jit_compiled_by_the_driver(built: Built, torch) -> None:  
     bundle = prebuilt.compile(built.fatbin(), ALL, arch=["compute_90"])
     assert {b.kind for a in bundle for b in a.binaries} == {"ptx"}
     _check_every_kernel(_load(bundle, "c"), torch)
-
-
-class KpLaunch(ctypes.Structure):
-    _fields_ = [("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3), ("dynamic_smem", ctypes.c_uint32),
-                ("cluster", ctypes.c_uint32 * 3), ("stream", ctypes.c_void_p), ("flags", ctypes.c_uint32)]
 
 
 @requires_gpu
