@@ -14,8 +14,9 @@ C-level ``partial(operator.add, stream)`` here) without a Python frame.
 Argument counts: kernels with 0, 4, 19 and 64 parameters (bench/argcount.py: half tensors, half scalars), stream
 given, each against the fake's own ``cuLaunchKernel`` of the same kernel from C; the slope is kernelpack's own
 instructions per extra argument (least squares over the counts). Each count also runs as ``k(*t, ...)`` with ``t`` a
-tuple built once: above 30 arguments (positional + 2 x keywords) CPython compiles the literal call to
-``CALL_FUNCTION_EX`` with a list, a tuple and a dict per call; the tuple rows show the slope without that.
+tuple built once: when positional + 2 x keyword arguments exceed 30, CPython compiles the literal call to
+``CALL_FUNCTION_EX`` with a tuple and a dict per call (the tuple built through a list above 30 positional); the
+tuple rows show the slope without the list.
 
     python bench/launch_instructions.py [--launches 2000] [--json out.json]
 
