@@ -13,7 +13,10 @@ C-level ``partial(operator.add, stream)`` here) without a Python frame.
 
 Argument counts: kernels with 0, 4, 19 and 64 parameters (bench/argcount.py: half tensors, half scalars), stream
 given, each against the fake's own ``cuLaunchKernel`` of the same kernel from C; the slope is kernelpack's own
-instructions per extra argument (least squares over the counts).
+instructions per extra argument (least squares over the counts). Each count also runs as ``k(*t, ...)`` with ``t`` a
+tuple built once: when positional + 2 x keyword arguments exceed 30, CPython compiles the literal call to
+``CALL_FUNCTION_EX`` with a tuple and a dict per call (the tuple built through a list above 30 positional); the
+tuple rows show the slope without the list.
 
     python bench/launch_instructions.py [--launches 2000] [--json out.json]
 
@@ -226,6 +229,13 @@ def measure(work: Path, launches: int) -> None:
             rows.append((f"fake cuLaunchKernel from C, {nargs} args", raw_n, kc.family))
             rows.append((f"kernelpack, {nargs} args, stream given", argcount.call_loop(
                 kc, args, tail=", grid=1, block=32, stream=0x77"), kc.family))
+
+            def pre_built(count: int, kc=kc, t=tuple(args)) -> None:  # k(*t, ...): no per-call list of the arguments
+                for _ in range(count):
+                    kc(*t, grid=1, block=32, stream=0x77)
+
+            rows.append((f"kernelpack, {nargs} args from a tuple built once (k(*t, ...)), stream given", pre_built,
+                         kc.family))
         names = []
         for i, (name, run, f) in enumerate(rows):
             before = f.python_calls
@@ -295,6 +305,7 @@ def main() -> int:
     print("| row | instr/launch | kernelpack's own (minus the fake's call from C) |\n|---|---:|---:|")
     own: dict[int, float] = {}
     launcher: dict[int, float] = {}
+    own_t: dict[int, float] = {}
     for i, name in enumerate(names):
         v = counts.get(i)
         if v is None:
@@ -304,7 +315,11 @@ def main() -> int:
             print(f"| {name} | {v:,.0f} | 0 |")
             continue
         ref = base
-        if " args, " in name:  # a count row: against the fake's call of the same kernel
+        if " args from a tuple" in name:  # the same kernels, called as k(*t, ...)
+            nargs = int(name.split("kernelpack, ", 1)[1].split(" args")[0])
+            ref = counts.get(names.index(f"fake cuLaunchKernel from C, {nargs} args"), base)
+            own_t[nargs] = v - ref
+        elif " args, " in name:  # a count row: against the fake's call of the same kernel
             nargs = int(name.split("kernelpack, ", 1)[1].split(" args")[0])
             ref = counts.get(names.index(f"fake cuLaunchKernel from C, {nargs} args"), base)
             own[nargs] = v - ref
@@ -321,6 +336,12 @@ def main() -> int:
               f"{fit:.1f} by least squares over {', '.join(map(str, xs))} args, {fit4:.1f} over 4 and up; "
               f"between counts {steps}.")
         result["slope_instr_per_arg"] = fit
+    if len(own_t) >= 2:
+        xs = sorted(own_t)
+        steps = ", ".join(f"{a}→{b}: {(own_t[b] - own_t[a]) / (b - a):.1f}" for a, b in zip(xs, xs[1:]))
+        print(f"\nThe same calls as k(*t, grid=..., block=..., stream=...) with t a tuple built once: "
+              f"{_slope([(x, own_t[x]) for x in xs]):.1f} per extra argument by least squares; between counts {steps}.")
+        result["slope_instr_per_arg_tuple"] = _slope([(x, own_t[x]) for x in xs])
     if len(launcher) >= 2:
         xs = sorted(launcher)
         steps = ", ".join(f"{a}→{b}: {(launcher[b] - launcher[a]) / (b - a):.1f}" for a, b in zip(xs, xs[1:]))

@@ -739,6 +739,12 @@ def add_count_rows(add_row, raw, art_dir: Path, tmp: Path, sh: int, torch, np): 
             row("kernelpack C library (family entry)", clib_run)
         row("kernelpack Python (C extension, torch tensors)",
             argcount.call_loop(fam, args, tail=", grid=g, block=b, stream=s", env=env))
+
+        def kp_tuple_run(count: int, fam=fam, t=tuple(args), g=COUNT_GRID, b=COUNT_BLOCK, s=sh) -> None:
+            for _ in range(count):  # no list per call (CPython's CALL_FUNCTION_EX form above 30 arguments)
+                fam(*t, grid=g, block=b, stream=s)
+
+        row("kernelpack Python, k(*t, ...) with a tuple built once", kp_tuple_run)
         try:
             SL = torch._C._StaticCudaLauncher
             loaded = SL._load_kernel(str(cubin), f"args{n}", 0, 0)
