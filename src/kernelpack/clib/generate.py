@@ -29,6 +29,7 @@ from .dataobj import c_declarations, data_asm
 from .family import Family, build_families, describe_arg, null_checks, typed_constraint_checks
 from .headers import c_header
 from .launchgen import LAUNCH, DescArg, Plan, desc_table
+from .rangeindex import dispatch_c
 
 if TYPE_CHECKING:
     from ..cute_host.program import HostProgram
@@ -230,8 +231,27 @@ static const kp_bin_launch kp_launches[KP_NBIN] = {{
             for fa in f.args if fa.kind in ("tensor", "desc"))
         body = [f"{self.lib.upper()}_API {self.family_signature(f)} {{\n{nulls}    kp_ctx kp_c;\n"
                 f"    kp_status kp_s = kp_enter(\"{fn}\", {LAUNCH}, &kp_c);\n"
-                f"    if (KP_UNLIKELY(kp_s != KP_SUCCESS)) return kp_s;\n"
-                f"    int kp_best = -1, kp_cm = 0;\n    int32_t kp_q, kp_bq = 0;\n"]
+                f"    if (KP_UNLIKELY(kp_s != KP_SUCCESS)) return kp_s;\n"]
+        body.append(self._choose(f))
+        body.append(f"    if (KP_UNLIKELY(kp_best < 0))\n        return kp_nomatch_{f.name}(&kp_c, kp_cm"
+                    f"{', ' if fargs else ''}{fargs});\n    switch (kp_best) {{\n")
+        for k, s in enumerate(f.specs):
+            label = "default" if k == len(f.specs) - 1 else f"case {s.index}"
+            body.append(f"    {label}: {{ /* {s.artifact.label} */\n{self._convert(f, s.artifact)}"
+                        f"{self.plan(s.artifact).body(s.index, '        ', self._renames(f))}    }}\n")
+        body.append("    }\n}\n")
+        return nomatch + "".join(body)
+
+    @staticmethod
+    def _choose(f: Family) -> str:
+        """Statements setting ``kp_best`` (the chosen spec, -1: none) and ``kp_cm`` (some specialization's
+        constraints held): through the family's range index, else by walking the specializations in dispatch
+        order, group by group (a more specific group that has a match with a binary for the device wins)."""
+        idx = f.range_index()
+        if idx is not None:
+            expr, text = f.key_c(idx)
+            return dispatch_c(idx, f.index_candidates(), expr, text)
+        body = ["    int kp_best = -1, kp_cm = 0;\n    int32_t kp_q, kp_bq = 0;\n"]
         for gi, group in enumerate(f.groups()):
             ind = "    " if gi == 0 else "        "
             if gi:
@@ -244,14 +264,7 @@ static const kp_bin_launch kp_launches[KP_NBIN] = {{
                             f"{ind}}}\n")
             if gi:
                 body.append("    }\n")
-        body.append(f"    if (KP_UNLIKELY(kp_best < 0))\n        return kp_nomatch_{f.name}(&kp_c, kp_cm"
-                    f"{', ' if fargs else ''}{fargs});\n    switch (kp_best) {{\n")
-        for k, s in enumerate(f.specs):
-            label = "default" if k == len(f.specs) - 1 else f"case {s.index}"
-            body.append(f"    {label}: {{ /* {s.artifact.label} */\n{self._convert(f, s.artifact)}"
-                        f"{self.plan(s.artifact).body(s.index, '        ', self._renames(f))}    }}\n")
-        body.append("    }\n}\n")
-        return nomatch + "".join(body)
+        return "".join(body)
 
     @staticmethod
     def _renames(f: Family) -> dict[str, str]:
