@@ -234,13 +234,28 @@ static const kp_bin_launch kp_launches[KP_NBIN] = {{
                 f"    if (KP_UNLIKELY(kp_s != KP_SUCCESS)) return kp_s;\n"]
         body.append(self._choose(f))
         body.append(f"    if (KP_UNLIKELY(kp_best < 0))\n        return kp_nomatch_{f.name}(&kp_c, kp_cm"
-                    f"{', ' if fargs else ''}{fargs});\n    switch (kp_best) {{\n")
-        for k, s in enumerate(f.specs):
-            label = "default" if k == len(f.specs) - 1 else f"case {s.index}"
-            body.append(f"    {label}: {{ /* {s.artifact.label} */\n{self._convert(f, s.artifact)}"
-                        f"{self.plan(s.artifact).body(s.index, '        ', self._renames(f))}    }}\n")
-        body.append("    }\n}\n")
+                    f"{', ' if fargs else ''}{fargs});\n")
+        body.append(self._launch(f))
         return nomatch + "".join(body)
+
+    def _launch(self, f: Family) -> str:
+        """Statements launching specialization ``kp_best``: one block per distinct launch body -- specializations
+        that differ only in their spec table entry (a tuning table's configs, a range family) share one, indexed
+        by ``kp_bi`` -- chosen by a switch where there are several."""
+        bodies: dict[str, list[int]] = {}
+        for k, s in enumerate(f.specs):
+            text = self._convert(f, s.artifact) + self.plan(s.artifact).body("kp_bi", "        ", self._renames(f))
+            bodies.setdefault(text, []).append(k)
+        head = "        const uint32_t kp_bi = (uint32_t)kp_best;\n"
+        if len(bodies) == 1:
+            return f"    {{ /* {_labels([s.artifact.label for s in f.specs])} */\n{head}{next(iter(bodies))}    }}\n}}\n"
+        out = ["    switch (kp_best) {\n"]
+        last = len(f.specs) - 1
+        for text, ks in bodies.items():
+            labels = "".join("default: " if k == last else f"case {f.specs[k].index}: " for k in ks)
+            out.append(f"    {labels}{{ /* {_labels([f.specs[k].artifact.label for k in ks])} */\n{head}{text}    }}\n")
+        out.append("    }\n}\n")
+        return "".join(out)
 
     @staticmethod
     def _choose(f: Family) -> str:
@@ -353,6 +368,11 @@ static const kp_bin_launch kp_launches[KP_NBIN] = {{
 /* ------------------------------------------------------------------ family entries: dispatch */
 
 {families}"""
+
+
+def _labels(labels: list[str]) -> str:
+    """Specialization labels for a comment: a few, then how many."""
+    return ", ".join(labels) if len(labels) <= 4 else f"{', '.join(labels[:3])}, ... ({len(labels)} specializations)"
 
 
 def _unique(items: list[tuple[str, str]], where: str) -> None:
