@@ -110,6 +110,15 @@ def build(specs: Sequence[Candidate], keys: Sequence[tuple[int, int]]) -> RangeI
     return best if best is not None and best.longest < len(specs) else None
 
 
+def _halves(n: int) -> list[int]:
+    """The steps of a branch-free binary search over ``n`` sorted values: each moves past half of what is left."""
+    out = []
+    while n > 1:
+        out.append(n // 2)
+        n -= n // 2
+    return out
+
+
 def _uint(values: Sequence[int]) -> str:
     return "uint16_t" if max(values, default=0) <= 0xFFFF else "uint32_t"
 
@@ -147,12 +156,9 @@ def dispatch_c(idx: RangeIndex, specs: Sequence[Candidate], key_expr: str, key_t
         f"    static const {_uint([s.group for s in specs])} kp_rg[{len(specs)}] = {{ /* position -> dispatch group */\n"
         f"        {_rows([s.group for s in specs], 16)}}};\n"
         f"    const int64_t kp_x = {key_expr};\n"
-        f"    const int64_t* kp_rp = kp_rb;\n"
-        f"    for (size_t kp_n = {nb}; kp_n > 1;) {{ /* branch-free: the last bound <= kp_x, or the first */\n"
-        f"        const size_t kp_h = kp_n / 2;\n"
-        f"        kp_rp = kp_rp[kp_h] <= kp_x ? kp_rp + kp_h : kp_rp;\n"
-        f"        kp_n -= kp_h;\n    }}\n"
-        f"    const size_t kp_ri = (size_t)(kp_rp - kp_rb) + (size_t)(*kp_rp <= kp_x); /* bounds <= kp_x */\n"
+        f"    size_t kp_ri = 0; /* binary search, unrolled and branch-free: how many bounds are <= kp_x */\n"
+        f"{''.join(f'    kp_ri += kp_rb[kp_ri + {h}] <= kp_x ? {h} : 0;{chr(10)}' for h in _halves(nb))}"
+        f"    kp_ri += kp_rb[kp_ri] <= kp_x;\n"
         f"    int kp_best = -1, kp_cm = 0, kp_g = -1;\n    int32_t kp_q, kp_bq = 0;\n"
         f"    for (size_t kp_k = kp_ro[kp_ri]; kp_k < kp_ro[kp_ri + 1]; kp_k++) {{\n"
         f"        const int kp_p = (int)kp_rc[kp_k];\n"
