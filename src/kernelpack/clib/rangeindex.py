@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..abi import Scalar
-from .cdecl import INT_RANGE
+from ..launch.codes import INT_RANGE  # the types' own bounds (cdecl's are clamped to int64)
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_RANK = 8  # KP_MAX_RANK: a kp_tensor's shape array
