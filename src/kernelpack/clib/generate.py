@@ -248,7 +248,8 @@ static const kp_bin_launch kp_launches[KP_NBIN] = {{
             bodies.setdefault(text, []).append(k)
         head = "        const uint32_t kp_bi = (uint32_t)kp_best;\n"
         if len(bodies) == 1:
-            return f"    {{ /* {_labels([s.artifact.label for s in f.specs])} */\n{head}{next(iter(bodies))}    }}\n}}\n"
+            labels = _labels([s.artifact.label for s in f.specs])
+            return f"    {{ /* {labels} */\n{head}{next(iter(bodies))}    }}\n}}\n"
         out = ["    switch (kp_best) {\n"]
         last = len(f.specs) - 1
         for text, ks in bodies.items():

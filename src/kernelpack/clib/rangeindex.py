@@ -137,34 +137,41 @@ def dispatch_c(idx: RangeIndex, specs: Sequence[Candidate], key_expr: str, key_t
     constraints held) for the entry's arguments, like the linear walk, through index ``idx``. ``key_expr``: a C
     expression of the key's value (already guarded: see :func:`key_expr`)."""
     nb = len(idx.bounds)
-    conds = []
+    cases = []
     for p, s in enumerate(specs):
-        exprs = [e for e, target in s.checks if target != idx.key]
+        exprs = [f"({e})" for e, target in s.checks if target != idx.key]
         if exprs:
-            conds.append(f"        case {p}: kp_ok = {' && '.join(f'({e})' for e in exprs)}; break; /* {s.label} */\n")
-    switch = (f"        int kp_ok = 1;\n        switch (kp_p) {{ /* the other constraints of position kp_p */\n"
-              f"{''.join(conds)}        default: break;\n        }}\n        if (kp_ok) {{\n") if conds else "        {\n"
+            cases.append(f"        case {p}: kp_ok = {' && '.join(exprs)}; break; /* {s.label} */\n")
+    if cases:  # the candidates' other constraints, by position
+        check = ("        int kp_ok = 1;\n        switch (kp_p) {\n" + "".join(cases)
+                 + "        default: break;\n        }\n        if (kp_ok) {\n")
+    else:
+        check = "        {\n"
+    search = "".join(f"    kp_ri += kp_rb[kp_ri + {h}] <= kp_x ? {h} : 0;\n" for h in _halves(nb))
+    groups = [s.group for s in specs]
     return (
         f"    /* range index on {key_text} (kernelpack.clib.rangeindex): its interval among the {nb} bounds of the "
         f"ranges on it\n     * gives the candidates, in dispatch order; each is checked in full but for its range "
         f"on {key_text} */\n"
         f"    static const int64_t kp_rb[{nb}] = {{\n        {_rows(idx.bounds, 6, _lit)}}};\n"
-        f"    static const {_uint(idx.offsets)} kp_ro[{len(idx.offsets)}] = {{\n        {_rows(idx.offsets, 16)}}};\n"
-        f"    static const {_uint(idx.cands)} kp_rc[{len(idx.cands)}] = {{\n        {_rows(idx.cands, 16)}}};\n"
+        f"    static const {_uint(idx.offsets)} kp_ro[{len(idx.offsets)}] = {{ /* interval -> its first candidate */\n"
+        f"        {_rows(idx.offsets, 16)}}};\n"
+        f"    static const {_uint(idx.cands)} kp_rc[{len(idx.cands)}] = {{ /* positions, in dispatch order */\n"
+        f"        {_rows(idx.cands, 16)}}};\n"
         f"    static const int32_t kp_rx[{len(specs)}] = {{ /* position -> spec table index */\n"
         f"        {_rows([s.index for s in specs], 16)}}};\n"
-        f"    static const {_uint([s.group for s in specs])} kp_rg[{len(specs)}] = {{ /* position -> dispatch group */\n"
-        f"        {_rows([s.group for s in specs], 16)}}};\n"
+        f"    static const {_uint(groups)} kp_rg[{len(specs)}] = {{ /* position -> dispatch group */\n"
+        f"        {_rows(groups, 16)}}};\n"
         f"    const int64_t kp_x = {key_expr};\n"
         f"    size_t kp_ri = 0; /* binary search, unrolled and branch-free: how many bounds are <= kp_x */\n"
-        f"{''.join(f'    kp_ri += kp_rb[kp_ri + {h}] <= kp_x ? {h} : 0;{chr(10)}' for h in _halves(nb))}"
+        f"{search}"
         f"    kp_ri += kp_rb[kp_ri] <= kp_x;\n"
         f"    int kp_best = -1, kp_cm = 0, kp_g = -1;\n    int32_t kp_q, kp_bq = 0;\n"
         f"    for (size_t kp_k = kp_ro[kp_ri]; kp_k < kp_ro[kp_ri + 1]; kp_k++) {{\n"
         f"        const int kp_p = (int)kp_rc[kp_k];\n"
         f"        if (kp_best >= 0 && (int)kp_rg[kp_p] != kp_g) break; /* a more specific group has chosen */\n"
         f"        kp_g = (int)kp_rg[kp_p];\n"
-        f"{switch}"
+        f"{check}"
         f"            kp_cm = 1;\n"
         f"            kp_q = kp_c.d->quality[kp_rx[kp_p]];\n"
         f"            if (kp_q > kp_bq) kp_best = kp_rx[kp_p], kp_bq = kp_q;\n"
