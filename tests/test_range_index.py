@@ -272,6 +272,14 @@ def test_no_index_where_it_would_not_shorten_the_walk():
     assert idx is not None and idx.longest == 2
 
 
+def test_no_index_whose_candidate_table_would_be_huge():
+    key = (0, -1)
+    # 40 disjoint ranges and 20 specializations without one: 81 intervals x 20+ candidates each
+    specs = [_cand(0, {key: (10 * i, 10 * i + 5)}) for i in range(40)] + [_cand(1 + i, {}) for i in range(20)]
+    assert rangeindex._index_on(key, specs) is not None
+    assert rangeindex.build(specs, [key]) is None
+
+
 def test_the_key_with_the_shortest_candidate_lists_is_chosen():
     m, n = (0, -1), (1, -1)
     specs = [_cand(0, {m: (1, 8), n: (1, 100)}), _cand(0, {m: (9, 16), n: (1, 100)}),

@@ -13,7 +13,8 @@ cannot match, so the choice -- the specialization, and whether any matched at al
 linear walk's, exactly.
 
 The key is the ranged target that gives the shortest longest candidate list (then the fewest candidates in all);
-a family gets an index only where that list is shorter than the family (otherwise the walk is no worse). Keys:
+a family gets an index only where that list is shorter than the family (otherwise the walk is no worse) and its
+tables stay small (``MAX_TABLE`` candidate entries per specialization). Keys:
 an integer argument of up to 64 bits (signed) or 32 bits (unsigned) -- read as an ``int64_t`` exactly -- or an
 extent of a ``kp_tensor`` argument (read only below its rank; a specialization ranging over an extent checks the
 rank among its other constraints, so the value read otherwise never decides).
@@ -30,6 +31,7 @@ from ..launch.codes import INT_RANGE  # the types' own bounds (cdecl's are clamp
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_RANK = 8  # KP_MAX_RANK: a kp_tensor's shape array
+MAX_TABLE = 16  # an index's candidate table holds at most this many entries per specialization (else: the walk)
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ def build(specs: Sequence[Candidate], keys: Sequence[tuple[int, int]]) -> RangeI
     best: RangeIndex | None = None
     for key in sorted(set(keys)):
         idx = _index_on(key, specs)
-        if idx is None:
+        if idx is None or len(idx.cands) > MAX_TABLE * len(specs):  # many unranged ones over many intervals
             continue
         if best is None or (idx.longest, len(idx.cands)) < (best.longest, len(best.cands)):
             best = idx
