@@ -1,7 +1,8 @@
 /* Shape-range dispatch through the generated "rng" library (tests/test_ranges.py) on the fake libcuda.so.1.
  * Usage: ranges_harness radd N... | rsum COLS... | bench REPS. Prints "tag status=NAME" per call; the fake's log says
- * which specialization ran (each has its own default block). bench REPS: the time of a launch whose dispatch walks
- * 64 range specializations (printed as "bench ... dispatch64_ns=..."; nothing asserts on it). */
+ * which specialization ran (each has its own default block). bench REPS: the time of a launch whose dispatch chooses
+ * among 64 range specializations, less that of the typed entry (printed as "bench ... dispatch64_ns=..."; nothing
+ * asserts on it). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,22 +38,31 @@ int main(int argc, char** argv) {
             printf("rsum%s status=%s msg=%s\n", argv[i], rng_status_name(s), s ? rng_last_error() : "");
         }
     } else if (!strcmp(argv[1], "bench")) {
-        /* rng_disp holds 64 disjoint range specializations in dispatch order; n = 1 matches the first, n = 4033 the
-         * last: the difference is the walk over 63 range checks that fail (the launch itself, on the fake, is the
-         * same in both). Best of 5 rounds of each. */
+        /* rng_disp holds 64 disjoint range specializations (n in [64i+1, 64i+64]); rng_disp_r63 is the typed entry
+         * of the last, rng_one a family of one (its typed entry). Cases: n fitting the first, a middle one and the
+         * last of the 64; "mixed": n cycling over all 64 in a scattered order (no branch history helps); the same
+         * launch through the typed entry. dispatch64 = last - typed (bench/clib_launch.py's familyr64 - typedr64,
+         * on the fake). Best of 5 interleaved rounds of REPS calls each. */
         long reps = argc > 2 ? atol(argv[2]) : 100000;
-        const int32_t ns_of[3] = {1, 63 * 64 + 1, 0};
-        double best[3] = {1e30, 1e30, 1e30};
+        enum { ONE, TYPED, FIRST, MID, LAST, MIXED, NCASE };
+        static const char* const names[NCASE] = {"one", "typed", "first", "mid", "last", "mixed"};
+        const int32_t n_of[NCASE] = {1, 63 * 64 + 1, 1, 32 * 64 + 1, 63 * 64 + 1, 0};
+        int32_t mixed[64];
+        for (int i = 0; i < 64; i++) mixed[i] = 64 * ((i * 37) % 64) + 1 + (i * 13) % 64;
+        double best[NCASE];
+        for (int k = 0; k < NCASE; k++) best[k] = 1e30;
         l.block[0] = 32;
         for (int round = 0; round < 5; round++) {
-            for (int k = 0; k < 3; k++) {
+            for (int k = 0; k < NCASE; k++) {
                 struct timespec t0, t1;
                 clock_gettime(CLOCK_MONOTONIC, &t0);
                 for (long r = 0; r < reps; r++) {
-                    kp_status s = k < 2 ? rng_disp(&l, (const float*)at(0x10000), (const float*)at(0x20000),
-                                                   (float*)at(0x30000), ns_of[k])
-                                        : rng_one(&l, (const float*)at(0x10000), (const float*)at(0x20000),
-                                                  (float*)at(0x30000), 1);
+                    const float *x = (const float*)at(0x10000), *y = (const float*)at(0x20000);
+                    float* o = (float*)at(0x30000);
+                    kp_status s = k == ONE     ? rng_one(&l, x, y, o, 1)
+                                  : k == TYPED ? rng_disp_r63(&l, x, y, o, n_of[k])
+                                  : k == MIXED ? rng_disp(&l, x, y, o, mixed[r & 63])
+                                               : rng_disp(&l, x, y, o, n_of[k]);
                     if (s) {
                         printf("bench status=%s msg=%s\n", rng_status_name(s), rng_last_error());
                         return 1;
@@ -63,8 +73,9 @@ int main(int argc, char** argv) {
                 if (ns < best[k]) best[k] = ns;
             }
         }
-        printf("bench one_ns=%.1f first_ns=%.1f last_ns=%.1f dispatch64_ns=%.1f\n", best[2], best[0], best[1],
-               best[1] - best[0]);
+        printf("bench");
+        for (int k = 0; k < NCASE; k++) printf(" %s_ns=%.1f", names[k], best[k]);
+        printf(" dispatch64_ns=%.1f mixed64_ns=%.1f\n", best[LAST] - best[TYPED], best[MIXED] - best[TYPED]);
 #endif
     }
     return 0;

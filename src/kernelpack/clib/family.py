@@ -15,6 +15,7 @@ from ..launch.plan import Plan as LaunchPlan
 from ..names import c_name
 from .cdecl import INT_RANGE, TypeNames, dtype_enum, param_decl
 from .launchgen import CallerArg, DescArg
+from .rangeindex import Candidate, RangeIndex, build, indexable, key_expr
 
 PlanOf = Callable[[KernelArtifact], LaunchPlan]
 
@@ -53,6 +54,9 @@ class FamilyArg:
 class Constraint:
     expr: str  # C expression over the family entry's arguments
     text: str  # for messages
+    target: tuple[int, int] | None = None  # a range constraint's (argument index, mode)
+    lo: int = 0  # a range constraint's bounds
+    hi: int = 0
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,30 @@ class Family:
             else:
                 out.append([s])
         return out
+
+    def range_index(self) -> RangeIndex | None:
+        """The index the entry dispatches through (:mod:`.rangeindex`), or None: the linear walk."""
+        cands = self.index_candidates()
+        keys = [c.target for s in self.specs for c in s.constraints
+                if c.target is not None and indexable(self.args[c.target[0]].kind, self.args[c.target[0]].type,
+                                                      c.target[1])]
+        return build(cands, keys) if keys else None
+
+    def index_candidates(self) -> list[Candidate]:
+        """The specializations in dispatch order as :mod:`.rangeindex` sees them."""
+        out = []
+        for g, group in enumerate(self.groups()):
+            for s in group:
+                ranges = {c.target: (c.lo, c.hi) for c in s.constraints if c.target is not None}
+                out.append(Candidate(s.index, g, ranges, tuple((c.expr, c.target) for c in s.constraints),
+                                     s.artifact.label))
+        return out
+
+    def key_c(self, idx: RangeIndex) -> tuple[str, str]:
+        """The C expression of the index's key and how messages and comments name it."""
+        fa = self.args[idx.key[0]]
+        text = fa.name if idx.key[1] < 0 else f"{fa.name}.shape[{idx.key[1]}]"
+        return key_expr(fa.cname, fa.kind, idx.key[1]), text
 
 
 def _family_arg(fa: model.FamilyArg) -> FamilyArg:
@@ -157,7 +185,7 @@ def _range(c: model.Constraint, fa: FamilyArg) -> Constraint:
             sides.append(f"{x} >= {lit(c.lo)}")
         if c.hi < tmax:
             sides.append(f"{x} <= {lit(c.hi)}")
-    return Constraint(" && ".join(sides) or "1", c.range_text())
+    return Constraint(" && ".join(sides) or "1", c.range_text(), (c.arg, c.value), c.lo, c.hi)
 
 
 def build_families(arts_by_name: dict[str, tuple[KernelArtifact, ...]], index_of: dict[int, int],

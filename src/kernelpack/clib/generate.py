@@ -29,6 +29,7 @@ from .dataobj import c_declarations, data_asm
 from .family import Family, build_families, describe_arg, null_checks, typed_constraint_checks
 from .headers import c_header
 from .launchgen import LAUNCH, DescArg, Plan, desc_table
+from .rangeindex import dispatch_c
 
 if TYPE_CHECKING:
     from ..cute_host.program import HostProgram
@@ -230,8 +231,43 @@ static const kp_bin_launch kp_launches[KP_NBIN] = {{
             for fa in f.args if fa.kind in ("tensor", "desc"))
         body = [f"{self.lib.upper()}_API {self.family_signature(f)} {{\n{nulls}    kp_ctx kp_c;\n"
                 f"    kp_status kp_s = kp_enter(\"{fn}\", {LAUNCH}, &kp_c);\n"
-                f"    if (KP_UNLIKELY(kp_s != KP_SUCCESS)) return kp_s;\n"
-                f"    int kp_best = -1, kp_cm = 0;\n    int32_t kp_q, kp_bq = 0;\n"]
+                f"    if (KP_UNLIKELY(kp_s != KP_SUCCESS)) return kp_s;\n"]
+        body.append(self._choose(f))
+        body.append(f"    if (KP_UNLIKELY(kp_best < 0))\n        return kp_nomatch_{f.name}(&kp_c, kp_cm"
+                    f"{', ' if fargs else ''}{fargs});\n")
+        body.append(self._launch(f))
+        return nomatch + "".join(body)
+
+    def _launch(self, f: Family) -> str:
+        """Statements launching specialization ``kp_best``: one block per distinct launch body -- specializations
+        that differ only in their spec table entry (a tuning table's configs, a range family) share one, indexed
+        by ``kp_bi`` -- chosen by a switch where there are several."""
+        bodies: dict[str, list[int]] = {}
+        for k, s in enumerate(f.specs):
+            text = self._convert(f, s.artifact) + self.plan(s.artifact).body("kp_bi", "        ", self._renames(f))
+            bodies.setdefault(text, []).append(k)
+        head = "        const uint32_t kp_bi = (uint32_t)kp_best;\n"
+        if len(bodies) == 1:
+            labels = _labels([s.artifact.label for s in f.specs])
+            return f"    {{ /* {labels} */\n{head}{next(iter(bodies))}    }}\n}}\n"
+        out = ["    switch (kp_best) {\n"]
+        last = len(f.specs) - 1
+        for text, ks in bodies.items():
+            labels = "".join("default: " if k == last else f"case {f.specs[k].index}: " for k in ks)
+            out.append(f"    {labels}{{ /* {_labels([f.specs[k].artifact.label for k in ks])} */\n{head}{text}    }}\n")
+        out.append("    }\n}\n")
+        return "".join(out)
+
+    @staticmethod
+    def _choose(f: Family) -> str:
+        """Statements setting ``kp_best`` (the chosen spec, -1: none) and ``kp_cm`` (some specialization's
+        constraints held): through the family's range index, else by walking the specializations in dispatch
+        order, group by group (a more specific group that has a match with a binary for the device wins)."""
+        idx = f.range_index()
+        if idx is not None:
+            expr, text = f.key_c(idx)
+            return dispatch_c(idx, f.index_candidates(), expr, text)
+        body = ["    int kp_best = -1, kp_cm = 0;\n    int32_t kp_q, kp_bq = 0;\n"]
         for gi, group in enumerate(f.groups()):
             ind = "    " if gi == 0 else "        "
             if gi:
@@ -244,14 +280,7 @@ static const kp_bin_launch kp_launches[KP_NBIN] = {{
                             f"{ind}}}\n")
             if gi:
                 body.append("    }\n")
-        body.append(f"    if (KP_UNLIKELY(kp_best < 0))\n        return kp_nomatch_{f.name}(&kp_c, kp_cm"
-                    f"{', ' if fargs else ''}{fargs});\n    switch (kp_best) {{\n")
-        for k, s in enumerate(f.specs):
-            label = "default" if k == len(f.specs) - 1 else f"case {s.index}"
-            body.append(f"    {label}: {{ /* {s.artifact.label} */\n{self._convert(f, s.artifact)}"
-                        f"{self.plan(s.artifact).body(s.index, '        ', self._renames(f))}    }}\n")
-        body.append("    }\n}\n")
-        return nomatch + "".join(body)
+        return "".join(body)
 
     @staticmethod
     def _renames(f: Family) -> dict[str, str]:
@@ -340,6 +369,11 @@ static const kp_bin_launch kp_launches[KP_NBIN] = {{
 /* ------------------------------------------------------------------ family entries: dispatch */
 
 {families}"""
+
+
+def _labels(labels: list[str]) -> str:
+    """Specialization labels for a comment: a few, then how many."""
+    return ", ".join(labels) if len(labels) <= 4 else f"{', '.join(labels[:3])}, ... ({len(labels)} specializations)"
 
 
 def _unique(items: list[tuple[str, str]], where: str) -> None:

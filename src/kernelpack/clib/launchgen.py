@@ -59,8 +59,9 @@ class Layout:
                         raise KernelpackError(f"kernel {art.label}: grid formula reads {name}, a parameter filled "
                                               f"from a tensor descriptor; not supported")
 
-    def body(self, index: int, indent: str, values: dict[str, str]) -> str:
-        """Statements from a resolved kp_ctx (``kp_c``, ``kp_s``) to the launch."""
+    def body(self, index: int | str, indent: str, values: dict[str, str]) -> str:
+        """Statements from a resolved kp_ctx (``kp_c``, ``kp_s``) to the launch (``index``: the spec table index, or
+        a C expression of it)."""
         out = []
         for k, d in enumerate(self.descs):
             out.append(f"{indent}kp_desc_vals kp_d{k};\n{indent}if (KP_UNLIKELY((kp_s = kp_desc_fill(&kp_c, {index}, "
@@ -92,7 +93,7 @@ class Layout:
             out.append(f"{indent}return kp_run(&kp_c, {index}, {launch}, {args});\n")
         return "".join(out)
 
-    def _device_values(self, index: int, indent: str) -> list[str]:
+    def _device_values(self, index: int | str, indent: str) -> list[str]:
         """Locals holding the device-derived params (kernelpack.launch.device), before the grid reads them."""
         out = []
         for i, s in enumerate(self.model.device_slots):
@@ -156,7 +157,7 @@ class Plan:
         """Caller-visible params that are passed as they are."""
         return tuple(a for a in self.args if isinstance(a, Param))
 
-    def body(self, index: int, indent: str, values: dict[str, str]) -> str:
+    def body(self, index: int | str, indent: str, values: dict[str, str]) -> str:
         """Statements from a resolved kp_ctx (``kp_c``, ``kp_s``) to the launch; ``values`` maps a user's argument
         name to the C expression that holds it (default: its C name). With several layouts, the one of the binary
         the device state chose (``kp_launches[sel].layout``)."""

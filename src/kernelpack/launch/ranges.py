@@ -56,7 +56,8 @@ class Range:
         return f"{t} in [{lo}, {hi}]"
 
     def contains(self, value: int) -> bool:
-        return self.lo <= value <= self.hi
+        """``lo <= value <= hi``; a ``hi`` of INT64_MAX bounds nothing (a uint64 above it is inside)."""
+        return self.lo <= value and (value <= self.hi or self.hi == INT64_MAX)
 
     def __str__(self) -> str:
         return self.text()

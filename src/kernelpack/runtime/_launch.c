@@ -426,7 +426,9 @@ static KP_INLINE int fit_slot(kp_family* f, const kp_slot* s, const kp_arg* a, P
         }
         if (a->kind == A_UINT && s->dtype == KP_DT_U64) {
             if (s->divisor > 1 && a->u % (uint64_t)s->divisor) return 0;
-            if (s->nranges) return 0; /* above INT64_MAX: beyond every range's upper bound */
+            /* above INT64_MAX: beyond every range's upper bound but INT64_MAX, which is none (Range: no bound) */
+            for (int k = 0; k < s->nranges; k++)
+                if (s->rmode[k] < 0 && s->rhi[k] < INT64_MAX) return 0;
             memcpy(p, &a->u, 8);
             return 1;
         }

@@ -15,7 +15,7 @@ from ..artifact import Dim3, LaunchSpec
 from ..errors import KernelpackError, LaunchError
 from ..launch.codes import MAX_PORTABLE_CLUSTER, PDL_MIN_MAJOR, SMEM_DEFAULT_LIMIT  # noqa: F401 - SMEM_DEFAULT_LIMIT re-exported
 from ..launch.plan import INT_RANGE, OP_BYTES, OP_DESC, OP_PTR, OP_SCALAR, OP_TENSOR, Slot
-from ..launch.ranges import Range
+from ..launch.ranges import INT64_MAX, Range
 from ..packing import pack_value
 from ..tma import encode_args
 from .adapters import TensorView
@@ -190,7 +190,7 @@ def _check_ranges(kernel: str, s: Slot, shape: Sequence[int] | None, value: int)
     """The slot's range constraints (kernelpack.launch.ranges): the integer ``value``, or the extents ``shape``."""
     for mode, lo, hi in s.ranges:
         v = value if mode < 0 else shape[mode] if shape is not None and mode < len(shape) else None
-        if v is not None and not lo <= v <= hi:
+        if v is not None and (v < lo or (v > hi and hi < INT64_MAX)):  # INT64_MAX: no bound (a uint64 above it)
             r = Range(s.name, mode, lo, hi)
             what = "" if mode < 0 else f" shape[{mode}]"
             raise ArgumentValueError(f"{_where(kernel, s)}:{what} must satisfy {r.text()}, got {v}")
