@@ -7,7 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 KERNELPACK_GPU_ARTIFACTS=$PWD/.gpu KERNELPACK_CACHE_DIR=off PYTHONPATH=$PWD/src
-STEPS=${STEPS:-"corpus_triton corpus_cute corpus_fi tests bench_launch bench_clib bench_load"}
+STEPS=${STEPS:-"corpus_triton corpus_cute corpus_fi tests bench_clib bench_launch bench_load"}
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader | tee "$OUT/machine.txt"
 python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)" >> "$OUT/machine.txt"
 rm -rf build src/kernelpack/runtime/*.so
@@ -18,12 +18,12 @@ step() {  # name, seconds, command...
   local t0=$SECONDS; timeout "$cap" "$@" > "$OUT/$name.log" 2>&1; local rc=$?
   echo "== $name: rc=$rc in $((SECONDS - t0)) s"; tail -3 "$OUT/$name.log"
 }
-step corpus_triton 150 python3 scripts/corpus_gpu.py --dsl triton --out "$OUT/corpus_triton.md"
-step corpus_cute 90 python3 scripts/corpus_gpu.py --dsl cute --dsl cutile --out "$OUT/corpus_cute.md"
-step corpus_fi 60 python3 scripts/corpus_gpu_flashinfer.py --out "$OUT"
-step tests 120 python3 -m pytest -m gpu -q -p no:cacheprovider -rs ${GPU_TESTS:-tests/test_tuning_gpu.py \
-  tests/test_fp8_gpu.py tests/test_triton_gpu.py tests/test_launch_flags_gpu.py tests/test_descriptor_launch.py}
-step bench_launch 150 python3 bench/launch_overhead.py --json "$OUT/bench.json"
-step bench_clib 60 python3 bench/clib_launch.py --kernels 200
-step bench_load 60 python3 bench/load_scale.py --work .gpu/loadscale --rounds 3
+step corpus_triton 120 python3 scripts/corpus_gpu.py --dsl triton --out "$OUT/corpus_triton.md"
+step corpus_cute 70 python3 scripts/corpus_gpu.py --dsl cute --dsl cutile --out "$OUT/corpus_cute.md"
+step corpus_fi 40 python3 scripts/corpus_gpu_flashinfer.py --out "$OUT"
+step tests 100 python3 -m pytest -m gpu -q -p no:cacheprovider -rs ${GPU_TESTS:-tests/test_tuning_gpu.py \
+  tests/test_fp8_gpu.py tests/test_launch_flags_gpu.py tests/test_triton_gpu.py tests/test_descriptor_launch.py}
+step bench_clib 45 python3 bench/clib_launch.py --kernels 200
+step bench_launch 130 python3 bench/launch_overhead.py --json "$OUT/bench.json"
+step bench_load 45 python3 bench/load_scale.py --work .gpu/loadscale --rounds 3
 exit 0
