@@ -18,9 +18,9 @@ step() {  # name, seconds, command...
   local t0=$SECONDS; timeout "$cap" "$@" > "$OUT/$name.log" 2>&1; local rc=$?
   echo "== $name: rc=$rc in $((SECONDS - t0)) s"; tail -3 "$OUT/$name.log"
 }
-step corpus_triton 120 python3 scripts/corpus_gpu.py --dsl triton --out "$OUT/corpus_triton.md"
-step corpus_cute 70 python3 scripts/corpus_gpu.py --dsl cute --dsl cutile --out "$OUT/corpus_cute.md"
-step corpus_fi 40 python3 scripts/corpus_gpu_flashinfer.py --out "$OUT"
+step corpus_triton 120 python3 scripts/corpus_gpu.py --dsl triton --reps 8 --out "$OUT/corpus_triton.md"
+step corpus_cute 70 python3 scripts/corpus_gpu.py --dsl cute --dsl cutile --reps 8 --out "$OUT/corpus_cute.md"
+step corpus_fi 40 python3 scripts/corpus_gpu_flashinfer.py --reps 10 --out "$OUT"
 step tests 100 python3 -m pytest -m gpu -q -p no:cacheprovider -rs ${GPU_TESTS:-tests/test_tuning_gpu.py \
   tests/test_fp8_gpu.py tests/test_launch_flags_gpu.py tests/test_triton_gpu.py tests/test_descriptor_launch.py}
 step bench_clib 45 python3 bench/clib_launch.py --kernels 200
