@@ -84,3 +84,13 @@ def test_a_writer_killed_mid_write_leaves_no_corrupt_entry(tmp_path):
     p.join(10)
     entry = CompileCache(tmp_path).get(key)
     assert entry is None or len(entry.data) == 4 << 20
+
+
+def test_cache_keys_change_with_kernelpacks_own_code(monkeypatch):
+    """An entry made by other kernelpack code (same version number, other ABI derivation) is never served."""
+    import kernelpack.cache as cache
+
+    before = cache_key(source="a", arch="sm_90a")
+    assert len(cache.code_digest()) == 64 and cache.code_digest() == cache.code_digest()
+    monkeypatch.setattr(cache, "code_digest", lambda: "0" * 64)
+    assert cache_key(source="a", arch="sm_90a") != before

@@ -11,6 +11,7 @@ identical content). A reader re-hashes the payload; anything that does not check
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -25,9 +26,27 @@ _MAGIC = b"KPCACHE1\n"
 
 
 def cache_key(**parts: Any) -> str:
-    """SHA-256 of the canonical JSON of the parts (source hash, frontend + version, arch, options...)."""
-    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str).encode()
+    """SHA-256 of the canonical JSON of the parts (source hash, frontend + version, arch, options...) and of
+    kernelpack's own code (:func:`code_digest`), so an entry made by other kernelpack code is never served."""
+    blob = json.dumps({**parts, "kernelpack_code": code_digest()}, sort_keys=True, separators=(",", ":"),
+                      default=str).encode()
     return hashlib.sha256(blob).hexdigest()
+
+
+_CODE_SUFFIXES = (".py", ".c", ".h", ".cpp", ".cu", ".cuh")
+
+
+@functools.cache
+def code_digest() -> str:
+    """SHA-256 over kernelpack's own source files (path and bytes, sorted): what derives an artifact from a compile
+    (ABI derivation, dtype tables, launch facts) changes without the version number changing, between releases and
+    in a checkout; a cached artifact must come from the same code. Computed once per process (a few ms)."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.suffix in _CODE_SUFFIXES and "__pycache__" not in p.parts):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 @dataclass(frozen=True)
