@@ -297,17 +297,22 @@ def _static_library(path: Path) -> dict[str, Any] | None:
     return None
 
 
+def _check_table(table: Mapping[str, Any], schema: Mapping[str, fl.Check], name: str, path: Path,
+                 expected: str) -> None:
+    """Unknown keys and ill-typed values of a ``[name]`` table, as one ProjectError each."""
+    unknown = sorted(set(table) - set(schema))
+    if unknown:
+        raise ProjectError(f"{path}: [{name}]: unknown key(s) {unknown}; {expected} {sorted(schema)}")
+    for key, value in table.items():
+        problem = fl.check(key, value, schema[key])
+        if problem:
+            raise ProjectError(f"{path.name}: [{name}] {problem}")
+
+
 def _library(table: Any, path: Path) -> LibrarySpec:
     if not isinstance(table, Mapping) or "name" not in table:
         raise ProjectError(f"{path}: [library] with a name is required")
-    known = set(LIBRARY)
-    unknown = sorted(set(table) - known)
-    if unknown:
-        raise ProjectError(f"{path}: [library]: unknown key(s) {unknown}; expected {sorted(known)}")
-    for key, value in table.items():
-        problem = fl.check(key, value, LIBRARY[key])
-        if problem:
-            raise ProjectError(f"{path.name}: [library] {problem}")
+    _check_table(table, LIBRARY, "library", path, "expected")
     try:
         return LibrarySpec(table["name"], tuple(table.get("archs", ())), Path(table.get("out", "build")),
                            tuple(table.get("outputs", OUTPUTS)), table.get("version", "1.0.0"),
@@ -320,13 +325,7 @@ def _library(table: Any, path: Path) -> LibrarySpec:
 def _build_spec(table: Any, path: Path) -> BuildSpec:
     if not isinstance(table, Mapping):
         raise ProjectError(f"{path.name}: build must be a table ([build] with keys under it), got {fl.given(table)}")
-    unknown = sorted(set(table) - set(BUILD))
-    if unknown:
-        raise ProjectError(f"{path}: [build]: unknown key(s) {unknown}; expected some of {sorted(BUILD)}")
-    for key, value in table.items():
-        problem = fl.check(key, value, BUILD[key])
-        if problem:
-            raise ProjectError(f"{path.name}: [build] {problem}")
+    _check_table(table, BUILD, "build", path, "expected some of")
     try:
         return BuildSpec(table.get("executor", "ray" if "address" in table else "local"), table.get("address"))
     except ProjectError as e:
