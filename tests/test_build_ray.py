@@ -22,7 +22,7 @@ import pytest
 from kernelpack import config
 from kernelpack.errors import KernelpackError
 from kernelpack.project import BuildFailed, ProjectError, build, load_project
-from test_project_build import KERNELS, OTHER, TOML
+from test_project_build import OTHER, TOML, write_project
 from toolchain_support import needs_cuda_compiler
 
 try:
@@ -35,20 +35,13 @@ OUTPUTS = ("proj.kpack", "lib/libproj.so", "lib/libproj.a", "include/proj.h")
 
 @pytest.fixture
 def proj(tmp_path: Path) -> Path:
-    (tmp_path / "k.cu").write_text(KERNELS)
-    (tmp_path / "common.cuh").write_text("#define BIAS 0.0f\n")
-    (tmp_path / "other.cu").write_text(OTHER)
-    (tmp_path / "kernelpack.toml").write_text(TOML)
-    return tmp_path
+    return write_project(tmp_path)
 
 
 @pytest.fixture(scope="module")
 def local_reference(tmp_path_factory: pytest.TempPathFactory, module_cache: Any) -> dict[str, bytes]:
     """The outputs of a local -j 2 build of the ``proj`` project."""
-    d = tmp_path_factory.mktemp("reference")
-    for name, text in (("k.cu", KERNELS), ("common.cuh", "#define BIAS 0.0f\n"), ("other.cu", OTHER),
-                       ("kernelpack.toml", TOML)):
-        (d / name).write_text(text)
+    d = write_project(tmp_path_factory.mktemp("reference"))
     r = build(d, jobs=2, executor="local")
     return {f: (Path(r.out) / f).read_bytes() for f in OUTPUTS}
 

@@ -45,13 +45,18 @@ archs = ["sm_90a"]
 """
 
 
+def write_project(where: Path) -> Path:
+    """The two-source CUDA project these tests build (also built by tests/test_build_ray.py)."""
+    (where / "k.cu").write_text(KERNELS)
+    (where / "common.cuh").write_text("#define BIAS 0.0f\n")
+    (where / "other.cu").write_text(OTHER)
+    (where / "kernelpack.toml").write_text(TOML)
+    return where
+
+
 @pytest.fixture
 def proj(tmp_path: Path) -> Path:
-    (tmp_path / "k.cu").write_text(KERNELS)
-    (tmp_path / "common.cuh").write_text("#define BIAS 0.0f\n")
-    (tmp_path / "other.cu").write_text(OTHER)
-    (tmp_path / "kernelpack.toml").write_text(TOML)
-    return tmp_path
+    return write_project(tmp_path)
 
 
 @needs_cuda_compiler
