@@ -87,6 +87,27 @@ def test_add_packs_like_the_reference_packer_and_stays_on_the_c_path(mod, fake, 
     assert fam.python_calls == before + (path == "python")
 
 
+def test_parameters_by_keyword_pack_the_same_and_stay_on_the_c_path(mod, fake, bundle, path):
+    a, b, c = vecs()
+    names = mod.add.family.arg_names
+    mod.add(a, b, c, 1000, grid=4, block=256)
+    want = fake.last()["params"]
+    fam = mod.add.family
+    before = fam.python_calls
+    mod.add(a, b, grid=4, block=256, **{names[3]: 1000, names[2]: c})  # run-time strings, any order
+    mod.add(**dict(zip(names, (a, b, c, 1000))), grid=4, block=256)
+    for _ in range(2):  # the same call site twice: the keyword mapping is cached by its kwnames tuple
+        mod.add(a, b, c, **{names[3]: 1000}, grid=4, block=256)
+    assert fake.count() >= 4 and fake.last()["params"] == want
+    assert fam.python_calls == before + 4 * (path == "python"), "keyword parameters took the Python path"
+    with pytest.raises(ArgumentTypeError, match=f"argument '{names[0]}' given twice"):
+        mod.add(a, b, c, 1000, **{names[0]: a}, grid=4, block=256)
+    with pytest.raises(ArgumentTypeError, match=f"missing {names[3]}"):
+        mod.add(a, b, **{names[2]: c}, grid=4, block=256)
+    with pytest.raises(ArgumentTypeError, match="unknown keyword argument 'nope'"):
+        mod.add(a, b, c, 1000, nope=1, grid=4, block=256)
+
+
 SCALAR_CASES = [
     (-128, -32768, -2**31, -2**63, 255, 65535, 2**32 - 1, 2**64 - 1, 3.4e38, -1e308, 65504.0, True),
     (1, 2, 3, 4, 5, 6, 7, 8, 0.1, 0.2, 0.1, False),

@@ -86,12 +86,11 @@ static int release_gil = 1;       /* set_release_gil(False): keep it (single-thr
 static PyObject* stream_getter;   /* Python fallback for torch's current stream: f(device) -> int */
 static PyObject* s_grid, *s_block, *s_smem, *s_stream, *s_cluster, *s_cuda_stream, *s_repr;
 
-/* The launch options by keyword. A call site passes the same kwnames tuple (a constant of its code object) every
- * time, so the last one seen is kept with its mapping; the tuple is held, so its address cannot be reused. */
+/* Keywords: the launch options (K_GRID..K_CLUSTER) and parameters by name (K_N + the parameter's position). A call
+ * site passes the same kwnames tuple (a constant of its code object) every time, so each family keeps the last one
+ * seen with its mapping; the tuple is held, so its address cannot be reused. */
 enum { K_GRID, K_BLOCK, K_SMEM, K_STREAM, K_CLUSTER, K_N };
-static PyObject* kw_last;
-static int kw_last_n;
-static int8_t kw_last_map[K_N];
+#define KP_MAX_KW (K_N + KP_MAX_SLOTS)
 
 /* ------------------------------------------------------------------ plans and device tables */
 
@@ -167,6 +166,10 @@ typedef struct {
     PyObject* dict;
     PyObject* weakrefs;
     PyObject* slow;
+    PyObject* names;   /* the parameters' names (interned str), in order: parameters passed by keyword */
+    PyObject* kw_last; /* the last kwnames tuple seen, mapped in kw_map (kw_n entries) */
+    int kw_n;
+    int8_t kw_map[KP_MAX_KW];
     int nargs, nplan;
     kp_plan* plans;
     uint8_t dims[KP_MAX_SLOTS]; /* per argument: 1 when some plan packs it as a tensor descriptor (shape, strides) */
@@ -716,15 +719,16 @@ static CUresult launch(void* ctx, void* kernel, const uint32_t g[3], const uint3
 
 /* ------------------------------------------------------------------ launch options */
 
-/* The number of keywords, each mapped to its option in kw_last_map; -1 when one is not a launch option (a param
- * by name, or a name not interned: the Python path). */
-static int map_kwnames(PyObject* kwnames, int8_t map[K_N]) {
-    if (KP_LIKELY(kwnames == kw_last)) {
-        memcpy(map, kw_last_map, K_N);
-        return kw_last_n;
+/* The number of keywords, each mapped to a launch option or K_N + a parameter's position; -1 when one is neither
+ * (pdl=, cooperative=, an unknown name: the Python path decides). */
+static int map_kwnames(kp_family* f, PyObject* kwnames, int8_t map[KP_MAX_KW]) {
+    if (KP_LIKELY(kwnames == f->kw_last)) {
+        memcpy(map, f->kw_map, (size_t)f->kw_n);
+        return f->kw_n;
     }
     Py_ssize_t nk = PyTuple_Size(kwnames);
-    if (nk < 0 || nk > K_N) return PyErr_Clear(), -1;
+    if (nk < 0 || nk > KP_MAX_KW) return PyErr_Clear(), -1;
+    Py_ssize_t np = f->names != NULL ? PyTuple_Size(f->names) : 0;
     for (Py_ssize_t i = 0; i < nk; i++) {
         PyObject* k = PyTuple_GetItem(kwnames, i);
         if (k == s_grid) map[i] = K_GRID;
@@ -732,13 +736,22 @@ static int map_kwnames(PyObject* kwnames, int8_t map[K_N]) {
         else if (k == s_smem) map[i] = K_SMEM;
         else if (k == s_stream) map[i] = K_STREAM;
         else if (k == s_cluster) map[i] = K_CLUSTER;
-        else return -1;
+        else {
+            Py_ssize_t j = 0;
+            for (; j < np; j++) { /* interned names compare by identity; a name built at run time by value */
+                PyObject* name = PyTuple_GetItem(f->names, j);
+                if (name == k || (PyUnicode_Check(k) && PyUnicode_Compare(name, k) == 0)) break;
+            }
+            if (PyErr_Occurred()) return PyErr_Clear(), -1;
+            if (j == np) return -1;
+            map[i] = (int8_t)(K_N + j);
+        }
     }
 #ifndef Py_GIL_DISABLED /* the cache is guarded by the GIL */
-    PyObject* old = kw_last;
-    kw_last = Py_NewRef(kwnames);
-    kw_last_n = (int)nk;
-    memcpy(kw_last_map, map, K_N);
+    PyObject* old = f->kw_last;
+    f->kw_last = Py_NewRef(kwnames);
+    f->kw_n = (int)nk;
+    memcpy(f->kw_map, map, (size_t)nk);
     Py_XDECREF(old);
 #endif
     return (int)nk;
@@ -749,23 +762,42 @@ static int map_kwnames(PyObject* kwnames, int8_t map[K_N]) {
 static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
     kp_family* self = (kp_family*)op;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject* const* argv = args; /* the parameters in order (some passed by keyword: put in place in named[]) */
+    PyObject* named[KP_MAX_SLOTS];
     PyObject *grid = NULL, *block = NULL, *smem = NULL, *stream = NULL, *cluster = NULL;
     kp_arg a[KP_MAX_SLOTS];
     unsigned char buf[KP_BUF] __attribute__((aligned(16)));
     void* ptrs[KP_MAX_SLOTS];
 
-    if (KP_UNLIKELY(nargs != self->nargs || cu_launch == NULL)) goto slow;
+    if (KP_UNLIKELY(cu_launch == NULL || nargs > self->nargs)) goto slow;
     if (kwnames != NULL) {
-        int8_t map[K_N];
-        int nk = map_kwnames(kwnames, map);
+        int8_t map[KP_MAX_KW];
+        int nk = map_kwnames(self, kwnames, map);
         if (nk < 0) goto slow;
         PyObject* opt[K_N] = {NULL, NULL, NULL, NULL, NULL};
-        for (int i = 0; i < nk; i++) opt[map[i]] = args[nargs + i];
+        int nnamed = 0;
+        for (int i = 0; i < nk; i++) {
+            if (map[i] < K_N) opt[map[i]] = args[nargs + i];
+            else nnamed++;
+        }
+        if (nnamed) { /* all parameters once each, else the Python path says what is missing or repeated */
+            if (nargs + nnamed != self->nargs) goto slow;
+            memcpy(named, args, (size_t)nargs * sizeof(PyObject*));
+            for (int i = (int)nargs; i < self->nargs; i++) named[i] = NULL;
+            for (int i = 0; i < nk; i++) {
+                int j = map[i] - K_N;
+                if (j < 0) continue;
+                if (j < nargs || named[j] != NULL) goto slow;
+                named[j] = args[nargs + i];
+            }
+            argv = named, nargs = self->nargs;
+        }
         grid = opt[K_GRID], block = opt[K_BLOCK], smem = opt[K_SMEM], stream = opt[K_STREAM], cluster = opt[K_CLUSTER];
     }
+    if (KP_UNLIKELY(nargs != self->nargs)) goto slow;
     int device = -1, saw_tensor = 0;
     for (Py_ssize_t i = 0; i < nargs; i++) {
-        PyObject* o = args[i];
+        PyObject* o = argv[i];
         kp_arg* x = &a[i];
         if (PyLong_CheckExact(o)) {
             int of = 0;
@@ -824,7 +856,7 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
         int fits = 1;
         for (int s = 0; s < pl->nslots && fits > 0; s++) {
             const kp_slot* sl = &pl->slots[s];
-            fits = fit_slot(self, sl, sl->arg >= 0 ? &a[sl->arg] : NULL, sl->arg >= 0 ? args[sl->arg] : NULL, buf,
+            fits = fit_slot(self, sl, sl->arg >= 0 ? &a[sl->arg] : NULL, sl->arg >= 0 ? argv[sl->arg] : NULL, buf,
                             dev->e[j].dv);
             ptrs[s] = buf + sl->offset;
         }
@@ -1055,10 +1087,14 @@ static int parse_grid(PyObject* t, kp_plan* pl) {
  * per parameter layout of each specialization; labels[i] = its specialization's; grids[i] = plan i's grid program
  * (parse_grid) */
 static PyObject* make_family(PyObject* mod, PyObject* args) {
-    PyObject *slow, *plans, *labels, *grids = Py_None;
+    PyObject *slow, *plans, *labels, *grids = Py_None, *names = Py_None;
     int nargs;
     (void)mod;
-    if (!PyArg_ParseTuple(args, "OiOO|O", &slow, &nargs, &plans, &labels, &grids)) return NULL;
+    if (!PyArg_ParseTuple(args, "OiOO|OO", &slow, &nargs, &plans, &labels, &grids, &names)) return NULL;
+    if (names != Py_None && (!PyTuple_Check(names) || PyTuple_Size(names) != nargs)) {
+        PyErr_SetString(PyExc_ValueError, "make_family: names must be None or one str per parameter");
+        return NULL;
+    }
     Py_ssize_t nspec = PyTuple_Size(plans);
     if (nspec < 1 || !PyTuple_Check(labels) || PyTuple_Size(labels) != nspec) {
         PyErr_SetString(PyExc_ValueError, "make_family: plans and labels must be non-empty tuples of one length");
@@ -1101,6 +1137,21 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
             sl->arg = -1; /* hidden: no caller argument */
         }
         if (grids != Py_None && parse_grid(PyTuple_GetItem(grids, i), pl) < 0) goto fail;
+    }
+    if (names != Py_None) { /* interned, so a call site's keyword (interned by the compiler) matches by identity */
+        Py_ssize_t n = PyTuple_Size(names);
+        f->names = PyTuple_New(n);
+        if (f->names == NULL) goto fail;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject* name = PyTuple_GetItem(names, i);
+            if (!PyUnicode_Check(name)) {
+                PyErr_SetString(PyExc_TypeError, "make_family: names must be str");
+                goto fail;
+            }
+            Py_INCREF(name);
+            PyUnicode_InternInPlace(&name);
+            PyTuple_SetItem(f->names, i, name);
+        }
     }
     Py_INCREF(slow);
     f->slow = slow;
@@ -1191,6 +1242,8 @@ static int family_traverse(PyObject* op, visitproc visit, void* arg) {
     Py_VISIT(Py_TYPE(op));
     Py_VISIT(f->dict);
     Py_VISIT(f->slow);
+    Py_VISIT(f->names);
+    Py_VISIT(f->kw_last);
     return 0;
 }
 
@@ -1198,6 +1251,8 @@ static int family_clear(PyObject* op) {
     kp_family* f = (kp_family*)op;
     Py_CLEAR(f->dict);
     Py_CLEAR(f->slow);
+    Py_CLEAR(f->names);
+    Py_CLEAR(f->kw_last);
     return 0;
 }
 

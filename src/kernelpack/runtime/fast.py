@@ -102,7 +102,7 @@ def make_launcher(family: Any, ext: Any = _ASK) -> Any:
     layouts = [(s, p) for s in family.specs for p in s.layouts]  # Specialization.first_plan indexes this
     obj = ext.make_family(family.call, len(family.arg_names), tuple(p.to_c() for _, p in layouts),
                           tuple(s.label for s, _ in layouts),
-                          tuple(grid_program(p, s.artifact.launch.grid) for s, p in layouts))
+                          tuple(grid_program(p, s.artifact.launch.grid) for s, p in layouts), tuple(family.arg_names))
     family.fast = obj
     return obj
 
