@@ -29,21 +29,9 @@ long long test_stream = -1;
 
 int8_t dtype_code(c10::ScalarType t) {
     switch (t) {
-    case c10::ScalarType::Char: return KP_DT_I8;
-    case c10::ScalarType::Short: return KP_DT_I16;
-    case c10::ScalarType::Int: return KP_DT_I32;
-    case c10::ScalarType::Long: return KP_DT_I64;
-    case c10::ScalarType::Byte: return KP_DT_U8;
-    case c10::ScalarType::UInt16: return KP_DT_U16;
-    case c10::ScalarType::UInt32: return KP_DT_U32;
-    case c10::ScalarType::UInt64: return KP_DT_U64;
-    case c10::ScalarType::Half: return KP_DT_F16;
-    case c10::ScalarType::BFloat16: return KP_DT_BF16;
-    case c10::ScalarType::Float: return KP_DT_F32;
-    case c10::ScalarType::Double: return KP_DT_F64;
-    case c10::ScalarType::Bool: return KP_DT_BOOL;
-    case c10::ScalarType::Float8_e4m3fn: return KP_DT_F8E4M3;
-    case c10::ScalarType::Float8_e5m2: return KP_DT_F8E5M2;
+#define KP_CASE(scalar, code) case c10::ScalarType::scalar: return code;
+    KP_TORCH_DTYPES(KP_CASE)
+#undef KP_CASE
     default: return 0;
     }
 }
