@@ -172,6 +172,10 @@ typedef struct {
     int nargs, nplan;
     kp_plan* plans;
     uint8_t dims[KP_MAX_SLOTS]; /* per argument: 1 when some plan packs it as a tensor descriptor (shape, strides) */
+    /* the arguments read through the torch bridge at every launch (ascending): those some plan reads as a pointer,
+     * tensor or tensor descriptor, or leaves unread; the others only ever fill scalar or bytes params */
+    uint8_t cand[KP_MAX_SLOTS], which[KP_MAX_SLOTS];
+    int ncand;
     kp_dev* devs[KP_MAX_DEVICES];
     struct kp_tmap* tmaps; /* KP_TMAP_CACHE encoded tensor maps, allocated on the first TMA launch */
     uint64_t tmap_clock;   /* stamps for least-recently-used replacement */
@@ -407,24 +411,27 @@ static KP_NOINLINE int fit_desc_field(const kp_slot* s, const kp_view* v, unsign
 
 /* ------------------------------------------------------------------ the arguments of one launch */
 
-/* What a launch knows of its arguments. Each slot reads its own argument: ints, floats and bools directly; torch
- * tensors all at once through the torch bridge, the first time a slot needs one (a launch of ints and floats never
- * calls it). No copy of the arguments is made: the dispatch packs as it reads. */
+/* What a launch knows of its arguments: the views of the arguments that may be tensors, read through the torch
+ * bridge in one call before dispatch; each slot reads its own int, float or bool argument as it packs it. No copy of
+ * the arguments is made. */
 typedef struct {
     PyObject* const* args;
     int nargs;
     int device;   /* the launch device: every tensor must be on it */
-    int read;     /* v[] filled by the bridge */
-    int ntensors; /* torch tensors among the arguments, once read */
+    int ntensors; /* torch tensors among the arguments */
     kp_view v[KP_MAX_SLOTS];
 } kp_call;
 
-/* Every tensor among the arguments, through the bridge (once per launch). 0: done; -1: the Python path. */
-static KP_NOINLINE int read_views(const kp_family* f, kp_call* c) {
-    if (bridge == NULL) return -1; /* tensors are read in C only through the torch bridge */
-    int n = bridge->unpack_args(c->args, c->nargs, f->dims, c->v);
-    if (n < 0) return -1;
-    c->ntensors = n, c->read = 1;
+/* The views of args[which[0..n)] into c->v: through the bridge; without one, none is a tensor (a launch with a tensor
+ * takes the Python path). 0: done; -1: the Python path. */
+static int read_views(const kp_family* f, kp_call* c, const uint8_t* which, int n) {
+    if (bridge == NULL) {
+        for (int k = 0; k < n; k++) c->v[which[k]].device = KP_VIEW_NONE;
+        return 0;
+    }
+    int r = bridge->unpack_args(c->args, which, n, f->dims, c->v);
+    if (r < 0) return -1;
+    c->ntensors += r;
     return 0;
 }
 
@@ -439,21 +446,30 @@ static KP_NOINLINE int not_tensor(PyObject* o) {
     return PyFloat_CheckExact(o) || o == Py_True || o == Py_False || PyBytes_CheckExact(o) ? 0 : -1;
 }
 
-/* Argument i as a tensor: 1 with *out, a tensor on the launch device; 0 when it is no tensor but an argument the
- * fast path reads (not_tensor); -1: the Python path (a tensor elsewhere or unreadable, another kind of object). */
-static KP_INLINE int arg_view(const kp_family* f, kp_call* c, int i, const kp_view** out) {
-    if (KP_UNLIKELY(!c->read) && read_views(f, c) < 0) return -1;
+/* Argument i (read: a candidate, or read by not_taken) whose view is not a tensor on the launch device: 0 when it is
+ * no tensor but an argument the fast path reads, -1 otherwise (a tensor elsewhere, another kind of object). */
+static KP_NOINLINE int view_miss(const kp_call* c, int i) {
+    return c->v[i].device == KP_VIEW_NONE ? not_tensor(c->args[i]) : -1;
+}
+
+/* Candidate argument i as a tensor: 1 with *out, a tensor on the launch device; else view_miss. */
+static KP_INLINE int arg_view(kp_call* c, int i, const kp_view** out) {
     const kp_view* v = &c->v[i];
-    if (KP_UNLIKELY(v->device_type != 1 || v->device != c->device))
-        return v->device_type < 0 ? not_tensor(c->args[i]) : -1;
+    if (KP_UNLIKELY(v->device != c->device)) return view_miss(c, i);
     *out = v;
     return 1;
 }
 
 /* Argument i, of a kind its slot does not take: 0 when the fast path reads it (dispatch goes on), -1 when not. */
 static KP_NOINLINE int not_taken(const kp_family* f, kp_call* c, int i) {
-    const kp_view* v = NULL;
-    return arg_view(f, c, i, &v) < 0 ? -1 : 0;
+    if (!f->cand[i]) { /* not read before dispatch: read it now */
+        PyObject* o = c->args[i];
+        if (PyLong_CheckExact(o) || PyFloat_CheckExact(o) || o == Py_True || o == Py_False || PyBytes_CheckExact(o))
+            return not_tensor(o);
+        const uint8_t one = (uint8_t)i;
+        if (read_views(f, c, &one, 1) < 0) return -1;
+    }
+    return c->v[i].device == c->device ? 0 : view_miss(c, i);
 }
 
 /* Is x a multiple of m (> 1; pow2: a power of two)? */
@@ -526,14 +542,15 @@ static KP_INLINE int fit_slot(kp_family* f, const kp_slot* s, kp_call* c, unsign
     int r;
     switch (s->op) {
     case KP_OP_PTR: {
-        PyObject* o = c->args[s->arg];
         uint64_t ptr;
-        if (KP_LIKELY(!PyLong_CheckExact(o))) {
-            if ((r = arg_view(f, c, s->arg, &v)) <= 0) return r;
+        v = &c->v[s->arg];
+        if (KP_LIKELY(v->device == c->device)) {
             if (s->dtype != KP_DT_ANY && v->dtype != s->dtype) return 0;
             if (!v->contiguous) return 0;
             ptr = v->data;
         } else {
+            PyObject* o = c->args[s->arg];
+            if (!PyLong_CheckExact(o)) return view_miss(c, s->arg);
             int64_t i;
             if ((r = read_long(o, &i, &ptr)) < 0) return -1;
             if (r == 1) {
@@ -569,13 +586,13 @@ static KP_INLINE int fit_slot(kp_family* f, const kp_slot* s, kp_call* c, unsign
         store_int(p, s->dtype, (uint64_t)dv[s->dev]);
         return 1;
     case KP_OP_TENSOR:
-        if ((r = arg_view(f, c, s->arg, &v)) <= 0) return r;
+        if ((r = arg_view(c, s->arg, &v)) <= 0) return r;
         return fit_tensor(s, v, p);
     case KP_OP_DESC:
-        if ((r = arg_view(f, c, s->arg, &v)) <= 0) return r;
+        if ((r = arg_view(c, s->arg, &v)) <= 0) return r;
         return fit_desc(f, s, v, p);
     case KP_OP_DESC_FIELD:
-        if ((r = arg_view(f, c, s->arg, &v)) <= 0) return r;
+        if ((r = arg_view(c, s->arg, &v)) <= 0) return r;
         return fit_desc_field(s, v, p);
     case KP_OP_BYTES: {
         PyObject* o = c->args[s->arg];
@@ -893,19 +910,19 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
         for (int i = 0; i < nk; i++) opt[map[i]] = args[nargs + i];
         grid = opt[K_GRID], block = opt[K_BLOCK], smem = opt[K_SMEM], stream = opt[K_STREAM], cluster = opt[K_CLUSTER];
     }
-    /* the launch device: with one visible device, 0 (each tensor is checked to be on it as it is read); else the
-     * first tensor's, and without one the current context's (device 0 when none is current), as in Python */
+    /* the arguments that may be tensors, read at once; then the launch device: with one visible device, 0 (each
+     * tensor is checked to be on it as a slot takes it); else the first tensor's, and without one the current
+     * context's (device 0 when none is current), as in Python */
     kp_call a;
-    a.args = args, a.nargs = (int)nargs, a.device = -1, a.read = 0, a.ntensors = 0;
+    a.args = args, a.nargs = (int)nargs, a.device = -1, a.ntensors = 0;
+    if (self->ncand > 0 && read_views(self, &a, self->which, self->ncand) < 0) goto slow;
     if (KP_LIKELY(one_device)) {
         a.device = 0;
     } else {
-        if (bridge != NULL) {
-            if (read_views(self, &a) < 0) goto slow;
-            for (int i = 0; i < a.nargs && a.device < 0; i++) {
-                if (a.v[i].device_type == 0) goto slow;
-                if (a.v[i].device_type == 1) a.device = a.v[i].device;
-            }
+        for (int k = 0; k < self->ncand && a.device < 0; k++) {
+            int d = a.v[self->which[k]].device;
+            if (d == KP_VIEW_ELSEWHERE) goto slow;
+            if (d >= 0) a.device = d;
         }
         if (a.device < 0) {
             void* cur = NULL;
@@ -1222,7 +1239,17 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
             else if (a >= 0 && !seen[a]) seen[a] = 1, nseen++;
         }
         pl->covers = nseen == f->nargs;
+        for (int s = 0; s < pl->nslots; s++) {
+            const kp_slot* sl = &pl->slots[s];
+            if ((sl->op == KP_OP_PTR || sl->op == KP_OP_TENSOR || sl->op == KP_OP_DESC || sl->op == KP_OP_DESC_FIELD) &&
+                sl->arg >= 0 && sl->arg < f->nargs)
+                f->cand[sl->arg] = 1;
+        }
+        for (int a = 0; a < f->nargs; a++)
+            if (!seen[a]) f->cand[a] = 1; /* left unread by this plan: checked by check_unread (not_taken) */
     }
+    for (int a = 0; a < f->nargs; a++)
+        if (f->cand[a]) f->which[f->ncand++] = (uint8_t)a;
     Py_INCREF(slow);
     f->slow = slow;
     return (PyObject*)f;

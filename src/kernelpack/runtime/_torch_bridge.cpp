@@ -60,14 +60,11 @@ void fill_dtype_table() {
 inline void read_tensor(c10::TensorImpl* t, bool with_dims, kp_view* out) {
     c10::Device d = t->device();
     if (C10_LIKELY(d.is_cuda())) {
-        out->device_type = 1;
         out->device = static_cast<int16_t>(d.index());
     } else if (d.is_cpu() && cpu_as_cuda) {
-        out->device_type = 1;
         out->device = 0;
     } else {
-        out->device_type = 0;
-        out->device = -1;
+        out->device = KP_VIEW_ELSEWHERE;
         return;
     }
     // mutable, as Tensor::data_ptr(): a copy-on-write storage is materialized before a kernel may write it (the
@@ -83,22 +80,23 @@ inline void read_tensor(c10::TensorImpl* t, bool with_dims, kp_view* out) {
     out->contiguous = t->is_contiguous() ? 1 : 0;
 }
 
-// Every argument of one launch (kp_bridge.unpack_args): one call and one try per launch, not per tensor. A plain
-// torch.Tensor is known by its exact type; the Python scalars the launcher reads itself are skipped by type; anything
-// else goes through torch's THPVariable_Check (subclasses, Parameter).
-__attribute__((flatten)) int unpack_args(PyObject* const* args, int n, const uint8_t* dims, kp_view* out) {
+// The arguments of one launch that may be tensors (kp_bridge.unpack_args): one call and one try per launch, not per
+// tensor. A plain torch.Tensor is known by its exact type; the Python scalars the launcher reads itself are skipped by
+// type; anything else goes through torch's THPVariable_Check (subclasses, Parameter).
+__attribute__((flatten)) int unpack_args(PyObject* const* args, const uint8_t* which, int n, const uint8_t* dims,
+                                         kp_view* out) {
     PyTypeObject* const tensor_type = reinterpret_cast<PyTypeObject*>(THPVariableClass);
     int count = 0;
     try {
-        for (int i = 0; i < n; i++) {
+        for (int k = 0; k < n; k++) {
+            const int i = which[k];
             PyObject* o = args[i];
             PyTypeObject* tp = Py_TYPE(o);
-            if (C10_UNLIKELY(tp != tensor_type)) {
-                if (tp == &PyLong_Type || tp == &PyFloat_Type || tp == &PyBool_Type || tp == &PyBytes_Type ||
-                    !THPVariable_Check(o)) {
-                    out[i].device_type = -1;
-                    continue;
-                }
+            if (C10_UNLIKELY(tp != tensor_type) &&
+                (tp == &PyLong_Type || tp == &PyFloat_Type || tp == &PyBool_Type || tp == &PyBytes_Type ||
+                 !THPVariable_Check(o))) {
+                out[i].device = KP_VIEW_NONE;
+                continue;
             }
             read_tensor(THPVariable_Unpack(o).unsafeGetTensorImpl(), dims[i] != 0, &out[i]);
             count++;
