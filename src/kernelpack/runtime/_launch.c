@@ -95,8 +95,14 @@ static int8_t kw_last_map[K_N];
 
 /* ------------------------------------------------------------------ plans and device tables */
 
+/* A slot's common case, packed without the general fit_slot when the argument is the plain one (else fit_slot
+ * decides): a pointer param given a contiguous tensor on the launch device, an int32/int64 param without divisor
+ * or range given an int, a float param given a float. */
+enum { F_GENERAL = 0, F_PTR, F_I32, F_I64, F_F32 };
+
 typedef struct {
     uint8_t op;
+    uint8_t fop; /* F_*: the slot's fast case */
     int8_t dtype;
     int8_t rank, shape_dt, stride_dt;
     int8_t dev; /* KP_OP_DEVICE: which of the chosen entry's device values */
@@ -536,7 +542,7 @@ static KP_NOINLINE int fit_tensor(const kp_slot* s, const kp_view* v, unsigned c
 /* Does the argument of slot s fit it? If so, pack it into buf (dv: the device values of the entry tried). 1: it
  * fits; 0: it does not; -1: the Python path decides (an argument the fast path does not read, a tensor descriptor
  * it alone can judge). */
-static KP_INLINE int fit_slot(kp_family* f, const kp_slot* s, kp_call* c, unsigned char* buf, const int64_t* dv) {
+static KP_NOINLINE int fit_slot(kp_family* f, const kp_slot* s, kp_call* c, unsigned char* buf, const int64_t* dv) {
     unsigned char* p = buf + s->offset;
     const kp_view* v = NULL;
     int r;
@@ -943,6 +949,7 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
     /* dispatch: the first specialization (in this device's order) every argument fits, packed as it is read */
     const kp_entry* e = NULL;
     const kp_plan* plan = NULL;
+    const kp_view* const views = a.v;
     for (int j = 0; j < dev->n && e == NULL; j++) {
         const kp_plan* pl = &self->plans[dev->e[j].plan];
         if (!pl->ok) goto slow;
@@ -950,9 +957,49 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
         const kp_slot* sl = pl->slots;
         int fits = 1;
         for (int s = 0; s < pl->nslots; s++, sl++) {
-            fits = fit_slot(self, sl, &a, buf, dv);
-            if (fits <= 0) break;
-            ptrs[s] = buf + sl->offset;
+            unsigned char* p = buf + sl->offset;
+            ptrs[s] = p;
+            switch (sl->fop) { /* the common cases inline; anything else (or failing them) in fit_slot */
+            case F_PTR: {
+                const kp_view* v = &views[sl->arg];
+                if (KP_LIKELY(v->device == device) && (sl->dtype == KP_DT_ANY || v->dtype == sl->dtype) &&
+                    v->contiguous && (sl->align <= 1 || multiple(v->data, sl->align, sl->apow2))) {
+                    memcpy(p, &v->data, 8);
+                    continue;
+                }
+                break;
+            }
+            case F_I32: case F_I64: {
+                PyObject* o = args[sl->arg];
+                int64_t i;
+                uint64_t u;
+                if (KP_LIKELY(PyLong_CheckExact(o)) && read_long(o, &i, &u) == 1) {
+                    if (sl->fop == F_I64) {
+                        memcpy(p, &i, 8);
+                        continue;
+                    }
+                    if (i >= INT32_MIN && i <= INT32_MAX) {
+                        int32_t x = (int32_t)i;
+                        memcpy(p, &x, 4);
+                        continue;
+                    }
+                }
+                break;
+            }
+            case F_F32: {
+                PyObject* o = args[sl->arg];
+                if (KP_LIKELY(PyFloat_CheckExact(o))) {
+                    double x = KP_FLOAT_VALUE(o);
+                    float y = (float)x;
+                    if (KP_LIKELY(!isinf(y)) || isinf(x)) {
+                        memcpy(p, &y, 4);
+                        continue;
+                    }
+                }
+                break;
+            }
+            }
+            if ((fits = fit_slot(self, sl, &a, buf, dv)) <= 0) break;
         }
         if (fits < 0) goto slow;
         if (fits) {
@@ -1119,6 +1166,10 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
         if (get_i64s(stride_off, tmp, (int)rank, "stride offsets") < 0) return -1;
         for (int i = 0; i < rank; i++) s->stride_off[i] = (int32_t)tmp[i];
     }
+    if (s->op == KP_OP_PTR) s->fop = F_PTR;
+    else if (s->op == KP_OP_SCALAR && s->dtype == KP_DT_F32) s->fop = F_F32;
+    else if (s->op == KP_OP_SCALAR && s->divisor <= 1 && s->nranges == 0)
+        s->fop = s->dtype == KP_DT_I32 ? F_I32 : s->dtype == KP_DT_I64 ? F_I64 : F_GENERAL;
     return 0;
 }
 
