@@ -107,6 +107,7 @@ typedef struct {
     int8_t rank, shape_dt, stride_dt;
     int8_t dev; /* KP_OP_DEVICE: which of the chosen entry's device values */
     int8_t apow2, dpow2; /* align / divisor is a power of two (a mask test, no division) */
+    uint32_t kmask, kwant; /* F_PTR: view_key(v) & kmask == kwant | device for a tensor it takes (dtype, contiguous) */
     int16_t arg;
     uint32_t offset, size, align, data_off;
     int64_t divisor;
@@ -427,6 +428,20 @@ typedef struct {
     int ntensors; /* torch tensors among the arguments */
     kp_view v[KP_MAX_SLOTS];
 } kp_call;
+
+/* A view's device, dtype and contiguity as one word (little-endian: device in bits 0-15, dtype 16-23, contiguous
+ * 24-31), so a pointer slot checks all three with one compare (kp_slot.kmask, kwant). */
+_Static_assert(offsetof(kp_view, device) % 4 == 0 && offsetof(kp_view, dtype) == offsetof(kp_view, device) + 2 &&
+                   offsetof(kp_view, contiguous) == offsetof(kp_view, device) + 3,
+               "kp_view: device, dtype, contiguous in one word");
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "view_key assumes a little-endian target"
+#endif
+static KP_INLINE uint32_t view_key(const kp_view* v) {
+    uint32_t k;
+    memcpy(&k, &v->device, 4);
+    return k;
+}
 
 /* The views of args[which[0..n)] into c->v: through the bridge; without one, none is a tensor (a launch with a tensor
  * takes the Python path). 0: done; -1: the Python path. */
@@ -950,6 +965,7 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
     const kp_entry* e = NULL;
     const kp_plan* plan = NULL;
     const kp_view* const views = a.v;
+    const uint32_t dev16 = (uint16_t)device;
     for (int j = 0; j < dev->n && e == NULL; j++) {
         const kp_plan* pl = &self->plans[dev->e[j].plan];
         if (!pl->ok) goto slow;
@@ -959,16 +975,16 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
         for (int s = 0; s < pl->nslots; s++, sl++) {
             unsigned char* p = buf + sl->offset;
             ptrs[s] = p;
-            switch (sl->fop) { /* the common cases inline; anything else (or failing them) in fit_slot */
-            case F_PTR: {
+            const int fop = sl->fop; /* the common cases inline; anything else (or failing them) in fit_slot */
+            if (KP_LIKELY(fop == F_PTR)) {
                 const kp_view* v = &views[sl->arg];
-                if (KP_LIKELY(v->device == device) && (sl->dtype == KP_DT_ANY || v->dtype == sl->dtype) &&
-                    v->contiguous && (sl->align <= 1 || multiple(v->data, sl->align, sl->apow2))) {
+                if (KP_LIKELY((view_key(v) & sl->kmask) == (sl->kwant | dev16)) &&
+                    (sl->align <= 1 || multiple(v->data, sl->align, sl->apow2))) {
                     memcpy(p, &v->data, 8);
                     continue;
                 }
-                break;
             }
+            switch (fop) {
             case F_I32: case F_I64: {
                 PyObject* o = args[sl->arg];
                 int64_t i;
@@ -1166,7 +1182,11 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
         if (get_i64s(stride_off, tmp, (int)rank, "stride offsets") < 0) return -1;
         for (int i = 0; i < rank; i++) s->stride_off[i] = (int32_t)tmp[i];
     }
-    if (s->op == KP_OP_PTR) s->fop = F_PTR;
+    if (s->op == KP_OP_PTR) {
+        s->fop = F_PTR;
+        s->kwant = ((uint32_t)(uint8_t)s->dtype << 16) | (1u << 24);
+        s->kmask = 0xFF00FFFFu | (s->dtype != KP_DT_ANY ? 0x00FF0000u : 0);
+    }
     else if (s->op == KP_OP_SCALAR && s->dtype == KP_DT_F32) s->fop = F_F32;
     else if (s->op == KP_OP_SCALAR && s->divisor <= 1 && s->nranges == 0)
         s->fop = s->dtype == KP_DT_I32 ? F_I32 : s->dtype == KP_DT_I64 ? F_I64 : F_GENERAL;
