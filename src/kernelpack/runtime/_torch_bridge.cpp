@@ -68,14 +68,22 @@ inline void read_tensor(c10::TensorImpl* t, bool with_dims, kp_view* out) {
         return;
     }
     // mutable, as Tensor::data_ptr(): a copy-on-write storage is materialized before a kernel may write it (the
-    // storage's one flag test when it is not one)
-    out->data = reinterpret_cast<uint64_t>(t->mutable_data());
+    // storage's one flag test when it is not one). The steps of TensorImpl::mutable_data(), less its virtual
+    // has_storage() call: a set storage_ is what every torch TensorImpl's has_storage() answers; without one (sparse,
+    // batched, opaque tensors), or without a dtype, mutable_data() itself decides (and throws where torch throws).
+    const caffe2::TypeMeta m = t->dtype();
+    c10::StorageImpl* st = t->unsafe_storage().unsafeGetStorageImpl();
+    if (C10_LIKELY(st != nullptr && m.isScalarType())) {
+        char* base = static_cast<char*>(st->mutable_data());
+        out->data = t->numel() == 0 ? 0 : reinterpret_cast<uint64_t>(base + m.itemsize() * t->storage_offset());
+    } else {
+        out->data = reinterpret_cast<uint64_t>(t->mutable_data());
+    }
     if (with_dims) {
         out->ndim = static_cast<int32_t>(t->dim());
         out->shape = t->sizes().data();
         out->stride = t->strides().data();
     }
-    const caffe2::TypeMeta m = t->dtype();
     out->dtype = C10_LIKELY(m.isScalarType()) ? dtype_table[static_cast<uint8_t>(m.toScalarType())] : KP_DT_ANY;
     out->contiguous = t->is_contiguous() ? 1 : 0;
 }
