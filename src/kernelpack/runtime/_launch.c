@@ -971,8 +971,9 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
         if (!pl->ok) goto slow;
         const int64_t* dv = dev->e[j].dv;
         const kp_slot* sl = pl->slots;
+        const int nslots = pl->nslots; /* a local: the packing's byte stores may alias any field */
         int fits = 1;
-        for (int s = 0; s < pl->nslots; s++, sl++) {
+        for (int s = 0; s < nslots; s++, sl++) {
             unsigned char* p = buf + sl->offset;
             ptrs[s] = p;
             const int fop = sl->fop; /* the common cases inline; anything else (or failing them) in fit_slot */
