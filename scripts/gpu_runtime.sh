@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine: build the runtime's extensions in place for its python3 (abi3 launch path + torch bridge
+# On the GPU machine: build the runtime's extensions in place for its python3 (launch path + torch bridge
 # against its torch), run the runtime tests (fake-driver CPU tests, then GPU tests) and the launch benchmark.
 # Artifacts come from .gpu/runtime (scripts/gpu_runtime_prepare.py on the build machine) and .gpu/launchcost
 # (scripts/gpu_prepare_launchcost.py: the argument-count kernels, their C library, and the runtime's sources before

@@ -15,8 +15,8 @@
  * Driver entry points are handed over by runtime/driver.py (resolved there with cuGetProcAddress_v2 from the
  * dlopen-ed driver), so both paths always call one driver.
  *
- * Built with the limited API (abi3) for CPython >= 3.12, where vectorcall is part of it; as a version-specific
- * extension for 3.10 and 3.11.
+ * Built as a version-specific extension (ints and floats read inline: CPython's compact ints); with
+ * KERNELPACK_BUILD_ABI3=1, with the limited API (abi3) for CPython >= 3.12, where vectorcall is part of it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
