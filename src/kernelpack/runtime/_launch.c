@@ -928,7 +928,28 @@ static int map_kwnames(kp_family* f, PyObject* kwnames, int8_t map[KP_MAX_KW]) {
 
 /* ------------------------------------------------------------------ the call */
 
-static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+/* What a call resolved, kept by a prepared launch (Family.prepare): everything but the stream, and the views of the
+ * arguments that may be tensors, so a later call re-reads only those and compares (a tensor whose data pointer,
+ * device, dtype or contiguity changed is resolved again). */
+typedef struct {
+    int ok;      /* 1: resolved on the fast path; 0: the Python path decides every call */
+    int empty;   /* a grid rule gave a dimension <= 0: nothing to launch */
+    int recheck; /* 1: some argument is packed with its shape (tensor struct, descriptor): resolve every call */
+    int device, pdl, ntensors, nt;
+    uint64_t gen; /* driver_gen when resolved */
+    void *ctx, *kernel;
+    const kp_plan* plan;
+    uint32_t g[3], b[3], c[3], smem;
+    PyObject* argv[KP_MAX_SLOTS]; /* the parameters in order (borrowed from the prepared launch's own references) */
+    uint8_t which[KP_MAX_SLOTS];  /* the arguments that may be tensors, and their views when resolved */
+    kp_view v[KP_MAX_SLOTS];
+    void* ptrs[KP_MAX_SLOTS];
+    unsigned char buf[KP_BUF] __attribute__((aligned(16)));
+} kp_capture;
+
+/* One call: resolve (arguments, dispatch, configuration) and launch; with cap, resolve only, into cap (ok = 0: the
+ * Python path decides), and launch nothing. */
+static PyObject* family_run(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames, kp_capture* cap) {
     kp_family* self = (kp_family*)op;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     PyObject* const* argv = args; /* the parameters in order (some passed by keyword: put in place in named[]) */
@@ -1064,7 +1085,10 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
         if (plan->grid != 1) goto slow; /* no formula (grid is required), or one only Python computes */
         int r = grid_from_rule(plan, buf, g);
         if (r < 0) goto slow;
-        if (r == 0) Py_RETURN_NONE; /* a dimension <= 0: nothing to launch, as in the C library */
+        if (r == 0) { /* a dimension <= 0: nothing to launch, as in the C library */
+            if (cap != NULL) cap->ok = 1, cap->empty = 1, cap->gen = driver_gen;
+            Py_RETURN_NONE;
+        }
     } else if (!read_dims(grid, g)) {
         goto slow;
     }
@@ -1103,6 +1127,23 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
         if (g[0] % want[0] || g[1] % want[1] || g[2] % want[2]) goto slow;
         if (!e->cluster[0]) memcpy(c, want, sizeof c); /* a compile-time cluster is never requested again */
     }
+    if (cap != NULL) {
+        cap->ok = 1, cap->empty = 0, cap->recheck = 0, cap->gen = driver_gen;
+        cap->device = device, cap->pdl = e->pdl, cap->ntensors = a.ntensors;
+        cap->ctx = dev->ctx, cap->kernel = e->kernel, cap->plan = plan;
+        memcpy(cap->g, g, sizeof g), memcpy(cap->b, b, sizeof b), memcpy(cap->c, c, sizeof c);
+        cap->smem = nsmem;
+        for (int i = 0; i < self->nargs; i++) cap->argv[i] = argv[i];
+        cap->nt = self->ncand;
+        for (int k = 0; k < self->ncand; k++) {
+            cap->which[k] = self->which[k];
+            cap->v[k] = a.v[self->which[k]];
+            if (self->dims[self->which[k]]) cap->recheck = 1;
+        }
+        memcpy(cap->buf, buf, sizeof buf);
+        for (int s = 0; s < plan->nslots; s++) cap->ptrs[s] = cap->buf + ((unsigned char*)ptrs[s] - buf);
+        Py_RETURN_NONE;
+    }
     uint64_t hstream = 0;
     if (stream == NULL || stream == Py_None) {
         if (a.ntensors > 0 && !current_stream(device, &hstream)) goto slow; /* no tensor: the legacy stream 0 */
@@ -1120,8 +1161,211 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
 slow_clear:
     PyErr_Clear();
 slow:
+    if (cap != NULL) {
+        PyErr_Clear();
+        cap->ok = 0;
+        Py_RETURN_NONE;
+    }
     return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
 }
+
+static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+    return family_run(op, args, nargsf, kwnames, NULL);
+}
+
+/* ------------------------------------------------------------------ prepared launches */
+
+/* Family.prepare(*args, grid=..., ...): the call resolved once; calling it (optionally with stream=) launches the
+ * packed parameters again. Each call re-reads the arguments that may be tensors (one bridge call) and resolves
+ * again when one changed; scalars are immutable. The arguments are held, so their memory lives as long as it. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject* family;
+    PyObject* args;    /* tuple: the positional and keyword values as passed */
+    PyObject* kwnames; /* NULL or the keywords' names */
+    Py_ssize_t nargs;
+    kp_capture cap;
+} kp_prepared;
+
+static PyTypeObject* PreparedType;
+
+static int prepared_resolve(kp_prepared* p) {
+    PyObject* items[KP_MAX_KW];
+    Py_ssize_t n = PyTuple_Size(p->args);
+    if (n > KP_MAX_KW) { /* more than the fast path ever takes */
+        p->cap.ok = 0;
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) items[i] = PyTuple_GetItem(p->args, i);
+    PyObject* r = family_run(p->family, items, (size_t)p->nargs, p->kwnames, &p->cap);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* The Python path with the prepared arguments and this call's stream (it launches, or raises the full error). */
+static PyObject* prepared_slow(kp_prepared* p, PyObject* stream) {
+    Py_ssize_t n = PyTuple_Size(p->args), nk = p->kwnames ? PyTuple_Size(p->kwnames) : 0;
+    PyObject** vec = (PyObject**)PyMem_Malloc((size_t)(n + 1) * sizeof(PyObject*));
+    if (vec == NULL) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) vec[i] = PyTuple_GetItem(p->args, i);
+    PyObject* names = PyTuple_New(nk + (stream != NULL));
+    if (names == NULL) {
+        PyMem_Free(vec);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nk; i++) PyTuple_SetItem(names, i, Py_NewRef(PyTuple_GetItem(p->kwnames, i)));
+    if (stream != NULL) {
+        PyTuple_SetItem(names, nk, Py_NewRef(s_stream));
+        vec[n] = stream;
+    }
+    PyObject* slow = ((kp_family*)p->family)->slow;
+    PyObject* r = PyObject_Vectorcall(slow, vec, (size_t)p->nargs, PyTuple_Size(names) ? names : NULL);
+    Py_DECREF(names);
+    PyMem_Free(vec);
+    return r;
+}
+
+static PyObject* prepared_call(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+    kp_prepared* p = (kp_prepared*)op;
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    PyObject* stream = NULL;
+    if (n == 1 && kwnames == NULL) {
+        stream = args[0];
+    } else if (n == 0 && kwnames != NULL && PyTuple_Size(kwnames) == 1 && PyTuple_GetItem(kwnames, 0) == s_stream) {
+        stream = args[0];
+    } else if (n != 0 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "a prepared launch takes one argument, stream (the kernel's arguments and "
+                                         "launch options were given to prepare())");
+        return NULL;
+    }
+    if (stream == Py_None) stream = NULL;
+    kp_capture* c = &p->cap;
+    if (KP_UNLIKELY(!c->ok || c->recheck || c->gen != driver_gen || cu_launch == NULL)) goto resolve;
+    if (c->nt > 0 && bridge != NULL) { /* the tensors are still where, and what, they were */
+        kp_view now[KP_MAX_SLOTS];
+        if (bridge->unpack_args(c->argv, c->which, c->nt, ((kp_family*)p->family)->dims, now) < 0) goto resolve;
+        for (int k = 0; k < c->nt; k++) {
+            const kp_view *a = &now[c->which[k]], *b = &c->v[k];
+            if (a->device != b->device) goto resolve;
+            if (a->device >= 0 && (a->data != b->data || a->dtype != b->dtype || a->contiguous != b->contiguous))
+                goto resolve;
+        }
+    }
+launch:
+    if (c->empty) Py_RETURN_NONE;
+    uint64_t hstream = 0;
+    if (stream == NULL) {
+        if (c->ntensors > 0 && !current_stream(c->device, &hstream)) return prepared_slow(p, stream);
+    } else if (!read_stream(stream, &hstream)) {
+        return prepared_slow(p, stream);
+    }
+    const char* call = c->c[0] || c->pdl ? "cuLaunchKernelEx" : "cuLaunchKernel";
+    PyThreadState* ts = release_gil ? PyEval_SaveThread() : NULL;
+    CUresult r = launch(c->ctx, c->kernel, c->g, c->b, c->smem, (void*)(uintptr_t)hstream, c->c, c->pdl, c->ptrs, &call);
+    if (ts != NULL) PyEval_RestoreThread(ts);
+    if (KP_UNLIKELY(r != 0)) return driver_error((kp_family*)p->family, c->plan, c->device, r, call);
+    Py_RETURN_NONE;
+resolve:
+    if (cu_launch != NULL && prepared_resolve(p) < 0) return NULL;
+    if (cu_launch != NULL && c->ok) goto launch;
+    return prepared_slow(p, stream);
+}
+
+static PyObject* family_prepare(PyObject* op, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+    Py_ssize_t nk = kwnames != NULL ? PyTuple_Size(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < nk; i++)
+        if (PyTuple_GetItem(kwnames, i) == s_stream) {
+            PyErr_SetString(PyExc_TypeError, "prepare() takes no stream: pass it to each call of the prepared launch");
+            return NULL;
+        }
+    allocfunc alloc = (allocfunc)PyType_GetSlot(PreparedType, Py_tp_alloc);
+    kp_prepared* p = (kp_prepared*)alloc(PreparedType, 0);
+    if (p == NULL) return NULL;
+    p->vectorcall = prepared_call;
+    p->family = Py_NewRef(op);
+    p->nargs = nargs;
+    p->kwnames = kwnames != NULL ? Py_NewRef(kwnames) : NULL;
+    p->args = PyTuple_New(nargs + nk);
+    if (p->args == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < nargs + nk; i++) PyTuple_SetItem(p->args, i, Py_NewRef(args[i]));
+    p->cap.ok = 0;
+    if (cu_launch != NULL && prepared_resolve(p) < 0) goto fail;
+    return (PyObject*)p;
+fail:
+    Py_DECREF(p);
+    return NULL;
+}
+
+static PyObject* prepared_fast(PyObject* op, void* unused) {
+    (void)unused;
+    return PyBool_FromLong(((kp_prepared*)op)->cap.ok);
+}
+
+static int prepared_traverse(PyObject* op, visitproc visit, void* arg) {
+    kp_prepared* p = (kp_prepared*)op;
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(p->family);
+    Py_VISIT(p->args);
+    Py_VISIT(p->kwnames);
+    return 0;
+}
+
+static int prepared_clear(PyObject* op) {
+    kp_prepared* p = (kp_prepared*)op;
+    p->cap.ok = 0, p->cap.nt = 0;
+    Py_CLEAR(p->family);
+    Py_CLEAR(p->args);
+    Py_CLEAR(p->kwnames);
+    return 0;
+}
+
+static void prepared_dealloc(PyObject* op) {
+    PyTypeObject* tp = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    prepared_clear(op);
+    freefunc free_ = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    free_(op);
+    Py_DECREF(tp);
+}
+
+static PyObject* prepared_repr(PyObject* op) {
+    kp_prepared* p = (kp_prepared*)op;
+    if (p->family == NULL) return PyUnicode_FromString("<kernelpack prepared launch>");
+    return PyUnicode_FromFormat("<kernelpack prepared launch of %R>", p->family);
+}
+
+static PyMemberDef prepared_members[] = {
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(kp_prepared, vectorcall), Py_READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef prepared_getset[] = {
+    {"fast", prepared_fast, NULL, "True when the launch was resolved on the C path (else each call takes Python's).",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot prepared_slots[] = {
+    {Py_tp_call, (void*)PyVectorcall_Call},
+    {Py_tp_members, prepared_members},
+    {Py_tp_getset, prepared_getset},
+    {Py_tp_traverse, (void*)prepared_traverse},
+    {Py_tp_clear, (void*)prepared_clear},
+    {Py_tp_dealloc, (void*)prepared_dealloc},
+    {Py_tp_repr, (void*)prepared_repr},
+    {Py_tp_doc, (void*)"A kernelpack launch prepared once (Family.prepare); call it, optionally with stream=."},
+    {0, NULL},
+};
+
+static PyType_Spec prepared_spec = {
+    "kernelpack.runtime._launch.PreparedLaunch",
+    sizeof(kp_prepared),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    prepared_slots,
+};
 
 /* ------------------------------------------------------------------ building plans and tables from Python */
 
@@ -1511,6 +1755,9 @@ static PyMemberDef family_members[] = {
 static PyMethodDef family_methods[] = {
     {"_set_device", family_set_device, METH_VARARGS, "Install the dispatch table of one device."},
     {"_fast_devices", family_fast_devices, METH_NOARGS, "Devices with a dispatch table."},
+    {"prepare", (PyCFunction)(void (*)(void))family_prepare, METH_FASTCALL | METH_KEYWORDS,
+     "prepare(*args, grid=, block=, smem=, cluster=): the call checked and packed once; the returned object launches "
+     "it again when called (optionally with stream=), re-reading only the tensors' addresses."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1652,6 +1899,10 @@ PyMODINIT_FUNC PyInit__launch(void) {
     if (FamilyType == NULL) goto fail;
     Py_INCREF((PyObject*)FamilyType);
     if (PyModule_AddObject(m, "Family", (PyObject*)FamilyType) < 0) goto fail;
+    PreparedType = (PyTypeObject*)PyType_FromSpec(&prepared_spec);
+    if (PreparedType == NULL) goto fail;
+    Py_INCREF((PyObject*)PreparedType);
+    if (PyModule_AddObject(m, "PreparedLaunch", (PyObject*)PreparedType) < 0) goto fail;
     s_grid = PyUnicode_InternFromString("grid");
     s_block = PyUnicode_InternFromString("block");
     s_smem = PyUnicode_InternFromString("smem");

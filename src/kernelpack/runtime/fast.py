@@ -85,8 +85,27 @@ class PyLauncher:
     def __get__(self, obj: Any, objtype: Any = None) -> PyLauncher:
         return self
 
+    def prepare(self, *args: Any, **kwargs: Any) -> PyPrepared:
+        """As the extension's ``Family.prepare``; here each call of the result makes the whole call again."""
+        if "stream" in kwargs:
+            raise TypeError("prepare() takes no stream: pass it to each call of the prepared launch")
+        return PyPrepared(self._call, args, kwargs)
+
     def __repr__(self) -> str:
         return str(self.__dict__.get("_kp_repr", "<kernelpack kernel>"))
+
+
+class PyPrepared:
+    """A prepared launch on the pure-Python path: the call kept, made again by each call (optionally with
+    ``stream=``)."""
+
+    fast = False
+
+    def __init__(self, call: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self._call, self._args, self._kwargs = call, args, kwargs
+
+    def __call__(self, stream: Any = None) -> None:
+        return self._call(*self._args, stream=stream, **self._kwargs)
 
 
 _ASK = object()
