@@ -1185,23 +1185,39 @@ typedef struct {
     PyObject* args;    /* tuple: the positional and keyword values as passed */
     PyObject* kwnames; /* NULL or the keywords' names */
     Py_ssize_t nargs;
+    int busy; /* launches of this capture in flight with the GIL released */
     kp_capture cap;
 } kp_prepared;
 
 static PyTypeObject* PreparedType;
 
-static int prepared_resolve(kp_prepared* p) {
+/* Resolve the prepared call again, into a capture of its own (malloc'd; *out, NULL on error): the object's own
+ * capture may be in use by a launch of another thread, which released the GIL. */
+static int prepared_resolve(kp_prepared* p, kp_capture** out) {
     PyObject* items[KP_MAX_KW];
+    *out = NULL;
+    kp_capture* c = (kp_capture*)PyMem_Malloc(sizeof(kp_capture));
+    if (c == NULL) return PyErr_NoMemory(), -1;
+    c->ok = 0;
     Py_ssize_t n = PyTuple_Size(p->args);
-    if (n > KP_MAX_KW) { /* more than the fast path ever takes */
-        p->cap.ok = 0;
-        return 0;
+    if (n <= KP_MAX_KW && cu_launch != NULL) { /* more than the fast path ever takes: the Python path */
+        for (Py_ssize_t i = 0; i < n; i++) items[i] = PyTuple_GetItem(p->args, i);
+        PyObject* r = family_run(p->family, items, (size_t)p->nargs, p->kwnames, c);
+        if (r == NULL) {
+            PyMem_Free(c);
+            return -1;
+        }
+        Py_DECREF(r);
     }
-    for (Py_ssize_t i = 0; i < n; i++) items[i] = PyTuple_GetItem(p->args, i);
-    PyObject* r = family_run(p->family, items, (size_t)p->nargs, p->kwnames, &p->cap);
-    if (r == NULL) return -1;
-    Py_DECREF(r);
+    *out = c;
     return 0;
+}
+
+/* dst = src, its parameter pointers moved into dst's buffer */
+static void capture_copy(kp_capture* dst, const kp_capture* src) {
+    memcpy(dst, src, sizeof *dst);
+    if (src->ok && !src->empty)
+        for (int s = 0; s < src->plan->nslots; s++) dst->ptrs[s] = dst->buf + ((unsigned char*)src->ptrs[s] - src->buf);
 }
 
 /* The Python path with the prepared arguments and this call's stream (it launches, or raises the full error). */
@@ -1225,6 +1241,26 @@ static PyObject* prepared_slow(kp_prepared* p, PyObject* stream) {
     Py_DECREF(names);
     PyMem_Free(vec);
     return r;
+}
+
+/* Launch capture c (the object's own, or a private one) on this call's stream. */
+static PyObject* prepared_launch(kp_prepared* p, kp_capture* c, PyObject* stream) {
+    if (c->empty) Py_RETURN_NONE;
+    uint64_t hstream = 0;
+    if (stream == NULL) {
+        if (c->ntensors > 0 && !current_stream(c->device, &hstream)) return prepared_slow(p, stream);
+    } else if (!read_stream(stream, &hstream)) {
+        return prepared_slow(p, stream);
+    }
+    const char* call = c->c[0] || c->pdl ? "cuLaunchKernelEx" : "cuLaunchKernel";
+    p->busy++; /* under the GIL: while it is released, no other thread rewrites this capture */
+    PyThreadState* ts = release_gil ? PyEval_SaveThread() : NULL;
+    CUresult r = launch(c->ctx, c->kernel, c->g, c->b, c->smem, (void*)(uintptr_t)hstream, c->c, c->pdl,
+                        c->ptrs, &call);
+    if (ts != NULL) PyEval_RestoreThread(ts);
+    p->busy--;
+    if (KP_UNLIKELY(r != 0)) return driver_error((kp_family*)p->family, c->plan, c->device, r, call);
+    Py_RETURN_NONE;
 }
 
 static PyObject* prepared_call(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
@@ -1253,24 +1289,22 @@ static PyObject* prepared_call(PyObject* op, PyObject* const* args, size_t nargs
                 goto resolve;
         }
     }
-launch:
-    if (c->empty) Py_RETURN_NONE;
-    uint64_t hstream = 0;
-    if (stream == NULL) {
-        if (c->ntensors > 0 && !current_stream(c->device, &hstream)) return prepared_slow(p, stream);
-    } else if (!read_stream(stream, &hstream)) {
-        return prepared_slow(p, stream);
+    return prepared_launch(p, c, stream);
+resolve: {
+    kp_capture* fresh;
+    if (prepared_resolve(p, &fresh) < 0) return NULL;
+    PyObject* r;
+    if (!fresh->ok) {
+        r = prepared_slow(p, stream);
+    } else if (p->busy == 0) { /* keep it for the next calls */
+        capture_copy(&p->cap, fresh);
+        r = prepared_launch(p, &p->cap, stream);
+    } else {
+        r = prepared_launch(p, fresh, stream);
     }
-    const char* call = c->c[0] || c->pdl ? "cuLaunchKernelEx" : "cuLaunchKernel";
-    PyThreadState* ts = release_gil ? PyEval_SaveThread() : NULL;
-    CUresult r = launch(c->ctx, c->kernel, c->g, c->b, c->smem, (void*)(uintptr_t)hstream, c->c, c->pdl, c->ptrs, &call);
-    if (ts != NULL) PyEval_RestoreThread(ts);
-    if (KP_UNLIKELY(r != 0)) return driver_error((kp_family*)p->family, c->plan, c->device, r, call);
-    Py_RETURN_NONE;
-resolve:
-    if (cu_launch != NULL && prepared_resolve(p) < 0) return NULL;
-    if (cu_launch != NULL && c->ok) goto launch;
-    return prepared_slow(p, stream);
+    PyMem_Free(fresh);
+    return r;
+}
 }
 
 static PyObject* family_prepare(PyObject* op, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -1291,7 +1325,10 @@ static PyObject* family_prepare(PyObject* op, PyObject* const* args, Py_ssize_t 
     if (p->args == NULL) goto fail;
     for (Py_ssize_t i = 0; i < nargs + nk; i++) PyTuple_SetItem(p->args, i, Py_NewRef(args[i]));
     p->cap.ok = 0;
-    if (cu_launch != NULL && prepared_resolve(p) < 0) goto fail;
+    kp_capture* fresh;
+    if (prepared_resolve(p, &fresh) < 0) goto fail;
+    capture_copy(&p->cap, fresh);
+    PyMem_Free(fresh);
     return (PyObject*)p;
 fail:
     Py_DECREF(p);
