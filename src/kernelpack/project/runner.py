@@ -425,7 +425,7 @@ def _write_outputs(project: Project, stage: Stage, bundle: Bundle, data: bytes, 
         state.get("outputs", {}).get(str(p)) == _stat(p) for p in expected.values())
     if fresh and not force:
         return {**outputs, **{k: v for k, v in expected.items() if v.exists()}}, False
-    return {**outputs, **link(lib, stage, bundle, programs)}, True
+    return {**outputs, **link(lib, stage, bundle, programs, data)}, True
 
 
 def _holds(path: Path, data: bytes) -> bool:
