@@ -123,7 +123,7 @@ def test_the_generated_text_memo_writes_the_bytes_of_a_clean_build(proj: Path, f
     """One-kernel changes relink through the memo of the library's generated texts (clib/memo.py): a changed
     kernel body reuses the texts (no generator run), a changed static shared memory size rewrites only the data
     tables, a new kernel regenerates everything; after each, every output is the bytes a clean build with an empty
-    compile cache writes."""
+    compile cache writes, and the summary's rows (unchanged kernels' taken from the state) are a clean build's."""
     from conftest import cache_in_force
     from kernelpack.clib import generate as gen
 
@@ -150,6 +150,8 @@ def test_the_generated_text_memo_writes_the_bytes_of_a_clean_build(proj: Path, f
         got, want = _tree(proj / "build"), _tree(Path(clean.out))
         assert sorted(got) == sorted(want)
         assert [p for p in want if got[p] != want[p]] == [], f"outputs differ from a clean build's after changing {f}"
+        # the summary: rows of unchanged kernels come from the previous state (report.row_key), the same rows
+        assert [{**r.to_json(), "status": ""} for r in inc.rows] == [{**r.to_json(), "status": ""} for r in clean.rows]
 
 
 @needs_cuda_compiler

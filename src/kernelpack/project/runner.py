@@ -42,7 +42,7 @@ from . import state as st
 from .jobs import Job, Outcome, execute, fingerprint, plan, run, static_files
 from .link import expected_outputs
 from .model import BuildSpec, Project, ProjectError, check_executor, load_project
-from .report import Row, rows
+from .report import Row, rows_reusing
 from .state import STATE_DIR, STATE_VERSION
 
 LOCAL = BuildSpec()  # the default executor: worker processes on this machine
@@ -225,14 +225,24 @@ def _finish(project: Project, stage: Stage, all_jobs: list[Job], built: dict[str
     outputs, report.linked = _write_outputs(project, stage, bundle, data, stamp, programs, state, force)
     report.link_seconds = round(time.perf_counter() - t_link, 3)
     report.outputs = {k: str(v) for k, v in outputs.items()}
-    report.rows = rows(bundle, project.library.archs, status)
+    report.rows, row_keys = rows_reusing(bundle, project.library.archs, status, _previous_rows(state))
     report.rows += _host_rows(programs, project.library.archs)
     stage.write(f"{STATE_DIR}/state.json", st.encode({
         "version": STATE_VERSION, "digest": digest, "jobs": new_jobs,
-        "library_stamp": stamp,
+        "library_stamp": stamp, "row_keys": row_keys,
         "outputs": {str(p): _stat(stage.staged(p)) for p in outputs.values()}, "outputs_paths": report.outputs,
         "rows": [r.to_json() for r in report.rows],
     }))
+
+
+def _previous_rows(state: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The previous build's summary rows by kernel label, with their keys (report.row_key), for reuse."""
+    keys = state.get("row_keys", {})
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    for r in state.get("rows", []):  # the kernels' rows first, then the host programs' (which have no key)
+        if r["kernel"] in keys:
+            out.setdefault(r["kernel"], (keys[r["kernel"]], r))
+    return out
 
 
 def _load(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | None, *,

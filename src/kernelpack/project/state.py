@@ -109,6 +109,7 @@ def valid(state: Any, outputs: Collection[str]) -> bool:
         "outputs": lambda v: _dict_of(v, _stat_value) and set(v) <= set(outputs),
         "outputs_paths": lambda v: _dict_of(v, lambda p: isinstance(p, str) and p in outputs),
         "rows": lambda v: isinstance(v, list) and all(_row_shape(r) for r in v),
+        "row_keys": lambda v: _dict_of(v, lambda k: isinstance(k, str) and len(k) == 64),
     }
     return set(state) <= set(checks) and all(checks[k](v) for k, v in state.items())
 
