@@ -15,13 +15,10 @@ failed build leaves the previous set, never half of each.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import dataclasses
 import hashlib
 import json
-import multiprocessing
 import os
-import signal
 import stat
 import time
 from dataclasses import dataclass, field
@@ -325,6 +322,9 @@ def _run_all(project: Project, stale: list[Job], workers: int, cache_dir: str | 
             ev.done(j, o)
             out.append(o)
         return out
+    import concurrent.futures as cf  # here: a build that runs one step or none starts no pool (and imports none)
+    import multiprocessing
+
     # at most `workers` jobs in flight, so "submitted" means "running" for the progress display
     ctx = multiprocessing.get_context("spawn")  # the DSLs are neither thread- nor fork-safe
     results: list[Outcome] = []
@@ -379,6 +379,8 @@ def _decode_saved(state_dir: Path, job_id: str, kind: str, sha256: str) -> Built
 
 def _worker_init() -> None:
     """Workers leave Ctrl-C to the parent (it stops them), so an interrupt prints no worker tracebacks."""
+    import signal
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
