@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..bundle import Bundle
-from ..publish import Stage
-from .model import LibrarySpec
+if TYPE_CHECKING:
+    from ..bundle import Bundle
+    from ..publish import Stage
+    from .model import LibrarySpec
 
 
 def expected_outputs(name: str, out: Path, programs: list[Any]) -> dict[str, Path]:

@@ -9,10 +9,11 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..artifact import KernelArtifact
-from ..bundle import Bundle
+if TYPE_CHECKING:  # (annotations only: reading a state's rows imports neither)
+    from ..artifact import KernelArtifact
+    from ..bundle import Bundle
 
 
 @dataclass(frozen=True)

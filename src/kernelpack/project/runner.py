@@ -23,17 +23,13 @@ import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__, config
 from .._reprs import clip_left
-from ..artifact import deferred_verification
-from ..bundle import Bundle
 from ..deps import digest_files, python_deps
 from ..errors import BundleError, KernelpackError
 from ..frontends.registry import FRONTENDS
-from ..launch.family import check_families
-from ..merge import merge_programs, set_origin
 from ..publish import Stage, output_dir
 from . import state as st
 from .jobs import Job, Outcome, execute, fingerprint, plan, run, static_files
@@ -41,6 +37,11 @@ from .link import expected_outputs
 from .model import BuildSpec, Project, ProjectError, check_executor, load_project
 from .report import Row, rows_reusing
 from .state import STATE_DIR, STATE_VERSION
+
+if TYPE_CHECKING:
+    from ..bundle import Bundle
+
+# (the bundle, artifact, merge and launch modules are imported where a build uses them: a no-op build needs none)
 
 LOCAL = BuildSpec()  # the default executor: worker processes on this machine
 Built = Any  # a job's decoded output: Bundle, or a CuTe HostProgram
@@ -359,14 +360,19 @@ def _decode(job_id: str, kind: str, data: bytes) -> Built:
     """A job's output bytes as a Bundle or HostProgram (BundleError if they are not one)."""
     if kind == "host":
         from ..cute_host.program import HostProgram
+        from ..merge import set_origin
 
         return set_origin(HostProgram.from_bytes(data, source=job_id), job_id)  # names the job when merged
+    from ..bundle import Bundle
+
     return Bundle.from_bytes(data, source=job_id)
 
 
 def _decode_saved(state_dir: Path, job_id: str, kind: str, sha256: str) -> Built | None:
     """The previous build's output of a job, or None when it is missing, is not the file the state describes (a
     build killed between writing it and its state), or is not readable (the job is rebuilt)."""
+    from ..artifact import deferred_verification
+
     data = st.read_job(state_dir, job_id, kind)
     if data is None or hashlib.sha256(data).hexdigest() != sha256:
         return None
@@ -388,6 +394,10 @@ def _merge(all_jobs: list[Job], built: dict[str, Built],
            statuses: dict[str, str]) -> tuple[Bundle, list[Any], dict[str, str]]:
     """The jobs' kernels as one bundle and their host programs, each kernel (program) built for several archs by
     several jobs merged into one (kernelpack.merge); a kernel's status is its last job's."""
+    from ..bundle import Bundle
+    from ..launch.family import check_families
+    from ..merge import merge_programs
+
     bundles, programs, status = [], [], {}
     for j in all_jobs:
         b = built[j.id]
