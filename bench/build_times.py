@@ -12,7 +12,7 @@ four frontends (CUDA C++, Triton, cuTile, CuTe DSL; sm_80 + sm_90a each), built 
 ``--synth 1000``: the same on a synthesized CUDA C++ project of 1,000 specializations (target: both no more than 2x
 the 100-specialization project's).
 
-Prints a Markdown table (the docs/benchmarks.md section).   python3 bench/build_times.py [-j 2] [--rounds 3] [--keep DIR]
+Prints a Markdown table (the docs/benchmarks.md section).  python3 bench/build_times.py [-j 2] [--rounds 3] [--keep D]
 """
 
 from __future__ import annotations

@@ -24,9 +24,9 @@ from ..launch.codes import LAUNCH_FLAGS
 from ..launch.device import requires_text
 from ..launch.facts import facts
 from ..names import c_name, c_string, check_library_name
+from . import memo as memos
 from .cdecl import LIBRARY_API, TypeNames, archs_text, entry_name, param_decl, status_name_body, wrapper_name
 from .cppheader import cpp_header, cpp_names
-from . import memo as memos
 from .dataobj import RowFacts, c_declarations, data_asm, launch_facts
 from .family import Family, build_families, describe_arg, null_checks, typed_constraint_checks
 from .headers import c_header
