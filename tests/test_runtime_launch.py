@@ -146,6 +146,43 @@ def test_a_prepared_launch_follows_a_tensor_whose_memory_changed(mod, fake, bund
         run()
 
 
+def test_a_prepared_launch_shared_by_threads_never_launches_a_half_written_call(mod, fake, bundle):
+    a, b, c = vecs(1000)
+    keep = [torch.zeros(1000), torch.zeros(1000)]  # storages c is moved between while the threads launch
+    run = mod.add.prepare(a, b, c, 1000, grid=4, block=256)
+    valid = {reference(bundle, "add", [a.data_ptr(), b.data_ptr(), t.data_ptr(), 1000]) for t in (c, *keep)}
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def launcher() -> None:
+        try:
+            for _ in range(300):
+                run()
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    def mover() -> None:
+        i = 0
+        while not stop.is_set():
+            c.set_(keep[i % 2])
+            i += 1
+
+    n = fake.count()
+    threads = [threading.Thread(target=launcher) for _ in range(4)]
+    m = threading.Thread(target=mover)
+    m.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stop.set()
+    m.join()
+    assert not errors
+    launched = fake.launches()[n:]
+    assert len(launched) == 1200
+    assert {x["params"] for x in launched} <= valid, "a launch packed a pointer that was never the output's"
+
+
 def test_a_prepared_launch_refuses_bad_input_clearly(mod, fake, bundle):
     a, b, c = vecs()
     with pytest.raises(TypeError, match="prepare\\(\\) takes no stream"):
