@@ -237,7 +237,9 @@ def measure(work: Path, launches: int) -> None:
             rows.append((f"kernelpack, {nargs} args from a tuple built once (k(*t, ...)), stream given", pre_built,
                          kc.family))
 
-            def prepared(count: int, p=kc.prepare(*args, grid=1, block=32)) -> None:  # checked and packed once
+            prep = kc.prepare(*args, grid=1, block=32)  # checked and packed once
+
+            def prepared(count: int, p=prep) -> None:
                 for _ in range(count):
                     p(0x77)
 
