@@ -32,7 +32,7 @@ GOOD_VERSIONS = ["0", "1", "1.0", "1.2.3", "10.20.30.40", "2.0.0rc1", "1.0.0-bet
 # every byte value, quotes, escapes, trigraphs, comment and line-splice sequences, format directives
 TEXTS = st.text(st.characters(min_codepoint=1, max_codepoint=0x10FFFF, exclude_categories=("Cs",)), max_size=40)
 NASTY = ["", '"', "\\", "\\\n", "*/", "/*", "??/", "??=", "%s%n", "\x00", "\n#include <x>", "*/ int evil; /*",
-         "\\x41\\101", "é€😀", "\x7f\x1b[31m", "${X}", "$<X>", ";", '"; system("x"); "']
+         "\\x41\\101", "é€😀", "\x7f\x1b[31m", "${X}", "$<X>", ";", '"; system("x"); "', "*\\", "/\\*"]
 
 
 @pytest.mark.parametrize("version", HOSTILE_VERSIONS, ids=range(len(HOSTILE_VERSIONS)))

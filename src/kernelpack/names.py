@@ -219,7 +219,9 @@ def c_comment(text: str) -> str:
     """``text`` safe inside a C block comment or a ``//`` comment: no comment terminator, no line break, no
     trigraph or line splice, printable ASCII only."""
     t = "".join(c if 0x20 <= ord(c) < 0x7F else "?" for c in text)
-    t = t.replace("*/", "* /").replace("/*", "/ *").replace("\\", "/")
+    t = t.replace("\\", "/")  # first: a backslash turned slash must not close the comment (``*\`` -> ``*/``)
+    while "*/" in t or "/*" in t:
+        t = t.replace("*/", "* /").replace("/*", "/ *")
     while "??" in t:  # no trigraph can form (??/ would splice the next line into the comment)
         t = t.replace("??", "?-?")
     return t
