@@ -167,6 +167,7 @@ typedef struct {
     PyObject* dict;
     PyObject* weakrefs;
     PyObject* slow;
+    PyObject* load; /* load(device, entry) -> bool: loads an entry published as not loaded yet (kernel NULL) */
     int nargs, nplan;
     kp_plan* plans;
     uint8_t dims[KP_MAX_SLOTS]; /* per argument: 1 when some plan packs it as a tensor descriptor (shape, strides) */
@@ -746,6 +747,16 @@ static int map_kwnames(PyObject* kwnames, int8_t map[K_N]) {
 
 /* ------------------------------------------------------------------ the call */
 
+/* self->load(device, entry): 1 when the C path can go on, 0 when the launch takes the Python path, -1 on an error */
+static int call_load(kp_family* self, int device, int entry) {
+    if (self->load == NULL) return 0;
+    PyObject* r = PyObject_CallFunction(self->load, "ii", device, entry);
+    if (r == NULL) return -1;
+    int ok = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return ok;
+}
+
 static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
     kp_family* self = (kp_family*)op;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -754,7 +765,12 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
     unsigned char buf[KP_BUF] __attribute__((aligned(16)));
     void* ptrs[KP_MAX_SLOTS];
 
-    if (KP_UNLIKELY(nargs != self->nargs || cu_launch == NULL)) goto slow;
+    if (KP_UNLIKELY(nargs != self->nargs)) goto slow;
+    if (KP_UNLIKELY(cu_launch == NULL)) { /* the process's first launch: Python hands over the driver */
+        int ok = call_load(self, -1, -1);
+        if (ok < 0) return NULL;
+        if (!ok || cu_launch == NULL) goto slow;
+    }
     if (kwnames != NULL) {
         int8_t map[K_N];
         int nk = map_kwnames(kwnames, map);
@@ -812,8 +828,17 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
         }
     }
     if (device < 0 || device >= KP_MAX_DEVICES) goto slow;
+    int loaded = 0;
+dispatch:;
     const kp_dev* dev = self->devs[device];
-    if (dev == NULL) goto slow;
+    if (dev == NULL) { /* the device's first launch: Python makes its table (entries not loaded yet), then retry */
+        if (loaded) goto slow;
+        int ok = call_load(self, device, -1);
+        if (ok < 0) return NULL;
+        if (!ok) goto slow;
+        loaded = 1;
+        goto dispatch;
+    }
 
     /* dispatch: the first specialization (in this device's order) every argument fits */
     const kp_entry* e = NULL;
@@ -832,6 +857,14 @@ static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf,
         if (fits) e = &dev->e[j], plan = pl;
     }
     if (e == NULL) goto slow;
+    if (e->kernel == NULL) { /* chosen for the first time: Python builds, verifies and loads it, then republishes */
+        if (loaded > 1) goto slow;
+        int ok = call_load(self, device, (int)(e - dev->e));
+        if (ok < 0) return NULL; /* its error names the kernel */
+        if (!ok) goto slow;
+        loaded = 2;
+        goto dispatch; /* the table was replaced: dispatch again (the same entry, loaded now) */
+    }
 
     /* launch configuration */
     uint32_t g[3], b[3], c[3] = {0, 0, 0};
@@ -1055,10 +1088,10 @@ static int parse_grid(PyObject* t, kp_plan* pl) {
  * per parameter layout of each specialization; labels[i] = its specialization's; grids[i] = plan i's grid program
  * (parse_grid) */
 static PyObject* make_family(PyObject* mod, PyObject* args) {
-    PyObject *slow, *plans, *labels, *grids = Py_None;
+    PyObject *slow, *plans, *labels, *grids = Py_None, *load = Py_None;
     int nargs;
     (void)mod;
-    if (!PyArg_ParseTuple(args, "OiOO|O", &slow, &nargs, &plans, &labels, &grids)) return NULL;
+    if (!PyArg_ParseTuple(args, "OiOO|OO", &slow, &nargs, &plans, &labels, &grids, &load)) return NULL;
     Py_ssize_t nspec = PyTuple_Size(plans);
     if (nspec < 1 || !PyTuple_Check(labels) || PyTuple_Size(labels) != nspec) {
         PyErr_SetString(PyExc_ValueError, "make_family: plans and labels must be non-empty tuples of one length");
@@ -1104,6 +1137,7 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
     }
     Py_INCREF(slow);
     f->slow = slow;
+    if (load != Py_None) f->load = Py_NewRef(load);
     return (PyObject*)f;
 fail:
     if (!PyErr_Occurred()) PyErr_NoMemory();
@@ -1191,6 +1225,7 @@ static int family_traverse(PyObject* op, visitproc visit, void* arg) {
     Py_VISIT(Py_TYPE(op));
     Py_VISIT(f->dict);
     Py_VISIT(f->slow);
+    Py_VISIT(f->load);
     return 0;
 }
 
@@ -1198,6 +1233,7 @@ static int family_clear(PyObject* op) {
     kp_family* f = (kp_family*)op;
     Py_CLEAR(f->dict);
     Py_CLEAR(f->slow);
+    Py_CLEAR(f->load);
     return 0;
 }
 
@@ -1213,13 +1249,57 @@ static void family_dealloc(PyObject* op) {
     Py_DECREF(tp);
 }
 
-static PyObject* family_repr(PyObject* op) {
-    kp_family* f = (kp_family*)op;
-    PyObject* r = f->dict != NULL ? PyDict_GetItemWithError(f->dict, s_repr) : NULL;
-    if (r != NULL) return Py_NewRef(r);
+/* The value of a documentation attribute (__doc__, __signature__, _kp_repr): the one stored in the instance dict,
+ * else what its _kp_docs(name) computes, stored there (docs are made on first access, not when the family is
+ * built); NULL without an error when there is neither. */
+static PyObject* lazy_doc(kp_family* f, PyObject* name) {
+    if (f->dict == NULL) return NULL;
+    PyObject* v = PyDict_GetItemWithError(f->dict, name);
+    if (v != NULL) return Py_NewRef(v);
     if (PyErr_Occurred()) return NULL;
+    PyObject* make = PyDict_GetItemString(f->dict, "_kp_docs");
+    if (make == NULL) return NULL;
+    Py_INCREF(make);
+    v = PyObject_CallOneArg(make, name);
+    Py_DECREF(make);
+    if (v == NULL) return NULL;
+    if (PyDict_SetItem(f->dict, name, v) < 0) Py_CLEAR(v);
+    return v;
+}
+
+static PyObject* family_repr(PyObject* op) {
+    PyObject* r = lazy_doc((kp_family*)op, s_repr);
+    if (r != NULL || PyErr_Occurred()) return r;
     return PyUnicode_FromString("<kernelpack kernel>");
 }
+
+static PyObject* family_get_doc(PyObject* op, void* name) {
+    PyObject* key = PyUnicode_FromString((const char*)name);
+    if (key == NULL) return NULL;
+    PyObject* v = lazy_doc((kp_family*)op, key);
+    Py_DECREF(key);
+    if (v != NULL || PyErr_Occurred()) return v;
+    if (!strcmp((const char*)name, "__doc__")) Py_RETURN_NONE;
+    PyErr_SetString(PyExc_AttributeError, (const char*)name);
+    return NULL;
+}
+
+static int family_set_doc(PyObject* op, PyObject* value, void* name) {
+    kp_family* f = (kp_family*)op;
+    if (f->dict == NULL && (f->dict = PyDict_New()) == NULL) return -1;
+    if (value == NULL) {
+        int r = PyDict_DelItemString(f->dict, (const char*)name);
+        if (r < 0 && PyErr_ExceptionMatches(PyExc_KeyError)) PyErr_Clear(), r = 0;
+        return r;
+    }
+    return PyDict_SetItemString(f->dict, (const char*)name, value);
+}
+
+static PyGetSetDef family_getset[] = {
+    {"__doc__", family_get_doc, family_set_doc, NULL, "__doc__"},
+    {"__signature__", family_get_doc, family_set_doc, NULL, "__signature__"},
+    {NULL, NULL, NULL, NULL, NULL},
+};
 
 static PyObject* family_descr_get(PyObject* self, PyObject* obj, PyObject* type) {
     (void)obj, (void)type;
@@ -1242,6 +1322,7 @@ static PyMethodDef family_methods[] = {
 static PyType_Slot family_slots[] = {
     {Py_tp_call, (void*)PyVectorcall_Call},
     {Py_tp_members, family_members},
+    {Py_tp_getset, family_getset},
     {Py_tp_methods, family_methods},
     {Py_tp_traverse, (void*)family_traverse},
     {Py_tp_clear, (void*)family_clear},
@@ -1250,7 +1331,6 @@ static PyType_Slot family_slots[] = {
     {Py_tp_descr_get, (void*)family_descr_get},
     {Py_tp_getattro, (void*)PyObject_GenericGetAttr},
     {Py_tp_setattro, (void*)PyObject_GenericSetAttr},
-    {Py_tp_doc, (void*)"A kernelpack kernel family (see its __doc__ and help())."},
     {0, NULL},
 };
 

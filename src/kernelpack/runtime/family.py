@@ -17,6 +17,7 @@ import struct
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from .._reprs import clip, listing
@@ -24,9 +25,9 @@ from ..abi import Scalar, Struct
 from ..artifact import Binary, KernelArtifact, LaunchSpec, evaluate_grid, grid_params
 from ..errors import KernelpackError, LaunchError
 from ..launch import device as dev_model
-from ..launch.binaries import describe_binaries, device_arch, family_choice
+from ..launch.binaries import describe_binaries, device_arch, family_choice, quality
 from ..launch.codes import PDL_MIN_MAJOR
-from ..launch.facts import plans as layout_plans
+from ..bundle_index import SpecSource
 from ..launch.family import Specificity, dispatch_order, family_args, order_key, plan_specificity
 from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_DEVICE, Plan, Slot
 from ..names import py_arg_names
@@ -42,46 +43,58 @@ from .errors import (
     NoBinaryForDevice,
     NoMatchingSpecialization,
 )
-from .loader import LaunchFacts, Loader, binary_quality
+from .loader import LaunchFacts, Loader
 from .packer import pack
 
 LAUNCH_KEYWORDS = ("grid", "block", "smem", "stream", "cluster", "pdl", "cooperative")
 
 
-@dataclass(frozen=True)
 class Specialization:
-    artifact: KernelArtifact
-    plan: Plan  # the artifact's own parameter layout: the caller-visible arguments of every layout
-    index: int  # position in the family (bundle order)
-    specificity: Specificity
-    layouts: tuple[Plan, ...] = ()  # every parameter layout of its binaries (layouts[0] is plan)
-    first_plan: int = 0  # where its layouts start in the family's list of plans (the C launcher's)
+    """One specialization of a family: what dispatch needs (its :class:`~kernelpack.bundle_index.SpecSource`), its
+    artifact built on first use."""
+
+    __slots__ = ("src", "plan", "index", "specificity", "layouts", "first_plan")
+
+    def __init__(self, src: SpecSource, first_plan: int) -> None:
+        self.src = src
+        self.layouts: tuple[Plan, ...] = src.layouts  # every parameter layout of its binaries (layouts[0] is plan)
+        self.plan: Plan = src.layouts[0]  # the caller-visible arguments of every layout
+        self.index: int = src.index  # position in the family (bundle order)
+        self.specificity: Specificity = src.specificity
+        self.first_plan = first_plan  # where its layouts start in the family's list of plans (the C launcher's)
 
     @property
     def label(self) -> str:
-        return self.artifact.label
+        return self.src.label
+
+    @property
+    def artifact(self) -> KernelArtifact:
+        """The whole artifact (built on first use: BundleError naming the kernel when its entry or blob is bad)."""
+        return self.src.artifact()
 
 
 @dataclass
 class DeviceEntry:
     spec: Specialization
-    binary: Binary
-    kernel: int
-    facts: LaunchFacts  # the chosen binary's
+    bin_index: int  # which of its binaries this device runs
     quality: int
+    plan: Plan  # the chosen binary's parameter layout
+    launch: LaunchSpec  # the chosen binary's LaunchSpec
+    binary: Binary | None = None  # the rest is filled when the entry is first chosen (load_entry)
+    kernel: int = 0
+    facts: LaunchFacts | None = None
     smem_raised: int = checks.SMEM_DEFAULT_LIMIT
-    plan: Plan | None = None  # the chosen binary's parameter layout (None: the specialization's own)
-    launch: LaunchSpec | None = None  # the chosen binary's LaunchSpec (None: the artifact's)
     values: dict[str, int] = field(default_factory=dict)  # device-derived role -> value on this device
     error: KernelpackError | None = None  # a device-derived value could not be read: launches raise it
+    ready: bool = False  # loaded (load_entry)
 
     @property
     def layout(self) -> Plan:
-        return self.plan or self.spec.plan
+        return self.plan
 
     @property
     def spec_launch(self) -> LaunchSpec:
-        return self.launch or self.spec.artifact.launch
+        return self.launch
 
 
 @dataclass
@@ -100,17 +113,17 @@ def specificity(plan: Plan) -> Specificity:
 class KernelFamily:
     """The Python side of one callable kernel: specializations, per-device state, the full launch path."""
 
-    def __init__(self, name: str, artifacts: tuple[KernelArtifact, ...], loader: Loader) -> None:
+    def __init__(self, name: str, sources: Sequence[SpecSource | KernelArtifact], loader: Loader) -> None:
         self.name = name
         self.loader = loader
-        layouts = [layout_plans(a) for a in artifacts]
-        plans = [ls[0] for ls in layouts]
-        family_args(name, [(a.label, p) for a, p in zip(artifacts, plans, strict=True)])  # one family, or refused
-        keys = [specificity(p) for p in plans]
+        srcs = [s if isinstance(s, SpecSource) else SpecSource.of(s, i) for i, s in enumerate(sources)]
+        distinct = {id(s.layouts[0]): s for s in srcs}  # specializations with one plan agree with each other
+        check = srcs if any(sl.ranges for s in srcs for sl in s.layouts[0].args) else list(distinct.values())
+        family_args(name, [(s.label, s.layouts[0]) for s in check])  # one family, or refused
         specs, first = [], 0
-        for i in dispatch_order(keys):
-            specs.append(Specialization(artifacts[i], plans[i], i, keys[i], layouts[i], first))
-            first += len(layouts[i])
+        for i in dispatch_order([s.specificity for s in srcs]):
+            specs.append(Specialization(srcs[i], first))
+            first += len(srcs[i].layouts)
         self.specs: tuple[Specialization, ...] = tuple(specs)
         # Python keyword names: a parameter called like a launch option or a Python keyword gets a trailing _
         self.arg_names: tuple[str, ...] = py_arg_names([s.name for s in specs[0].plan.args], LAUNCH_KEYWORDS)
@@ -144,27 +157,68 @@ class KernelFamily:
         return state
 
     def _load_device(self, ordinal: int) -> DeviceState:
+        """The device's dispatch order; each entry's binary is loaded when a launch first chooses it."""
         info = self.loader.driver.device(ordinal)
         props = device_properties(info)
         entries, missing, unmet = [], [], {}
         for s in self.specs:
-            scored = [(binary_quality(b, info.major, info.minor), b) for b in s.artifact.binaries]
-            quality, best = max(scored, key=lambda qb: qb[0])
-            fit = dev_model.device_quality(quality, s.artifact.requirements, props)
+            src = s.src
+            scored = [(quality(arch, kind == "ptx", info.major, info.minor), i)
+                      for i, (arch, kind) in enumerate(src.bins)]
+            q, best = max(scored, key=lambda qb: qb[0])
+            fit = dev_model.device_quality(q, src.requirements, props)
             if fit <= 0:
                 missing.append(s)
-                if quality > 0:
+                if q > 0:
                     unmet[s.index] = _unmet_text(s, info, props)
                 continue
-            s.artifact.verify_binary(best)  # deferred when the bundle was loaded lazily: AbiMismatch naming it
-            kernel = self.loader.kernel(s.artifact, best, info)
-            facts = LaunchFacts.of(s.artifact, best)
-            entry = DeviceEntry(s, best, kernel, facts, fit, plan=s.layouts[facts.layout],
-                                launch=s.artifact.launch_for(best.arch))
-            self._device_values(entry, info, props)
-            entries.append(entry)
+            arch = src.bins[best][0]
+            entries.append(DeviceEntry(s, best, fit, s.layouts[src.layout_of[best]], src.launch_for(arch)))
         entries.sort(key=lambda e: (*order_key(e.spec.specificity), -e.quality, e.spec.index))
         return DeviceState(info, entries, missing, unmet)
+
+    def load_entry(self, state: DeviceState, entry: DeviceEntry) -> None:
+        """Build, verify and load the entry's binary on its device (once; the first launch that chooses it), and
+        hand the C launcher the device's table again. Errors name the kernel."""
+        if entry.ready:
+            return
+        with self._lock:
+            if entry.ready:
+                return
+            info = state.info
+            art = entry.spec.artifact
+            b = art.binaries[entry.bin_index]
+            art.verify_binary(b)  # deferred when the bundle was loaded lazily: AbiMismatch naming it
+            entry.kernel = self.loader.kernel(art, b, info)
+            entry.facts = LaunchFacts.of(art, b)
+            entry.binary = b
+            self._device_values(entry, info, device_properties(info))
+            entry.ready = True
+            self._publish(info.ordinal, state)
+
+    def _fast_load(self, ordinal: int, j: int) -> bool:
+        """The C launcher chose entry ``j`` of device ``ordinal``, not loaded yet: load it (True when the C path
+        can launch it now)."""
+        if ordinal < 0:  # the process's first launch: the driver's entry points (fast.prepare_fast_path)
+            from .fast import prepare_fast_path
+
+            try:
+                prepare_fast_path()
+            except Exception:  # noqa: BLE001 - no driver: the Python path reports it, naming the kernel
+                return False
+            return True
+        if j < 0:  # no table for the device yet: make it (any error: the Python path reports it, naming the kernel)
+            try:
+                self.device_state(ordinal)
+            except Exception:  # noqa: BLE001 - reported by the launch's Python path
+                return False
+            return ordinal in self.fast._fast_devices()
+        state = self._states.get(ordinal)
+        if state is None or not 0 <= j < len(state.entries):
+            return False
+        entry = state.entries[j]
+        self.load_entry(state, entry)
+        return entry.error is None
 
     def _device_values(self, e: DeviceEntry, info: DeviceInfo, props: dict[str, int]) -> None:
         """Read the device-derived values the entry's layout needs, once (an error is kept for its launches)."""
@@ -204,14 +258,16 @@ class KernelFamily:
 
         prepare_fast_path()
         info = state.info
-        if any(e.error is not None for e in state.entries):
-            return  # launches on this device take the Python path, which reports the error
         if any(e.spec_launch.cooperative or (e.spec_launch.pdl and info.major < PDL_MIN_MAJOR)
                for e in state.entries):
             return  # a cooperative grid is checked against the occupancy, an unsupported PDL refused, in Python
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         for e in state.entries:
             f = e.facts
+            if f is None or not e.ready or e.error is not None:  # not loaded yet (or unusable here): the C path asks _fast_load
+                rows.append((e.spec.first_plan + e.spec.src.layout_of[e.bin_index], 0, (0, 0, 0), (0, 0, 0), 0,
+                             (0, 0, 0), (0, 0, 0), 0, 0, 0, (0,) * len(e.layout.device_slots), e.spec_launch.pdl))
+                continue
             values = tuple(e.values[s.param.role] for s in e.layout.slots if s.op == OP_DEVICE)
             rows.append((e.spec.first_plan + f.layout, e.kernel, f.fixed_block or (0, 0, 0), f.reqntid or (0, 0, 0),
                          f.max_threads, f.cluster or (0, 0, 0), f.spec_cluster or (0, 0, 0), f.static_smem,
@@ -220,7 +276,9 @@ class KernelFamily:
                               info.smem_optin, int(info.cluster_launch), tuple(rows))
 
     def preload(self, ordinal: int) -> None:
-        self.device_state(ordinal)
+        state = self.device_state(ordinal)
+        for e in state.entries:
+            self.load_entry(state, e)
 
     def binary_for(self, device: str | int, specialization: str | None = None) -> str:
         """Which binary runs on ``device`` (an arch such as ``"sm_120"``, for a GPU that need not be here, or a
@@ -242,13 +300,13 @@ class KernelFamily:
                 raise ArgumentValueError(f"kernel {self.label}: {e.message}") from None
         specs = sorted(self.specs, key=lambda s: s.index)  # bundle order, as the C library's spec table
         if specialization is not None:
-            named = [s for s in specs if specialization in (s.label, s.artifact.variant)]
+            named = [s for s in specs if specialization in (s.label, s.src.variant)]
             if not named:
                 raise ArgumentValueError(f"kernel {self.name}: no specialization {specialization!r:.60} (it has "
                                          f"{listing((s.label for s in specs), 200)})")
             specs = named[:1]
         name, why, agreed = family_choice(self.name if specialization is None else specs[0].label,
-                                          [(s.label, [(b.arch, b.kind == "ptx") for b in s.artifact.binaries])
+                                          [(s.label, [(arch, kind == "ptx") for arch, kind in s.src.bins])
                                            for s in specs], major, minor)
         if name is not None:
             return name
@@ -270,9 +328,10 @@ class KernelFamily:
         entry, packed = self._dispatch(state, values, views)
         kernel = entry.spec.label
         info = state.info
+        self.load_entry(state, entry)
         if entry.error is not None:
             raise entry.error
-        if grid is None and entry.spec.artifact.launch.grid is not None:
+        if grid is None and entry.spec.src.launch.grid is not None:
             grid = grid_from_rule(entry, packed)
             if min(grid) <= 0:
                 return  # the C library's rule: a dimension <= 0 means nothing to launch
@@ -348,7 +407,7 @@ class KernelFamily:
             info = state.info
             if s.index in state.unmet:
                 raise NoBinaryForDevice(state.unmet[s.index])
-            carried = describe_binaries([(b.arch, b.kind == "ptx") for b in s.artifact.binaries])
+            carried = describe_binaries([(arch, kind == "ptx") for arch, kind in s.src.bins])
             raise NoBinaryForDevice(f"kernel {s.label}: no binary runs on device {info.ordinal} ({info.arch_name}); it "
                               f"carries {carried}")
         if len(reasons) == 1 or (reasons and all(type(r[1]) is ArgumentTypeError for r in reasons)):
@@ -412,8 +471,8 @@ def device_properties(info: DeviceInfo) -> dict[str, int]:
 
 def _unmet_text(s: Specialization, info: DeviceInfo, props: dict[str, int]) -> str:
     why = "; ".join(f"{n} is {have}, it needs {want}" for n, want, have in
-                    dev_model.unmet(s.artifact.requirements, props))
-    return (f"kernel {s.label} is built for devices with {dev_model.requires_text(s.artifact.requirements)}"
+                    dev_model.unmet(s.src.requirements, props))
+    return (f"kernel {s.label} is built for devices with {dev_model.requires_text(s.src.requirements)}"
             f"; device {info.ordinal} ({info.arch_name}) does not fit: {why}")
 
 
@@ -433,7 +492,7 @@ def grid_from_rule(entry: DeviceEntry, packed: list[Any]) -> tuple[int, int, int
     by_name = {s.param.name: s for s in entry.layout.slots if s.op == OP_DEVICE}
     by_name.update({s.name: s for s in entry.layout.args})
     fields: dict[tuple[str, str | None], int] = {}
-    rule = spec.artifact.launch.grid
+    rule = spec.src.launch.grid
     assert rule is not None
     for e in rule:
         for name, fld in grid_params(e):
