@@ -288,7 +288,7 @@ class BundleIndex:
             if v == w:
                 raise BundleError(f"{source}: two artifacts with the same name and variant: "
                                   f"{f'{name}[{v}]' if v else name}")
-        return tuple(SpecSource(name, variant, i, req, layout, self._maker(name, i, text, layout))
+        return tuple(SpecSource(name, variant, i, req, layout, self._maker(name, variant, text, layout))
                      for i, (variant, req, layout, text) in enumerate(rows))
 
     def _parsed(self, what: str, text: bytes, name: str) -> Any:
@@ -356,10 +356,10 @@ class BundleIndex:
         out.layout_of = tuple(keys.index(layout_key(x, y)) for x, y in pairs[1:])
         return out
 
-    def _maker(self, name: str, index: int, text: Any, layout: _Layout) -> Any:
+    def _maker(self, name: str, variant: str, text: Any, layout: _Layout) -> Any:
         def make() -> KernelArtifact:
             with self._lock:
-                art = self._artifact(name, text)
+                art = self._artifact(name, text, f"{name}[{variant}]" if variant else name)
                 from .launch.facts import plans
 
                 if plans(art) != layout.plans:  # the entry read whole says otherwise than its parts: altered
@@ -369,19 +369,20 @@ class BundleIndex:
 
         return make
 
-    def _artifact(self, name: str, text: Any) -> KernelArtifact:
-        """One artifact of family ``name`` from its entry (text or parsed), its cubins' verification deferred."""
+    def _artifact(self, name: str, text: Any, label: str) -> KernelArtifact:
+        """One artifact of family ``name`` from its entry (text or parsed), its cubins' verification deferred;
+        errors name ``label``."""
         source = self.source
         try:
             a = bd.artifact_entry(text, name, source) if isinstance(text, bytes) else text
             with deferred_verification():
                 art = _artifact(a, self._blobs, self._shared)
         except BundleError as e:
-            raise BundleError(f"{source}: kernel {name}: {e.message.removeprefix(source + ': ')}") from None
+            raise BundleError(f"{source}: kernel {label}: {e.message.removeprefix(source + ': ')}") from None
         except KernelpackError as e:
             raise BundleError(f"{source}: {e.message}") from None
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, RecursionError) as e:
-            raise BundleError(f"{source}: kernel {name}: malformed manifest entry: {e!r:.300}") from None
+            raise BundleError(f"{source}: kernel {label}: malformed manifest entry: {e!r:.300}") from None
         return set_origin(art, source)
 
     # ------------------------------------------------------------ whole artifacts

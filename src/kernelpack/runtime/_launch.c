@@ -437,6 +437,7 @@ static KP_INLINE int fit_slot(kp_family* f, const kp_slot* s, const kp_arg* a, P
     case KP_OP_TENSOR: {
         if (a->kind != A_TENSOR || a->v.dtype != s->dtype || a->v.ndim != s->rank) return 0;
         if (s->align > 1 && a->v.data % s->align) return 0;
+        memset(p, 0, s->size); /* the struct's padding too: the driver copies every byte */
         memcpy(p + s->data_off, &a->v.data, 8);
         for (int i = 0; i < s->rank; i++) {
             int64_t sh = a->v.shape[i], st = a->v.stride[i];
