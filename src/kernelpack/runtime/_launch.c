@@ -859,12 +859,16 @@ dispatch:;
     }
     if (e == NULL) goto slow;
     if (e->kernel == NULL) { /* chosen for the first time: Python builds, verifies and loads it, then republishes */
+        int j = (int)(e - dev->e), pidx = e->plan; /* e is freed when the table is replaced */
         if (loaded > 1) goto slow;
-        int ok = call_load(self, device, (int)(e - dev->e));
+        int ok = call_load(self, device, j);
         if (ok < 0) return NULL; /* its error names the kernel */
         if (!ok) goto slow;
         loaded = 2;
-        goto dispatch; /* the table was replaced: dispatch again (the same entry, loaded now) */
+        if (plan->ndev > 0) goto dispatch; /* its device values were packed as 0: pack again */
+        dev = self->devs[device]; /* the table was replaced: the same entries, this one loaded now */
+        if (dev == NULL || j >= dev->n || dev->e[j].kernel == NULL || dev->e[j].plan != pidx) goto slow;
+        e = &dev->e[j]; /* the arguments packed for its plan stay as they are (tensor maps are encoded once) */
     }
 
     /* launch configuration */

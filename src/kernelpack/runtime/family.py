@@ -190,8 +190,13 @@ class KernelFamily:
             b = art.binaries[entry.bin_index]
             art.verify_binary(b)  # deferred when the bundle was loaded lazily: AbiMismatch naming it
             entry.kernel = self.loader.kernel(art, b, info)
-            entry.facts = LaunchFacts.of(art, b)
+            f = entry.facts = LaunchFacts.of(art, b)
             entry.binary = b
+            if entry.smem_raised < f.dyn_smem and f.dyn_smem + f.static_smem <= info.smem_optin:
+                # its launches' default dynamic shared memory allowed now, so they can take the C path
+                self.loader.driver.set_max_dynamic_smem(entry.kernel, info.ordinal, f.dyn_smem,
+                                                        f"kernel {art.label} on device {info.ordinal}")
+                entry.smem_raised = f.dyn_smem
             self._device_values(entry, info, device_properties(info))
             entry.ready = True
             self._publish(info.ordinal, state)
