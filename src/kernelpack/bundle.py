@@ -334,10 +334,21 @@ def split_manifest(body: bytes, source: str) -> tuple[dict[str, Any], list[tuple
     return head, out
 
 
+def loads(text: bytes) -> Any:
+    """JSON text (UTF-8) parsed as the manifest is: NaN and Infinity refused (one decoder, made once)."""
+    global _DECODER
+    if _DECODER is None:
+        _DECODER = json.JSONDecoder(parse_constant=_no_constant)
+    return _DECODER.decode(text.decode())
+
+
+_DECODER: json.JSONDecoder | None = None
+
+
 def artifact_entry(text: bytes, name: str, source: str) -> dict[str, Any]:
     """One artifact's manifest entry parsed from its JSON text (see :func:`split_manifest`); it must name ``name``."""
     try:
-        a = json.loads(text, parse_constant=_no_constant)
+        a = loads(text)
     except (ValueError, RecursionError) as e:
         raise BundleError(f"{source}: kernel {name}: manifest entry is not valid JSON: {e!s:.300}") from None
     if not isinstance(a, dict) or a.get("name") != name:

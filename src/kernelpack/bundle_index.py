@@ -34,6 +34,7 @@ from .errors import BundleError, KernelpackError
 from .merge import set_origin
 
 if TYPE_CHECKING:
+    from .abi import Abi
     from .arch import Arch
     from .artifact import ArchLaunch, LaunchSpec
     from .launch.family import Specificity
@@ -295,13 +296,15 @@ class BundleIndex:
         key = (what, text)
         got = self._memo.get(key)
         if got is None:
-            import json
-
-            value = json.loads(text, parse_constant=bd._no_constant)
             if what == "abi":
-                from .abi import Abi
+                got = self._abi(text, name)
+                self._memo[key] = got
+                return got
+            value = bd.loads(text)
+            if what == "param":
+                from .abi import param_from_json
 
-                got = Abi.from_json(value)
+                got = param_from_json(value)
             elif what == "launch":
                 from .artifact import LaunchSpec
 
@@ -334,6 +337,21 @@ class BundleIndex:
             self._memo[key] = got
         return got
 
+    def _abi(self, text: bytes, name: str) -> Abi:
+        """Kernel parameters from their JSON list, each parameter's text parsed once per bundle (they begin with
+        their "divisibility" key: canonical JSON; a text cut wrongly does not parse, and the list is parsed whole)."""
+        from .abi import Abi
+
+        if text.startswith(b'[{"divisibility":') and text.endswith(b"}]"):
+            parts = text[1:-1].split(b'},{"divisibility":')
+            texts = [parts[0] + b"}"] + [b'{"divisibility":' + t + b"}" for t in parts[1:]]
+            texts[-1] = texts[-1][:-1]
+            try:
+                return Abi(tuple(self._parsed("param", t, name) for t in texts))
+            except (ValueError, KeyError, TypeError, KernelpackError):
+                pass  # parsed whole below: its error names what is wrong
+        return Abi.from_json(bd.loads(text))
+
     def _layout(self, name: str, abi_t: bytes, bins_t: bytes, launch_t: bytes, ranges_t: bytes) -> _Layout:
         from .launch.facts import layout_key, layouts_of
         from .launch.plan import Plan
@@ -350,7 +368,8 @@ class BundleIndex:
                                     (per_arch[a].launch or launch) if a in per_arch else launch) for a, _, _ in bins]
         lay = layouts_of(pairs)
         keys = [layout_key(x, y) for x, y in lay]
-        plans = tuple(Plan.of(x, y, rules) for x, y in lay)
+        slots = self._memo.setdefault(("slots", b""), {})
+        plans = tuple(Plan.of(x, y, rules, slots) for x, y in lay)
         out = _Layout(tuple((a, k) for a, k, _ in bins), launch,
                       {a: x.launch for a, x in per_arch.items() if x.launch is not None}, plans)
         out.layout_of = tuple(keys.index(layout_key(x, y)) for x, y in pairs[1:])

@@ -102,7 +102,7 @@ class DeviceState:
     info: DeviceInfo
     entries: list[DeviceEntry]  # dispatch order
     missing: list[Specialization] = field(default_factory=list)  # no binary runs on this device
-    unmet: dict[int, str] = field(default_factory=dict)  # spec index -> why its device requirements fail here
+    unmet: dict[int, str] = field(default_factory=dict)  # spec index -> "": its device requirements fail here
 
 
 def specificity(plan: Plan) -> Specificity:
@@ -170,7 +170,7 @@ class KernelFamily:
             if fit <= 0:
                 missing.append(s)
                 if q > 0:
-                    unmet[s.index] = _unmet_text(s, info, props)
+                    unmet[s.index] = ""  # why: made when a launch needs to say it (_unmet_text)
                 continue
             arch = src.bins[best][0]
             entries.append(DeviceEntry(s, best, fit, s.layouts[src.layout_of[best]], src.launch_for(arch)))
@@ -411,7 +411,7 @@ class KernelFamily:
                 continue
             info = state.info
             if s.index in state.unmet:
-                raise NoBinaryForDevice(state.unmet[s.index])
+                raise NoBinaryForDevice(_unmet_text(s, info, device_properties(info)))
             carried = describe_binaries([(arch, kind == "ptx") for arch, kind in s.src.bins])
             raise NoBinaryForDevice(f"kernel {s.label}: no binary runs on device {info.ordinal} ({info.arch_name}); it "
                               f"carries {carried}")
