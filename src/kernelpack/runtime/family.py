@@ -32,6 +32,7 @@ from ..launch.family import Specificity, dispatch_order, family_args, order_key,
 from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_DEVICE, Plan, Slot
 from ..names import py_arg_names
 from ..tma import encode_args
+from .. import verify as _verify  # noqa: F401 - a first launch verifies its binary: imported with the runtime
 from . import checks, streams
 from .adapters import PRODUCER_ERRORS, TensorView, as_view, is_torch_tensor, launch_device, refusal
 from .driver import DeviceInfo, Driver
