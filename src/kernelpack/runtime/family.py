@@ -18,7 +18,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._reprs import clip, listing
 from ..abi import Scalar, Struct
@@ -26,16 +26,18 @@ from ..artifact import Binary, KernelArtifact, LaunchSpec, evaluate_grid, grid_p
 from ..errors import KernelpackError, LaunchError
 from ..launch import device as dev_model
 from ..launch.binaries import describe_binaries, device_arch, family_choice, quality
-from ..launch.codes import PDL_MIN_MAJOR
+from ..launch.codes import PDL_MIN_MAJOR, SMEM_DEFAULT_LIMIT
 from ..bundle_index import SpecSource
 from ..launch.family import Specificity, dispatch_order, family_args, order_key, plan_specificity
 from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_DEVICE, Plan, Slot
 from ..names import py_arg_names
 from ..tma import encode_args
 from .. import verify as _verify  # noqa: F401 - a first launch verifies its binary: imported with the runtime
-from . import checks, streams
-from .adapters import PRODUCER_ERRORS, TensorView, as_view, is_torch_tensor, launch_device, refusal
+from . import streams
 from .driver import DeviceInfo, Driver
+
+if TYPE_CHECKING:
+    from .adapters import TensorView
 from .errors import (
     ArgumentTypeError,
     ArgumentValueError,
@@ -45,7 +47,20 @@ from .errors import (
     NoMatchingSpecialization,
 )
 from .loader import LaunchFacts, Loader
-from .packer import pack
+
+class _PythonPath:
+    """The modules only the Python launch path uses (argument checks, tensor adapters, the packer): imported on its
+    first use, not with the runtime (the C path launches without them)."""
+
+    def __getattr__(self, name: str) -> Any:
+        import importlib
+
+        mod = importlib.import_module(f"kernelpack.runtime.{name}")
+        setattr(self, name, mod)
+        return mod
+
+
+_rt: Any = _PythonPath()
 
 LAUNCH_KEYWORDS = ("grid", "block", "smem", "stream", "cluster", "pdl", "cooperative")
 
@@ -84,7 +99,7 @@ class DeviceEntry:
     binary: Binary | None = None  # the rest is filled when the entry is first chosen (load_entry)
     kernel: int = 0
     facts: LaunchFacts | None = None
-    smem_raised: int = checks.SMEM_DEFAULT_LIMIT
+    smem_raised: int = SMEM_DEFAULT_LIMIT
     values: dict[str, int] = field(default_factory=dict)  # device-derived role -> value on this device
     error: KernelpackError | None = None  # a device-derived value could not be read: launches raise it
     ready: bool = False  # loaded (load_entry)
@@ -341,11 +356,11 @@ class KernelFamily:
             grid = grid_from_rule(entry, packed)
             if min(grid) <= 0:
                 return  # the C library's rule: a dimension <= 0 means nothing to launch
-        g = checks.check_grid(grid, info, kernel)
-        b = checks.check_block(block, entry.facts, info, kernel)
-        n = checks.check_smem(smem, entry.facts, info, kernel)
-        c = checks.check_cluster(cluster, g, entry.facts, info, kernel)
-        flags = checks.check_flags(pdl, cooperative, entry.spec_launch, info, kernel)
+        g = _rt.checks.check_grid(grid, info, kernel)
+        b = _rt.checks.check_block(block, entry.facts, info, kernel)
+        n = _rt.checks.check_smem(smem, entry.facts, info, kernel)
+        c = _rt.checks.check_cluster(cluster, g, entry.facts, info, kernel)
+        flags = _rt.checks.check_flags(pdl, cooperative, entry.spec_launch, info, kernel)
         saw_torch = any(v is not None and v.source == "torch" for v in views)
         handle = streams.resolve(stream, ordinal, saw_torch, kernel)
         if saw_torch:
@@ -376,13 +391,13 @@ class KernelFamily:
         if value is None or isinstance(value, (int, float, bytes, bytearray, memoryview, str)):
             return None
         try:
-            return as_view(value, d.pointer_device)
-        except PRODUCER_ERRORS as e:
-            err = refusal(e, value, f"kernel {self.label}", f"parameter {i} '{self.arg_names[i]}'")
+            return _rt.adapters.as_view(value, d.pointer_device)
+        except _rt.adapters.PRODUCER_ERRORS as e:
+            err = _rt.adapters.refusal(e, value, f"kernel {self.label}", f"parameter {i} '{self.arg_names[i]}'")
             raise err from err.__cause__
 
     def _device(self, values: list[Any], views: list[TensorView | None], d: Driver) -> int:
-        ordinal = launch_device(f"kernel {self.label}", zip(self.arg_names, views))
+        ordinal = _rt.adapters.launch_device(f"kernel {self.label}", zip(self.arg_names, views))
         if ordinal is None:
             current = d.current_device()
             ordinal = current if current is not None else 0
@@ -423,7 +438,7 @@ class KernelFamily:
                                        f"{self._describe_args(values, views)}); {detail}")
 
     def _fit(self, kernel: str, plan: Plan, values: list[Any], views: list[TensorView | None]) -> list[Any]:
-        return [checks.check_arg(kernel, s, values[s.arg], views[s.arg]) for s in plan.args]
+        return [_rt.checks.check_arg(kernel, s, values[s.arg], views[s.arg]) for s in plan.args]
 
     def _describe_args(self, values: list[Any], views: list[TensorView | None]) -> str:
         out = []
@@ -444,7 +459,7 @@ class KernelFamily:
         where = f"kernel {entry.spec.label} on device {info.ordinal}"
         if flags[1]:
             per_sm = d.max_blocks_per_sm(entry.kernel, info.context, block[0] * block[1] * block[2], smem, where)
-            checks.check_cooperative_grid(grid, block, smem, per_sm, info, entry.spec.label)
+            _rt.checks.check_cooperative_grid(grid, block, smem, per_sm, info, entry.spec.label)
         if smem > entry.smem_raised:
             with self._lock:
                 if smem > entry.smem_raised:
@@ -462,7 +477,7 @@ class KernelFamily:
             if plan.derived and _scratch_sizes(entry.spec_launch):
                 _launch_with_scratch(d, entry, grid, block, smem, cluster, stream, packed, where, flags)
             else:
-                buf, ptrs = pack(plan, packed, entry.values)
+                buf, ptrs = _rt.packer.pack(plan, packed, entry.values)
                 d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where, *flags)
                 del buf
         finally:
@@ -585,7 +600,7 @@ def _launch_with_scratch(d: Driver, entry: DeviceEntry, grid: tuple[int, int, in
     try:
         start = (base + align - 1) // align * align if align > 256 else base
         scratch = {"global_scratch": start if gsize else 0, "profile_scratch": start + poff if psize else 0}
-        buf, ptrs = pack(entry.layout, packed, {**entry.values, **scratch})
+        buf, ptrs = _rt.packer.pack(entry.layout, packed, {**entry.values, **scratch})
         d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where, *flags)
         del buf
     finally:
@@ -616,4 +631,4 @@ def slot_summary(slots: tuple[Slot, ...]) -> str:
 
 
 def is_tensor_arg(value: Any) -> bool:
-    return is_torch_tensor(value) or hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__")
+    return _rt.adapters.is_torch_tensor(value) or hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__")
