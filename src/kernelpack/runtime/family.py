@@ -53,9 +53,14 @@ class _PythonPath:
     first use, not with the runtime (the C path launches without them)."""
 
     def __getattr__(self, name: str) -> Any:
-        import importlib
-
-        mod = importlib.import_module(f"kernelpack.runtime.{name}")
+        if name == "checks":
+            from . import checks as mod
+        elif name == "adapters":
+            from . import adapters as mod
+        elif name == "packer":
+            from . import packer as mod
+        else:
+            raise AttributeError(name)
         setattr(self, name, mod)
         return mod
 
