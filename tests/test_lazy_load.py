@@ -110,8 +110,8 @@ def test_an_altered_blob_loads_and_fails_at_the_first_use_of_its_specialization_
     mod.add(0x10000, 0x20000, 0x30000, 3, grid=1, block=32)  # n odd: add[a]
     assert fake.last()["kernel"] == "add"
     for _ in range(2):  # n even: add[b], refused each time
-        with pytest.raises(BundleError, match=rf"two.kpack: kernel add\[b\]: blob {i} SHA-256 mismatch \(the binary was "
-                                              r"altered\)"):
+        with pytest.raises(BundleError, match=rf"two.kpack: kernel add\[b\]: blob {i} SHA-256 mismatch \(the "
+                                              r"binary was altered\)"):
             mod.add(0x10000, 0x20000, 0x30000, 8, grid=1, block=32)
     mod.add(0x10000, 0x20000, 0x30000, 5, grid=1, block=32)  # add[a] still launches
     assert fake.last()["kernel"] == "add"

@@ -10,13 +10,11 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 import kernelpack
 from kernelpack.abi import Abi
 from kernelpack.bundle import Bundle
-from kernelpack.launch.family import constraints, plan_specificity, specificity
 from kernelpack.launch.facts import plans
+from kernelpack.launch.family import constraints, plan_specificity, specificity
 
 
 def _family_of_four(runtime_bundle: Bundle) -> Bundle:

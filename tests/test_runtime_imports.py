@@ -17,8 +17,8 @@ HEAVY = ("kernelpack.clib.build", "kernelpack.clib.generate", "kernelpack.cute_h
          "kernelpack.triton", "kernelpack.cutile", "kernelpack.cuda", "triton", "cutlass", "torch")
 
 # made on first use, not by loading: docs (help(), __doc__, signatures), the whole bundle's objects
-LAZY = ("kernelpack.runtime.docs", "kernelpack.runtime.host", "kernelpack.clib", "kernelpack.ptx", "kernelpack.runtime.checks",
-        "kernelpack.runtime.adapters", "kernelpack.runtime.packer")
+LAZY = ("kernelpack.runtime.docs", "kernelpack.runtime.host", "kernelpack.clib", "kernelpack.ptx",
+        "kernelpack.runtime.checks", "kernelpack.runtime.adapters", "kernelpack.runtime.packer")
 
 DSLS = ("triton", "cutlass", "cuda", "torch", "numpy")  # cuda: cuda.tile (cuTile), cuda.core (NVRTC), cuda.bindings
 FRONTENDS = ("cuda", "triton", "cutile", "cute", "prebuilt")

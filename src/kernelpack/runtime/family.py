@@ -16,23 +16,23 @@ from __future__ import annotations
 import struct
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import verify as _verify  # noqa: F401 - a first launch verifies its binary: imported with the runtime
 from .._reprs import clip, listing
 from ..abi import Scalar, Struct
 from ..artifact import Binary, KernelArtifact, LaunchSpec, evaluate_grid, grid_params
+from ..bundle_index import SpecSource
 from ..errors import KernelpackError, LaunchError
 from ..launch import device as dev_model
 from ..launch.binaries import describe_binaries, device_arch, family_choice, quality
 from ..launch.codes import PDL_MIN_MAJOR, SMEM_DEFAULT_LIMIT
-from ..bundle_index import SpecSource
 from ..launch.family import Specificity, dispatch_order, family_args, order_key, plan_specificity
 from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_DEVICE, Plan, Slot
 from ..names import py_arg_names
 from ..tma import encode_args
-from .. import verify as _verify  # noqa: F401 - a first launch verifies its binary: imported with the runtime
 from . import streams
 from .driver import DeviceInfo, Driver
 
@@ -48,17 +48,19 @@ from .errors import (
 )
 from .loader import LaunchFacts, Loader
 
+
 class _PythonPath:
     """The modules only the Python launch path uses (argument checks, tensor adapters, the packer): imported on its
     first use, not with the runtime (the C path launches without them)."""
 
     def __getattr__(self, name: str) -> Any:
+        mod: Any
         if name == "checks":
             from . import checks as mod
         elif name == "adapters":
-            from . import adapters as mod
+            from . import adapters as mod  # type: ignore[no-redef]
         elif name == "packer":
-            from . import packer as mod
+            from . import packer as mod  # type: ignore[no-redef]
         else:
             raise AttributeError(name)
         setattr(self, name, mod)
@@ -265,6 +267,7 @@ class KernelFamily:
         """``max_active_clusters:size`` for the entry's kernel on its device (kernelpack.launch.device): its fixed
         block, one block per SM (the kernel's dynamic shared memory limit raised to that first)."""
         d = self.loader.driver
+        assert e.facts is not None  # loaded (load_entry)
         smem = dev_model.mac_smem(info.smem_optin, e.facts.static_smem)
         if smem > e.smem_raised:
             d.set_max_dynamic_smem(e.kernel, info.ordinal, smem, where)
@@ -290,7 +293,7 @@ class KernelFamily:
         rows: list[tuple[Any, ...]] = []
         for e in state.entries:
             f = e.facts
-            if f is None or not e.ready or e.error is not None:  # not loaded yet (or unusable here): the C path asks _fast_load
+            if f is None or not e.ready or e.error is not None:  # not loaded yet (or unusable): C asks _fast_load
                 rows.append((e.spec.first_plan + e.spec.src.layout_of[e.bin_index], 0, (0, 0, 0), (0, 0, 0), 0,
                              (0, 0, 0), (0, 0, 0), 0, 0, 0, (0,) * len(e.layout.device_slots), e.spec_launch.pdl))
                 continue
@@ -636,4 +639,5 @@ def slot_summary(slots: tuple[Slot, ...]) -> str:
 
 
 def is_tensor_arg(value: Any) -> bool:
-    return _rt.adapters.is_torch_tensor(value) or hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__")
+    return (_rt.adapters.is_torch_tensor(value) or hasattr(value, "__cuda_array_interface__")
+            or hasattr(value, "__dlpack__"))
