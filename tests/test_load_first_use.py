@@ -86,3 +86,24 @@ print(json.dumps(out))"""
     eager = kernelpack.load(runtime_bundle)
     assert got["doc"] == eager.add.__doc__.replace("<bundle>", str(path))
     assert got["sig"] == str(inspect.signature(eager.add)) and got["repr"] == repr(eager.add)
+
+
+def test_entry_lines_in_another_order_still_group_by_family(fake, runtime_bundle, tmp_path):
+    """A manifest whose one-line entries are not sorted by name (another writer's, still one JSON object) loads:
+    its lines are grouped by name one by one."""
+    from fuzz_support import forge
+
+    from kernelpack.bundle import manifest_bytes
+
+    data = runtime_bundle.to_bytes()
+    lines = manifest_bytes(data).split(b"\n")
+    body = [line.rstrip(b",") for line in lines[1:-1]]
+    body.reverse()
+    text = b"\n".join([lines[0], b",\n".join(body), lines[-1]])
+    path = tmp_path / "reversed.kpack"
+    path.write_bytes(forge(data, text))
+    mod = kernelpack.load(path)
+    assert mod._st.index._spans is None, "not one run per family: grouped line by line"
+    assert mod.bundle == runtime_bundle
+    mod.add(0x10000, 0x20000, 0x30000, 8, grid=1, block=32)
+    assert fake.last()["kernel"] == "add"
