@@ -92,7 +92,6 @@ def test_entry_lines_in_another_order_still_group_by_family(fake, runtime_bundle
     """A manifest whose one-line entries are not sorted by name (another writer's, still one JSON object) loads:
     its lines are grouped by name one by one."""
     from fuzz_support import forge
-
     from kernelpack.bundle import manifest_bytes
 
     data = runtime_bundle.to_bytes()
