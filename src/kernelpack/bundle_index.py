@@ -28,17 +28,20 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from . import bundle as bd
-from .artifact import Binary, KernelArtifact, deferred_verification
+from .abi import Abi, param_from_json
+from .arch import Arch
+from .artifact import ArchLaunch, Binary, KernelArtifact, LaunchSpec, deferred_verification
 from .bundle import _HEADER, FLAG_ZLIB_BLOBS, Bundle, _artifact, check_blob, expand_blob
 from .errors import BundleError, KernelpackError
+from .launch import ranges as ranges_model
+from .launch.device import normalize_requires
+from .launch.facts import layout_index, layout_key, layouts_of, plans
+from .launch.family import plan_specificity
+from .launch.plan import Plan
 from .merge import set_origin
 
 if TYPE_CHECKING:
-    from .abi import Abi
-    from .arch import Arch
-    from .artifact import ArchLaunch, LaunchSpec
     from .launch.family import Specificity
-    from .launch.plan import Plan
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -106,8 +109,6 @@ class SpecSource:
     @classmethod
     def of(cls, art: KernelArtifact, index: int) -> SpecSource:
         """The row of an artifact already built (a Bundle in memory)."""
-        from .launch.facts import layout_index, plans
-
         layout = _Layout(tuple((b.arch, b.kind) for b in art.binaries), art.launch,
                          {a: x.launch for a, x in art.arch_launches.items() if x.launch is not None}, plans(art))
         layout.layout_of = tuple(layout_index(art, b) for b in art.binaries)
@@ -139,8 +140,6 @@ class _Layout:
 
     def __init__(self, bins: tuple[tuple[Arch, str], ...], launch: LaunchSpec, per_arch: dict[Arch, LaunchSpec],
                  plans: tuple[Plan, ...]) -> None:
-        from .launch.family import plan_specificity
-
         self.bins, self.launch, self.per_arch, self.plans = bins, launch, per_arch, plans
         self.layout_of: tuple[int, ...] = ()
         self.specificity: Specificity = plan_specificity(plans[0])
@@ -302,31 +301,20 @@ class BundleIndex:
                 return got
             value = bd.loads(text)
             if what == "param":
-                from .abi import param_from_json
-
                 got = param_from_json(value)
             elif what == "launch":
-                from .artifact import LaunchSpec
-
                 if not isinstance(value, dict):
                     raise BundleError(f"launch spec is not a JSON object: {text[:80]!r}")
                 got = LaunchSpec.from_json(value)
             elif what == "requires":
-                from .launch.device import normalize_requires
-
                 if not isinstance(value, dict):
                     raise BundleError(f"requires is not a JSON object: {text[:80]!r}")
                 got = normalize_requires(value, f"kernel {name}")
             elif what == "ranges":
-                from .launch import ranges as ranges_model
-
                 if not isinstance(value, list):
                     raise BundleError(f"ranges is not a JSON list: {text[:80]!r}")
                 got = ranges_model.normalize(value, f"kernel {name}")
             else:  # binaries: ((arch, kind, ArchLaunch | None), ...)
-                from .arch import Arch
-                from .artifact import ArchLaunch
-
                 if not isinstance(value, list) or not value:
                     raise BundleError(f"binaries is not a non-empty JSON list: {text[:80]!r}")
                 out = []
@@ -340,8 +328,6 @@ class BundleIndex:
     def _abi(self, text: bytes, name: str) -> Abi:
         """Kernel parameters from their JSON list, each parameter's text parsed once per bundle (they begin with
         their "divisibility" key: canonical JSON; a text cut wrongly does not parse, and the list is parsed whole)."""
-        from .abi import Abi
-
         if text.startswith(b'[{"divisibility":') and text.endswith(b"}]"):
             parts = text[1:-1].split(b'},{"divisibility":')
             texts = [parts[0] + b"}"] + [b'{"divisibility":' + t + b"}" for t in parts[1:]]
@@ -353,9 +339,6 @@ class BundleIndex:
         return Abi.from_json(bd.loads(text))
 
     def _layout(self, name: str, abi_t: bytes, bins_t: bytes, launch_t: bytes, ranges_t: bytes) -> _Layout:
-        from .launch.facts import layout_key, layouts_of
-        from .launch.plan import Plan
-
         abi = self._parsed("abi", abi_t, name)
         launch = self._parsed("launch", launch_t, name)
         bins = self._parsed("bins", bins_t, name)
@@ -379,8 +362,6 @@ class BundleIndex:
         def make() -> KernelArtifact:
             with self._lock:
                 art = self._artifact(name, text, f"{name}[{variant}]" if variant else name)
-                from .launch.facts import plans
-
                 if plans(art) != layout.plans:  # the entry read whole says otherwise than its parts: altered
                     raise BundleError(f"{self.source}: kernel {art.label}: malformed manifest entry (its parts and "
                                       f"the whole entry disagree)")
