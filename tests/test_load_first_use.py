@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import kernelpack
 from kernelpack.abi import Abi
 from kernelpack.bundle import Bundle
@@ -88,21 +90,29 @@ print(json.dumps(out))"""
     assert got["sig"] == str(inspect.signature(eager.add)) and got["repr"] == repr(eager.add)
 
 
-def test_entry_lines_in_another_order_still_group_by_family(fake, runtime_bundle, tmp_path):
+@pytest.mark.parametrize("order", ["reversed", "split_family"])
+def test_entry_lines_in_another_order_still_group_by_family(fake, runtime_bundle, tmp_path, order):
     """A manifest whose one-line entries are not sorted by name (another writer's, still one JSON object) loads:
-    its lines are grouped by name one by one."""
+    families whose lines are one run each are found by one scan, a family in two runs makes the loader group the
+    lines one by one."""
     from fuzz_support import forge
     from kernelpack.bundle import manifest_bytes
 
     data = runtime_bundle.to_bytes()
     lines = manifest_bytes(data).split(b"\n")
     body = [line.rstrip(b",") for line in lines[1:-1]]
-    body.reverse()
+    if order == "reversed":
+        body.reverse()
+    else:
+        names = [line.split(b'"')[3] for line in body]
+        twice = next(n for n in names if names.count(n) > 1)
+        body.append(body.pop(names.index(twice)))
     text = b"\n".join([lines[0], b",\n".join(body), lines[-1]])
-    path = tmp_path / "reversed.kpack"
+    path = tmp_path / "reordered.kpack"
     path.write_bytes(forge(data, text))
     mod = kernelpack.load(path)
-    assert mod._st.index._spans is None, "not one run per family: grouped line by line"
+    assert (mod._st.index._spans is None) == (order == "split_family")
+    assert len(mod._st.index) == len(runtime_bundle)
     assert mod.bundle == runtime_bundle
     mod.add(0x10000, 0x20000, 0x30000, 8, grid=1, block=32)
     assert fake.last()["kernel"] == "add"

@@ -22,7 +22,6 @@ from __future__ import annotations
 import gc
 import re
 import threading
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -83,6 +82,8 @@ class _Blobs(Sequence[tuple[bytes, "bytes | None"]]):
 
 
 _NAMES = re.compile(rb'\n\{"name":"([A-Za-z_][A-Za-z0-9_]*)",')
+# one family's run of entry lines (the first line's name, then the lines with the same name)
+_BLOCK = re.compile(rb'\n\{"name":"([A-Za-z_][A-Za-z0-9_]*)",[^\n]*(?:\n\{"name":"\1",[^\n]*)*')
 _VARIANT_OK = re.compile(r"[A-Za-z0-9_]*\Z")
 
 
@@ -175,25 +176,36 @@ class BundleIndex:
         self._data = data
         body = bd.manifest_bytes(data, source=source)
         self._lines: list[bytes] = []
-        groups: dict[str, list[Any]] = {}  # name -> its entries' texts (bytes) or parsed entries (dict)
-        spans: dict[str, tuple[int, int]] | None = None  # name -> its lines [a, b) (this writer's layout)
+        groups: dict[str, list[Any]] = {}  # name -> its entries' line numbers (in _lines) or parsed entries (dict)
+        spans: dict[str, tuple[int, int]] | None = None  # name -> its lines' bytes [a, b) of the manifest
         manifest = None
-        if body.startswith(bd.ARTIFACTS_HEAD):  # this writer's layout: one line per artifact, its name first
-            lines = body.split(b"\n")
-            names = _NAMES.findall(body)
-            if len(names) == len(lines) - 2 and lines[-1].startswith(b"],"):
-                manifest = bd.parse_manifest(b'{"artifacts":[]' + lines[-1][1:], source)
-                self._lines = lines
-                if names == sorted(names):  # as written: each family's lines are one run
-                    counts = Counter(names)
-                    spans, at = {}, 1
-                    for n in dict.fromkeys(names):
-                        spans[n.decode()] = (at, at + counts[n])
-                        at += counts[n]
-                else:
+        self._body = body
+        self._count: int | None = None
+        self._tail = -1  # where the manifest's artifact lines end (this writer's layout)
+        tail = body.rfind(b"\n],") if body.startswith(bd.ARTIFACTS_HEAD) else -1
+        if tail > 0:  # this writer's layout: one line per artifact, its name first, each family's lines one run
+            spans = {}
+            pos = len(bd.ARTIFACTS_HEAD) - 1
+            for m in _BLOCK.finditer(body, pos, tail):  # one match per family: C scans the lines
+                name = m.group(1).decode()
+                if m.start() != pos or name in spans:
+                    spans = None  # a line of another form, or a family in two runs: grouped line by line below
+                    break
+                spans[name] = (m.start() + 1, m.end())
+                pos = m.end()
+            if spans is not None and pos == tail:
+                manifest = bd.parse_manifest(b'{"artifacts":[]' + body[tail + 2:], source)
+                self._tail = tail
+            else:
+                spans = None
+                lines = body.split(b"\n")
+                names = _NAMES.findall(body)
+                if len(names) == len(lines) - 2 and lines[-1].startswith(b"],"):
+                    manifest = bd.parse_manifest(b'{"artifacts":[]' + lines[-1][1:], source)
+                    self._lines = lines
                     for i, n in enumerate(names, 1):
                         groups.setdefault(n.decode(), []).append(i)
-                self._count = len(names)
+                    self._count = len(names)
         if manifest is None:  # an older writer's layout (or altered): parsed whole
             with _gc_paused():  # parsing makes ~30 containers per artifact: collecting them midway only costs time
                 manifest = bd.parse_manifest(body, source)
@@ -217,7 +229,9 @@ class BundleIndex:
         self._lock = threading.RLock()
 
     def __len__(self) -> int:
-        """Specializations (artifacts) in the bundle."""
+        """Specializations (artifacts) in the bundle (counted when first asked: one line each)."""
+        if self._count is None:
+            self._count = self._body.count(b"\n", 0, self._tail)
         return self._count
 
     def names(self) -> list[str]:
@@ -229,7 +243,17 @@ class BundleIndex:
         (dict); KeyError when there is none."""
         if self._spans is not None:
             a, b = self._spans[name]
-            return [self._line(i, name) for i in range(a, b)]
+            lines = self._body[a:b].split(b"\n")
+            last = len(lines) - 1 if b == self._tail else -1  # the manifest's last entry: no comma
+            out = []
+            for i, line in enumerate(lines):
+                if i != last:
+                    if not line.endswith(b","):
+                        raise BundleError(f"{self.source}: kernel {name}: malformed manifest entry (an entry line "
+                                          f"that does not end with a comma)")
+                    line = line[:-1]
+                out.append(line)
+            return out
         return [self._line(i, name) if isinstance(i, int) else i for i in self._groups[name]]
 
     def _line(self, i: int, name: str) -> bytes:

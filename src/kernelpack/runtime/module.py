@@ -63,6 +63,26 @@ class _State:
     ext: Any = None  # the launch extension the families use (None: the Python path)
 
 
+class _ModuleDoc:
+    """``KernelModule.__doc__``: the class's docstring on the class; on a module, its listing of kernels (made on
+    first access: it counts the bundle's specializations)."""
+
+    def __init__(self, text: str | None) -> None:
+        self.text = text
+
+    def __get__(self, obj: Any, cls: Any = None) -> str | None:
+        if obj is None:
+            return self.text
+        d = vars(obj)
+        if _DOC not in d:
+            d[_DOC] = obj._doc(obj.__file__, obj._st.index.names())
+        return d[_DOC]  # type: ignore[no-any-return]
+
+    def __set__(self, obj: Any, value: str | None) -> None:
+        vars(obj)[_DOC] = value
+
+
+_DOC = "<kernelpack doc>"
 _STATE = "<kernelpack>"  # the key of _State in the module's __dict__: not an identifier, so no kernel can take it
 
 
@@ -99,7 +119,8 @@ class KernelModule(types.ModuleType):
             if n in st.callables:
                 vars(self)[attr] = st.callables[n]
         self.__all__ = sorted(st.attrs)
-        self.__doc__ = self._doc(source, names)
+
+    __doc__ = _ModuleDoc(__doc__)  # type: ignore[assignment]
 
     def _family(self, fname: str) -> Any:
         """The callable of family ``fname``, built now if it was not (KeyError when there is none)."""
