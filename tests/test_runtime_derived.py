@@ -372,4 +372,3 @@ def test_docs_tell_the_grid_rule_and_the_scratch(mod):
     assert inspect.signature(mod.add_rule).parameters["grid"].default is None
     assert inspect.signature(mod.add).parameters["grid"].default is inspect.Parameter.empty
     assert "global_scratch (global_scratch, 96 bytes per CTA allocated per launch)" in mod.scratch_kernel.__doc__
-
