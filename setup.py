@@ -1,8 +1,10 @@
 """Native parts of kernelpack, built at install time (metadata lives in pyproject.toml).
 
-* ``kernelpack.runtime._launch`` -- the fast launch path, plain C. Limited API (abi3) on CPython >= 3.12, where
-  vectorcall is part of it; version-specific on 3.10/3.11. Optional: without it the runtime falls back to its
-  pure-Python path and says so once.
+* ``kernelpack.runtime._launch`` -- the fast launch path, plain C, built for the running CPython: it reads int and
+  float arguments inline (CPython's compact ints), ~27 instructions per scalar argument fewer than through the
+  limited API's calls (docs/benchmarks.md). ``KERNELPACK_BUILD_ABI3=1`` builds it with the limited API (abi3, one
+  binary for CPython >= 3.12) instead. Optional: without it the runtime falls back to its pure-Python path and says
+  so once.
 * ``kernelpack.runtime._torch_bridge`` -- C++ against the torch found at build time (``pip install
   --no-build-isolation`` so the build sees it), letting the C path read torch tensors and torch's current stream
   without calling Python. Optional; used only with the torch version it was built for. Set
@@ -22,7 +24,8 @@ from setuptools import Extension, setup
 
 RUNTIME = "src/kernelpack/runtime"
 CSRC = "src/kernelpack/csrc"  # kp_model.h: the launch model both back ends include
-LIMITED = sys.version_info >= (3, 12) and not sysconfig.get_config_var("Py_GIL_DISABLED")
+LIMITED = (os.environ.get("KERNELPACK_BUILD_ABI3", "0") == "1" and sys.version_info >= (3, 12)
+           and not sysconfig.get_config_var("Py_GIL_DISABLED"))
 
 
 def launch_extension() -> Extension:

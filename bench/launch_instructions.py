@@ -236,6 +236,15 @@ def measure(work: Path, launches: int) -> None:
 
             rows.append((f"kernelpack, {nargs} args from a tuple built once (k(*t, ...)), stream given", pre_built,
                          kc.family))
+
+            prep = kc.prepare(*args, grid=1, block=32)  # checked and packed once
+
+            def prepared(count: int, p=prep) -> None:
+                for _ in range(count):
+                    p(0x77)
+
+            rows.append((f"kernelpack, {nargs} args prepared once (p = k.prepare(...); p(stream))", prepared,
+                         kc.family))
         names = []
         for i, (name, run, f) in enumerate(rows):
             before = f.python_calls
@@ -306,6 +315,7 @@ def main() -> int:
     own: dict[int, float] = {}
     launcher: dict[int, float] = {}
     own_t: dict[int, float] = {}
+    own_p: dict[int, float] = {}
     for i, name in enumerate(names):
         v = counts.get(i)
         if v is None:
@@ -315,7 +325,11 @@ def main() -> int:
             print(f"| {name} | {v:,.0f} | 0 |")
             continue
         ref = base
-        if " args from a tuple" in name:  # the same kernels, called as k(*t, ...)
+        if " args prepared once" in name:  # the same kernels, launched through k.prepare(...)
+            nargs = int(name.split("kernelpack, ", 1)[1].split(" args")[0])
+            ref = counts.get(names.index(f"fake cuLaunchKernel from C, {nargs} args"), base)
+            own_p[nargs] = v - ref
+        elif " args from a tuple" in name:  # the same kernels, called as k(*t, ...)
             nargs = int(name.split("kernelpack, ", 1)[1].split(" args")[0])
             ref = counts.get(names.index(f"fake cuLaunchKernel from C, {nargs} args"), base)
             own_t[nargs] = v - ref
@@ -342,6 +356,13 @@ def main() -> int:
         print(f"\nThe same calls as k(*t, grid=..., block=..., stream=...) with t a tuple built once: "
               f"{_slope([(x, own_t[x]) for x in xs]):.1f} per extra argument by least squares; between counts {steps}.")
         result["slope_instr_per_arg_tuple"] = _slope([(x, own_t[x]) for x in xs])
+    if len(own_p) >= 2:
+        xs = sorted(own_p)
+        steps = ", ".join(f"{a}→{b}: {(own_p[b] - own_p[a]) / (b - a):.1f}" for a, b in zip(xs, xs[1:]))
+        print(f"\nThe same kernels prepared once (p = k.prepare(...), then p(stream): the tensors' addresses re-read, "
+              f"nothing else): {_slope([(x, own_p[x]) for x in xs]):.1f} per extra argument by least squares; "
+              f"between counts {steps}.")
+        result["slope_instr_per_arg_prepared"] = _slope([(x, own_p[x]) for x in xs])
     if len(launcher) >= 2:
         xs = sorted(launcher)
         steps = ", ".join(f"{a}→{b}: {(launcher[b] - launcher[a]) / (b - a):.1f}" for a, b in zip(xs, xs[1:]))

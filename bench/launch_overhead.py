@@ -745,6 +745,16 @@ def add_count_rows(add_row, raw, art_dir: Path, tmp: Path, sh: int, torch, np): 
                 fam(*t, grid=g, block=b, stream=s)
 
         row("kernelpack Python, k(*t, ...) with a tuple built once", kp_tuple_run)
+        if hasattr(fam, "prepare"):  # a runtime from before prepared launches has none
+            prepared = fam.prepare(*args, grid=COUNT_GRID, block=COUNT_BLOCK)
+            if not getattr(prepared, "fast", False):
+                raise RuntimeError(f"args{n}: the prepared launch is not on the C path")
+
+            def kp_prepared_run(count: int, p=prepared, s=sh) -> None:
+                for _ in range(count):  # checked and packed once; each call re-reads the tensors' addresses only
+                    p(s)
+
+            row("kernelpack Python, prepared once (p = k.prepare(...); p(stream))", kp_prepared_run)
         try:
             SL = torch._C._StaticCudaLauncher
             loaded = SL._load_kernel(str(cubin), f"args{n}", 0, 0)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpack.clib.cstructs import kp_tensor
+from kernelpack.names import c_name
 
 
 @dataclass(frozen=True)
@@ -249,6 +250,7 @@ def pack_slots(params: Sequence[Param], values: Mapping[str, Any], keep: list[An
     kept alive in ``keep``). Raises KeyError naming a parameter without a value."""
     keep = keep if keep is not None else []
     slots = []
+    values = {**{c_name(k): v for k, v in values.items()}, **values}  # the header's names are hygienic C names
     for p in params:
         if p.name in values:
             v = values[p.name]

@@ -16,7 +16,7 @@ gather() {
   cp "$OUT"/*.json "$FINAL"/ 2>/dev/null || true
 }
 export PYTHONUNBUFFERED=1 KERNELPACK_GPU_ARTIFACTS=$PWD/.gpu KERNELPACK_CACHE_DIR=off PYTHONPATH=$PWD/src
-STEPS=${STEPS:-"corpus_triton corpus_cute corpus_fi tests bench_clib bench_launch bench_load"}
+STEPS=${STEPS:-"corpus_triton corpus_cute corpus_fi tests bench_clib bench_launch bench_load profile_load"}
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader | tee "$OUT/machine.txt"
 python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)" >> "$OUT/machine.txt"
 rm -rf build src/kernelpack/runtime/*.so
@@ -36,4 +36,5 @@ step tests 100 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs ${GPU_TESTS
 step bench_clib 45 python3 bench/clib_launch.py --kernels 200
 step bench_launch 130 python3 bench/launch_overhead.py --json "$OUT/bench.json"
 step bench_load 45 python3 bench/load_scale.py --work .gpu/loadscale --rounds 3
+step profile_load 40 python3 scripts/gpu_profile_load.py .gpu/loadscale/synth-10000-100-sm_90a.kpack k0
 exit 0

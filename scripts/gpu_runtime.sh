@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine: build the runtime's extensions in place for its python3 (abi3 launch path + torch bridge
+# On the GPU machine: build the runtime's extensions in place for its python3 (launch path + torch bridge
 # against its torch), run the runtime tests (fake-driver CPU tests, then GPU tests) and the launch benchmark.
 # Artifacts come from .gpu/runtime (scripts/gpu_runtime_prepare.py on the build machine) and .gpu/launchcost
 # (scripts/gpu_prepare_launchcost.py: the argument-count kernels, their C library, and the runtime's sources before
@@ -16,7 +16,7 @@ rm -rf build src/kernelpack/runtime/*.so
 ls src/kernelpack/runtime/*.so | tee -a "$OUT/build.log"
 status=0
 if [ -z "${SKIP_TESTS:-}" ]; then
-  python3 -m pytest -q -p no:cacheprovider --tb=short ${CPU_TESTS:-tests/test_runtime_launch.py tests/test_runtime_plan.py tests/test_runtime_derived.py tests/test_descriptor_launch.py tests/test_runtime_singletons.py tests/test_clib_build.py} > "$OUT/cpu_tests.log" 2>&1
+  python3 -m pytest -q -p no:cacheprovider --tb=short ${CPU_TESTS:-tests/test_runtime_launch.py tests/test_runtime_bridge.py tests/test_runtime_plan.py tests/test_runtime_derived.py tests/test_descriptor_launch.py tests/test_runtime_singletons.py tests/test_clib_build.py} > "$OUT/cpu_tests.log" 2>&1
   grep -E "^(FAILED|ERROR)|^E |passed|failed" "$OUT/cpu_tests.log" | tail -n 30
   python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_runtime_gpu.py 2>&1 | tee "$OUT/gpu_tests.log"
   status=${PIPESTATUS[0]}

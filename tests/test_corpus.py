@@ -201,6 +201,9 @@ def test_slots_pack_pointers_dtypes_ints_and_floats_by_c_parameter_name() -> Non
         x.data_ptr(), 10, 2, [2, 2, 0], [2, 1, 0])
     with pytest.raises(KeyError, match="alpha"):
         pack_slots(params, {"x": x, "n": 4, "off": 0})
+    # a kernel argument the header renamed (E + capital: errno's reserved names) is found under its C name
+    assert pack_slots([Param("float*", "u_EXP_ptr_"), Param("int32_t", "default_")],
+                      {"EXP_ptr": x, "default": 3}) == [x.data_ptr(), 3]
 
 
 def _entry(family: str, consts: dict[str, Any], opts: dict[str, Any], args: list[str]) -> Entry:

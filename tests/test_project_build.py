@@ -108,6 +108,52 @@ def test_an_incremental_build_writes_the_bytes_a_clean_build_writes(proj: Path, 
     assert [f for f in want if got[f] != want[f]] == [], "outputs differ from a clean build's"
 
 
+SMEM = """extern "C" __global__ void neg(float* y, int n) {
+    __shared__ float s[64];
+    int i = threadIdx.x;
+    s[i % 64] = y[i];
+    __syncthreads();
+    if (i < n) y[i] = -s[(i + 1) % 64];
+}"""
+
+
+@needs_cuda_compiler
+def test_the_generated_text_memo_writes_the_bytes_of_a_clean_build(proj: Path, fresh_cache, tmp_path_factory,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """One-kernel changes relink through the memo of the library's generated texts (clib/memo.py): a changed
+    kernel body reuses the texts (no generator run), a changed static shared memory size rewrites only the data
+    tables, a new kernel regenerates everything; after each, every output is the bytes a clean build with an empty
+    compile cache writes, and the summary's rows (unchanged kernels' taken from the state) are a clean build's."""
+    from conftest import cache_in_force
+    from kernelpack.clib import generate as gen
+
+    runs = []
+
+    class Counted(gen._Gen):  # the real generator, counted
+        def __init__(self, *args, **kwargs) -> None:
+            runs.append(args[0])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(gen, "_Gen", Counted)
+    build(proj, jobs=1)
+    assert runs == ["proj"]
+    changes = [("other.cu", OTHER.replace("-y[i]", "-3.0f * y[i]"), 0),  # the code of one kernel: texts reused
+               ("other.cu", SMEM, 0),  # its static shared memory: data tables only (NAME_data.s)
+               ("kernelpack.toml", TOML.replace('"fill<int>"]', '"fill<int>", "fill<double>"]'), 1)]  # a kernel more
+    for f, text, generated in changes:
+        (proj / f).write_text(text)
+        runs.clear()
+        inc = build(proj, jobs=1)
+        assert inc.linked and len(runs) == generated, (f, runs)
+        with cache_in_force(tmp_path_factory.mktemp("empty-cache")):
+            clean = build(proj, jobs=1, out=tmp_path_factory.mktemp("clean"), force=True)
+        got, want = _tree(proj / "build"), _tree(Path(clean.out))
+        assert sorted(got) == sorted(want)
+        assert [p for p in want if got[p] != want[p]] == [], f"outputs differ from a clean build's after changing {f}"
+        # the summary: rows of unchanged kernels come from the previous state (report.row_key), the same rows
+        assert [{**r.to_json(), "status": ""} for r in inc.rows] == [{**r.to_json(), "status": ""} for r in clean.rows]
+
+
 @needs_cuda_compiler
 def test_relinks_when_an_output_is_deleted_and_force_rebuilds_everything(proj: Path, fresh_cache) -> None:
     build(proj, jobs=1)

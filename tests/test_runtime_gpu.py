@@ -62,6 +62,29 @@ def test_add_is_right_and_takes_the_c_path(mod, torch):
 
 
 @requires_gpu
+def test_a_prepared_launch_is_right_on_streams_and_after_its_tensors_move(mod, torch):
+    n = 10_000
+    a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out = torch.full((n,), float("nan"), device="cuda")
+    tol = {"rtol": 1e-6, "atol": 1e-6}  # float32 sums against float64 ones
+    run = mod.add.prepare(a, b, out, n, grid=(n + 255) // 256, block=256)
+    run()
+    torch.testing.assert_close(out.double(), a.double() + b.double(), **tol)
+    s = torch.cuda.Stream()
+    a.copy_(torch.randn(n, device="cuda"))  # new values, same memory: the prepared launch reads them
+    out.fill_(float("nan"))
+    s.wait_stream(torch.cuda.current_stream())
+    run(stream=s)
+    s.synchronize()
+    torch.testing.assert_close(out.double(), a.double() + b.double(), **tol)
+    out.set_(torch.full((n,), float("nan"), device="cuda"))  # the output tensor now lives elsewhere
+    run()
+    torch.cuda.synchronize()
+    assert not out.isnan().any(), "every element of the moved output was written"
+    torch.testing.assert_close(out.double(), a.double() + b.double(), **tol)
+
+
+@requires_gpu
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_scale_dispatches_on_dtype(mod, torch, dtype):
     dt = getattr(torch, dtype)

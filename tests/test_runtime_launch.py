@@ -87,6 +87,114 @@ def test_add_packs_like_the_reference_packer_and_stays_on_the_c_path(mod, fake, 
     assert fam.python_calls == before + (path == "python")
 
 
+def test_parameters_by_keyword_pack_the_same_and_stay_on_the_c_path(mod, fake, bundle, path):
+    a, b, c = vecs()
+    names = mod.add.family.arg_names
+    mod.add(a, b, c, 1000, grid=4, block=256)
+    want = fake.last()["params"]
+    fam = mod.add.family
+    before = fam.python_calls
+    mod.add(a, b, grid=4, block=256, **{names[3]: 1000, names[2]: c})  # run-time strings, any order
+    mod.add(**dict(zip(names, (a, b, c, 1000))), grid=4, block=256)
+    for _ in range(2):  # the same call site twice: the keyword mapping is cached by its kwnames tuple
+        mod.add(a, b, c, **{names[3]: 1000}, grid=4, block=256)
+    assert fake.count() >= 4 and fake.last()["params"] == want
+    assert fam.python_calls == before + 4 * (path == "python"), "keyword parameters took the Python path"
+    with pytest.raises(ArgumentTypeError, match=f"argument '{names[0]}' given twice"):
+        mod.add(a, b, c, 1000, **{names[0]: a}, grid=4, block=256)
+    with pytest.raises(ArgumentTypeError, match=f"missing {names[3]}"):
+        mod.add(a, b, **{names[2]: c}, grid=4, block=256)
+    with pytest.raises(ArgumentTypeError, match="unknown keyword argument 'nope'"):
+        mod.add(a, b, c, 1000, nope=1, grid=4, block=256)
+
+
+def test_a_prepared_launch_packs_once_and_relaunches_the_same_params(mod, fake, bundle, path):
+    a, b, c = vecs()
+    mod.add(a, b, c, 1000, grid=4, block=256)
+    want = fake.last()
+    fam = mod.add.family
+    before = fam.python_calls
+    run = mod.add.prepare(a, b, c, 1000, grid=4, block=256)
+    assert run.fast == (path == "c")
+    n = fake.count()
+    for _ in range(3):
+        run()
+    assert fake.count() == n + 3 and fake.last()["params"] == want["params"] and fake.last()["grid"] == (4, 1, 1)
+    assert fake.last()["stream"] == 0x5000, "no stream: torch's current stream, read at each call"
+    run(stream=0x7000)
+    assert fake.last()["stream"] == 0x7000
+    run(0x7100)
+    assert fake.last()["stream"] == 0x7100
+    assert fam.python_calls == before + 5 * (path == "python"), "a prepared launch took the Python path"
+    assert mod.add.family.arg_names == ("a", "b", "out", "n")
+    named = mod.add.prepare(a, b, out=c, n=1000, grid=4, block=256)  # parameters by keyword
+    named()
+    assert fake.last()["params"] == want["params"]
+
+
+def test_a_prepared_launch_follows_a_tensor_whose_memory_changed(mod, fake, bundle, path):
+    a, b, c = vecs()
+    run = mod.add.prepare(a, b, c, 1000, grid=4, block=256)
+    run()
+    first = fake.last()["params"]
+    c.set_(torch.zeros(2000))  # same tensor object, new storage: the prepared pointer would be stale
+    run()
+    assert fake.last()["params"] == reference(bundle, "add", [a.data_ptr(), b.data_ptr(), c.data_ptr(), 1000])
+    assert fake.last()["params"] != first
+    c.set_(torch.zeros(4000)[::2])  # not contiguous: no specialization of add takes it, the full error says why
+    with pytest.raises(NoMatchingSpecialization):
+        run()
+
+
+def test_a_prepared_launch_shared_by_threads_never_launches_a_half_written_call(mod, fake, bundle):
+    a, b, c = vecs(1000)
+    keep = [torch.zeros(1000), torch.zeros(1000)]  # storages c is moved between while the threads launch
+    run = mod.add.prepare(a, b, c, 1000, grid=4, block=256)
+    valid = {reference(bundle, "add", [a.data_ptr(), b.data_ptr(), t.data_ptr(), 1000]) for t in (c, *keep)}
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def launcher() -> None:
+        try:
+            for _ in range(300):
+                run()
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    def mover() -> None:
+        i = 0
+        while not stop.is_set():
+            c.set_(keep[i % 2])
+            i += 1
+
+    n = fake.count()
+    threads = [threading.Thread(target=launcher) for _ in range(4)]
+    m = threading.Thread(target=mover)
+    m.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stop.set()
+    m.join()
+    assert not errors
+    launched = fake.launches()[n:]
+    assert len(launched) == 1200
+    assert {x["params"] for x in launched} <= valid, "a launch packed a pointer that was never the output's"
+
+
+def test_a_prepared_launch_refuses_bad_input_clearly(mod, fake, bundle):
+    a, b, c = vecs()
+    with pytest.raises(TypeError, match="prepare\\(\\) takes no stream"):
+        mod.add.prepare(a, b, c, 1000, grid=4, block=256, stream=0)
+    run = mod.add.prepare(a, b, c, 1000, grid=4, block=256)
+    with pytest.raises(TypeError):
+        run(1, 2)
+    bad = mod.add.prepare(a, b, c, grid=4, block=256)  # an argument missing: the Python path's error, when called
+    with pytest.raises(ArgumentTypeError, match="missing"):
+        bad()
+
+
 SCALAR_CASES = [
     (-128, -32768, -2**31, -2**63, 255, 65535, 2**32 - 1, 2**64 - 1, 3.4e38, -1e308, 65504.0, True),
     (1, 2, 3, 4, 5, 6, 7, 8, 0.1, 0.2, 0.1, False),

@@ -26,6 +26,7 @@ import hashlib
 import json
 import math
 import statistics
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -207,20 +208,36 @@ Timer = Callable[[Callable[[], None]], Sequence[float]]  # launch -> kernel time
 
 def cuda_event_timer(warmup: int = 10, reps: int = 50, queue_cycles: int = 100_000) -> Timer:
     """Kernel times with CUDA events (torch.cuda.Event) around each launch, after ``warmup`` launches. Each timed
-    launch is queued behind a ``queue_cycles`` spin kernel (``torch.cuda._sleep``), so the interval between the
-    events is the kernel's, not the host's time to issue it."""
+    launch is queued behind a spin kernel (``torch.cuda._sleep``) that outlasts the host's time to issue the launch,
+    so the interval between the events is the kernel's alone, however slow the launch path under test: the spin is
+    ``queue_cycles`` or 4 x the host time per launch measured over the warm-up (converted to GPU clock cycles by a
+    calibration spin on first use), whichever is longer, at most 50 ms."""
+    hz: list[float] = []  # GPU clock cycles per second of the spin kernel, measured once
 
     def timer(launch: Callable[[], None]) -> list[float]:
         import torch
 
         spin = getattr(torch.cuda, "_sleep", None)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
         for _ in range(warmup):
             launch()
+        host_s = (time.perf_counter() - t0) / max(warmup, 1)
         torch.cuda.synchronize()
+        cycles = 0
+        if spin is not None:
+            if not hz:
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                spin(2_000_000)
+                b.record()
+                torch.cuda.synchronize()
+                hz.append(2_000_000 / max(a.elapsed_time(b) * 1e-3, 1e-6))
+            cycles = int(min(max(queue_cycles, 4 * host_s * hz[0]), 0.05 * hz[0]))
         pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
         for start, end in pairs:
-            if spin is not None and queue_cycles:
-                spin(queue_cycles)
+            if cycles and spin is not None:
+                spin(cycles)
             start.record()
             launch()
             end.record()

@@ -162,6 +162,13 @@ class Library:
                                   f"objects: there is no NAME.c to generate (build() builds it)")
         return generate(self.name, self.bundle, self.programs)
 
+    def _sources(self, cache: CompileCache, data: bytes | None = None) -> Sources:
+        """:meth:`generate` through the text memo in ``cache`` (clib/memo.py: the same sources, less work when only
+        the kernels' binaries changed since the last build of this structure). ``data``: the bundle's bytes."""
+        if not self.bundle.artifacts and not self.programs or self.host_only:
+            return self.generate()  # its errors
+        return generate(self.name, self.bundle, self.programs, data=data, memo=cache)
+
     def write_sources(self, directory: str | os.PathLike[str]) -> Path:
         """Write NAME.c, NAME_data.s, NAME.kpack, NAME.h and NAME.hpp into ``directory`` (for inspection or custom
         builds: compile both source files there with ``-Wa,-I<directory>`` so ``.incbin`` finds NAME.kpack)."""
@@ -192,12 +199,14 @@ class Library:
               cache: CompileCache | None = None) -> BuildResult:
         """Generate, compile and install into ``out_dir``; returns the paths written. The compiled C object is
         reused from ``cache`` (default: the kernelpack compile cache) when its text, compiler and flags match, so a
-        rebuild whose kernels changed only in their binaries just reassembles the data object and relinks.
+        rebuild whose kernels changed only in their binaries just reassembles the data object and relinks; the
+        generated texts likewise (clib/memo.py: only the changed binaries' cubins are read).
 
         All outputs are published together (:mod:`kernelpack.publish`): a failed or interrupted build leaves the
         previous ones as they were, never new headers beside an old library."""
         # every name and string checked before the output directory is touched
-        src = None if self.host_only else self.generate()
+        cache = CompileCache.default() if cache is None else cache
+        src = None if self.host_only else self._sources(cache)
         if src is None:
             from ..cute_host.entry import generate as generate_entries
 
@@ -206,17 +215,19 @@ class Library:
             return self.stage(stage, keep_sources=keep_sources, cache=cache, sources=src)
 
     def stage(self, stage: Stage, *, keep_sources: bool = False, cache: CompileCache | None = None,
-              sources: Sources | None = None) -> BuildResult:
+              sources: Sources | None = None, data: bytes | None = None) -> BuildResult:
         """Build into ``stage`` (published by its owner, with whatever else it holds); returns the final paths.
-        ``sources``: what :meth:`generate` returned, when the caller generated them already."""
+        ``sources``: what :meth:`generate` returned, when the caller generated them already; ``data``: the bytes
+        of the library's bundle (``self.bundle.to_bytes()``), when the caller has them."""
         out, name = stage.out, self.name
         t = stage.work / f"lib{name}"
         t.mkdir()
         if self.host_only:
             return self._stage_programs(stage, t, keep_sources)
-        src = sources if sources is not None else self.generate()
+        cache = CompileCache.default() if cache is None else cache
+        src = sources if sources is not None else self._sources(cache, data)
         self._write_sources(t, src)
-        self._compile_c(t, src, CompileCache.default() if cache is None else cache)
+        self._compile_c(t, src, cache)
         run_tool(self.assemble_command(), f"assembling the data of library {name}", t)
         objs = [t / f"{name}.o", t / f"{name}_data.o"]
         if self.programs:

@@ -9,10 +9,11 @@ small file and relinks, reusing the compiled C object (``build.py`` caches it by
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .. import __version__
-from ..artifact import KernelArtifact
+from ..artifact import Binary, KernelArtifact
 from ..errors import KernelpackError
 from ..launch.facts import facts
 
@@ -45,11 +46,21 @@ extern const kp_bin_info {s['kp_bins']}[KP_NBIN] {hidden};
 """
 
 
-def _bin_rows(a: KernelArtifact, m: dict[str, Any], ptx_blobs: set[int]) -> list[str]:
+# (reqntid, cluster, max_threads, static_smem) of one binary: what its row holds
+RowFacts = tuple[tuple[int, int, int] | None, tuple[int, int, int] | None, int, int]
+FactsOf = Callable[[KernelArtifact, Binary, int], RowFacts]  # (artifact, binary, blob index)
+
+
+def launch_facts(a: KernelArtifact, b: Binary, blob: int) -> RowFacts:
+    """The launch model's facts of binary ``b``; those read from its cubin go into its row."""
+    f = facts(a, b)
+    return f.reqntid, f.cluster, f.max_threads, f.static_smem
+
+
+def _bin_rows(a: KernelArtifact, m: dict[str, Any], ptx_blobs: set[int], facts_of: FactsOf) -> list[str]:
     rows = []
     for b, mb in zip(a.binaries, m["binaries"], strict=True):
-        f = facts(a, b)  # the launch model's facts of this binary; those read from its cubin go here
-        reqntid, cluster, max_threads, static_smem = f.reqntid, f.cluster, f.max_threads, f.static_smem
+        reqntid, cluster, max_threads, static_smem = facts_of(a, b, mb["blob"])
         if b.kind != "cubin":
             ptx_blobs.add(mb["blob"])
         if max_threads > 0xFFFF or any(d > 0xFFFF for d in cluster or ()):
@@ -69,11 +80,14 @@ def _global(sym: str, align: int) -> str:
     return f"\t.balign {align}\n\t.globl {sym}\n\t.hidden {sym}\n\t.type {sym}, %object\n{sym}:\n"
 
 
-def data_asm(lib: str, arts: tuple[KernelArtifact, ...], manifest: dict[str, Any], bundle_size: int) -> str:
-    """The assembly text of library ``lib``'s data object (``.incbin`` of ``lib.kpack``, found through ``-I``)."""
+def data_asm(lib: str, arts: tuple[KernelArtifact, ...], manifest: dict[str, Any], bundle_size: int,
+             facts_of: FactsOf = launch_facts) -> str:
+    """The assembly text of library ``lib``'s data object (``.incbin`` of ``lib.kpack``, found through ``-I``).
+    ``facts_of``: each binary's row facts (default: read from its cubin; ``clib/memo.py`` passes remembered ones)."""
     s = symbols(lib)
     ptx_blobs: set[int] = set()
-    bins = [row for a, m in zip(arts, manifest["artifacts"], strict=True) for row in _bin_rows(a, m, ptx_blobs)]
+    bins = [row for a, m in zip(arts, manifest["artifacts"], strict=True)
+            for row in _bin_rows(a, m, ptx_blobs, facts_of)]
     nbin = len(bins)
     if len(manifest["blobs"]) > nbin:
         raise KernelpackError(f"library {lib}: the bundle holds more blobs than binaries")

@@ -12,20 +12,22 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..abi import Struct
-from ..artifact import KernelArtifact
+from ..artifact import Binary, KernelArtifact
 from ..bundle import Bundle, read_manifest
+from ..cache import CompileCache
 from ..errors import KernelpackError
 from ..launch.codes import LAUNCH_FLAGS
 from ..launch.device import requires_text
 from ..launch.facts import facts
 from ..names import c_name, c_string, check_library_name
+from . import memo as memos
 from .cdecl import LIBRARY_API, TypeNames, archs_text, entry_name, param_decl, status_name_body, wrapper_name
 from .cppheader import cpp_header, cpp_names
-from .dataobj import c_declarations, data_asm
+from .dataobj import RowFacts, c_declarations, data_asm, launch_facts
 from .family import Family, build_families, describe_arg, null_checks, typed_constraint_checks
 from .headers import c_header
 from .launchgen import LAUNCH, DescArg, Plan, desc_table
@@ -76,7 +78,8 @@ _archs = archs_text
 
 
 class _Gen:
-    def __init__(self, lib: str, bundle: Bundle, programs: Sequence[HostProgram] = ()) -> None:
+    def __init__(self, lib: str, bundle: Bundle, programs: Sequence[HostProgram] = (), data: bytes | None = None,
+                 manifest: dict[str, Any] | None = None) -> None:
         check_library_name(lib)
         if not bundle.artifacts:
             raise KernelpackError(f"library {lib}: no kernels given" + (
@@ -84,8 +87,8 @@ class _Gen:
         self.programs = tuple(programs)
         self.lib = lib
         self.bundle = bundle
-        self.data = bundle.to_bytes()
-        self.manifest = read_manifest(self.data)
+        self.data = bundle.to_bytes() if data is None else data
+        self.manifest = read_manifest(self.data) if manifest is None else manifest
         self.arts = bundle.artifacts
         self.names = TypeNames(lib)
         self.plans: list[Plan] = []
@@ -386,9 +389,44 @@ def _unique(items: list[tuple[str, str]], where: str) -> None:
         seen.setdefault(name, what)
 
 
-def generate(name: str, bundle: Bundle, programs: Sequence[HostProgram] = ()) -> Sources:
+def generate(name: str, bundle: Bundle, programs: Sequence[HostProgram] = (), *, data: bytes | None = None,
+             memo: CompileCache | None = None) -> Sources:
     """Generate the sources of library ``name`` from ``bundle`` and the declarations of the CuTe host ``programs``
-    linked into it (raises KernelpackError on an unusable set)."""
-    g = _Gen(name, bundle, programs)
-    return Sources(name, c_header(g), cpp_header(g), g.tu(), g.data, g.names,
-                   data_asm(name, g.arts, g.manifest, len(g.data)))
+    linked into it (raises KernelpackError on an unusable set). ``data``: ``bundle.to_bytes()`` when the caller has
+    it. ``memo``: a compile cache holding the texts generated for bundles of the same structure (``clib/memo.py``):
+    only the binaries' facts are read again and the texts reused when they agree; the result is the same."""
+    if memo is None or not memo.enabled or programs or not bundle.artifacts:
+        g = _Gen(name, bundle, programs, data)
+        return Sources(name, c_header(g), cpp_header(g), g.tu(), g.data, g.names,
+                       data_asm(name, g.arts, g.manifest, len(g.data)))
+    check_library_name(name)
+    data = bundle.to_bytes() if data is None else data
+    manifest = read_manifest(data, source=f"the bundle of library {name}")
+    structure = memos.structure_digest(manifest)
+    old = memos.load(memo, name, structure)
+    known = old.facts if old is not None else {}
+    blobs = manifest["blobs"]
+    facts: dict[str, memos.CubinFacts] = {}
+    views: list[Any] = []
+    for a, m in zip(bundle.artifacts, manifest["artifacts"], strict=True):
+        for b, mb in zip(a.binaries, m["binaries"], strict=True):
+            if b.kind == "cubin":
+                k = f"{blobs[mb['blob']]['sha256']}:{a.entry}"
+                f = facts.get(k) or known.get(k) or memos.CubinFacts.read(a, b)
+                facts[k] = f
+                views.append(f.header_view)
+
+    def facts_of(a: KernelArtifact, b: Binary, blob: int) -> RowFacts:
+        if b.kind != "cubin":
+            return launch_facts(a, b, blob)
+        f = facts[f"{blobs[blob]['sha256']}:{a.entry}"]
+        return f.reqntid, f.cluster, f.max_threads, f.static_smem
+
+    if old is not None and old.header_views == views:  # same structure, same facts in NAME.h: the same texts
+        return Sources(name, old.header, old.cpp_header, old.tu, data, None,
+                       data_asm(name, bundle.artifacts, manifest, len(data), facts_of))
+    g = _Gen(name, bundle, (), data, manifest)
+    src = Sources(name, c_header(g), cpp_header(g), g.tu(), data, g.names,
+                  data_asm(name, g.arts, manifest, len(data), facts_of))
+    memos.store(memo, name, structure, memos.Memo(src.tu, src.header, src.cpp_header, facts, views))
+    return src

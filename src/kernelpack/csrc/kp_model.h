@@ -29,6 +29,23 @@
 #define KP_DT_F8E5M2 15 /* uint8_t storage of fp8 bits */
 #define KP_DTYPE_COUNT 16
 #define KP_DTYPE_NAMES {"any", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64", "bool", "f8e4m3", "f8e5m2"} /* indexed by kp_dtype */
+/* X(c10::ScalarType enumerator, kp_dtype) for every dtype torch names (the torch bridge's table) */
+#define KP_TORCH_DTYPES(X) \
+    X(Char, KP_DT_I8) \
+    X(Short, KP_DT_I16) \
+    X(Int, KP_DT_I32) \
+    X(Long, KP_DT_I64) \
+    X(Byte, KP_DT_U8) \
+    X(UInt16, KP_DT_U16) \
+    X(UInt32, KP_DT_U32) \
+    X(UInt64, KP_DT_U64) \
+    X(Half, KP_DT_F16) \
+    X(BFloat16, KP_DT_BF16) \
+    X(Float, KP_DT_F32) \
+    X(Double, KP_DT_F64) \
+    X(Bool, KP_DT_BOOL) \
+    X(Float8_e4m3fn, KP_DT_F8E4M3) \
+    X(Float8_e5m2, KP_DT_F8E5M2)
 
 /* ---- CUresult values the code reacts to */
 #define KP_CUDA_SUCCESS 0

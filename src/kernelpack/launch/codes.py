@@ -28,6 +28,21 @@ def dtype_enum_name(d: DType | None) -> str:
     return "KP_DTYPE_ANY" if d is None else f"KP_{d.value.upper()}"
 
 
+# Each dtype as the array libraries name it: torch's attribute (torch.<name>) and c10's ScalarType enumerator (read by
+# the runtime's adapters and the torch bridge), and DLPack's (type code, bits) (the runtime's DLPack reader). Only
+# NVIDIA's (OCP) fp8 formats: torch's float8_e4m3fnuz/e5m2fnuz (AMD) stay unnamed, and are refused.
+TORCH_DTYPES: dict[DType, tuple[str, str]] = {
+    DType.i8: ("int8", "Char"), DType.i16: ("int16", "Short"), DType.i32: ("int32", "Int"),
+    DType.i64: ("int64", "Long"), DType.u8: ("uint8", "Byte"), DType.u16: ("uint16", "UInt16"),
+    DType.u32: ("uint32", "UInt32"), DType.u64: ("uint64", "UInt64"), DType.f16: ("float16", "Half"),
+    DType.bf16: ("bfloat16", "BFloat16"), DType.f32: ("float32", "Float"), DType.f64: ("float64", "Double"),
+    DType.bool: ("bool", "Bool"), DType.f8e4m3: ("float8_e4m3fn", "Float8_e4m3fn"),
+    DType.f8e5m2: ("float8_e5m2", "Float8_e5m2")}
+DLPACK_DTYPES: dict[DType, tuple[int, int]] = {  # kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLBool 6, fp8 (1.1+)
+    DType.i8: (0, 8), DType.i16: (0, 16), DType.i32: (0, 32), DType.i64: (0, 64), DType.u8: (1, 8),
+    DType.u16: (1, 16), DType.u32: (1, 32), DType.u64: (1, 64), DType.f16: (2, 16), DType.f32: (2, 32),
+    DType.f64: (2, 64), DType.bf16: (4, 16), DType.bool: (6, 8), DType.f8e4m3: (10, 8), DType.f8e5m2: (12, 8)}
+
 # the values a 64-bit field (kp_tensor's shape/stride, the C extension's int64) can carry for each integer dtype
 INT_RANGE: dict[DType, tuple[int, int]] = {d: d.int_range for d in DTYPES if d.is_integer}
 INT64_RANGE: dict[DType, tuple[int, int]] = {d: (lo, min(hi, 2**63 - 1)) for d, (lo, hi) in INT_RANGE.items()}

@@ -25,6 +25,7 @@ def render() -> str:
     dtypes = "\n".join(f"#define KP_DT_{d.value.upper()} {c} /* {d.c_type}{' storage of fp8 bits' * d.is_fp8} */"
                        for d, c in codes.DTYPE_CODE.items())
     names = ", ".join(f'"{d.value}"' for d in codes.DTYPES)
+    torch_dtypes = " \\\n    ".join(f"X({c10}, KP_DT_{d.value.upper()})" for d, (_, c10) in codes.TORCH_DTYPES.items())
     cuda = defines([(f"KP_{n}", v) for n, v in codes.CUDA_RESULTS.items()])
     attrs = defines([(f"KP_CU_DEVICE_ATTRIBUTE_{n}", v) for n, v in codes.DEVICE_ATTRIBUTES.items()]
                     + [(f"KP_CU_FUNC_ATTRIBUTE_{n}", v) for n, v in codes.FUNC_ATTRIBUTES.items()]
@@ -63,6 +64,9 @@ def render() -> str:
 {dtypes}
 #define KP_DTYPE_COUNT {len(codes.DTYPES) + 1}
 #define KP_DTYPE_NAMES {{"any", {names}}} /* indexed by kp_dtype */
+/* X(c10::ScalarType enumerator, kp_dtype) for every dtype torch names (the torch bridge's table) */
+#define KP_TORCH_DTYPES(X) \\
+    {torch_dtypes}
 
 /* ---- CUresult values the code reacts to */
 {cuda}

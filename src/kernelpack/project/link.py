@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..bundle import Bundle
-from ..publish import Stage
-from .model import LibrarySpec
+if TYPE_CHECKING:
+    from ..bundle import Bundle
+    from ..publish import Stage
+    from .model import LibrarySpec
 
 
 def expected_outputs(name: str, out: Path, programs: list[Any]) -> dict[str, Path]:
@@ -18,10 +19,13 @@ def expected_outputs(name: str, out: Path, programs: list[Any]) -> dict[str, Pat
             "pkgconfig": out / "lib" / "pkgconfig" / f"{name}.pc"}
 
 
-def link(lib: LibrarySpec, stage: Stage, bundle: Bundle, programs: list[Any]) -> dict[str, Path]:
-    """Build the library into ``stage`` (published with the rest of the build); returns the final paths."""
+def link(lib: LibrarySpec, stage: Stage, bundle: Bundle, programs: list[Any],
+         data: bytes | None = None) -> dict[str, Path]:
+    """Build the library into ``stage`` (published with the rest of the build); returns the final paths. ``data``:
+    the bundle's bytes (``bundle.to_bytes()``), when the caller has them."""
     from ..clib import Library
 
-    Library(lib.name, *([bundle] if len(bundle) else []), *programs, cflags=lib.cflags,
-            version=lib.version).stage(stage)
+    library = Library(lib.name, *([bundle] if len(bundle) else []), *programs, cflags=lib.cflags, version=lib.version)
+    same = len(library.bundle) == len(bundle) and all(x is y for x, y in zip(library.bundle, bundle))
+    library.stage(stage, data=data if same else None)  # the bytes of exactly these artifacts
     return expected_outputs(lib.name, stage.out, programs)

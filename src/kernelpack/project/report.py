@@ -4,13 +4,16 @@ above what some devices of the arch family allow, library archs a kernel does no
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..artifact import KernelArtifact
-from ..bundle import Bundle
+if TYPE_CHECKING:  # (annotations only: reading a state's rows imports neither)
+    from ..artifact import KernelArtifact
+    from ..bundle import Bundle
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,34 @@ def _copy(v: Any) -> Any:
 
 def rows(bundle: Bundle, library_archs: Sequence[str], status: dict[str, str] | None = None) -> list[Row]:
     return [row(a, library_archs, (status or {}).get(a.label, "")) for a in bundle]
+
+
+def row_key(a: KernelArtifact, library_archs: Sequence[str]) -> str:
+    """What :func:`row` reads of ``a`` (its binaries by SHA-256), the library's archs and kernelpack's code, hashed:
+    equal keys give equal rows (the status aside)."""
+    from ..cache import code_digest
+
+    ls = a.launch
+    facts = [a.label, a.entry, a.provenance.frontend, ls.block, ls.dynamic_smem, list(library_archs),
+             [[str(b.arch), b.kind, b.sha256] for b in a.binaries], code_digest()]
+    return hashlib.sha256(json.dumps(facts).encode()).hexdigest()
+
+
+def rows_reusing(bundle: Bundle, library_archs: Sequence[str], status: Mapping[str, str],
+                 previous: Mapping[str, tuple[str, Mapping[str, Any]]]) -> tuple[list[Row], dict[str, str]]:
+    """:func:`rows`, taking each kernel's row from ``previous`` (label -> (row key, row as ``Row.to_json`` wrote
+    it)) where its key is the kernel's :func:`row_key` (no cubin is parsed for it); also returns every row's key."""
+    out, keys = [], {}
+    for a in bundle:
+        k = keys[a.label] = row_key(a, library_archs)
+        prev = previous.get(a.label)
+        if prev is not None and prev[0] == k:
+            r = Row(**prev[1])
+            r.status = status.get(a.label, "")
+        else:
+            r = row(a, library_archs, status.get(a.label, ""))
+        out.append(r)
+    return out, keys
 
 
 def row(a: KernelArtifact, library_archs: Sequence[str], status: str = "") -> Row:

@@ -15,35 +15,33 @@ failed build leaves the previous set, never half of each.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import dataclasses
 import hashlib
 import json
-import multiprocessing
 import os
-import signal
 import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__, config
 from .._reprs import clip_left
-from ..artifact import deferred_verification
-from ..bundle import Bundle
 from ..deps import digest_files, python_deps
 from ..errors import BundleError, KernelpackError
 from ..frontends.registry import FRONTENDS
-from ..launch.family import check_families
-from ..merge import merge_programs, set_origin
 from ..publish import Stage, output_dir
 from . import state as st
 from .jobs import Job, Outcome, execute, fingerprint, plan, run, static_files
 from .link import expected_outputs
 from .model import BuildSpec, Project, ProjectError, check_executor, load_project
-from .report import Row, rows
+from .report import Row, rows_reusing
 from .state import STATE_DIR, STATE_VERSION
+
+if TYPE_CHECKING:
+    from ..bundle import Bundle
+
+# (the bundle, artifact, merge and launch modules are imported where a build uses them: a no-op build needs none)
 
 LOCAL = BuildSpec()  # the default executor: worker processes on this machine
 Built = Any  # a job's decoded output: Bundle, or a CuTe HostProgram
@@ -225,14 +223,24 @@ def _finish(project: Project, stage: Stage, all_jobs: list[Job], built: dict[str
     outputs, report.linked = _write_outputs(project, stage, bundle, data, stamp, programs, state, force)
     report.link_seconds = round(time.perf_counter() - t_link, 3)
     report.outputs = {k: str(v) for k, v in outputs.items()}
-    report.rows = rows(bundle, project.library.archs, status)
+    report.rows, row_keys = rows_reusing(bundle, project.library.archs, status, _previous_rows(state))
     report.rows += _host_rows(programs, project.library.archs)
     stage.write(f"{STATE_DIR}/state.json", st.encode({
         "version": STATE_VERSION, "digest": digest, "jobs": new_jobs,
-        "library_stamp": stamp,
+        "library_stamp": stamp, "row_keys": row_keys,
         "outputs": {str(p): _stat(stage.staged(p)) for p in outputs.values()}, "outputs_paths": report.outputs,
         "rows": [r.to_json() for r in report.rows],
     }))
+
+
+def _previous_rows(state: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The previous build's summary rows by kernel label, with their keys (report.row_key), for reuse."""
+    keys = state.get("row_keys", {})
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    for r in state.get("rows", []):  # the kernels' rows first, then the host programs' (which have no key)
+        if r["kernel"] in keys:
+            out.setdefault(r["kernel"], (keys[r["kernel"]], r))
+    return out
 
 
 def _load(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | None, *,
@@ -315,6 +323,9 @@ def _run_all(project: Project, stale: list[Job], workers: int, cache_dir: str | 
             ev.done(j, o)
             out.append(o)
         return out
+    import concurrent.futures as cf  # here: a build that runs one step or none starts no pool (and imports none)
+    import multiprocessing
+
     # at most `workers` jobs in flight, so "submitted" means "running" for the progress display
     ctx = multiprocessing.get_context("spawn")  # the DSLs are neither thread- nor fork-safe
     results: list[Outcome] = []
@@ -349,14 +360,19 @@ def _decode(job_id: str, kind: str, data: bytes) -> Built:
     """A job's output bytes as a Bundle or HostProgram (BundleError if they are not one)."""
     if kind == "host":
         from ..cute_host.program import HostProgram
+        from ..merge import set_origin
 
         return set_origin(HostProgram.from_bytes(data, source=job_id), job_id)  # names the job when merged
+    from ..bundle import Bundle
+
     return Bundle.from_bytes(data, source=job_id)
 
 
 def _decode_saved(state_dir: Path, job_id: str, kind: str, sha256: str) -> Built | None:
     """The previous build's output of a job, or None when it is missing, is not the file the state describes (a
     build killed between writing it and its state), or is not readable (the job is rebuilt)."""
+    from ..artifact import deferred_verification
+
     data = st.read_job(state_dir, job_id, kind)
     if data is None or hashlib.sha256(data).hexdigest() != sha256:
         return None
@@ -369,6 +385,8 @@ def _decode_saved(state_dir: Path, job_id: str, kind: str, sha256: str) -> Built
 
 def _worker_init() -> None:
     """Workers leave Ctrl-C to the parent (it stops them), so an interrupt prints no worker tracebacks."""
+    import signal
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
@@ -376,6 +394,10 @@ def _merge(all_jobs: list[Job], built: dict[str, Built],
            statuses: dict[str, str]) -> tuple[Bundle, list[Any], dict[str, str]]:
     """The jobs' kernels as one bundle and their host programs, each kernel (program) built for several archs by
     several jobs merged into one (kernelpack.merge); a kernel's status is its last job's."""
+    from ..bundle import Bundle
+    from ..launch.family import check_families
+    from ..merge import merge_programs
+
     bundles, programs, status = [], [], {}
     for j in all_jobs:
         b = built[j.id]
@@ -425,7 +447,7 @@ def _write_outputs(project: Project, stage: Stage, bundle: Bundle, data: bytes, 
         state.get("outputs", {}).get(str(p)) == _stat(p) for p in expected.values())
     if fresh and not force:
         return {**outputs, **{k: v for k, v in expected.items() if v.exists()}}, False
-    return {**outputs, **link(lib, stage, bundle, programs)}, True
+    return {**outputs, **link(lib, stage, bundle, programs, data)}, True
 
 
 def _holds(path: Path, data: bytes) -> bool:

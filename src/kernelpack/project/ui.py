@@ -4,6 +4,7 @@ finished job, and the summary table."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +18,20 @@ _STYLE = {"compiled": "green", "cached": "cyan", "failed": "bold red"}
 class Display(Events):
     """Receives the runner's events and draws them with rich (plain lines when the output is not a terminal)."""
 
-    def __init__(self, console: Any) -> None:
-        self.console = console
+    def __init__(self, console: Any = None, make: Callable[[], Any] | None = None) -> None:
+        self._console = console
+        self._make = make  # makes the console on first use when none is given (a no-op --json build draws nothing)
         self.progress: Any = None  # the live display, started when the first step runs (a no-op build draws none)
         self.overall: Any = None
         self.total: int | None = None
         self.tasks: dict[str, Any] = {}
+
+    @property
+    def console(self) -> Any:
+        if self._console is None:
+            assert self._make is not None, "Display needs a console or a way to make one"
+            self._console = self._make()
+        return self._console
 
     def _live(self) -> Any:
         if self.progress is None:
@@ -74,20 +83,22 @@ def run_build(project: str | None, *, jobs: int | None, force: bool, quiet: bool
     """The ``kernelpack build`` command (project form); returns the exit status."""
     import json
 
-    from rich.console import Console
+    def make() -> Any:  # rich is imported when something is drawn (a no-op build with --json draws nothing)
+        from rich.console import Console
 
-    if console is None:
-        console = Console(stderr=as_json, quiet=quiet)
-        if not console.is_terminal:
-            console = Console(stderr=as_json, quiet=quiet, width=max(console.width, 160))
+        made = Console(stderr=as_json, quiet=quiet)
+        if not made.is_terminal:
+            made = Console(stderr=as_json, quiet=quiet, width=max(made.width, 160))
+        return made
+
     workers = jobs  # None: the CPU count (local), the cluster's CPUs (Ray)
-    with Display(console) as display:  # errors (BuildFailed included) go to the CLI: stderr, even with -q
+    with Display(console, make) as display:  # errors (BuildFailed included) go to the CLI: stderr, even with -q
         report = build(project, jobs=workers, force=force, out=out, events=display, tuning=tuning,
                        executor=executor, address=address)
     if as_json:
         print(json.dumps(report.to_json(), indent=1, sort_keys=True))
         return 0
-    summarize(report, console)
+    summarize(report, display.console)
     return 0
 
 

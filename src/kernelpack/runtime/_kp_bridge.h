@@ -5,26 +5,29 @@
 
 #include <stdint.h>
 
-#define KP_BRIDGE_ABI 2
+#define KP_BRIDGE_ABI 3
 #define KP_BRIDGE_CAPSULE "kernelpack.runtime._torch_bridge.api"
+
+#define KP_VIEW_ELSEWHERE (-1) /* kp_view.device: a torch tensor not in CUDA device memory */
+#define KP_VIEW_NONE (-2)      /* kp_view.device: not a torch tensor (nothing else set) */
 
 typedef struct kp_view {
     uint64_t data;
     const int64_t* shape;  /* valid while the tensor lives */
     const int64_t* stride; /* in elements */
     int32_t ndim;
+    int16_t device;     /* CUDA ordinal of a tensor in CUDA device memory, else KP_VIEW_ELSEWHERE or KP_VIEW_NONE */
     int8_t dtype;       /* kp_dtype code (KP_DT_* of kp_model.h), KP_DT_ANY = none of them */
-    int8_t device_type; /* 1 = CUDA device memory, 0 = anything else */
-    int16_t device;     /* CUDA ordinal */
     uint8_t contiguous; /* C-contiguous as torch defines it */
 } kp_view;
 
 typedef struct kp_bridge {
     int abi; /* KP_BRIDGE_ABI */
-    /* 1: a torch tensor, *out filled; 0: not a torch tensor; -1: a tensor the bridge cannot read (no exception set) */
-    int (*unpack)(PyObject* obj, kp_view* out);
-    /* the same without ndim, shape and stride (left unset): for arguments no plan packs as a tensor descriptor */
-    int (*unpack_ptr)(PyObject* obj, kp_view* out);
+    /* The arguments of a launch that may be tensors, at once: for k < n, out[i] describes args[i], i = which[k]
+     * (device KP_VIEW_NONE: not a torch tensor); ndim, shape and stride only where dims[i] (arguments some plan packs
+     * as a tensor or tensor descriptor; else left unset). Returns the number of tensors, or -1 for a tensor the
+     * bridge cannot read (no exception set). */
+    int (*unpack_args)(PyObject* const* args, const uint8_t* which, int n, const uint8_t* dims, kp_view* out);
     /* 0: *out = torch's current stream on CUDA device `device`; -1: not available (no exception set): the caller
      * asks the Python-level getter (runtime/streams.py c_getter) */
     int (*current_stream)(int device, uint64_t* out);

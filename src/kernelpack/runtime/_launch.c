@@ -15,8 +15,8 @@
  * Driver entry points are handed over by runtime/driver.py (resolved there with cuGetProcAddress_v2 from the
  * dlopen-ed driver), so both paths always call one driver.
  *
- * Built with the limited API (abi3) for CPython >= 3.12, where vectorcall is part of it; as a version-specific
- * extension for 3.10 and 3.11.
+ * Built as a version-specific extension (ints and floats read inline: CPython's compact ints); with
+ * KERNELPACK_BUILD_ABI3=1, with the limited API (abi3) for CPython >= 3.12, where vectorcall is part of it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -86,20 +86,27 @@ static int release_gil = 1;       /* set_release_gil(False): keep it (single-thr
 static PyObject* stream_getter;   /* Python fallback for torch's current stream: f(device) -> int */
 static PyObject* s_grid, *s_block, *s_smem, *s_stream, *s_cluster, *s_cuda_stream, *s_repr;
 
-/* The launch options by keyword. A call site passes the same kwnames tuple (a constant of its code object) every
- * time, so the last one seen is kept with its mapping; the tuple is held, so its address cannot be reused. */
+/* Keywords: the launch options (K_GRID..K_CLUSTER) and parameters by name (K_N + the parameter's position). A call
+ * site passes the same kwnames tuple (a constant of its code object) every time, so each family keeps the last one
+ * seen with its mapping; the tuple is held, so its address cannot be reused. */
 enum { K_GRID, K_BLOCK, K_SMEM, K_STREAM, K_CLUSTER, K_N };
-static PyObject* kw_last;
-static int kw_last_n;
-static int8_t kw_last_map[K_N];
+#define KP_MAX_KW (K_N + KP_MAX_SLOTS)
 
 /* ------------------------------------------------------------------ plans and device tables */
 
+/* A slot's common case, packed without the general fit_slot when the argument is the plain one (else fit_slot
+ * decides): a pointer param given a contiguous tensor on the launch device, an int32/int64 param without divisor
+ * or range given an int, a float param given a float. */
+enum { F_GENERAL = 0, F_PTR, F_I32, F_I64, F_F32 };
+
 typedef struct {
     uint8_t op;
+    uint8_t fop; /* F_*: the slot's fast case */
     int8_t dtype;
     int8_t rank, shape_dt, stride_dt;
     int8_t dev; /* KP_OP_DEVICE: which of the chosen entry's device values */
+    int8_t apow2, dpow2; /* align / divisor is a power of two (a mask test, no division) */
+    uint32_t kmask, kwant; /* F_PTR: view_key(v) & kmask == kwant | device for a tensor it takes (dtype, contiguous) */
     int16_t arg;
     uint32_t offset, size, align, data_off;
     int64_t divisor;
@@ -138,6 +145,7 @@ typedef struct {
 
 typedef struct {
     int nslots, ok; /* ok: every slot can be packed here (else such a launch takes the Python path) */
+    int covers;     /* every caller argument is some slot's (else the others are checked after dispatch) */
     int grid;       /* 1: a grid formula the C path evaluates; -1: one it cannot (Python path); 0: none */
     int glen[3];
     int ndev;       /* device-derived params (KP_OP_DEVICE): each entry carries their values */
@@ -168,9 +176,17 @@ typedef struct {
     PyObject* weakrefs;
     PyObject* slow;
     PyObject* load; /* load(device, entry) -> bool: loads an entry published as not loaded yet (kernel NULL) */
+    PyObject* names;   /* the parameters' names (interned str), in order: parameters passed by keyword */
+    PyObject* kw_last; /* the last kwnames tuple seen, mapped in kw_map (kw_n entries) */
+    int kw_n;
+    int8_t kw_map[KP_MAX_KW];
     int nargs, nplan;
     kp_plan* plans;
     uint8_t dims[KP_MAX_SLOTS]; /* per argument: 1 when some plan packs it as a tensor descriptor (shape, strides) */
+    /* the arguments read through the torch bridge at every launch (ascending): those some plan reads as a pointer,
+     * tensor or tensor descriptor, or leaves unread; the others only ever fill scalar or bytes params */
+    uint8_t cand[KP_MAX_SLOTS], which[KP_MAX_SLOTS];
+    int ncand;
     kp_dev* devs[KP_MAX_DEVICES];
     struct kp_tmap* tmaps; /* KP_TMAP_CACHE encoded tensor maps, allocated on the first TMA launch */
     uint64_t tmap_clock;   /* stamps for least-recently-used replacement */
@@ -187,17 +203,49 @@ typedef struct kp_tmap {
 
 static PyTypeObject* FamilyType;
 
-/* ------------------------------------------------------------------ argument classification */
+/* ------------------------------------------------------------------ scalar arguments */
 
-enum { A_OTHER = 0, A_TENSOR, A_INT, A_UINT, A_FLOAT, A_BOOL };
+/* An exact int in general: 1 with *i when it fits int64, 2 with *u when it fits only uint64 (above INT64_MAX); -1
+ * otherwise (the Python path). */
+static KP_INLINE int read_long_any(PyObject* o, int64_t* i, uint64_t* u) {
+    int of = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &of);
+    if (of == 0) {
+        if (v == -1 && PyErr_Occurred()) return PyErr_Clear(), -1;
+        *i = v;
+        return 1;
+    }
+    if (of < 0) return -1;
+    unsigned long long x = PyLong_AsUnsignedLongLong(o);
+    if (x == (unsigned long long)-1 && PyErr_Occurred()) return PyErr_Clear(), -1;
+    *u = x;
+    return 2;
+}
 
-typedef struct {
-    int kind;
-    int64_t i;  /* A_INT, A_BOOL */
-    uint64_t u; /* A_UINT: above INT64_MAX */
-    double f;
-    kp_view v;
-} kp_arg;
+#ifdef Py_LIMITED_API
+#define read_long read_long_any /* abi3: the int's layout is not part of the API */
+#define KP_FLOAT_VALUE(o) PyFloat_AsDouble(o)
+#else
+static KP_NOINLINE int read_long_big(PyObject* o, int64_t* i, uint64_t* u) { return read_long_any(o, i, u); }
+
+/* The same with CPython's compact ints (one digit, or a 3.12+ compact value) read inline. */
+static KP_INLINE int read_long(PyObject* o, int64_t* i, uint64_t* u) {
+#if PY_VERSION_HEX >= 0x030C0000
+    if (KP_LIKELY(PyUnstable_Long_IsCompact((PyLongObject*)o))) {
+        *i = (int64_t)PyUnstable_Long_CompactValue((PyLongObject*)o);
+        return 1;
+    }
+#else
+    Py_ssize_t size = Py_SIZE(o);
+    if (KP_LIKELY(size >= -1 && size <= 1)) { /* CPython's MEDIUM_VALUE */
+        *i = (int64_t)size * (int64_t)((PyLongObject*)o)->ob_digit[0];
+        return 1;
+    }
+#endif
+    return read_long_big(o, i, u);
+}
+#define KP_FLOAT_VALUE(o) PyFloat_AS_DOUBLE(o)
+#endif
 
 static KP_INLINE int int_range_ok(int dt, int64_t v) {
     switch (dt) {
@@ -347,121 +395,237 @@ static int tensor_map(kp_family* f, const kp_slot* s, const kp_view* v, unsigned
     return 1;
 }
 
-/* A tensor-descriptor argument (KP_OP_DESC: its first param, the map or the decomposed base pointer). 1: packed;
- * 0: it does not fit this specialization (dtype, rank, ranges); -1: the Python path decides. */
-static KP_NOINLINE int fit_desc(kp_family* f, const kp_slot* s, const kp_arg* a, unsigned char* p) {
-    if (a->kind != A_TENSOR) return 0;
-    if (a->v.dtype == KP_DT_ANY) return -1; /* an element type kernelpack does not name: Python says so */
-    if (a->v.dtype != s->dtype || a->v.ndim != s->rank) return 0;
-    if (s->nranges && !ranges_ok(s, 0, a->v.shape)) return 0;
-    if (s->tma) return tensor_map(f, s, &a->v, p);
-    memcpy(p, &a->v.data, 8); /* decomposed: the base pointer, no constraint of its own */
+/* A tensor-descriptor argument (KP_OP_DESC: its first param, the map or the decomposed base pointer), tensor v.
+ * 1: packed; 0: it does not fit this specialization (dtype, rank, ranges); -1: the Python path decides. */
+static KP_NOINLINE int fit_desc(kp_family* f, const kp_slot* s, const kp_view* v, unsigned char* p) {
+    if (v->dtype == KP_DT_ANY) return -1; /* an element type kernelpack does not name: Python says so */
+    if (v->dtype != s->dtype || v->ndim != s->rank) return 0;
+    if (s->nranges && !ranges_ok(s, 0, v->shape)) return 0;
+    if (s->tma) return tensor_map(f, s, v, p);
+    memcpy(p, &v->data, 8); /* decomposed: the base pointer, no constraint of its own */
     return 1;
 }
 
 /* A param a tensor descriptor fills after its first (KP_OP_DESC_FIELD): extent or stride `pos` (elements), or a
  * flag (0: no NaN padding, no TF32 rounding). Its descriptor slot came first and checked the tensor. */
-static KP_NOINLINE int fit_desc_field(const kp_slot* s, const kp_arg* a, unsigned char* p) {
-    if (a->kind != A_TENSOR || a->v.ndim != s->rank) return 0;
+static KP_NOINLINE int fit_desc_field(const kp_slot* s, const kp_view* v, unsigned char* p) {
+    if (v->ndim != s->rank) return 0;
     if (s->field == 2) {
         memset(p, 0, s->size);
         return 1;
     }
-    int64_t x = s->field == 0 ? a->v.shape[s->pos] : a->v.stride[s->pos];
+    int64_t x = s->field == 0 ? v->shape[s->pos] : v->stride[s->pos];
     if (!int_range_ok(s->dtype, x)) return -1;
     store_int(p, s->dtype, (uint64_t)x);
     return 1;
 }
 
-/* Does argument a fit slot s? If so, pack it into buf (dv: the device values of the entry tried). 1: it fits; 0: it
- * does not; -1: the Python path decides (a tensor descriptor it alone can judge). */
-static KP_INLINE int fit_slot(kp_family* f, const kp_slot* s, const kp_arg* a, PyObject* obj, unsigned char* buf,
-                              const int64_t* dv) {
+/* ------------------------------------------------------------------ the arguments of one launch */
+
+/* What a launch knows of its arguments: the views of the arguments that may be tensors, read through the torch
+ * bridge in one call before dispatch; each slot reads its own int, float or bool argument as it packs it. No copy of
+ * the arguments is made. */
+typedef struct {
+    PyObject* const* args;
+    int nargs;
+    int device;   /* the launch device: every tensor must be on it */
+    int ntensors; /* torch tensors among the arguments */
+    kp_view v[KP_MAX_SLOTS];
+} kp_call;
+
+/* A view's device, dtype and contiguity as one word (little-endian: device in bits 0-15, dtype 16-23, contiguous
+ * 24-31), so a pointer slot checks all three with one compare (kp_slot.kmask, kwant). */
+_Static_assert(offsetof(kp_view, device) % 4 == 0 && offsetof(kp_view, dtype) == offsetof(kp_view, device) + 2 &&
+                   offsetof(kp_view, contiguous) == offsetof(kp_view, device) + 3,
+               "kp_view: device, dtype, contiguous in one word");
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "view_key assumes a little-endian target"
+#endif
+static KP_INLINE uint32_t view_key(const kp_view* v) {
+    uint32_t k;
+    memcpy(&k, &v->device, 4);
+    return k;
+}
+
+/* The views of args[which[0..n)] into c->v: through the bridge; without one, none is a tensor (a launch with a tensor
+ * takes the Python path). 0: done; -1: the Python path. */
+static int read_views(const kp_family* f, kp_call* c, const uint8_t* which, int n) {
+    if (bridge == NULL) {
+        for (int k = 0; k < n; k++) c->v[which[k]].device = KP_VIEW_NONE;
+        return 0;
+    }
+    int r = bridge->unpack_args(c->args, which, n, f->dims, c->v);
+    if (r < 0) return -1;
+    c->ntensors += r;
+    return 0;
+}
+
+/* Argument o is no torch tensor: 0 when the fast path reads it (an int that fits 64 bits, a float, a bool, bytes:
+ * a slot that takes none of these just does not fit, and dispatch goes on); -1 when it does not (Python path). */
+static KP_NOINLINE int not_tensor(PyObject* o) {
+    if (PyLong_CheckExact(o)) {
+        int64_t i;
+        uint64_t u;
+        return read_long(o, &i, &u) < 0 ? -1 : 0;
+    }
+    return PyFloat_CheckExact(o) || o == Py_True || o == Py_False || PyBytes_CheckExact(o) ? 0 : -1;
+}
+
+/* Argument i (read: a candidate, or read by not_taken) whose view is not a tensor on the launch device: 0 when it is
+ * no tensor but an argument the fast path reads, -1 otherwise (a tensor elsewhere, another kind of object). */
+static KP_NOINLINE int view_miss(const kp_call* c, int i) {
+    return c->v[i].device == KP_VIEW_NONE ? not_tensor(c->args[i]) : -1;
+}
+
+/* Candidate argument i as a tensor: 1 with *out, a tensor on the launch device; else view_miss. */
+static KP_INLINE int arg_view(kp_call* c, int i, const kp_view** out) {
+    const kp_view* v = &c->v[i];
+    if (KP_UNLIKELY(v->device != c->device)) return view_miss(c, i);
+    *out = v;
+    return 1;
+}
+
+/* Argument i, of a kind its slot does not take: 0 when the fast path reads it (dispatch goes on), -1 when not. */
+static KP_NOINLINE int not_taken(const kp_family* f, kp_call* c, int i) {
+    if (!f->cand[i]) { /* not read before dispatch: read it now */
+        PyObject* o = c->args[i];
+        if (PyLong_CheckExact(o) || PyFloat_CheckExact(o) || o == Py_True || o == Py_False || PyBytes_CheckExact(o))
+            return not_tensor(o);
+        const uint8_t one = (uint8_t)i;
+        if (read_views(f, c, &one, 1) < 0) return -1;
+    }
+    return c->v[i].device == c->device ? 0 : view_miss(c, i);
+}
+
+/* Is x a multiple of m (> 1; pow2: a power of two)? */
+static KP_INLINE int multiple(uint64_t x, uint64_t m, int pow2) { return pow2 ? (x & (m - 1)) == 0 : x % m == 0; }
+
+/* An int argument i for scalar slot s. */
+static KP_INLINE int fit_int(const kp_slot* s, unsigned char* p, int64_t i) {
+    switch (s->dtype) {
+    case KP_DT_I32: {
+        if (i < INT32_MIN || i > INT32_MAX) return 0;
+        int32_t x = (int32_t)i;
+        memcpy(p, &x, 4);
+        break;
+    }
+    case KP_DT_I64: memcpy(p, &i, 8); break;
+    case KP_DT_F16: case KP_DT_BF16: case KP_DT_F32: case KP_DT_F64:
+        return store_float(p, s->dtype, (double)i);
+    case KP_DT_BOOL:
+        if (i != 0 && i != 1) return 0;
+        *p = (unsigned char)i;
+        return 1;
+    default:
+        if (!int_range_ok(s->dtype, i)) return 0;
+        store_int(p, s->dtype, (uint64_t)i);
+    }
+    if (s->divisor > 1 && !multiple((uint64_t)i, (uint64_t)s->divisor, s->dpow2)) return 0;
+    return !s->nranges || ranges_ok(s, i, NULL);
+}
+
+/* An int above INT64_MAX for scalar slot s: a uint64 param only. */
+static KP_NOINLINE int fit_uint(const kp_slot* s, unsigned char* p, uint64_t u) {
+    if (s->dtype != KP_DT_U64) return 0; /* a float param: the Python path decides */
+    if (s->divisor > 1 && u % (uint64_t)s->divisor) return 0;
+    /* above INT64_MAX: beyond every range's upper bound but INT64_MAX, which is none (Range: no bound) */
+    for (int k = 0; k < s->nranges; k++)
+        if (s->rmode[k] < 0 && s->rhi[k] < INT64_MAX) return 0;
+    memcpy(p, &u, 8);
+    return 1;
+}
+
+/* A torch-tensor argument v for a tensor-struct slot (KP_OP_TENSOR). */
+static KP_NOINLINE int fit_tensor(const kp_slot* s, const kp_view* v, unsigned char* p) {
+    if (v->dtype != s->dtype || v->ndim != s->rank) return 0;
+    if (s->align > 1 && !multiple(v->data, s->align, s->apow2)) return 0;
+    memset(p, 0, s->size); /* the struct's padding too: the driver copies every byte */
+    memcpy(p + s->data_off, &v->data, 8);
+    for (int i = 0; i < s->rank; i++) {
+        int64_t sh = v->shape[i], st = v->stride[i];
+        if (s->shape[i] != KP_DYN) {
+            if (sh != s->shape[i]) return 0;
+        } else {
+            if (!int_range_ok(s->shape_dt, sh)) return 0;
+            store_int(p + s->shape_off[i], s->shape_dt, (uint64_t)sh);
+        }
+        if (s->stride[i] != KP_DYN) {
+            if (st != s->stride[i]) return 0;
+        } else {
+            if (!int_range_ok(s->stride_dt, st)) return 0;
+            store_int(p + s->stride_off[i], s->stride_dt, (uint64_t)st);
+        }
+    }
+    return !s->nranges || ranges_ok(s, 0, v->shape);
+}
+
+/* Does the argument of slot s fit it? If so, pack it into buf (dv: the device values of the entry tried). 1: it
+ * fits; 0: it does not; -1: the Python path decides (an argument the fast path does not read, a tensor descriptor
+ * it alone can judge). */
+static KP_NOINLINE int fit_slot(kp_family* f, const kp_slot* s, kp_call* c, unsigned char* buf, const int64_t* dv) {
     unsigned char* p = buf + s->offset;
+    const kp_view* v = NULL;
+    int r;
     switch (s->op) {
-    case KP_OP_DESC:
-        return fit_desc(f, s, a, p);
-    case KP_OP_DESC_FIELD:
-        return fit_desc_field(s, a, p);
+    case KP_OP_PTR: {
+        uint64_t ptr;
+        v = &c->v[s->arg];
+        if (KP_LIKELY(v->device == c->device)) {
+            if (s->dtype != KP_DT_ANY && v->dtype != s->dtype) return 0;
+            if (!v->contiguous) return 0;
+            ptr = v->data;
+        } else {
+            PyObject* o = c->args[s->arg];
+            if (!PyLong_CheckExact(o)) return view_miss(c, s->arg);
+            int64_t i;
+            if ((r = read_long(o, &i, &ptr)) < 0) return -1;
+            if (r == 1) {
+                if (i < 0) return 0;
+                ptr = (uint64_t)i;
+            }
+        }
+        if (s->align > 1 && !multiple(ptr, s->align, s->apow2)) return 0;
+        memcpy(p, &ptr, 8);
+        return 1;
+    }
+    case KP_OP_SCALAR: {
+        PyObject* o = c->args[s->arg];
+        if (PyLong_CheckExact(o)) {
+            int64_t i;
+            uint64_t u;
+            if ((r = read_long(o, &i, &u)) < 0) return -1;
+            return r == 1 ? fit_int(s, p, i) : fit_uint(s, p, u);
+        }
+        if (PyFloat_CheckExact(o))
+            return s->dtype >= KP_DT_F16 && s->dtype <= KP_DT_F64 ? store_float(p, s->dtype, KP_FLOAT_VALUE(o)) : 0;
+        if (o == Py_True || o == Py_False) { /* only a bool param takes one (else the Python path refuses) */
+            if (s->dtype != KP_DT_BOOL) return 0;
+            *p = (unsigned char)(o == Py_True);
+            return 1;
+        }
+        return not_taken(f, c, s->arg);
+    }
     case KP_OP_NULL:
         memset(p, 0, s->size);
         return 1;
     case KP_OP_DEVICE:
         store_int(p, s->dtype, (uint64_t)dv[s->dev]);
         return 1;
-    case KP_OP_PTR: {
-        uint64_t ptr;
-        if (a->kind == A_TENSOR) {
-            if (s->dtype != KP_DT_ANY && a->v.dtype != s->dtype) return 0;
-            if (!a->v.contiguous) return 0;
-            ptr = a->v.data;
-        } else if (a->kind == A_INT && a->i >= 0) {
-            ptr = (uint64_t)a->i;
-        } else if (a->kind == A_UINT) {
-            ptr = a->u;
-        } else {
-            return 0;
-        }
-        if (s->align > 1 && ptr % s->align) return 0;
-        memcpy(p, &ptr, 8);
-        return 1;
-    }
-    case KP_OP_SCALAR:
-        if (s->dtype >= KP_DT_F16 && s->dtype <= KP_DT_F64) {
-            double x;
-            if (a->kind == A_FLOAT) x = a->f;
-            else if (a->kind == A_INT) x = (double)a->i;
-            else return 0; /* huge ints: the Python path decides */
-            return store_float(p, s->dtype, x);
-        }
-        if (s->dtype == KP_DT_BOOL) {
-            if ((a->kind != A_INT && a->kind != A_BOOL) || (a->i != 0 && a->i != 1)) return 0;
-            *p = (unsigned char)a->i;
-            return 1;
-        }
-        if (a->kind == A_INT) {
-            if (!int_range_ok(s->dtype, a->i) || (s->divisor > 1 && a->i % s->divisor)) return 0;
-            if (s->nranges && !ranges_ok(s, a->i, NULL)) return 0;
-            store_int(p, s->dtype, (uint64_t)a->i);
-            return 1;
-        }
-        if (a->kind == A_UINT && s->dtype == KP_DT_U64) {
-            if (s->divisor > 1 && a->u % (uint64_t)s->divisor) return 0;
-            /* above INT64_MAX: beyond every range's upper bound but INT64_MAX, which is none (Range: no bound) */
-            for (int k = 0; k < s->nranges; k++)
-                if (s->rmode[k] < 0 && s->rhi[k] < INT64_MAX) return 0;
-            memcpy(p, &a->u, 8);
-            return 1;
-        }
-        return 0;
-    case KP_OP_TENSOR: {
-        if (a->kind != A_TENSOR || a->v.dtype != s->dtype || a->v.ndim != s->rank) return 0;
-        if (s->align > 1 && a->v.data % s->align) return 0;
-        memset(p, 0, s->size); /* the struct's padding too: the driver copies every byte */
-        memcpy(p + s->data_off, &a->v.data, 8);
-        for (int i = 0; i < s->rank; i++) {
-            int64_t sh = a->v.shape[i], st = a->v.stride[i];
-            if (s->shape[i] != KP_DYN) {
-                if (sh != s->shape[i]) return 0;
-            } else {
-                if (!int_range_ok(s->shape_dt, sh)) return 0;
-                store_int(p + s->shape_off[i], s->shape_dt, (uint64_t)sh);
-            }
-            if (s->stride[i] != KP_DYN) {
-                if (st != s->stride[i]) return 0;
-            } else {
-                if (!int_range_ok(s->stride_dt, st)) return 0;
-                store_int(p + s->stride_off[i], s->stride_dt, (uint64_t)st);
-            }
-        }
-        if (s->nranges && !ranges_ok(s, 0, a->v.shape)) return 0;
-        return 1;
-    }
+    case KP_OP_TENSOR:
+        if ((r = arg_view(c, s->arg, &v)) <= 0) return r;
+        return fit_tensor(s, v, p);
+    case KP_OP_DESC:
+        if ((r = arg_view(c, s->arg, &v)) <= 0) return r;
+        return fit_desc(f, s, v, p);
+    case KP_OP_DESC_FIELD:
+        if ((r = arg_view(c, s->arg, &v)) <= 0) return r;
+        return fit_desc_field(s, v, p);
     case KP_OP_BYTES: {
-        if (!PyBytes_Check(obj)) return 0;
+        PyObject* o = c->args[s->arg];
+        if (!PyBytes_CheckExact(o)) return not_taken(f, c, s->arg);
         char* data;
         Py_ssize_t n;
-        if (PyBytes_AsStringAndSize(obj, &data, &n) < 0) {
+        if (PyBytes_AsStringAndSize(o, &data, &n) < 0) {
             PyErr_Clear();
             return 0;
         }
@@ -470,6 +634,14 @@ static KP_INLINE int fit_slot(kp_family* f, const kp_slot* s, const kp_arg* a, P
         return 1;
     }
     }
+    return 0;
+}
+
+/* Arguments no slot of the chosen plan reads (a plan that does not cover them all): each must be one the fast path
+ * reads, as every argument of a launch it makes. 0: they are; -1: the Python path. */
+static KP_NOINLINE int check_unread(const kp_family* f, kp_call* c) {
+    for (int i = 0; i < c->nargs; i++)
+        if (not_taken(f, c, i) < 0) return -1;
     return 0;
 }
 
@@ -718,15 +890,16 @@ static CUresult launch(void* ctx, void* kernel, const uint32_t g[3], const uint3
 
 /* ------------------------------------------------------------------ launch options */
 
-/* The number of keywords, each mapped to its option in kw_last_map; -1 when one is not a launch option (a param
- * by name, or a name not interned: the Python path). */
-static int map_kwnames(PyObject* kwnames, int8_t map[K_N]) {
-    if (KP_LIKELY(kwnames == kw_last)) {
-        memcpy(map, kw_last_map, K_N);
-        return kw_last_n;
+/* The number of keywords, each mapped to a launch option or K_N + a parameter's position; -1 when one is neither
+ * (pdl=, cooperative=, an unknown name: the Python path decides). */
+static int map_kwnames(kp_family* f, PyObject* kwnames, int8_t map[KP_MAX_KW]) {
+    if (KP_LIKELY(kwnames == f->kw_last)) {
+        memcpy(map, f->kw_map, (size_t)f->kw_n);
+        return f->kw_n;
     }
     Py_ssize_t nk = PyTuple_Size(kwnames);
-    if (nk < 0 || nk > K_N) return PyErr_Clear(), -1;
+    if (nk < 0 || nk > KP_MAX_KW) return PyErr_Clear(), -1;
+    Py_ssize_t np = f->names != NULL ? PyTuple_Size(f->names) : 0;
     for (Py_ssize_t i = 0; i < nk; i++) {
         PyObject* k = PyTuple_GetItem(kwnames, i);
         if (k == s_grid) map[i] = K_GRID;
@@ -734,13 +907,22 @@ static int map_kwnames(PyObject* kwnames, int8_t map[K_N]) {
         else if (k == s_smem) map[i] = K_SMEM;
         else if (k == s_stream) map[i] = K_STREAM;
         else if (k == s_cluster) map[i] = K_CLUSTER;
-        else return -1;
+        else {
+            Py_ssize_t j = 0;
+            for (; j < np; j++) { /* interned names compare by identity; a name built at run time by value */
+                PyObject* name = PyTuple_GetItem(f->names, j);
+                if (name == k || (PyUnicode_Check(k) && PyUnicode_Compare(name, k) == 0)) break;
+            }
+            if (PyErr_Occurred()) return PyErr_Clear(), -1;
+            if (j == np) return -1;
+            map[i] = (int8_t)(K_N + j);
+        }
     }
 #ifndef Py_GIL_DISABLED /* the cache is guarded by the GIL */
-    PyObject* old = kw_last;
-    kw_last = Py_NewRef(kwnames);
-    kw_last_n = (int)nk;
-    memcpy(kw_last_map, map, K_N);
+    PyObject* old = f->kw_last;
+    f->kw_last = Py_NewRef(kwnames);
+    f->kw_n = (int)nk;
+    memcpy(f->kw_map, map, (size_t)nk);
     Py_XDECREF(old);
 #endif
     return (int)nk;
@@ -758,76 +940,93 @@ static int call_load(kp_family* self, int device, int entry) {
     return ok;
 }
 
-static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+/* What a call resolved, kept by a prepared launch (Family.prepare): everything but the stream, and the views of the
+ * arguments that may be tensors, so a later call re-reads only those and compares (a tensor whose data pointer,
+ * device, dtype or contiguity changed is resolved again). */
+typedef struct {
+    int ok;      /* 1: resolved on the fast path; 0: the Python path decides every call */
+    int empty;   /* a grid rule gave a dimension <= 0: nothing to launch */
+    int recheck; /* 1: some argument is packed with its shape (tensor struct, descriptor): resolve every call */
+    int device, pdl, ntensors, nt;
+    uint64_t gen; /* driver_gen when resolved */
+    void *ctx, *kernel;
+    const kp_plan* plan;
+    uint32_t g[3], b[3], c[3], smem;
+    PyObject* argv[KP_MAX_SLOTS]; /* the parameters in order (borrowed from the prepared launch's own references) */
+    uint8_t which[KP_MAX_SLOTS];  /* the arguments that may be tensors, and their views when resolved */
+    kp_view v[KP_MAX_SLOTS];
+    void* ptrs[KP_MAX_SLOTS];
+    unsigned char buf[KP_BUF] __attribute__((aligned(16)));
+} kp_capture;
+
+/* One call: resolve (arguments, dispatch, configuration) and launch; with cap, resolve only, into cap (ok = 0: the
+ * Python path decides), and launch nothing. */
+static PyObject* family_run(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames, kp_capture* cap) {
     kp_family* self = (kp_family*)op;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject* const* argv = args; /* the parameters in order (some passed by keyword: put in place in named[]) */
+    PyObject* named[KP_MAX_SLOTS];
     PyObject *grid = NULL, *block = NULL, *smem = NULL, *stream = NULL, *cluster = NULL;
-    kp_arg a[KP_MAX_SLOTS];
     unsigned char buf[KP_BUF] __attribute__((aligned(16)));
     void* ptrs[KP_MAX_SLOTS];
 
-    if (KP_UNLIKELY(nargs != self->nargs)) goto slow;
+    if (KP_UNLIKELY(nargs > self->nargs)) goto slow;
     if (KP_UNLIKELY(cu_launch == NULL)) { /* the process's first launch: Python hands over the driver */
         int ok = call_load(self, -1, -1);
         if (ok < 0) return NULL;
         if (!ok || cu_launch == NULL) goto slow;
     }
     if (kwnames != NULL) {
-        int8_t map[K_N];
-        int nk = map_kwnames(kwnames, map);
+        int8_t map[KP_MAX_KW];
+        int nk = map_kwnames(self, kwnames, map);
         if (nk < 0) goto slow;
         PyObject* opt[K_N] = {NULL, NULL, NULL, NULL, NULL};
-        for (int i = 0; i < nk; i++) opt[map[i]] = args[nargs + i];
+        int nnamed = 0;
+        for (int i = 0; i < nk; i++) {
+            if (map[i] < K_N) opt[map[i]] = args[nargs + i];
+            else nnamed++;
+        }
+        if (nnamed) { /* all parameters once each, else the Python path says what is missing or repeated */
+            if (nargs + nnamed != self->nargs) goto slow;
+            memcpy(named, args, (size_t)nargs * sizeof(PyObject*));
+            for (int i = (int)nargs; i < self->nargs; i++) named[i] = NULL;
+            for (int i = 0; i < nk; i++) {
+                int j = map[i] - K_N;
+                if (j < 0) continue;
+                if (j < nargs || named[j] != NULL) goto slow;
+                named[j] = args[nargs + i];
+            }
+            argv = named, nargs = self->nargs;
+        }
         grid = opt[K_GRID], block = opt[K_BLOCK], smem = opt[K_SMEM], stream = opt[K_STREAM], cluster = opt[K_CLUSTER];
     }
-    int device = -1, saw_tensor = 0;
-    for (Py_ssize_t i = 0; i < nargs; i++) {
-        PyObject* o = args[i];
-        kp_arg* x = &a[i];
-        if (PyLong_CheckExact(o)) {
-            int of = 0;
-            long long v = PyLong_AsLongLongAndOverflow(o, &of);
-            if (of == 0) {
-                if (v == -1 && PyErr_Occurred()) goto slow_clear;
-                x->kind = A_INT, x->i = v;
-            } else if (of > 0) {
-                unsigned long long u = PyLong_AsUnsignedLongLong(o);
-                if (u == (unsigned long long)-1 && PyErr_Occurred()) goto slow_clear;
-                x->kind = A_UINT, x->u = u;
+    if (KP_UNLIKELY(nargs != self->nargs)) goto slow;
+    /* the arguments that may be tensors, read at once; then the launch device: with one visible device, 0 (each
+     * tensor is checked to be on it as a slot takes it); else the first tensor's, and without one the current
+     * context's (device 0 when none is current), as in Python */
+    kp_call a;
+    a.args = argv, a.nargs = (int)nargs, a.device = -1, a.ntensors = 0;
+    if (self->ncand > 0 && read_views(self, &a, self->which, self->ncand) < 0) goto slow;
+    if (KP_LIKELY(one_device)) {
+        a.device = 0;
+    } else {
+        for (int k = 0; k < self->ncand && a.device < 0; k++) {
+            int d = a.v[self->which[k]].device;
+            if (d == KP_VIEW_ELSEWHERE) goto slow;
+            if (d >= 0) a.device = d;
+        }
+        if (a.device < 0) {
+            void* cur = NULL;
+            if (cu_ctx_get(&cur) != 0) goto slow;
+            if (cur == NULL) {
+                a.device = 0;
             } else {
-                goto slow;
+                for (int d = 0; d < KP_MAX_DEVICES && a.device < 0; d++)
+                    if (self->devs[d] != NULL && self->devs[d]->ctx == cur) a.device = d;
             }
-        } else if (PyFloat_CheckExact(o)) {
-            x->kind = A_FLOAT, x->f = PyFloat_AsDouble(o);
-        } else if (o == Py_True || o == Py_False) { /* only a bool param takes one (else the Python path refuses) */
-            x->kind = A_BOOL, x->i = o == Py_True;
-        } else {
-            if (bridge == NULL) goto slow; /* tensors are read in C only through the torch bridge */
-            int r = self->dims[i] ? bridge->unpack(o, &x->v) : bridge->unpack_ptr(o, &x->v);
-            if (r != 1) {
-                if (r == 0 && PyBytes_CheckExact(o)) {
-                    x->kind = A_OTHER;
-                    continue;
-                }
-                goto slow;
-            }
-            if (x->v.device_type != 1) goto slow;
-            if (device < 0) device = x->v.device;
-            else if (device != x->v.device) goto slow;
-            x->kind = A_TENSOR, saw_tensor = 1;
         }
     }
-    if (device < 0 && one_device) device = 0;
-    if (device < 0) { /* no tensor: the current context's device, or device 0 when none is current (as in Python) */
-        void* cur = NULL;
-        if (cu_ctx_get(&cur) != 0) goto slow;
-        if (cur == NULL) {
-            device = 0;
-        } else {
-            for (int d = 0; d < KP_MAX_DEVICES && device < 0; d++)
-                if (self->devs[d] != NULL && self->devs[d]->ctx == cur) device = d;
-        }
-    }
+    const int device = a.device;
     if (device < 0 || device >= KP_MAX_DEVICES) goto slow;
     int loaded = 0;
 dispatch:;
@@ -841,21 +1040,68 @@ dispatch:;
         goto dispatch;
     }
 
-    /* dispatch: the first specialization (in this device's order) every argument fits */
+    /* dispatch: the first specialization (in this device's order) every argument fits, packed as it is read */
     const kp_entry* e = NULL;
     const kp_plan* plan = NULL;
+    const kp_view* const views = a.v;
+    const uint32_t dev16 = (uint16_t)device;
     for (int j = 0; j < dev->n && e == NULL; j++) {
         const kp_plan* pl = &self->plans[dev->e[j].plan];
         if (!pl->ok) goto slow;
+        const int64_t* dv = dev->e[j].dv;
+        const kp_slot* sl = pl->slots;
+        const int nslots = pl->nslots; /* a local: the packing's byte stores may alias any field */
         int fits = 1;
-        for (int s = 0; s < pl->nslots && fits > 0; s++) {
-            const kp_slot* sl = &pl->slots[s];
-            fits = fit_slot(self, sl, sl->arg >= 0 ? &a[sl->arg] : NULL, sl->arg >= 0 ? args[sl->arg] : NULL, buf,
-                            dev->e[j].dv);
-            ptrs[s] = buf + sl->offset;
+        for (int s = 0; s < nslots; s++, sl++) {
+            unsigned char* p = buf + sl->offset;
+            ptrs[s] = p;
+            const int fop = sl->fop; /* the common cases inline; anything else (or failing them) in fit_slot */
+            if (KP_LIKELY(fop == F_PTR)) {
+                const kp_view* v = &views[sl->arg];
+                if (KP_LIKELY((view_key(v) & sl->kmask) == (sl->kwant | dev16)) &&
+                    (sl->align <= 1 || multiple(v->data, sl->align, sl->apow2))) {
+                    memcpy(p, &v->data, 8);
+                    continue;
+                }
+            }
+            switch (fop) {
+            case F_I32: case F_I64: {
+                PyObject* o = argv[sl->arg];
+                int64_t i;
+                uint64_t u;
+                if (KP_LIKELY(PyLong_CheckExact(o)) && read_long(o, &i, &u) == 1) {
+                    if (sl->fop == F_I64) {
+                        memcpy(p, &i, 8);
+                        continue;
+                    }
+                    if (i >= INT32_MIN && i <= INT32_MAX) {
+                        int32_t x = (int32_t)i;
+                        memcpy(p, &x, 4);
+                        continue;
+                    }
+                }
+                break;
+            }
+            case F_F32: {
+                PyObject* o = argv[sl->arg];
+                if (KP_LIKELY(PyFloat_CheckExact(o))) {
+                    double x = KP_FLOAT_VALUE(o);
+                    float y = (float)x;
+                    if (KP_LIKELY(!isinf(y)) || isinf(x)) {
+                        memcpy(p, &y, 4);
+                        continue;
+                    }
+                }
+                break;
+            }
+            }
+            if ((fits = fit_slot(self, sl, &a, buf, dv)) <= 0) break;
         }
         if (fits < 0) goto slow;
-        if (fits) e = &dev->e[j], plan = pl;
+        if (fits) {
+            if (KP_UNLIKELY(!pl->covers) && check_unread(self, &a) < 0) goto slow;
+            e = &dev->e[j], plan = pl;
+        }
     }
     if (e == NULL) goto slow;
     if (e->kernel == NULL) { /* chosen for the first time: Python builds, verifies and loads it, then republishes */
@@ -877,7 +1123,10 @@ dispatch:;
         if (plan->grid != 1) goto slow; /* no formula (grid is required), or one only Python computes */
         int r = grid_from_rule(plan, buf, g);
         if (r < 0) goto slow;
-        if (r == 0) Py_RETURN_NONE; /* a dimension <= 0: nothing to launch, as in the C library */
+        if (r == 0) { /* a dimension <= 0: nothing to launch, as in the C library */
+            if (cap != NULL) cap->ok = 1, cap->empty = 1, cap->gen = driver_gen;
+            Py_RETURN_NONE;
+        }
     } else if (!read_dims(grid, g)) {
         goto slow;
     }
@@ -916,9 +1165,26 @@ dispatch:;
         if (g[0] % want[0] || g[1] % want[1] || g[2] % want[2]) goto slow;
         if (!e->cluster[0]) memcpy(c, want, sizeof c); /* a compile-time cluster is never requested again */
     }
+    if (cap != NULL) {
+        cap->ok = 1, cap->empty = 0, cap->recheck = 0, cap->gen = driver_gen;
+        cap->device = device, cap->pdl = e->pdl, cap->ntensors = a.ntensors;
+        cap->ctx = dev->ctx, cap->kernel = e->kernel, cap->plan = plan;
+        memcpy(cap->g, g, sizeof g), memcpy(cap->b, b, sizeof b), memcpy(cap->c, c, sizeof c);
+        cap->smem = nsmem;
+        for (int i = 0; i < self->nargs; i++) cap->argv[i] = argv[i];
+        cap->nt = self->ncand;
+        for (int k = 0; k < self->ncand; k++) {
+            cap->which[k] = self->which[k];
+            cap->v[k] = a.v[self->which[k]];
+            if (self->dims[self->which[k]]) cap->recheck = 1;
+        }
+        memcpy(cap->buf, buf, sizeof buf);
+        for (int s = 0; s < plan->nslots; s++) cap->ptrs[s] = cap->buf + ((unsigned char*)ptrs[s] - buf);
+        Py_RETURN_NONE;
+    }
     uint64_t hstream = 0;
     if (stream == NULL || stream == Py_None) {
-        if (saw_tensor && !current_stream(device, &hstream)) goto slow;
+        if (a.ntensors > 0 && !current_stream(device, &hstream)) goto slow; /* no tensor: the legacy stream 0 */
     } else if (!read_stream(stream, &hstream)) {
         goto slow;
     }
@@ -933,8 +1199,248 @@ dispatch:;
 slow_clear:
     PyErr_Clear();
 slow:
+    if (cap != NULL) {
+        PyErr_Clear();
+        cap->ok = 0;
+        Py_RETURN_NONE;
+    }
     return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
 }
+
+static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+    return family_run(op, args, nargsf, kwnames, NULL);
+}
+
+/* ------------------------------------------------------------------ prepared launches */
+
+/* Family.prepare(*args, grid=..., ...): the call resolved once; calling it (optionally with stream=) launches the
+ * packed parameters again. Each call re-reads the arguments that may be tensors (one bridge call) and resolves
+ * again when one changed; scalars are immutable. The arguments are held, so their memory lives as long as it. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject* family;
+    PyObject* args;    /* tuple: the positional and keyword values as passed */
+    PyObject* kwnames; /* NULL or the keywords' names */
+    Py_ssize_t nargs;
+    int busy; /* launches of this capture in flight with the GIL released */
+    kp_capture cap;
+} kp_prepared;
+
+static PyTypeObject* PreparedType;
+
+/* Resolve the prepared call again, into a capture of its own (malloc'd; *out, NULL on error): the object's own
+ * capture may be in use by a launch of another thread, which released the GIL. */
+static int prepared_resolve(kp_prepared* p, kp_capture** out) {
+    PyObject* items[KP_MAX_KW];
+    *out = NULL;
+    kp_capture* c = (kp_capture*)PyMem_Malloc(sizeof(kp_capture));
+    if (c == NULL) return PyErr_NoMemory(), -1;
+    c->ok = 0;
+    Py_ssize_t n = PyTuple_Size(p->args);
+    if (n <= KP_MAX_KW) { /* more than the fast path ever takes: the Python path */
+        for (Py_ssize_t i = 0; i < n; i++) items[i] = PyTuple_GetItem(p->args, i);
+        PyObject* r = family_run(p->family, items, (size_t)p->nargs, p->kwnames, c);
+        if (r == NULL) {
+            PyMem_Free(c);
+            return -1;
+        }
+        Py_DECREF(r);
+    }
+    *out = c;
+    return 0;
+}
+
+/* dst = src, its parameter pointers moved into dst's buffer */
+static void capture_copy(kp_capture* dst, const kp_capture* src) {
+    memcpy(dst, src, sizeof *dst);
+    if (src->ok && !src->empty)
+        for (int s = 0; s < src->plan->nslots; s++) dst->ptrs[s] = dst->buf + ((unsigned char*)src->ptrs[s] - src->buf);
+}
+
+/* The Python path with the prepared arguments and this call's stream (it launches, or raises the full error). */
+static PyObject* prepared_slow(kp_prepared* p, PyObject* stream) {
+    Py_ssize_t n = PyTuple_Size(p->args), nk = p->kwnames ? PyTuple_Size(p->kwnames) : 0;
+    PyObject** vec = (PyObject**)PyMem_Malloc((size_t)(n + 1) * sizeof(PyObject*));
+    if (vec == NULL) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) vec[i] = PyTuple_GetItem(p->args, i);
+    PyObject* names = PyTuple_New(nk + (stream != NULL));
+    if (names == NULL) {
+        PyMem_Free(vec);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nk; i++) PyTuple_SetItem(names, i, Py_NewRef(PyTuple_GetItem(p->kwnames, i)));
+    if (stream != NULL) {
+        PyTuple_SetItem(names, nk, Py_NewRef(s_stream));
+        vec[n] = stream;
+    }
+    PyObject* slow = ((kp_family*)p->family)->slow;
+    PyObject* r = PyObject_Vectorcall(slow, vec, (size_t)p->nargs, PyTuple_Size(names) ? names : NULL);
+    Py_DECREF(names);
+    PyMem_Free(vec);
+    return r;
+}
+
+/* Launch capture c (the object's own, or a private one) on this call's stream. */
+static PyObject* prepared_launch(kp_prepared* p, kp_capture* c, PyObject* stream) {
+    if (c->empty) Py_RETURN_NONE;
+    uint64_t hstream = 0;
+    if (stream == NULL) {
+        if (c->ntensors > 0 && !current_stream(c->device, &hstream)) return prepared_slow(p, stream);
+    } else if (!read_stream(stream, &hstream)) {
+        return prepared_slow(p, stream);
+    }
+    const char* call = c->c[0] || c->pdl ? "cuLaunchKernelEx" : "cuLaunchKernel";
+    p->busy++; /* under the GIL: while it is released, no other thread rewrites this capture */
+    PyThreadState* ts = release_gil ? PyEval_SaveThread() : NULL;
+    CUresult r = launch(c->ctx, c->kernel, c->g, c->b, c->smem, (void*)(uintptr_t)hstream, c->c, c->pdl,
+                        c->ptrs, &call);
+    if (ts != NULL) PyEval_RestoreThread(ts);
+    p->busy--;
+    if (KP_UNLIKELY(r != 0)) return driver_error((kp_family*)p->family, c->plan, c->device, r, call);
+    Py_RETURN_NONE;
+}
+
+static PyObject* prepared_call(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+    kp_prepared* p = (kp_prepared*)op;
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    PyObject* stream = NULL;
+    if (n == 1 && kwnames == NULL) {
+        stream = args[0];
+    } else if (n == 0 && kwnames != NULL && PyTuple_Size(kwnames) == 1 && PyTuple_GetItem(kwnames, 0) == s_stream) {
+        stream = args[0];
+    } else if (n != 0 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "a prepared launch takes one argument, stream (the kernel's arguments and "
+                                         "launch options were given to prepare())");
+        return NULL;
+    }
+    if (stream == Py_None) stream = NULL;
+    kp_capture* c = &p->cap;
+    if (KP_UNLIKELY(!c->ok || c->recheck || c->gen != driver_gen || cu_launch == NULL)) goto resolve;
+    if (c->nt > 0 && bridge != NULL) { /* the tensors are still where, and what, they were */
+        kp_view now[KP_MAX_SLOTS];
+        if (bridge->unpack_args(c->argv, c->which, c->nt, ((kp_family*)p->family)->dims, now) < 0) goto resolve;
+        for (int k = 0; k < c->nt; k++) {
+            const kp_view *a = &now[c->which[k]], *b = &c->v[k];
+            if (a->device != b->device) goto resolve;
+            if (a->device >= 0 && (a->data != b->data || a->dtype != b->dtype || a->contiguous != b->contiguous))
+                goto resolve;
+        }
+    }
+    return prepared_launch(p, c, stream);
+resolve: {
+    kp_capture* fresh;
+    if (prepared_resolve(p, &fresh) < 0) return NULL;
+    PyObject* r;
+    if (!fresh->ok) {
+        r = prepared_slow(p, stream);
+    } else if (p->busy == 0) { /* keep it for the next calls */
+        capture_copy(&p->cap, fresh);
+        r = prepared_launch(p, &p->cap, stream);
+    } else {
+        r = prepared_launch(p, fresh, stream);
+    }
+    PyMem_Free(fresh);
+    return r;
+}
+}
+
+static PyObject* family_prepare(PyObject* op, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+    Py_ssize_t nk = kwnames != NULL ? PyTuple_Size(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < nk; i++)
+        if (PyTuple_GetItem(kwnames, i) == s_stream) {
+            PyErr_SetString(PyExc_TypeError, "prepare() takes no stream: pass it to each call of the prepared launch");
+            return NULL;
+        }
+    allocfunc alloc = (allocfunc)PyType_GetSlot(PreparedType, Py_tp_alloc);
+    kp_prepared* p = (kp_prepared*)alloc(PreparedType, 0);
+    if (p == NULL) return NULL;
+    p->vectorcall = prepared_call;
+    p->family = Py_NewRef(op);
+    p->nargs = nargs;
+    p->kwnames = kwnames != NULL ? Py_NewRef(kwnames) : NULL;
+    p->args = PyTuple_New(nargs + nk);
+    if (p->args == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < nargs + nk; i++) PyTuple_SetItem(p->args, i, Py_NewRef(args[i]));
+    p->cap.ok = 0;
+    kp_capture* fresh;
+    if (prepared_resolve(p, &fresh) < 0) goto fail;
+    capture_copy(&p->cap, fresh);
+    PyMem_Free(fresh);
+    return (PyObject*)p;
+fail:
+    Py_DECREF(p);
+    return NULL;
+}
+
+static PyObject* prepared_fast(PyObject* op, void* unused) {
+    (void)unused;
+    return PyBool_FromLong(((kp_prepared*)op)->cap.ok);
+}
+
+static int prepared_traverse(PyObject* op, visitproc visit, void* arg) {
+    kp_prepared* p = (kp_prepared*)op;
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(p->family);
+    Py_VISIT(p->args);
+    Py_VISIT(p->kwnames);
+    return 0;
+}
+
+static int prepared_clear(PyObject* op) {
+    kp_prepared* p = (kp_prepared*)op;
+    p->cap.ok = 0, p->cap.nt = 0;
+    Py_CLEAR(p->family);
+    Py_CLEAR(p->args);
+    Py_CLEAR(p->kwnames);
+    return 0;
+}
+
+static void prepared_dealloc(PyObject* op) {
+    PyTypeObject* tp = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    prepared_clear(op);
+    freefunc free_ = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    free_(op);
+    Py_DECREF(tp);
+}
+
+static PyObject* prepared_repr(PyObject* op) {
+    kp_prepared* p = (kp_prepared*)op;
+    if (p->family == NULL) return PyUnicode_FromString("<kernelpack prepared launch>");
+    return PyUnicode_FromFormat("<kernelpack prepared launch of %R>", p->family);
+}
+
+static PyMemberDef prepared_members[] = {
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(kp_prepared, vectorcall), Py_READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef prepared_getset[] = {
+    {"fast", prepared_fast, NULL, "True when the launch was resolved on the C path (else each call takes Python's).",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot prepared_slots[] = {
+    {Py_tp_call, (void*)PyVectorcall_Call},
+    {Py_tp_members, prepared_members},
+    {Py_tp_getset, prepared_getset},
+    {Py_tp_traverse, (void*)prepared_traverse},
+    {Py_tp_clear, (void*)prepared_clear},
+    {Py_tp_dealloc, (void*)prepared_dealloc},
+    {Py_tp_repr, (void*)prepared_repr},
+    {Py_tp_doc, (void*)"A kernelpack launch prepared once (Family.prepare); call it, optionally with stream=."},
+    {0, NULL},
+};
+
+static PyType_Spec prepared_spec = {
+    "kernelpack.runtime._launch.PreparedLaunch",
+    sizeof(kp_prepared),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    prepared_slots,
+};
 
 /* ------------------------------------------------------------------ building plans and tables from Python */
 
@@ -976,6 +1482,7 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
     s->nranges = (int8_t)nr;
     s->op = (uint8_t)op, s->arg = (int16_t)arg, s->offset = (uint32_t)offset, s->size = (uint32_t)size;
     s->dtype = (int8_t)dtype, s->align = (uint32_t)align, s->divisor = divisor;
+    s->apow2 = align > 0 && (align & (align - 1)) == 0, s->dpow2 = divisor > 0 && (divisor & (divisor - 1)) == 0;
     if (offset + size > KP_BUF || op < 0 || op == KP_OP_SCRATCH || op > KP_OP_DEVICE)
         *ok = 0; /* op -1: a value derived at launch (Python) */
     if (op == KP_OP_DESC || op == KP_OP_DESC_FIELD) {
@@ -1027,6 +1534,14 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
         if (get_i64s(stride_off, tmp, (int)rank, "stride offsets") < 0) return -1;
         for (int i = 0; i < rank; i++) s->stride_off[i] = (int32_t)tmp[i];
     }
+    if (s->op == KP_OP_PTR) {
+        s->fop = F_PTR;
+        s->kwant = ((uint32_t)(uint8_t)s->dtype << 16) | (1u << 24);
+        s->kmask = 0xFF00FFFFu | (s->dtype != KP_DT_ANY ? 0x00FF0000u : 0);
+    }
+    else if (s->op == KP_OP_SCALAR && s->dtype == KP_DT_F32) s->fop = F_F32;
+    else if (s->op == KP_OP_SCALAR && s->divisor <= 1 && s->nranges == 0)
+        s->fop = s->dtype == KP_DT_I32 ? F_I32 : s->dtype == KP_DT_I64 ? F_I64 : F_GENERAL;
     return 0;
 }
 
@@ -1093,10 +1608,14 @@ static int parse_grid(PyObject* t, kp_plan* pl) {
  * per parameter layout of each specialization; labels[i] = its specialization's; grids[i] = plan i's grid program
  * (parse_grid) */
 static PyObject* make_family(PyObject* mod, PyObject* args) {
-    PyObject *slow, *plans, *labels, *grids = Py_None, *load = Py_None;
+    PyObject *slow, *plans, *labels, *grids = Py_None, *names = Py_None, *load = Py_None;
     int nargs;
     (void)mod;
-    if (!PyArg_ParseTuple(args, "OiOO|OO", &slow, &nargs, &plans, &labels, &grids, &load)) return NULL;
+    if (!PyArg_ParseTuple(args, "OiOO|OOO", &slow, &nargs, &plans, &labels, &grids, &names, &load)) return NULL;
+    if (names != Py_None && (!PyTuple_Check(names) || PyTuple_Size(names) != nargs)) {
+        PyErr_SetString(PyExc_ValueError, "make_family: names must be None or one str per parameter");
+        return NULL;
+    }
     Py_ssize_t nspec = PyTuple_Size(plans);
     if (nspec < 1 || !PyTuple_Check(labels) || PyTuple_Size(labels) != nspec) {
         PyErr_SetString(PyExc_ValueError, "make_family: plans and labels must be non-empty tuples of one length");
@@ -1139,6 +1658,39 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
             sl->arg = -1; /* hidden: no caller argument */
         }
         if (grids != Py_None && parse_grid(PyTuple_GetItem(grids, i), pl) < 0) goto fail;
+        uint8_t seen[KP_MAX_SLOTS] = {0};
+        int nseen = 0;
+        for (int s = 0; s < pl->nslots; s++) {
+            int a = pl->slots[s].op == KP_OP_DEVICE ? -1 : pl->slots[s].arg;
+            if (a >= f->nargs) pl->ok = 0; /* no such caller argument: never read past them */
+            else if (a >= 0 && !seen[a]) seen[a] = 1, nseen++;
+        }
+        pl->covers = nseen == f->nargs;
+        for (int s = 0; s < pl->nslots; s++) {
+            const kp_slot* sl = &pl->slots[s];
+            if ((sl->op == KP_OP_PTR || sl->op == KP_OP_TENSOR || sl->op == KP_OP_DESC || sl->op == KP_OP_DESC_FIELD) &&
+                sl->arg >= 0 && sl->arg < f->nargs)
+                f->cand[sl->arg] = 1;
+        }
+        for (int a = 0; a < f->nargs; a++)
+            if (!seen[a]) f->cand[a] = 1; /* left unread by this plan: checked by check_unread (not_taken) */
+    }
+    for (int a = 0; a < f->nargs; a++)
+        if (f->cand[a]) f->which[f->ncand++] = (uint8_t)a;
+    if (names != Py_None) { /* interned, so a call site's keyword (interned by the compiler) matches by identity */
+        Py_ssize_t n = PyTuple_Size(names);
+        f->names = PyTuple_New(n);
+        if (f->names == NULL) goto fail;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject* name = PyTuple_GetItem(names, i);
+            if (!PyUnicode_Check(name)) {
+                PyErr_SetString(PyExc_TypeError, "make_family: names must be str");
+                goto fail;
+            }
+            Py_INCREF(name);
+            PyUnicode_InternInPlace(&name);
+            PyTuple_SetItem(f->names, i, name);
+        }
     }
     Py_INCREF(slow);
     f->slow = slow;
@@ -1231,6 +1783,8 @@ static int family_traverse(PyObject* op, visitproc visit, void* arg) {
     Py_VISIT(f->dict);
     Py_VISIT(f->slow);
     Py_VISIT(f->load);
+    Py_VISIT(f->names);
+    Py_VISIT(f->kw_last);
     return 0;
 }
 
@@ -1239,6 +1793,8 @@ static int family_clear(PyObject* op) {
     Py_CLEAR(f->dict);
     Py_CLEAR(f->slow);
     Py_CLEAR(f->load);
+    Py_CLEAR(f->names);
+    Py_CLEAR(f->kw_last);
     return 0;
 }
 
@@ -1321,6 +1877,9 @@ static PyMemberDef family_members[] = {
 static PyMethodDef family_methods[] = {
     {"_set_device", family_set_device, METH_VARARGS, "Install the dispatch table of one device."},
     {"_fast_devices", family_fast_devices, METH_NOARGS, "Devices with a dispatch table."},
+    {"prepare", (PyCFunction)(void (*)(void))family_prepare, METH_FASTCALL | METH_KEYWORDS,
+     "prepare(*args, grid=, block=, smem=, cluster=): the call checked and packed once; the returned object launches "
+     "it again when called (optionally with stream=), re-reading only the tensors' addresses."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1462,6 +2021,10 @@ PyMODINIT_FUNC PyInit__launch(void) {
     if (FamilyType == NULL) goto fail;
     Py_INCREF((PyObject*)FamilyType);
     if (PyModule_AddObject(m, "Family", (PyObject*)FamilyType) < 0) goto fail;
+    PreparedType = (PyTypeObject*)PyType_FromSpec(&prepared_spec);
+    if (PreparedType == NULL) goto fail;
+    Py_INCREF((PyObject*)PreparedType);
+    if (PyModule_AddObject(m, "PreparedLaunch", (PyObject*)PreparedType) < 0) goto fail;
     s_grid = PyUnicode_InternFromString("grid");
     s_block = PyUnicode_InternFromString("block");
     s_smem = PyUnicode_InternFromString("smem");

@@ -29,62 +29,80 @@ long long test_stream = -1;
 
 int8_t dtype_code(c10::ScalarType t) {
     switch (t) {
-    case c10::ScalarType::Char: return KP_DT_I8;
-    case c10::ScalarType::Short: return KP_DT_I16;
-    case c10::ScalarType::Int: return KP_DT_I32;
-    case c10::ScalarType::Long: return KP_DT_I64;
-    case c10::ScalarType::Byte: return KP_DT_U8;
-    case c10::ScalarType::UInt16: return KP_DT_U16;
-    case c10::ScalarType::UInt32: return KP_DT_U32;
-    case c10::ScalarType::UInt64: return KP_DT_U64;
-    case c10::ScalarType::Half: return KP_DT_F16;
-    case c10::ScalarType::BFloat16: return KP_DT_BF16;
-    case c10::ScalarType::Float: return KP_DT_F32;
-    case c10::ScalarType::Double: return KP_DT_F64;
-    case c10::ScalarType::Bool: return KP_DT_BOOL;
-    case c10::ScalarType::Float8_e4m3fn: return KP_DT_F8E4M3;
-    case c10::ScalarType::Float8_e5m2: return KP_DT_F8E5M2;
-    default: return 0;
+#define KP_CASE(scalar, code) case c10::ScalarType::scalar: return code;
+    KP_TORCH_DTYPES(KP_CASE)
+#undef KP_CASE
+    default: return KP_DT_ANY;
     }
 }
 
-// with_dims: also ndim, shape and stride (only tensor-descriptor params use them)
-template <bool with_dims>
-int read_tensor(PyObject* obj, kp_view* out) {
-    try {
-        if (!THPVariable_Check(obj)) return 0;
-        // the TensorImpl once, then its inline accessors (at::Tensor's re-read the pointer each time)
-        c10::TensorImpl* t = THPVariable_Unpack(obj).unsafeGetTensorImpl();
-        c10::Device d = t->device();
-        if (C10_LIKELY(d.is_cuda())) {
-            out->device_type = 1;
-            out->device = static_cast<int16_t>(d.index());
-        } else if (d.is_cpu() && cpu_as_cuda) {
-            out->device_type = 1;
-            out->device = 0;
-        } else {
-            out->device_type = 0;
-            out->device = -1;
-            return 1;
-        }
-        // mutable, as Tensor::data_ptr(): a copy-on-write storage is materialized before a kernel may write it
+// dtype_code of every ScalarType value (an int8 enum), filled at import: one load per tensor instead of a switch
+int8_t dtype_table[256];
+
+void fill_dtype_table() {
+    for (int i = 0; i < 256; i++) dtype_table[i] = dtype_code(static_cast<c10::ScalarType>(static_cast<int8_t>(i)));
+}
+
+// One tensor: its TensorImpl read once through torch's inline accessors (policy-checked as at::Tensor's are).
+// flatten (on the caller) inlines them all, is_contiguous included.
+inline void read_tensor(c10::TensorImpl* t, bool with_dims, kp_view* out) {
+    c10::Device d = t->device();
+    if (C10_LIKELY(d.is_cuda())) {
+        out->device = static_cast<int16_t>(d.index());
+    } else if (d.is_cpu() && cpu_as_cuda) {
+        out->device = 0;
+    } else {
+        out->device = KP_VIEW_ELSEWHERE;
+        return;
+    }
+    // mutable, as Tensor::data_ptr(): a copy-on-write storage is materialized before a kernel may write it (the
+    // storage's one flag test when it is not one). The steps of TensorImpl::mutable_data(), less its virtual
+    // has_storage() call: a set storage_ is what every torch TensorImpl's has_storage() answers; without one (sparse,
+    // batched, opaque tensors), or without a dtype, mutable_data() itself decides (and throws where torch throws).
+    const caffe2::TypeMeta m = t->dtype();
+    c10::StorageImpl* st = t->unsafe_storage().unsafeGetStorageImpl();
+    if (C10_LIKELY(st != nullptr && m.isScalarType())) {
+        char* base = static_cast<char*>(st->mutable_data());
+        out->data = t->numel() == 0 ? 0 : reinterpret_cast<uint64_t>(base + m.itemsize() * t->storage_offset());
+    } else {
         out->data = reinterpret_cast<uint64_t>(t->mutable_data());
-        if (with_dims) {
-            out->ndim = static_cast<int32_t>(t->dim());
-            out->shape = t->sizes().data();
-            out->stride = t->strides().data();
+    }
+    if (with_dims) {
+        out->ndim = static_cast<int32_t>(t->dim());
+        out->shape = t->sizes().data();
+        out->stride = t->strides().data();
+    }
+    out->dtype = C10_LIKELY(m.isScalarType()) ? dtype_table[static_cast<uint8_t>(m.toScalarType())] : KP_DT_ANY;
+    out->contiguous = t->is_contiguous() ? 1 : 0;
+}
+
+// The arguments of one launch that may be tensors (kp_bridge.unpack_args): one call and one try per launch, not per
+// tensor. A plain torch.Tensor is known by its exact type; the Python scalars the launcher reads itself are skipped by
+// type; anything else goes through torch's THPVariable_Check (subclasses, Parameter).
+__attribute__((flatten)) int unpack_args(PyObject* const* args, const uint8_t* which, int n, const uint8_t* dims,
+                                         kp_view* out) {
+    PyTypeObject* const tensor_type = reinterpret_cast<PyTypeObject*>(THPVariableClass);
+    int count = 0;
+    try {
+        for (int k = 0; k < n; k++) {
+            const int i = which[k];
+            PyObject* o = args[i];
+            PyTypeObject* tp = Py_TYPE(o);
+            if (C10_UNLIKELY(tp != tensor_type) &&
+                (tp == &PyLong_Type || tp == &PyFloat_Type || tp == &PyBool_Type || tp == &PyBytes_Type ||
+                 !THPVariable_Check(o))) {
+                out[i].device = KP_VIEW_NONE;
+                continue;
+            }
+            read_tensor(THPVariable_Unpack(o).unsafeGetTensorImpl(), dims[i] != 0, &out[i]);
+            count++;
         }
-        out->dtype = dtype_code(t->dtype().toScalarType());
-        out->contiguous = t->is_contiguous() ? 1 : 0;
-        return 1;
     } catch (...) {
         PyErr_Clear();
         return -1;
     }
+    return count;
 }
-
-int unpack(PyObject* obj, kp_view* out) { return read_tensor<true>(obj, out); }
-int unpack_ptr(PyObject* obj, kp_view* out) { return read_tensor<false>(obj, out); }
 
 int current_stream(int device, uint64_t* out) {
     if (cpu_as_cuda) {
@@ -105,9 +123,9 @@ int current_stream(int device, uint64_t* out) {
 }
 
 #ifdef KP_TORCH_CUDA
-const kp_bridge api = {KP_BRIDGE_ABI, unpack, unpack_ptr, current_stream, 1};
+const kp_bridge api = {KP_BRIDGE_ABI, unpack_args, current_stream, 1};
 #else
-const kp_bridge api = {KP_BRIDGE_ABI, unpack, unpack_ptr, current_stream, 0};
+const kp_bridge api = {KP_BRIDGE_ABI, unpack_args, current_stream, 0};
 #endif
 
 PyObject* set_cpu_as_cuda(PyObject*, PyObject* flag) {
@@ -148,6 +166,7 @@ PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "kernelpack.runtime._torch_brid
 PyMODINIT_FUNC PyInit__torch_bridge(void) {
     PyObject* m = PyModule_Create(&module_def);
     if (m == nullptr) return nullptr;
+    fill_dtype_table();
     PyObject* cap = PyCapsule_New(const_cast<kp_bridge*>(&api), KP_BRIDGE_CAPSULE, nullptr);
     if (cap == nullptr || PyModule_AddObject(m, "api", cap) < 0 ||
         PyModule_AddStringConstant(m, "TORCH_VERSION", KP_TORCH_VERSION) < 0 ||

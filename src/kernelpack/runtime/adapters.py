@@ -17,6 +17,7 @@ from typing import Any
 
 from ..abi import DType
 from ..errors import LaunchError
+from ..launch import codes
 from .errors import ArgumentTypeError, ArgumentValueError
 
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
@@ -74,11 +75,7 @@ def torch_module() -> Any:
 
 def _torch_dtypes(torch: Any) -> dict[Any, DType]:
     if not _TORCH_DTYPES:
-        names = {"int8": DType.i8, "int16": DType.i16, "int32": DType.i32, "int64": DType.i64, "uint8": DType.u8,
-                 "uint16": DType.u16, "uint32": DType.u32, "uint64": DType.u64, "float16": DType.f16,
-                 "bfloat16": DType.bf16, "float32": DType.f32, "float64": DType.f64, "bool": DType.bool,
-                 # NVIDIA's (OCP) fp8 formats; torch's float8_e4m3fnuz/e5m2fnuz (AMD) stay unnamed and are refused
-                 "float8_e4m3fn": DType.f8e4m3, "float8_e5m2": DType.f8e5m2}
+        names = {name: dt for dt, (name, _) in codes.TORCH_DTYPES.items()}
         for name, dt in names.items():
             if hasattr(torch, name):
                 _TORCH_DTYPES[getattr(torch, name)] = dt
@@ -283,10 +280,7 @@ _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = (ctypes.py_object, ctypes.c_char_p)
 
-_DL_CODES = {(0, 8): DType.i8, (0, 16): DType.i16, (0, 32): DType.i32, (0, 64): DType.i64, (1, 8): DType.u8,
-             (1, 16): DType.u16, (1, 32): DType.u32, (1, 64): DType.u64, (2, 16): DType.f16, (2, 32): DType.f32,
-             (2, 64): DType.f64, (4, 16): DType.bf16, (6, 8): DType.bool,
-             (10, 8): DType.f8e4m3, (12, 8): DType.f8e5m2}  # kDLFloat8_e4m3fn, kDLFloat8_e5m2 (DLPack >= 1.1)
+_DL_CODES = {code: dt for dt, code in codes.DLPACK_DTYPES.items()}
 # DLPack's other 8-bit float codes (dlpack.h 1.1+), named in messages; none is an NVIDIA format kernelpack names
 _DL_FP8_NAMES = {7: "float8_e3m4", 8: "float8_e4m3 (IEEE-style, with infinities)", 9: "float8_e4m3b11fnuz",
                  11: "float8_e4m3fnuz", 13: "float8_e5m2fnuz", 14: "float8_e8m0fnu"}

@@ -110,11 +110,30 @@ class PyLauncher:
     def __get__(self, obj: Any, objtype: Any = None) -> PyLauncher:
         return self
 
+    def prepare(self, *args: Any, **kwargs: Any) -> PyPrepared:
+        """As the extension's ``Family.prepare``; here each call of the result makes the whole call again."""
+        if "stream" in kwargs:
+            raise TypeError("prepare() takes no stream: pass it to each call of the prepared launch")
+        return PyPrepared(self._call, args, kwargs)
+
     def __repr__(self) -> str:
         try:
             return str(self._kp_repr)
         except AttributeError:
             return "<kernelpack kernel>"
+
+
+class PyPrepared:
+    """A prepared launch on the pure-Python path: the call kept, made again by each call (optionally with
+    ``stream=``)."""
+
+    fast = False
+
+    def __init__(self, call: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self._call, self._args, self._kwargs = call, args, kwargs
+
+    def __call__(self, stream: Any = None) -> None:
+        return self._call(*self._args, stream=stream, **self._kwargs)
 
 
 _ASK = object()
@@ -130,7 +149,8 @@ def make_launcher(family: Any, ext: Any = _ASK) -> Any:
     layouts = [(s, p) for s in family.specs for p in s.layouts]  # Specialization.first_plan indexes this
     obj = ext.make_family(family.call, len(family.arg_names), tuple(_to_c(p) for _, p in layouts),
                           tuple(s.label for s, _ in layouts),
-                          tuple(grid_program(p, s.src.launch.grid) for s, p in layouts), family._fast_load)
+                          tuple(grid_program(p, s.src.launch.grid) for s, p in layouts), tuple(family.arg_names),
+                          family._fast_load)
     family.fast = obj
     return obj
 
