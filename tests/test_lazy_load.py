@@ -41,11 +41,11 @@ def test_load_builds_no_family_and_parses_no_cubin_until_first_use(fake, runtime
     path = runtime_bundle.write(tmp_path / "k.kpack")
     mod = kernelpack.load(path)
     st = mod._st
-    assert st.families == {} and st.index._families == {}, "load builds no family"
+    assert st.families == {} and st.index._specs == {} and st.index._families == {}, "load builds no family"
     assert "add" in mod.__all__ and "add" in dir(mod) and "scale" in mod.__all__
     mod.add(0x10000, 0x20000, 0x30000, 8, grid=1, block=32)
     assert fake.last()["kernel"] == "add"
-    assert set(st.index._families) == {"add"}, "only the family used was built"
+    assert set(st.index._specs) == {"add"}, "only the family used was built"
     (art,) = st.index.family("add")
     assert not art.verified, "the sm_80 binary was never used: not verified yet"
     art.verify_binary(art.binary("sm_80"))
@@ -80,13 +80,49 @@ def test_verify_true_fails_at_load_naming_the_kernel(broken):
         kernelpack.load(broken, verify=True)
 
 
-def test_an_altered_byte_still_fails_at_load(runtime_bundle, tmp_path):
-    path = runtime_bundle.write(tmp_path / "k.kpack")
+@pytest.fixture()
+def altered_second(runtime_bundle, tmp_path):
+    """Family ``add`` of two specializations: ``add[a]`` (sm_90a) and ``add[b]`` (n a multiple of 2; sm_90a and
+    sm_80), with one byte of the blob only ``add[b]`` uses (its sm_80 cubin) altered after the build."""
+    add = _art(runtime_bundle, "add")
+    a = dataclasses.replace(add, variant="a", binaries=(add.binary("sm_90a"),),
+                            per_arch={k: v for k, v in add.arch_launches.items() if str(k) == "sm_90a"})
+    params = tuple(dataclasses.replace(p, divisibility=2) if p.name == "n" else p for p in add.abi.params)
+    b = dataclasses.replace(add, variant="b", abi=Abi(params))
+    path = Bundle((a, b)).write(tmp_path / "two.kpack")
     data = bytearray(path.read_bytes())
-    data[200] ^= 0x55  # inside the first blob
+    from kernelpack.bundle import read_manifest
+
+    manifest = read_manifest(bytes(data))
+    (entry,) = [x for x in manifest["artifacts"] if x["variant"] == "b"]
+    (i,) = [x["blob"] for x in entry["binaries"] if x["arch"] == "sm_80"]
+    blob = manifest["blobs"][i]
+    data[blob["offset"] + blob["size"] // 2] ^= 0x55
     path.write_bytes(bytes(data))
-    with pytest.raises(BundleError, match="SHA-256 mismatch"):
-        kernelpack.load(path)
+    return path, i
+
+
+def test_an_altered_blob_loads_and_fails_at_the_first_use_of_its_specialization_naming_it(fake, altered_second):
+    """The manifest's hash is checked at load, a blob's when a specialization that carries it is first chosen (load
+    does not hash every binary of the file): the sound specialization of the same family launches."""
+    path, i = altered_second
+    mod = kernelpack.load(path)
+    mod.add(0x10000, 0x20000, 0x30000, 3, grid=1, block=32)  # n odd: add[a]
+    assert fake.last()["kernel"] == "add"
+    for _ in range(2):  # n even: add[b], refused each time
+        with pytest.raises(BundleError, match=rf"two.kpack: kernel add\[b\]: blob {i} SHA-256 mismatch \(the "
+                                              r"binary was altered\)"):
+            mod.add(0x10000, 0x20000, 0x30000, 8, grid=1, block=32)
+    mod.add(0x10000, 0x20000, 0x30000, 5, grid=1, block=32)  # add[a] still launches
+    assert fake.last()["kernel"] == "add"
+
+
+def test_an_altered_blob_fails_at_load_with_verify_true(altered_second):
+    path, i = altered_second
+    with pytest.raises(BundleError, match=rf"blob {i} SHA-256 mismatch"):
+        kernelpack.load(path, verify=True)
+    with pytest.raises(BundleError, match=rf"blob {i} SHA-256 mismatch"):
+        Bundle.read(path)
 
 
 def _inspect(*args: str) -> subprocess.CompletedProcess[str]:

@@ -16,6 +16,10 @@ from toolchain_support import needs_cuda_compiler
 HEAVY = ("kernelpack.clib.build", "kernelpack.clib.generate", "kernelpack.cute_host.build", "kernelpack.cute",
          "kernelpack.triton", "kernelpack.cutile", "kernelpack.cuda", "triton", "cutlass", "torch")
 
+# made on first use, not by loading: docs (help(), __doc__, signatures), the whole bundle's objects
+LAZY = ("kernelpack.runtime.docs", "kernelpack.runtime.host", "kernelpack.clib", "kernelpack.ptx",
+        "kernelpack.runtime.checks", "kernelpack.runtime.adapters", "kernelpack.runtime.packer")
+
 DSLS = ("triton", "cutlass", "cuda", "torch", "numpy")  # cuda: cuda.tile (cuTile), cuda.core (NVRTC), cuda.bindings
 FRONTENDS = ("cuda", "triton", "cutile", "cute", "prebuilt")
 
@@ -79,3 +83,7 @@ def test_loading_imports_neither_the_generator_nor_a_dsl(built, which):
     mods = _modules_after_load(str(built[0] if which == "bundle" else built[1]))
     assert "kernelpack.runtime.module" in mods
     assert not sorted(m for m in mods if m in HEAVY or m.startswith(tuple(h + "." for h in HEAVY)))
+    if which == "bundle":  # a library's reader is kernelpack.clib.embedded
+        assert not sorted(m for m in mods if m in LAZY or m.startswith(tuple(h + "." for h in LAZY)))
+    else:
+        assert "kernelpack.runtime.docs" not in mods

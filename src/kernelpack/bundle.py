@@ -334,10 +334,21 @@ def split_manifest(body: bytes, source: str) -> tuple[dict[str, Any], list[tuple
     return head, out
 
 
+def loads(text: bytes) -> Any:
+    """JSON text (UTF-8) parsed as the manifest is: NaN and Infinity refused (one decoder, made once)."""
+    global _DECODER
+    if _DECODER is None:
+        _DECODER = json.JSONDecoder(parse_constant=_no_constant)
+    return _DECODER.decode(text.decode())
+
+
+_DECODER: json.JSONDecoder | None = None
+
+
 def artifact_entry(text: bytes, name: str, source: str) -> dict[str, Any]:
     """One artifact's manifest entry parsed from its JSON text (see :func:`split_manifest`); it must name ``name``."""
     try:
-        a = json.loads(text, parse_constant=_no_constant)
+        a = loads(text)
     except (ValueError, RecursionError) as e:
         raise BundleError(f"{source}: kernel {name}: manifest entry is not valid JSON: {e!s:.300}") from None
     if not isinstance(a, dict) or a.get("name") != name:
@@ -385,30 +396,38 @@ def stored_blobs(manifest: dict[str, Any], data: bytes, source: str, *,
                  zlib_blobs: bool) -> list[tuple[bytes, int | None]]:
     """Each blob as stored, hash-checked (and the padding between them), with its raw size when it is a zlib
     stream (None when stored as is): everything but the expansion, which :func:`expand_blob` does."""
-    out: list[tuple[bytes, int | None]] = []
-    for i, b in enumerate(manifest["blobs"]):
-        try:
-            off, size, digest = int(b["offset"]), int(b["size"]), str(b["sha256"])
-            encoding = b.get("encoding")
-            raw_size = int(b["raw_size"]) if encoding is not None else None
-        except (KeyError, TypeError, ValueError, OverflowError, AttributeError):
-            raise BundleError(f"{source}: blob {i} entry is malformed: {b!r:.300}") from None
-        if off < HEADER_SIZE or size <= 0 or off + size > len(data):
-            raise BundleError(f"{source}: blob {i} (offset {off}, size {size}) lies outside the file")
-        blob = data[off:off + size]
-        if hashlib.sha256(blob).hexdigest() != digest:
-            raise BundleError(f"{source}: blob {i} SHA-256 mismatch (the binary was altered)")
-        if encoding is not None:
-            if encoding != "zlib" or not zlib_blobs:
-                raise BundleError(f"{source}: blob {i} has encoding {encoding!r}; this bundle allows "
-                                  f"{'zlib' if zlib_blobs else 'none (header flag 0x2 is clear)'}")
-            if raw_size is None or not 0 < raw_size <= MAX_BLOB:
-                raise BundleError(f"{source}: blob {i} raw_size {raw_size} is outside (0, {MAX_BLOB}]")
-            out.append((blob, raw_size))
-            continue
-        out.append((blob, None))
-    _check_padding(data, sorted((int(b["offset"]), int(b["size"])) for b in manifest["blobs"]), source)
+    out = [check_blob(i, b, data, source, zlib_blobs=zlib_blobs) for i, b in enumerate(manifest["blobs"])]
+    check_padding(manifest, data, source)
     return out
+
+
+def check_padding(manifest: dict[str, Any], data: bytes, source: str) -> None:
+    """The alignment padding between header, blobs and manifest is zero (blob entries checked already)."""
+    _check_padding(data, sorted((int(b["offset"]), int(b["size"])) for b in manifest["blobs"]), source)
+
+
+def check_blob(i: int, b: Any, data: bytes, source: str, *, zlib_blobs: bool) -> tuple[bytes, int | None]:
+    """Blob ``i`` of ``data`` (its manifest entry ``b``) as stored, its entry, bounds and SHA-256 checked, with its
+    raw size when it is a zlib stream (None when stored as is)."""
+    try:
+        off, size, digest = int(b["offset"]), int(b["size"]), str(b["sha256"])
+        encoding = b.get("encoding")
+        raw_size = int(b["raw_size"]) if encoding is not None else None
+    except (KeyError, TypeError, ValueError, OverflowError, AttributeError):
+        raise BundleError(f"{source}: blob {i} entry is malformed: {b!r:.300}") from None
+    if off < HEADER_SIZE or size <= 0 or off + size > len(data):
+        raise BundleError(f"{source}: blob {i} (offset {off}, size {size}) lies outside the file")
+    blob = data[off:off + size]
+    if hashlib.sha256(blob).hexdigest() != digest:
+        raise BundleError(f"{source}: blob {i} SHA-256 mismatch (the binary was altered)")
+    if encoding is not None:
+        if encoding != "zlib" or not zlib_blobs:
+            raise BundleError(f"{source}: blob {i} has encoding {encoding!r}; this bundle allows "
+                              f"{'zlib' if zlib_blobs else 'none (header flag 0x2 is clear)'}")
+        if raw_size is None or not 0 < raw_size <= MAX_BLOB:
+            raise BundleError(f"{source}: blob {i} raw_size {raw_size} is outside (0, {MAX_BLOB}]")
+        return blob, raw_size
+    return blob, None
 
 
 def _check_padding(data: bytes, spans: list[tuple[int, int]], source: str) -> None:

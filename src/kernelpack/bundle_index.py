@@ -1,11 +1,20 @@
-"""A ``.kpack`` bundle read for loading: checked whole at once, its kernels built family by family on first use.
+"""A ``.kpack`` bundle read for loading: its manifest checked at once, its kernels built family by family on first
+use, each specialization's artifact and binary on its own first use.
 
-``BundleIndex(data, source)`` checks what proves the file is the one written (header, size, the manifest's and every
-blob's SHA-256, the padding) and groups the manifest's artifacts by family name; nothing else. ``family(name)``
-builds that family's artifacts (expanding the blobs they use, once per blob) with their cubins' verification
-deferred to each binary's first use (:func:`kernelpack.artifact.deferred_verification`): the build verified them,
-and the hashes prove the bytes unchanged. So loading a bundle of 10,000 specializations costs what its manifest
-costs to parse, and a binary that cannot be used fails when its kernel is first used, naming the kernel.
+``BundleIndex(data, source)`` checks what proves the manifest is the one written (header, size, the manifest's
+SHA-256, its top level) and groups the manifest's artifact lines by family name; nothing else. Each blob's bounds,
+SHA-256 and expansion are checked when a kernel first needs that blob (a blob altered after the build fails then,
+naming the kernel; :meth:`BundleIndex.verify`, i.e. ``kernelpack.load(..., verify=True)``, checks every blob and
+the padding between them at load, as ``Bundle.read`` does).
+
+A family's first use (:meth:`BundleIndex.family_specs`) reads of each entry only what dispatch needs -- its kernel
+parameters, launch spec, binaries' archs, range constraints and device requirements -- as :class:`SpecSource`
+rows; each distinct text of those is parsed once per bundle (the entries of a family repeat most of them), so a
+family of 100 specializations costs what its distinct parameter lists cost. The full :class:`KernelArtifact` of a
+specialization (its provenance, its binary's bytes, its blob's checks) is built when that specialization is first
+chosen by a launch (:meth:`SpecSource.artifact`), its cubin verified against the ABI on that first load
+(:func:`kernelpack.artifact.deferred_verification`): the build verified it, and the hashes prove the bytes unchanged.
+``family(name)`` builds every artifact of a family (``module.bundle``, ``help()``).
 """
 
 from __future__ import annotations
@@ -15,13 +24,23 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import bundle as bd
-from .artifact import Binary, KernelArtifact, deferred_verification
-from .bundle import _HEADER, FLAG_ZLIB_BLOBS, Bundle, _artifact, expand_blob, stored_blobs
+from .abi import Abi, param_from_json
+from .arch import Arch
+from .artifact import ArchLaunch, Binary, KernelArtifact, LaunchSpec, deferred_verification
+from .bundle import _HEADER, FLAG_ZLIB_BLOBS, Bundle, _artifact, check_blob, expand_blob
 from .errors import BundleError, KernelpackError
+from .launch import ranges as ranges_model
+from .launch.device import normalize_requires
+from .launch.facts import layout_index, layout_key, layouts_of, plans
+from .launch.family import plan_specificity
+from .launch.plan import Plan
 from .merge import set_origin
+
+if TYPE_CHECKING:
+    from .launch.family import Specificity
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -39,24 +58,114 @@ def _gc_paused() -> Iterator[None]:
 
 
 class _Blobs(Sequence[tuple[bytes, "bytes | None"]]):
-    """The bundle's blobs, each expanded on first access (under the index's lock)."""
+    """The bundle's blobs, each checked (bounds, SHA-256, encoding) and expanded on first access (under the index's
+    lock)."""
 
-    def __init__(self, stored: list[tuple[bytes, int | None]], source: str) -> None:
-        self._stored = stored
+    def __init__(self, entries: list[Any], data: bytes, source: str, zlib_blobs: bool) -> None:
+        self._entries = entries
+        self._data = data
         self._done: dict[int, tuple[bytes, bytes | None]] = {}
         self._source = source
+        self._zlib = zlib_blobs
 
     def __len__(self) -> int:
-        return len(self._stored)
+        return len(self._entries)
 
     def __getitem__(self, i: Any) -> Any:
         if not isinstance(i, int):
             raise TypeError("blob index must be an int")
         got = self._done.get(i)
         if got is None:
-            blob, raw_size = self._stored[i]
+            blob, raw_size = check_blob(i, self._entries[i], self._data, self._source, zlib_blobs=self._zlib)
             got = self._done[i] = expand_blob(i, blob, raw_size, self._source)
         return got
+
+
+_NAMES = re.compile(rb'\n\{"name":"([A-Za-z_][A-Za-z0-9_]*)",')
+# one family's run of entry lines (the first line's name, then the lines with the same name)
+_BLOCK = re.compile(rb'\n\{"name":"([A-Za-z_][A-Za-z0-9_]*)",[^\n]*(?:\n\{"name":"\1",[^\n]*)*')
+_VARIANT_OK = re.compile(r"[A-Za-z0-9_]*\Z")
+
+
+class SpecSource:
+    """What dispatch needs of one specialization, read from its manifest entry without building its artifact:
+    ``label``, ``variant``, ``index`` (its place in the family, bundle order), device ``requirements``, ``bins``
+    (each binary's arch and kind), the artifact's ``launch`` spec and :meth:`launch_for` an arch, ``layouts`` (the
+    plan of each parameter layout, :func:`kernelpack.launch.facts.plans`), ``layout_of`` (each binary's layout),
+    ``specificity``; :meth:`artifact` builds the whole :class:`KernelArtifact` (once)."""
+
+    __slots__ = ("name", "variant", "label", "index", "requirements", "bins", "launch", "per_arch", "layouts",
+                 "layout_of", "specificity", "_make", "_art")
+
+    def __init__(self, name: str, variant: str, index: int, requirements: tuple[tuple[str, int], ...],
+                 layout: _Layout, make: Any) -> None:
+        self.name, self.variant, self.index = name, variant, index
+        self.label = f"{name}[{variant}]" if variant else name
+        self.requirements = requirements
+        self.bins, self.launch, self.per_arch = layout.bins, layout.launch, layout.per_arch
+        self.layouts, self.layout_of, self.specificity = layout.plans, layout.layout_of, layout.specificity
+        self._make = make  # () -> KernelArtifact
+        self._art: KernelArtifact | None = None
+
+    @classmethod
+    def of(cls, art: KernelArtifact, index: int) -> SpecSource:
+        """The row of an artifact already built (a Bundle in memory)."""
+        layout = _Layout(tuple((b.arch, b.kind) for b in art.binaries), art.launch,
+                         {a: x.launch for a, x in art.arch_launches.items() if x.launch is not None}, plans(art))
+        layout.layout_of = tuple(layout_index(art, b) for b in art.binaries)
+        spec = cls(art.name, art.variant, index, art.requirements, layout, lambda: art)
+        spec._art = art
+        return spec
+
+    def launch_for(self, arch: Arch) -> LaunchSpec:
+        """The LaunchSpec the binaries of ``arch`` launch with (KernelArtifact.launch_for)."""
+        return self.per_arch.get(arch) or self.launch
+
+    def artifact(self) -> KernelArtifact:
+        """The specialization's whole artifact (built on the first call: BundleError naming the kernel when its
+        entry or its blob is malformed or altered)."""
+        art = self._art
+        if art is None:
+            art = self._art = self._make()
+        return art
+
+    @property
+    def built(self) -> bool:
+        return self._art is not None
+
+
+class _Layout:
+    """What one distinct (kernel parameters, binaries, launch spec, ranges) of a manifest entry gives dispatch."""
+
+    __slots__ = ("bins", "launch", "per_arch", "plans", "layout_of", "specificity")
+
+    def __init__(self, bins: tuple[tuple[Arch, str], ...], launch: LaunchSpec, per_arch: dict[Arch, LaunchSpec],
+                 plans: tuple[Plan, ...]) -> None:
+        self.bins, self.launch, self.per_arch, self.plans = bins, launch, per_arch, plans
+        self.layout_of: tuple[int, ...] = ()
+        self.specificity: Specificity = plan_specificity(plans[0])
+
+
+def _segments(line: bytes) -> tuple[bytes, bytes, bytes, bytes, bytes, str] | None:
+    """The texts of an entry line as this writer lays it out (canonical JSON: ``{"name":..,"abi":..,"binaries":..,
+    "entry":..,"launch":..,"provenance":..[,"ranges":..][,"requires":..],"variant":".."}``): abi, binaries, launch,
+    ranges (b"" when absent), requires (b"" when absent) and the variant; None when the line is not laid out so.
+    JSON strings hold no unescaped quote, so each key searched for is found where it is a key of the entry (the
+    parameter, binary and launch objects have no such keys); each text is parsed as one JSON value when first
+    met, so a line cut wrongly fails to parse rather than giving other values."""
+    a = line.find(b'","abi":[', 9)
+    b = line.find(b'],"binaries":[', a)
+    e = line.find(b'],"entry":"', b)
+    la = line.find(b',"launch":{', e)
+    p = line.find(b'},"provenance":{', la)
+    v = line.rfind(b',"variant":"')
+    if min(a, b, e, la, p) < 0 or v < p or not line.endswith(b'"}'):
+        return None
+    r = line.find(b',"ranges":[', p, v)
+    q = line.find(b',"requires":{', p, v)
+    ranges = line[r + 10:q if q > r else v] if r >= 0 else b""
+    requires = line[q + 12:v] if q >= 0 else b""
+    return line[a + 8:b + 1], line[b + 13:e + 1], line[la + 10:p + 1], ranges, requires, line[v + 12:-2].decode()
 
 
 class BundleIndex:
@@ -64,15 +173,40 @@ class BundleIndex:
 
     def __init__(self, data: bytes, source: str) -> None:
         self.source = source
+        self._data = data
         body = bd.manifest_bytes(data, source=source)
-        split = bd.split_manifest(body, source)  # this writer's layout: artifacts parsed family by family, on first use
-        groups: dict[str, list[dict[str, Any] | bytes]] = {}
-        if split is not None:
-            manifest, lines = split
-            for name, text in lines:
-                groups.setdefault(name, []).append(text)
-            self._count = len(lines)
-        else:
+        self._lines: list[bytes] = []
+        groups: dict[str, list[Any]] = {}  # name -> its entries' line numbers (in _lines) or parsed entries (dict)
+        spans: dict[str, tuple[int, int]] | None = None  # name -> its lines' bytes [a, b) of the manifest
+        manifest = None
+        self._body = body
+        self._count: int | None = None
+        self._tail = -1  # where the manifest's artifact lines end (this writer's layout)
+        tail = body.rfind(b"\n],") if body.startswith(bd.ARTIFACTS_HEAD) else -1
+        if tail > 0:  # this writer's layout: one line per artifact, its name first, each family's lines one run
+            spans = {}
+            pos = len(bd.ARTIFACTS_HEAD) - 1
+            for m in _BLOCK.finditer(body, pos, tail):  # one match per family: C scans the lines
+                name = m.group(1).decode()
+                if m.start() != pos or name in spans:
+                    spans = None  # a line of another form, or a family in two runs: grouped line by line below
+                    break
+                spans[name] = (m.start() + 1, m.end())
+                pos = m.end()
+            if spans is not None and pos == tail:
+                manifest = bd.parse_manifest(b'{"artifacts":[]' + body[tail + 2:], source)
+                self._tail = tail
+            else:
+                spans = None
+                lines = body.split(b"\n")
+                names = _NAMES.findall(body)
+                if len(names) == len(lines) - 2 and lines[-1].startswith(b"],"):
+                    manifest = bd.parse_manifest(b'{"artifacts":[]' + lines[-1][1:], source)
+                    self._lines = lines
+                    for i, n in enumerate(names, 1):
+                        groups.setdefault(n.decode(), []).append(i)
+                    self._count = len(names)
+        if manifest is None:  # an older writer's layout (or altered): parsed whole
             with _gc_paused():  # parsing makes ~30 containers per artifact: collecting them midway only costs time
                 manifest = bd.parse_manifest(body, source)
             for i, a in enumerate(manifest["artifacts"]):
@@ -82,52 +216,224 @@ class BundleIndex:
                                       f"(name {given!r:.80})")
                 groups.setdefault(given, []).append(a)
             self._count = len(manifest["artifacts"])
-        zlib_blobs = bool(_HEADER.unpack_from(data)[2] & FLAG_ZLIB_BLOBS)
-        self._blobs = _Blobs(stored_blobs(manifest, data, source, zlib_blobs=zlib_blobs), source)
-        self._groups = dict(sorted(groups.items()))
+        self._manifest = manifest
+        self._zlib = bool(_HEADER.unpack_from(data)[2] & FLAG_ZLIB_BLOBS)
+        self._blobs = _Blobs(manifest["blobs"], data, source, self._zlib)
+        self._spans = spans
+        self._groups = dict(sorted(groups.items())) if spans is None else {}
+        self._names = sorted(spans) if spans is not None else list(self._groups)
         self._families: dict[str, tuple[KernelArtifact, ...]] = {}
+        self._specs: dict[str, tuple[SpecSource, ...]] = {}
+        self._memo: dict[tuple[str, bytes], Any] = {}  # (what, JSON text) -> what it gives (parsed once per bundle)
         self._shared: dict[tuple[int, str, str], Binary] = {}  # one Binary per blob, across families
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def __len__(self) -> int:
-        """Specializations (artifacts) in the bundle."""
+        """Specializations (artifacts) in the bundle (counted when first asked: one line each)."""
+        if self._count is None:
+            self._count = self._body.count(b"\n", 0, self._tail)
         return self._count
 
     def names(self) -> list[str]:
         """The family names, sorted."""
-        return list(self._groups)
+        return list(self._names)
 
-    def family(self, name: str) -> tuple[KernelArtifact, ...]:
-        """The artifacts of family ``name`` sorted by variant (KeyError for a name the bundle lacks); BundleError
-        naming the bundle and kernel when an entry is malformed or a blob does not expand."""
+    def _entries(self, name: str) -> list[Any]:
+        """The entries of family ``name``: their lines (bytes, the separating comma removed) or parsed entries
+        (dict); KeyError when there is none."""
+        if self._spans is not None:
+            a, b = self._spans[name]
+            lines = self._body[a:b].split(b"\n")
+            last = len(lines) - 1 if b == self._tail else -1  # the manifest's last entry: no comma
+            out = []
+            for i, line in enumerate(lines):
+                if i != last:
+                    if not line.endswith(b","):
+                        raise BundleError(f"{self.source}: kernel {name}: malformed manifest entry (an entry line "
+                                          f"that does not end with a comma)")
+                    line = line[:-1]
+                out.append(line)
+            return out
+        return [self._line(i, name) if isinstance(i, int) else i for i in self._groups[name]]
+
+    def _line(self, i: int, name: str) -> bytes:
+        line = self._lines[i]
+        if i == len(self._lines) - 2:  # the last entry: no comma
+            return line
+        if not line.endswith(b","):
+            raise BundleError(f"{self.source}: kernel {name}: malformed manifest entry (manifest line {i} does not end "
+                              f"with a comma)")
+        return line[:-1]
+
+    # ------------------------------------------------------------ what dispatch needs, per specialization
+
+    def family_specs(self, name: str) -> tuple[SpecSource, ...]:
+        """What dispatch needs of each specialization of family ``name``, sorted by variant (KeyError for a name
+        the bundle lacks; BundleError naming the bundle and kernel when an entry is malformed)."""
+        got = self._specs.get(name)
+        if got is not None:
+            return got
         with self._lock:
-            got = self._families.get(name)
+            got = self._specs.get(name)
             if got is None:
-                got = self._families[name] = self._build(name, self._groups[name])
+                got = self._specs[name] = self._build_specs(name)
         return got
 
-    def _build(self, name: str, entries: list[dict[str, Any] | bytes]) -> tuple[KernelArtifact, ...]:
+    def _build_specs(self, name: str) -> tuple[SpecSource, ...]:
         source = self.source
+        entries = self._entries(name)
+        rows: list[tuple[str, tuple[tuple[str, int], ...], _Layout, Any]] = []
         try:
-            parsed = [bd.artifact_entry(a, name, source) if isinstance(a, bytes) else a for a in entries]
-            with deferred_verification():
-                arts = [_artifact(a, self._blobs, self._shared) for a in parsed]
+            for text in entries:
+                seg = _segments(text) if isinstance(text, bytes) else None
+                if seg is None:  # another layout: parse it whole, key its parts by their canonical text
+                    a = bd.artifact_entry(text, name, source) if isinstance(text, bytes) else text
+                    seg = (bd._canonical_json(a["abi"]), bd._canonical_json(a["binaries"]),
+                           bd._canonical_json(a["launch"]),
+                           bd._canonical_json(a["ranges"]) if a.get("ranges") else b"",
+                           bd._canonical_json(a["requires"]) if a.get("requires") else b"", a.get("variant", ""))
+                abi_t, bins_t, launch_t, ranges_t, req_t, variant = seg
+                if not isinstance(variant, str) or not _VARIANT_OK.match(variant):
+                    raise BundleError(f"variant {variant!r:.80} may hold only letters, digits, _")
+                key = ("layout", b"\0".join((abi_t, bins_t, launch_t, ranges_t)))
+                layout = self._memo.get(key)
+                if layout is None:
+                    layout = self._memo[key] = self._layout(name, abi_t, bins_t, launch_t, ranges_t)
+                req = self._parsed("requires", req_t, name) if req_t else ()
+                rows.append((variant, req, layout, text))
         except BundleError as e:
             raise BundleError(f"{source}: kernel {name}: {e.message.removeprefix(source + ': ')}") from None
         except KernelpackError as e:
-            raise BundleError(f"{source}: {e.message}") from None
+            raise BundleError(f"{source}: kernel {name}: {e.message}") from None
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, RecursionError) as e:
             raise BundleError(f"{source}: kernel {name}: malformed manifest entry: {e!r:.300}") from None
-        one = Bundle(tuple(set_origin(a, source) for a in arts), source=source)  # refuses duplicate variants
-        return one.artifacts
+        rows.sort(key=lambda r: r[0])
+        for (v, *_), (w, *_) in zip(rows, rows[1:]):
+            if v == w:
+                raise BundleError(f"{source}: two artifacts with the same name and variant: "
+                                  f"{f'{name}[{v}]' if v else name}")
+        return tuple(SpecSource(name, variant, i, req, layout, self._maker(name, variant, text, layout))
+                     for i, (variant, req, layout, text) in enumerate(rows))
+
+    def _parsed(self, what: str, text: bytes, name: str) -> Any:
+        key = (what, text)
+        got = self._memo.get(key)
+        if got is None:
+            if what == "abi":
+                got = self._abi(text, name)
+                self._memo[key] = got
+                return got
+            value = bd.loads(text)
+            if what == "param":
+                got = param_from_json(value)
+            elif what == "launch":
+                if not isinstance(value, dict):
+                    raise BundleError(f"launch spec is not a JSON object: {text[:80]!r}")
+                got = LaunchSpec.from_json(value)
+            elif what == "requires":
+                if not isinstance(value, dict):
+                    raise BundleError(f"requires is not a JSON object: {text[:80]!r}")
+                got = normalize_requires(value, f"kernel {name}")
+            elif what == "ranges":
+                if not isinstance(value, list):
+                    raise BundleError(f"ranges is not a JSON list: {text[:80]!r}")
+                got = ranges_model.normalize(value, f"kernel {name}")
+            else:  # binaries: ((arch, kind, ArchLaunch | None), ...)
+                if not isinstance(value, list) or not value:
+                    raise BundleError(f"binaries is not a non-empty JSON list: {text[:80]!r}")
+                out = []
+                for b in value:
+                    own = ArchLaunch.from_json(b) if b.get("launch") is not None or b.get("abi") is not None else None
+                    out.append((Arch.parse(str(b["arch"])).real, str(b["kind"]), own))
+                got = tuple(out)
+            self._memo[key] = got
+        return got
+
+    def _abi(self, text: bytes, name: str) -> Abi:
+        """Kernel parameters from their JSON list, each parameter's text parsed once per bundle (they begin with
+        their "divisibility" key: canonical JSON; a text cut wrongly does not parse, and the list is parsed whole)."""
+        if text.startswith(b'[{"divisibility":') and text.endswith(b"}]"):
+            parts = text[1:-1].split(b'},{"divisibility":')
+            texts = [parts[0] + b"}"] + [b'{"divisibility":' + t + b"}" for t in parts[1:]]
+            texts[-1] = texts[-1][:-1]
+            try:
+                return Abi(tuple(self._parsed("param", t, name) for t in texts))
+            except (ValueError, KeyError, TypeError, KernelpackError):
+                pass  # parsed whole below: its error names what is wrong
+        return Abi.from_json(bd.loads(text))
+
+    def _layout(self, name: str, abi_t: bytes, bins_t: bytes, launch_t: bytes, ranges_t: bytes) -> _Layout:
+        abi = self._parsed("abi", abi_t, name)
+        launch = self._parsed("launch", launch_t, name)
+        bins = self._parsed("bins", bins_t, name)
+        rules = self._parsed("ranges", ranges_t, name) if ranges_t else ()
+        per_arch: dict[Any, ArchLaunch] = {}
+        for arch, _, own in bins:
+            if own is not None and per_arch.setdefault(arch, own) != own:
+                raise BundleError(f"two binaries for {arch} state different launch facts")
+        pairs = [(abi, launch)] + [((per_arch[a].abi or abi) if a in per_arch else abi,
+                                    (per_arch[a].launch or launch) if a in per_arch else launch) for a, _, _ in bins]
+        lay = layouts_of(pairs)
+        keys = [layout_key(x, y) for x, y in lay]
+        slots = self._memo.setdefault(("slots", b""), {})
+        plans = tuple(Plan.of(x, y, rules, slots) for x, y in lay)
+        out = _Layout(tuple((a, k) for a, k, _ in bins), launch,
+                      {a: x.launch for a, x in per_arch.items() if x.launch is not None}, plans)
+        out.layout_of = tuple(keys.index(layout_key(x, y)) for x, y in pairs[1:])
+        return out
+
+    def _maker(self, name: str, variant: str, text: Any, layout: _Layout) -> Any:
+        def make() -> KernelArtifact:
+            with self._lock:
+                art = self._artifact(name, text, f"{name}[{variant}]" if variant else name)
+                if plans(art) != layout.plans:  # the entry read whole says otherwise than its parts: altered
+                    raise BundleError(f"{self.source}: kernel {art.label}: malformed manifest entry (its parts and "
+                                      f"the whole entry disagree)")
+                return art
+
+        return make
+
+    def _artifact(self, name: str, text: Any, label: str) -> KernelArtifact:
+        """One artifact of family ``name`` from its entry (text or parsed), its cubins' verification deferred;
+        errors name ``label``."""
+        source = self.source
+        try:
+            a = bd.artifact_entry(text, name, source) if isinstance(text, bytes) else text
+            with deferred_verification():
+                art = _artifact(a, self._blobs, self._shared)
+        except BundleError as e:
+            raise BundleError(f"{source}: kernel {label}: {e.message.removeprefix(source + ': ')}") from None
+        except KernelpackError as e:
+            raise BundleError(f"{source}: {e.message}") from None
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, RecursionError) as e:
+            raise BundleError(f"{source}: kernel {label}: malformed manifest entry: {e!r:.300}") from None
+        return set_origin(art, source)
+
+    # ------------------------------------------------------------ whole artifacts
+
+    def family(self, name: str) -> tuple[KernelArtifact, ...]:
+        """The artifacts of family ``name`` sorted by variant (KeyError for a name the bundle lacks); BundleError
+        naming the bundle and kernel when an entry is malformed or a blob is altered or does not expand."""
+        with self._lock:
+            got = self._families.get(name)
+            if got is None:
+                specs = self.family_specs(name)
+                got = Bundle(tuple(s.artifact() for s in specs), source=self.source).artifacts
+                self._families[name] = got
+        return got
 
     def bundle(self) -> Bundle:
         """Every family, as one Bundle (builds the families not built yet)."""
-        return Bundle(tuple(a for n in self._groups for a in self.family(n)), source=self.source)
+        return Bundle(tuple(a for n in self._names for a in self.family(n)), source=self.source)
 
     def verify(self) -> None:
-        """Build every family and verify every binary now (what ``kernelpack.load(..., verify=True)`` does)."""
-        for n in self._groups:
+        """Check every blob and the padding between them, build every family and verify every binary now (what
+        ``kernelpack.load(..., verify=True)`` does)."""
+        blobs = self._manifest["blobs"]
+        for i in range(len(blobs)):
+            self._blobs[i]
+        bd.check_padding(self._manifest, self._data, self.source)
+        for n in self._names:
             for a in self.family(n):
                 try:
                     a.verify()

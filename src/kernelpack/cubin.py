@@ -337,9 +337,12 @@ def _arch(data: bytes, flags: int, compat: _Section | None) -> Arch:
     return Arch(sm // 10, sm % 10, "a" if accel else "")
 
 
+_RELEASE = re.compile(rb"release (\d+\.\d+)")
+
+
 def _toolkit(data: bytes, by_name: dict[str, _Section], api_version: int | None) -> str | None:
     tkinfo = by_name.get(".note.nv.tkinfo")
-    if tkinfo is not None and (m := re.search(rb"release (\d+\.\d+)", tkinfo.data)):
+    if tkinfo is not None and (m := _RELEASE.search(tkinfo.data)):
         return m.group(1).decode()
     version = _note_toolkit(by_name.get(".note.nv.cuinfo"))
     if version is None and data[8] < 8:  # ABI-7 cubins keep the toolkit in e_version

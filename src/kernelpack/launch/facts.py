@@ -67,9 +67,14 @@ def layout_key(abi: Abi, launch: LaunchSpec) -> tuple[object, ...]:
 
 def layouts(art: KernelArtifact) -> tuple[tuple[Abi, LaunchSpec], ...]:
     """The artifact's parameter layouts: its own first, then each other one of its binaries, in binary order."""
+    return layouts_of([(art.abi, art.launch)] + [(art.abi_for(b.arch), art.launch_for(b.arch)) for b in art.binaries])
+
+
+def layouts_of(pairs: list[tuple[Abi, LaunchSpec]]) -> tuple[tuple[Abi, LaunchSpec], ...]:
+    """:func:`layouts` from the (kernel parameters, launch spec) of the artifact, then of each binary in order (what
+    the runtime's index computes from a manifest entry without building the artifact)."""
     out: list[tuple[Abi, LaunchSpec]] = []
     keys: list[tuple[object, ...]] = []
-    pairs = [(art.abi, art.launch)] + [(art.abi_for(b.arch), art.launch_for(b.arch)) for b in art.binaries]
     for abi, launch in pairs:
         key = layout_key(abi, launch)
         if key not in keys:

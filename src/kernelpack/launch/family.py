@@ -222,8 +222,27 @@ def _inside(a: Box, b: Box) -> bool:
 
 
 def plan_specificity(plan: Plan) -> Specificity:
-    """The specificity of one specialization on its own (its constraints as the only member of a family)."""
-    return specificity(constraints(_args_of(plan), plan))
+    """The specificity of one specialization on its own (its constraints as the only member of a family):
+    ``specificity(constraints(...))`` computed from the slots directly (a family's first use computes one per
+    distinct parameter list; the dtype of a varying pointer, the only constraint a family adds, weighs nothing)."""
+    count, weight, width = 0, 0.0, 0
+    for s in plan.args:
+        if s.op == OP_DESC:
+            pass
+        elif s.op == OP_TENSOR:
+            assert s.tensor is not None
+            spec = s.tensor.spec
+            w = sum(d is not None for d in spec.shape + spec.stride) + log2(s.align)
+            if w > 0:
+                count, weight = count + 1, weight + w
+        else:
+            if s.align > 1:
+                count, weight = count + 1, weight + log2(s.align)
+            if s.divisor > 1:
+                count, weight = count + 1, weight + log2(s.divisor)
+        for _, lo, hi in s.ranges:
+            count, width = count + 1, width + hi - lo + 1
+    return count, weight, -width
 
 
 def _args_of(plan: Plan) -> tuple[FamilyArg, ...]:

@@ -131,12 +131,13 @@ class Plan:
     nargs: int  # caller-visible arguments
 
     @classmethod
-    def of(cls, abi: Abi, launch: LaunchSpec | None = None, ranges: Sequence[Range] = ()) -> Plan:
+    def of(cls, abi: Abi, launch: LaunchSpec | None = None, ranges: Sequence[Range] = (),
+           cache: dict[Any, Slot] | None = None) -> Plan:
         """``launch``: the artifact's LaunchSpec; a tensor descriptor turns the params it fills into one argument
         (at the place of its first param), a scratch size makes that hidden param an allocated buffer. ``ranges``:
         the artifact's range constraints (kernelpack.launch.ranges; checked against the arguments by
         ``ranges.check`` when the artifact is made), attached to the slots of the arguments they name."""
-        plan = cls._of(abi, launch)
+        plan = cls._of(abi, launch, cache)
         if not ranges:
             return plan
         slots = tuple(replace(s, ranges=slot_ranges(s, ranges)) if s.arg >= 0 and s.op != OP_DESC_FIELD else s
@@ -144,7 +145,9 @@ class Plan:
         return cls(slots, plan.nbytes, plan.nargs)
 
     @classmethod
-    def _of(cls, abi: Abi, launch: LaunchSpec | None = None) -> Plan:
+    def _of(cls, abi: Abi, launch: LaunchSpec | None = None, cache: dict[Any, Slot] | None = None) -> Plan:
+        """``cache``: slots already made, reused where the same parameter object sits at the same place (the
+        specializations of a family repeat most of their parameters)."""
         ls = launch or LaunchSpec()
         descs = {n: (d, i) for d in ls.tensor_descs for i, n in enumerate(d.params)}
         offsets = abi.offsets(0)
@@ -162,7 +165,14 @@ class Plan:
                 dtype = p.type.dtype if isinstance(p.type, Scalar) else None
                 slots.append(Slot(i, p, desc_arg[d.arg], off, p.type.size, op, dtype, 1, 1, desc=d, desc_pos=pos))
                 continue
-            slots.append(_slot(i, p, arg, off, ls))
+            if cache is None:
+                slots.append(_slot(i, p, arg, off, ls))
+            else:
+                key = (id(p), i, arg, off, ls.global_scratch, ls.profile_scratch)
+                got = cache.get(key)
+                if got is None or got.param is not p:
+                    got = cache[key] = _slot(i, p, arg, off, ls)
+                slots.append(got)
             arg += p.role == "arg"
         return cls(tuple(slots), max(abi.param_bytes(0), 1), arg)
 

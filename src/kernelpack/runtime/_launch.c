@@ -175,6 +175,7 @@ typedef struct {
     PyObject* dict;
     PyObject* weakrefs;
     PyObject* slow;
+    PyObject* load; /* load(device, entry) -> bool: loads an entry published as not loaded yet (kernel NULL) */
     PyObject* names;   /* the parameters' names (interned str), in order: parameters passed by keyword */
     PyObject* kw_last; /* the last kwnames tuple seen, mapped in kw_map (kw_n entries) */
     int kw_n;
@@ -538,6 +539,7 @@ static KP_NOINLINE int fit_uint(const kp_slot* s, unsigned char* p, uint64_t u) 
 static KP_NOINLINE int fit_tensor(const kp_slot* s, const kp_view* v, unsigned char* p) {
     if (v->dtype != s->dtype || v->ndim != s->rank) return 0;
     if (s->align > 1 && !multiple(v->data, s->align, s->apow2)) return 0;
+    memset(p, 0, s->size); /* the struct's padding too: the driver copies every byte */
     memcpy(p + s->data_off, &v->data, 8);
     for (int i = 0; i < s->rank; i++) {
         int64_t sh = v->shape[i], st = v->stride[i];
@@ -928,6 +930,16 @@ static int map_kwnames(kp_family* f, PyObject* kwnames, int8_t map[KP_MAX_KW]) {
 
 /* ------------------------------------------------------------------ the call */
 
+/* self->load(device, entry): 1 when the C path can go on, 0 when the launch takes the Python path, -1 on an error */
+static int call_load(kp_family* self, int device, int entry) {
+    if (self->load == NULL) return 0;
+    PyObject* r = PyObject_CallFunction(self->load, "ii", device, entry);
+    if (r == NULL) return -1;
+    int ok = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return ok;
+}
+
 /* What a call resolved, kept by a prepared launch (Family.prepare): everything but the stream, and the views of the
  * arguments that may be tensors, so a later call re-reads only those and compares (a tensor whose data pointer,
  * device, dtype or contiguity changed is resolved again). */
@@ -958,7 +970,12 @@ static PyObject* family_run(PyObject* op, PyObject* const* args, size_t nargsf, 
     unsigned char buf[KP_BUF] __attribute__((aligned(16)));
     void* ptrs[KP_MAX_SLOTS];
 
-    if (KP_UNLIKELY(cu_launch == NULL || nargs > self->nargs)) goto slow;
+    if (KP_UNLIKELY(nargs > self->nargs)) goto slow;
+    if (KP_UNLIKELY(cu_launch == NULL)) { /* the process's first launch: Python hands over the driver */
+        int ok = call_load(self, -1, -1);
+        if (ok < 0) return NULL;
+        if (!ok || cu_launch == NULL) goto slow;
+    }
     if (kwnames != NULL) {
         int8_t map[KP_MAX_KW];
         int nk = map_kwnames(self, kwnames, map);
@@ -1011,8 +1028,17 @@ static PyObject* family_run(PyObject* op, PyObject* const* args, size_t nargsf, 
     }
     const int device = a.device;
     if (device < 0 || device >= KP_MAX_DEVICES) goto slow;
+    int loaded = 0;
+dispatch:;
     const kp_dev* dev = self->devs[device];
-    if (dev == NULL) goto slow;
+    if (dev == NULL) { /* the device's first launch: Python makes its table (entries not loaded yet), then retry */
+        if (loaded) goto slow;
+        int ok = call_load(self, device, -1);
+        if (ok < 0) return NULL;
+        if (!ok) goto slow;
+        loaded = 1;
+        goto dispatch;
+    }
 
     /* dispatch: the first specialization (in this device's order) every argument fits, packed as it is read */
     const kp_entry* e = NULL;
@@ -1078,6 +1104,18 @@ static PyObject* family_run(PyObject* op, PyObject* const* args, size_t nargsf, 
         }
     }
     if (e == NULL) goto slow;
+    if (e->kernel == NULL) { /* chosen for the first time: Python builds, verifies and loads it, then republishes */
+        int j = (int)(e - dev->e), pidx = e->plan; /* e is freed when the table is replaced */
+        if (loaded > 1) goto slow;
+        int ok = call_load(self, device, j);
+        if (ok < 0) return NULL; /* its error names the kernel */
+        if (!ok) goto slow;
+        loaded = 2;
+        if (plan->ndev > 0) goto dispatch; /* its device values were packed as 0: pack again */
+        dev = self->devs[device]; /* the table was replaced: the same entries, this one loaded now */
+        if (dev == NULL || j >= dev->n || dev->e[j].kernel == NULL || dev->e[j].plan != pidx) goto slow;
+        e = &dev->e[j]; /* the arguments packed for its plan stay as they are (tensor maps are encoded once) */
+    }
 
     /* launch configuration */
     uint32_t g[3], b[3], c[3] = {0, 0, 0};
@@ -1200,7 +1238,7 @@ static int prepared_resolve(kp_prepared* p, kp_capture** out) {
     if (c == NULL) return PyErr_NoMemory(), -1;
     c->ok = 0;
     Py_ssize_t n = PyTuple_Size(p->args);
-    if (n <= KP_MAX_KW && cu_launch != NULL) { /* more than the fast path ever takes: the Python path */
+    if (n <= KP_MAX_KW) { /* more than the fast path ever takes: the Python path */
         for (Py_ssize_t i = 0; i < n; i++) items[i] = PyTuple_GetItem(p->args, i);
         PyObject* r = family_run(p->family, items, (size_t)p->nargs, p->kwnames, c);
         if (r == NULL) {
@@ -1570,10 +1608,10 @@ static int parse_grid(PyObject* t, kp_plan* pl) {
  * per parameter layout of each specialization; labels[i] = its specialization's; grids[i] = plan i's grid program
  * (parse_grid) */
 static PyObject* make_family(PyObject* mod, PyObject* args) {
-    PyObject *slow, *plans, *labels, *grids = Py_None, *names = Py_None;
+    PyObject *slow, *plans, *labels, *grids = Py_None, *names = Py_None, *load = Py_None;
     int nargs;
     (void)mod;
-    if (!PyArg_ParseTuple(args, "OiOO|OO", &slow, &nargs, &plans, &labels, &grids, &names)) return NULL;
+    if (!PyArg_ParseTuple(args, "OiOO|OOO", &slow, &nargs, &plans, &labels, &grids, &names, &load)) return NULL;
     if (names != Py_None && (!PyTuple_Check(names) || PyTuple_Size(names) != nargs)) {
         PyErr_SetString(PyExc_ValueError, "make_family: names must be None or one str per parameter");
         return NULL;
@@ -1656,6 +1694,7 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
     }
     Py_INCREF(slow);
     f->slow = slow;
+    if (load != Py_None) f->load = Py_NewRef(load);
     return (PyObject*)f;
 fail:
     if (!PyErr_Occurred()) PyErr_NoMemory();
@@ -1743,6 +1782,7 @@ static int family_traverse(PyObject* op, visitproc visit, void* arg) {
     Py_VISIT(Py_TYPE(op));
     Py_VISIT(f->dict);
     Py_VISIT(f->slow);
+    Py_VISIT(f->load);
     Py_VISIT(f->names);
     Py_VISIT(f->kw_last);
     return 0;
@@ -1752,6 +1792,7 @@ static int family_clear(PyObject* op) {
     kp_family* f = (kp_family*)op;
     Py_CLEAR(f->dict);
     Py_CLEAR(f->slow);
+    Py_CLEAR(f->load);
     Py_CLEAR(f->names);
     Py_CLEAR(f->kw_last);
     return 0;
@@ -1769,13 +1810,57 @@ static void family_dealloc(PyObject* op) {
     Py_DECREF(tp);
 }
 
-static PyObject* family_repr(PyObject* op) {
-    kp_family* f = (kp_family*)op;
-    PyObject* r = f->dict != NULL ? PyDict_GetItemWithError(f->dict, s_repr) : NULL;
-    if (r != NULL) return Py_NewRef(r);
+/* The value of a documentation attribute (__doc__, __signature__, _kp_repr): the one stored in the instance dict,
+ * else what its _kp_docs(name) computes, stored there (docs are made on first access, not when the family is
+ * built); NULL without an error when there is neither. */
+static PyObject* lazy_doc(kp_family* f, PyObject* name) {
+    if (f->dict == NULL) return NULL;
+    PyObject* v = PyDict_GetItemWithError(f->dict, name);
+    if (v != NULL) return Py_NewRef(v);
     if (PyErr_Occurred()) return NULL;
+    PyObject* make = PyDict_GetItemString(f->dict, "_kp_docs");
+    if (make == NULL) return NULL;
+    Py_INCREF(make);
+    v = PyObject_CallOneArg(make, name);
+    Py_DECREF(make);
+    if (v == NULL) return NULL;
+    if (PyDict_SetItem(f->dict, name, v) < 0) Py_CLEAR(v);
+    return v;
+}
+
+static PyObject* family_repr(PyObject* op) {
+    PyObject* r = lazy_doc((kp_family*)op, s_repr);
+    if (r != NULL || PyErr_Occurred()) return r;
     return PyUnicode_FromString("<kernelpack kernel>");
 }
+
+static PyObject* family_get_doc(PyObject* op, void* name) {
+    PyObject* key = PyUnicode_FromString((const char*)name);
+    if (key == NULL) return NULL;
+    PyObject* v = lazy_doc((kp_family*)op, key);
+    Py_DECREF(key);
+    if (v != NULL || PyErr_Occurred()) return v;
+    if (!strcmp((const char*)name, "__doc__")) Py_RETURN_NONE;
+    PyErr_SetString(PyExc_AttributeError, (const char*)name);
+    return NULL;
+}
+
+static int family_set_doc(PyObject* op, PyObject* value, void* name) {
+    kp_family* f = (kp_family*)op;
+    if (f->dict == NULL && (f->dict = PyDict_New()) == NULL) return -1;
+    if (value == NULL) {
+        int r = PyDict_DelItemString(f->dict, (const char*)name);
+        if (r < 0 && PyErr_ExceptionMatches(PyExc_KeyError)) PyErr_Clear(), r = 0;
+        return r;
+    }
+    return PyDict_SetItemString(f->dict, (const char*)name, value);
+}
+
+static PyGetSetDef family_getset[] = {
+    {"__doc__", family_get_doc, family_set_doc, NULL, "__doc__"},
+    {"__signature__", family_get_doc, family_set_doc, NULL, "__signature__"},
+    {NULL, NULL, NULL, NULL, NULL},
+};
 
 static PyObject* family_descr_get(PyObject* self, PyObject* obj, PyObject* type) {
     (void)obj, (void)type;
@@ -1801,6 +1886,7 @@ static PyMethodDef family_methods[] = {
 static PyType_Slot family_slots[] = {
     {Py_tp_call, (void*)PyVectorcall_Call},
     {Py_tp_members, family_members},
+    {Py_tp_getset, family_getset},
     {Py_tp_methods, family_methods},
     {Py_tp_traverse, (void*)family_traverse},
     {Py_tp_clear, (void*)family_clear},
@@ -1809,7 +1895,6 @@ static PyType_Slot family_slots[] = {
     {Py_tp_descr_get, (void*)family_descr_get},
     {Py_tp_getattro, (void*)PyObject_GenericGetAttr},
     {Py_tp_setattro, (void*)PyObject_GenericSetAttr},
-    {Py_tp_doc, (void*)"A kernelpack kernel family (see its __doc__ and help())."},
     {0, NULL},
 };
 

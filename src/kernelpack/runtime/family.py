@@ -16,24 +16,28 @@ from __future__ import annotations
 import struct
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .. import verify as _verify  # noqa: F401 - a first launch verifies its binary: imported with the runtime
 from .._reprs import clip, listing
 from ..abi import Scalar, Struct
 from ..artifact import Binary, KernelArtifact, LaunchSpec, evaluate_grid, grid_params
+from ..bundle_index import SpecSource
 from ..errors import KernelpackError, LaunchError
 from ..launch import device as dev_model
-from ..launch.binaries import describe_binaries, device_arch, family_choice
-from ..launch.codes import PDL_MIN_MAJOR
-from ..launch.facts import plans as layout_plans
+from ..launch.binaries import describe_binaries, device_arch, family_choice, quality
+from ..launch.codes import PDL_MIN_MAJOR, SMEM_DEFAULT_LIMIT
 from ..launch.family import Specificity, dispatch_order, family_args, order_key, plan_specificity
 from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_DEVICE, Plan, Slot
 from ..names import py_arg_names
 from ..tma import encode_args
-from . import checks, streams
-from .adapters import PRODUCER_ERRORS, TensorView, as_view, is_torch_tensor, launch_device, refusal
+from . import streams
 from .driver import DeviceInfo, Driver
+
+if TYPE_CHECKING:
+    from .adapters import TensorView
 from .errors import (
     ArgumentTypeError,
     ArgumentValueError,
@@ -42,46 +46,78 @@ from .errors import (
     NoBinaryForDevice,
     NoMatchingSpecialization,
 )
-from .loader import LaunchFacts, Loader, binary_quality
-from .packer import pack
+from .loader import LaunchFacts, Loader
+
+
+class _PythonPath:
+    """The modules only the Python launch path uses (argument checks, tensor adapters, the packer): imported on its
+    first use, not with the runtime (the C path launches without them)."""
+
+    def __getattr__(self, name: str) -> Any:
+        mod: Any
+        if name == "checks":
+            from . import checks as mod
+        elif name == "adapters":
+            from . import adapters as mod  # type: ignore[no-redef]
+        elif name == "packer":
+            from . import packer as mod  # type: ignore[no-redef]
+        else:
+            raise AttributeError(name)
+        setattr(self, name, mod)
+        return mod
+
+
+_rt: Any = _PythonPath()
 
 LAUNCH_KEYWORDS = ("grid", "block", "smem", "stream", "cluster", "pdl", "cooperative")
 
 
-@dataclass(frozen=True)
 class Specialization:
-    artifact: KernelArtifact
-    plan: Plan  # the artifact's own parameter layout: the caller-visible arguments of every layout
-    index: int  # position in the family (bundle order)
-    specificity: Specificity
-    layouts: tuple[Plan, ...] = ()  # every parameter layout of its binaries (layouts[0] is plan)
-    first_plan: int = 0  # where its layouts start in the family's list of plans (the C launcher's)
+    """One specialization of a family: what dispatch needs (its :class:`~kernelpack.bundle_index.SpecSource`), its
+    artifact built on first use."""
+
+    __slots__ = ("src", "plan", "index", "specificity", "layouts", "first_plan")
+
+    def __init__(self, src: SpecSource, first_plan: int) -> None:
+        self.src = src
+        self.layouts: tuple[Plan, ...] = src.layouts  # every parameter layout of its binaries (layouts[0] is plan)
+        self.plan: Plan = src.layouts[0]  # the caller-visible arguments of every layout
+        self.index: int = src.index  # position in the family (bundle order)
+        self.specificity: Specificity = src.specificity
+        self.first_plan = first_plan  # where its layouts start in the family's list of plans (the C launcher's)
 
     @property
     def label(self) -> str:
-        return self.artifact.label
+        return self.src.label
+
+    @property
+    def artifact(self) -> KernelArtifact:
+        """The whole artifact (built on first use: BundleError naming the kernel when its entry or blob is bad)."""
+        return self.src.artifact()
 
 
 @dataclass
 class DeviceEntry:
     spec: Specialization
-    binary: Binary
-    kernel: int
-    facts: LaunchFacts  # the chosen binary's
+    bin_index: int  # which of its binaries this device runs
     quality: int
-    smem_raised: int = checks.SMEM_DEFAULT_LIMIT
-    plan: Plan | None = None  # the chosen binary's parameter layout (None: the specialization's own)
-    launch: LaunchSpec | None = None  # the chosen binary's LaunchSpec (None: the artifact's)
+    plan: Plan  # the chosen binary's parameter layout
+    launch: LaunchSpec  # the chosen binary's LaunchSpec
+    binary: Binary | None = None  # the rest is filled when the entry is first chosen (load_entry)
+    kernel: int = 0
+    facts: LaunchFacts | None = None
+    smem_raised: int = SMEM_DEFAULT_LIMIT
     values: dict[str, int] = field(default_factory=dict)  # device-derived role -> value on this device
     error: KernelpackError | None = None  # a device-derived value could not be read: launches raise it
+    ready: bool = False  # loaded (load_entry)
 
     @property
     def layout(self) -> Plan:
-        return self.plan or self.spec.plan
+        return self.plan
 
     @property
     def spec_launch(self) -> LaunchSpec:
-        return self.launch or self.spec.artifact.launch
+        return self.launch
 
 
 @dataclass
@@ -89,7 +125,7 @@ class DeviceState:
     info: DeviceInfo
     entries: list[DeviceEntry]  # dispatch order
     missing: list[Specialization] = field(default_factory=list)  # no binary runs on this device
-    unmet: dict[int, str] = field(default_factory=dict)  # spec index -> why its device requirements fail here
+    unmet: dict[int, str] = field(default_factory=dict)  # spec index -> "": its device requirements fail here
 
 
 def specificity(plan: Plan) -> Specificity:
@@ -100,17 +136,17 @@ def specificity(plan: Plan) -> Specificity:
 class KernelFamily:
     """The Python side of one callable kernel: specializations, per-device state, the full launch path."""
 
-    def __init__(self, name: str, artifacts: tuple[KernelArtifact, ...], loader: Loader) -> None:
+    def __init__(self, name: str, sources: Sequence[SpecSource | KernelArtifact], loader: Loader) -> None:
         self.name = name
         self.loader = loader
-        layouts = [layout_plans(a) for a in artifacts]
-        plans = [ls[0] for ls in layouts]
-        family_args(name, [(a.label, p) for a, p in zip(artifacts, plans, strict=True)])  # one family, or refused
-        keys = [specificity(p) for p in plans]
+        srcs = [s if isinstance(s, SpecSource) else SpecSource.of(s, i) for i, s in enumerate(sources)]
+        distinct = {id(s.layouts[0]): s for s in srcs}  # specializations with one plan agree with each other
+        check = srcs if any(sl.ranges for s in srcs for sl in s.layouts[0].args) else list(distinct.values())
+        family_args(name, [(s.label, s.layouts[0]) for s in check])  # one family, or refused
         specs, first = [], 0
-        for i in dispatch_order(keys):
-            specs.append(Specialization(artifacts[i], plans[i], i, keys[i], layouts[i], first))
-            first += len(layouts[i])
+        for i in dispatch_order([s.specificity for s in srcs]):
+            specs.append(Specialization(srcs[i], first))
+            first += len(srcs[i].layouts)
         self.specs: tuple[Specialization, ...] = tuple(specs)
         # Python keyword names: a parameter called like a launch option or a Python keyword gets a trailing _
         self.arg_names: tuple[str, ...] = py_arg_names([s.name for s in specs[0].plan.args], LAUNCH_KEYWORDS)
@@ -144,27 +180,73 @@ class KernelFamily:
         return state
 
     def _load_device(self, ordinal: int) -> DeviceState:
+        """The device's dispatch order; each entry's binary is loaded when a launch first chooses it."""
         info = self.loader.driver.device(ordinal)
         props = device_properties(info)
         entries, missing, unmet = [], [], {}
         for s in self.specs:
-            scored = [(binary_quality(b, info.major, info.minor), b) for b in s.artifact.binaries]
-            quality, best = max(scored, key=lambda qb: qb[0])
-            fit = dev_model.device_quality(quality, s.artifact.requirements, props)
+            src = s.src
+            scored = [(quality(arch, kind == "ptx", info.major, info.minor), i)
+                      for i, (arch, kind) in enumerate(src.bins)]
+            q, best = max(scored, key=lambda qb: qb[0])
+            fit = dev_model.device_quality(q, src.requirements, props)
             if fit <= 0:
                 missing.append(s)
-                if quality > 0:
-                    unmet[s.index] = _unmet_text(s, info, props)
+                if q > 0:
+                    unmet[s.index] = ""  # why: made when a launch needs to say it (_unmet_text)
                 continue
-            s.artifact.verify_binary(best)  # deferred when the bundle was loaded lazily: AbiMismatch naming it
-            kernel = self.loader.kernel(s.artifact, best, info)
-            facts = LaunchFacts.of(s.artifact, best)
-            entry = DeviceEntry(s, best, kernel, facts, fit, plan=s.layouts[facts.layout],
-                                launch=s.artifact.launch_for(best.arch))
-            self._device_values(entry, info, props)
-            entries.append(entry)
+            arch = src.bins[best][0]
+            entries.append(DeviceEntry(s, best, fit, s.layouts[src.layout_of[best]], src.launch_for(arch)))
         entries.sort(key=lambda e: (*order_key(e.spec.specificity), -e.quality, e.spec.index))
         return DeviceState(info, entries, missing, unmet)
+
+    def load_entry(self, state: DeviceState, entry: DeviceEntry) -> None:
+        """Build, verify and load the entry's binary on its device (once; the first launch that chooses it), and
+        hand the C launcher the device's table again. Errors name the kernel."""
+        if entry.ready:
+            return
+        with self._lock:
+            if entry.ready:
+                return
+            info = state.info
+            art = entry.spec.artifact
+            b = art.binaries[entry.bin_index]
+            art.verify_binary(b)  # deferred when the bundle was loaded lazily: AbiMismatch naming it
+            entry.kernel = self.loader.kernel(art, b, info)
+            f = entry.facts = LaunchFacts.of(art, b)
+            entry.binary = b
+            if entry.smem_raised < f.dyn_smem and f.dyn_smem + f.static_smem <= info.smem_optin:
+                # its launches' default dynamic shared memory allowed now, so they can take the C path
+                self.loader.driver.set_max_dynamic_smem(entry.kernel, info.ordinal, f.dyn_smem,
+                                                        f"kernel {art.label} on device {info.ordinal}")
+                entry.smem_raised = f.dyn_smem
+            self._device_values(entry, info, device_properties(info))
+            entry.ready = True
+            self._publish(info.ordinal, state)
+
+    def _fast_load(self, ordinal: int, j: int) -> bool:
+        """The C launcher chose entry ``j`` of device ``ordinal``, not loaded yet: load it (True when the C path
+        can launch it now)."""
+        if ordinal < 0:  # the process's first launch: the driver's entry points (fast.prepare_fast_path)
+            from .fast import prepare_fast_path
+
+            try:
+                prepare_fast_path()
+            except Exception:  # noqa: BLE001 - no driver: the Python path reports it, naming the kernel
+                return False
+            return True
+        if j < 0:  # no table for the device yet: make it (any error: the Python path reports it, naming the kernel)
+            try:
+                self.device_state(ordinal)
+            except Exception:  # noqa: BLE001 - reported by the launch's Python path
+                return False
+            return ordinal in self.fast._fast_devices()
+        state = self._states.get(ordinal)
+        if state is None or not 0 <= j < len(state.entries):
+            return False
+        entry = state.entries[j]
+        self.load_entry(state, entry)
+        return entry.error is None
 
     def _device_values(self, e: DeviceEntry, info: DeviceInfo, props: dict[str, int]) -> None:
         """Read the device-derived values the entry's layout needs, once (an error is kept for its launches)."""
@@ -185,6 +267,7 @@ class KernelFamily:
         """``max_active_clusters:size`` for the entry's kernel on its device (kernelpack.launch.device): its fixed
         block, one block per SM (the kernel's dynamic shared memory limit raised to that first)."""
         d = self.loader.driver
+        assert e.facts is not None  # loaded (load_entry)
         smem = dev_model.mac_smem(info.smem_optin, e.facts.static_smem)
         if smem > e.smem_raised:
             d.set_max_dynamic_smem(e.kernel, info.ordinal, smem, where)
@@ -204,14 +287,16 @@ class KernelFamily:
 
         prepare_fast_path()
         info = state.info
-        if any(e.error is not None for e in state.entries):
-            return  # launches on this device take the Python path, which reports the error
         if any(e.spec_launch.cooperative or (e.spec_launch.pdl and info.major < PDL_MIN_MAJOR)
                for e in state.entries):
             return  # a cooperative grid is checked against the occupancy, an unsupported PDL refused, in Python
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         for e in state.entries:
             f = e.facts
+            if f is None or not e.ready or e.error is not None:  # not loaded yet (or unusable): C asks _fast_load
+                rows.append((e.spec.first_plan + e.spec.src.layout_of[e.bin_index], 0, (0, 0, 0), (0, 0, 0), 0,
+                             (0, 0, 0), (0, 0, 0), 0, 0, 0, (0,) * len(e.layout.device_slots), e.spec_launch.pdl))
+                continue
             values = tuple(e.values[s.param.role] for s in e.layout.slots if s.op == OP_DEVICE)
             rows.append((e.spec.first_plan + f.layout, e.kernel, f.fixed_block or (0, 0, 0), f.reqntid or (0, 0, 0),
                          f.max_threads, f.cluster or (0, 0, 0), f.spec_cluster or (0, 0, 0), f.static_smem,
@@ -220,7 +305,9 @@ class KernelFamily:
                               info.smem_optin, int(info.cluster_launch), tuple(rows))
 
     def preload(self, ordinal: int) -> None:
-        self.device_state(ordinal)
+        state = self.device_state(ordinal)
+        for e in state.entries:
+            self.load_entry(state, e)
 
     def binary_for(self, device: str | int, specialization: str | None = None) -> str:
         """Which binary runs on ``device`` (an arch such as ``"sm_120"``, for a GPU that need not be here, or a
@@ -242,13 +329,13 @@ class KernelFamily:
                 raise ArgumentValueError(f"kernel {self.label}: {e.message}") from None
         specs = sorted(self.specs, key=lambda s: s.index)  # bundle order, as the C library's spec table
         if specialization is not None:
-            named = [s for s in specs if specialization in (s.label, s.artifact.variant)]
+            named = [s for s in specs if specialization in (s.label, s.src.variant)]
             if not named:
                 raise ArgumentValueError(f"kernel {self.name}: no specialization {specialization!r:.60} (it has "
                                          f"{listing((s.label for s in specs), 200)})")
             specs = named[:1]
         name, why, agreed = family_choice(self.name if specialization is None else specs[0].label,
-                                          [(s.label, [(b.arch, b.kind == "ptx") for b in s.artifact.binaries])
+                                          [(s.label, [(arch, kind == "ptx") for arch, kind in s.src.bins])
                                            for s in specs], major, minor)
         if name is not None:
             return name
@@ -270,17 +357,18 @@ class KernelFamily:
         entry, packed = self._dispatch(state, values, views)
         kernel = entry.spec.label
         info = state.info
+        self.load_entry(state, entry)
         if entry.error is not None:
             raise entry.error
-        if grid is None and entry.spec.artifact.launch.grid is not None:
+        if grid is None and entry.spec.src.launch.grid is not None:
             grid = grid_from_rule(entry, packed)
             if min(grid) <= 0:
                 return  # the C library's rule: a dimension <= 0 means nothing to launch
-        g = checks.check_grid(grid, info, kernel)
-        b = checks.check_block(block, entry.facts, info, kernel)
-        n = checks.check_smem(smem, entry.facts, info, kernel)
-        c = checks.check_cluster(cluster, g, entry.facts, info, kernel)
-        flags = checks.check_flags(pdl, cooperative, entry.spec_launch, info, kernel)
+        g = _rt.checks.check_grid(grid, info, kernel)
+        b = _rt.checks.check_block(block, entry.facts, info, kernel)
+        n = _rt.checks.check_smem(smem, entry.facts, info, kernel)
+        c = _rt.checks.check_cluster(cluster, g, entry.facts, info, kernel)
+        flags = _rt.checks.check_flags(pdl, cooperative, entry.spec_launch, info, kernel)
         saw_torch = any(v is not None and v.source == "torch" for v in views)
         handle = streams.resolve(stream, ordinal, saw_torch, kernel)
         if saw_torch:
@@ -311,13 +399,13 @@ class KernelFamily:
         if value is None or isinstance(value, (int, float, bytes, bytearray, memoryview, str)):
             return None
         try:
-            return as_view(value, d.pointer_device)
-        except PRODUCER_ERRORS as e:
-            err = refusal(e, value, f"kernel {self.label}", f"parameter {i} '{self.arg_names[i]}'")
+            return _rt.adapters.as_view(value, d.pointer_device)
+        except _rt.adapters.PRODUCER_ERRORS as e:
+            err = _rt.adapters.refusal(e, value, f"kernel {self.label}", f"parameter {i} '{self.arg_names[i]}'")
             raise err from err.__cause__
 
     def _device(self, values: list[Any], views: list[TensorView | None], d: Driver) -> int:
-        ordinal = launch_device(f"kernel {self.label}", zip(self.arg_names, views))
+        ordinal = _rt.adapters.launch_device(f"kernel {self.label}", zip(self.arg_names, views))
         if ordinal is None:
             current = d.current_device()
             ordinal = current if current is not None else 0
@@ -347,8 +435,8 @@ class KernelFamily:
                 continue
             info = state.info
             if s.index in state.unmet:
-                raise NoBinaryForDevice(state.unmet[s.index])
-            carried = describe_binaries([(b.arch, b.kind == "ptx") for b in s.artifact.binaries])
+                raise NoBinaryForDevice(_unmet_text(s, info, device_properties(info)))
+            carried = describe_binaries([(arch, kind == "ptx") for arch, kind in s.src.bins])
             raise NoBinaryForDevice(f"kernel {s.label}: no binary runs on device {info.ordinal} ({info.arch_name}); it "
                               f"carries {carried}")
         if len(reasons) == 1 or (reasons and all(type(r[1]) is ArgumentTypeError for r in reasons)):
@@ -358,7 +446,7 @@ class KernelFamily:
                                        f"{self._describe_args(values, views)}); {detail}")
 
     def _fit(self, kernel: str, plan: Plan, values: list[Any], views: list[TensorView | None]) -> list[Any]:
-        return [checks.check_arg(kernel, s, values[s.arg], views[s.arg]) for s in plan.args]
+        return [_rt.checks.check_arg(kernel, s, values[s.arg], views[s.arg]) for s in plan.args]
 
     def _describe_args(self, values: list[Any], views: list[TensorView | None]) -> str:
         out = []
@@ -379,7 +467,7 @@ class KernelFamily:
         where = f"kernel {entry.spec.label} on device {info.ordinal}"
         if flags[1]:
             per_sm = d.max_blocks_per_sm(entry.kernel, info.context, block[0] * block[1] * block[2], smem, where)
-            checks.check_cooperative_grid(grid, block, smem, per_sm, info, entry.spec.label)
+            _rt.checks.check_cooperative_grid(grid, block, smem, per_sm, info, entry.spec.label)
         if smem > entry.smem_raised:
             with self._lock:
                 if smem > entry.smem_raised:
@@ -397,7 +485,7 @@ class KernelFamily:
             if plan.derived and _scratch_sizes(entry.spec_launch):
                 _launch_with_scratch(d, entry, grid, block, smem, cluster, stream, packed, where, flags)
             else:
-                buf, ptrs = pack(plan, packed, entry.values)
+                buf, ptrs = _rt.packer.pack(plan, packed, entry.values)
                 d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where, *flags)
                 del buf
         finally:
@@ -412,8 +500,8 @@ def device_properties(info: DeviceInfo) -> dict[str, int]:
 
 def _unmet_text(s: Specialization, info: DeviceInfo, props: dict[str, int]) -> str:
     why = "; ".join(f"{n} is {have}, it needs {want}" for n, want, have in
-                    dev_model.unmet(s.artifact.requirements, props))
-    return (f"kernel {s.label} is built for devices with {dev_model.requires_text(s.artifact.requirements)}"
+                    dev_model.unmet(s.src.requirements, props))
+    return (f"kernel {s.label} is built for devices with {dev_model.requires_text(s.src.requirements)}"
             f"; device {info.ordinal} ({info.arch_name}) does not fit: {why}")
 
 
@@ -433,7 +521,7 @@ def grid_from_rule(entry: DeviceEntry, packed: list[Any]) -> tuple[int, int, int
     by_name = {s.param.name: s for s in entry.layout.slots if s.op == OP_DEVICE}
     by_name.update({s.name: s for s in entry.layout.args})
     fields: dict[tuple[str, str | None], int] = {}
-    rule = spec.artifact.launch.grid
+    rule = spec.src.launch.grid
     assert rule is not None
     for e in rule:
         for name, fld in grid_params(e):
@@ -520,7 +608,7 @@ def _launch_with_scratch(d: Driver, entry: DeviceEntry, grid: tuple[int, int, in
     try:
         start = (base + align - 1) // align * align if align > 256 else base
         scratch = {"global_scratch": start if gsize else 0, "profile_scratch": start + poff if psize else 0}
-        buf, ptrs = pack(entry.layout, packed, {**entry.values, **scratch})
+        buf, ptrs = _rt.packer.pack(entry.layout, packed, {**entry.values, **scratch})
         d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where, *flags)
         del buf
     finally:
@@ -551,4 +639,5 @@ def slot_summary(slots: tuple[Slot, ...]) -> str:
 
 
 def is_tensor_arg(value: Any) -> bool:
-    return is_torch_tensor(value) or hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__")
+    return (_rt.adapters.is_torch_tensor(value) or hasattr(value, "__cuda_array_interface__")
+            or hasattr(value, "__dlpack__"))

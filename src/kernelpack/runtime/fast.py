@@ -73,8 +73,33 @@ def install_torch_bridge() -> bool:
     return True
 
 
+def _lazy_doc(name: str) -> Any:
+    """A documentation attribute of a PyLauncher: the one set, else what its ``_kp_docs(name)`` makes (once)."""
+
+    def get(self: Any) -> Any:
+        d = self.__dict__
+        key = f"<{name}>"
+        if key not in d:
+            make = d.get("_kp_docs")
+            if make is None:
+                if name == "__doc__":
+                    return None
+                raise AttributeError(name)
+            d[key] = make(name)
+        return d[key]
+
+    def put(self: Any, value: Any) -> None:
+        self.__dict__[f"<{name}>"] = value
+
+    return property(get, put)
+
+
 class PyLauncher:
     """The pure-Python kernel object (no extension): every call takes :meth:`KernelFamily.call`."""
+
+    __doc__ = _lazy_doc("__doc__")  # type: ignore[assignment]
+    __signature__ = _lazy_doc("__signature__")
+    _kp_repr = _lazy_doc("_kp_repr")
 
     def __init__(self, call: Any) -> None:
         self._call = call
@@ -92,7 +117,10 @@ class PyLauncher:
         return PyPrepared(self._call, args, kwargs)
 
     def __repr__(self) -> str:
-        return str(self.__dict__.get("_kp_repr", "<kernelpack kernel>"))
+        try:
+            return str(self._kp_repr)
+        except AttributeError:
+            return "<kernelpack kernel>"
 
 
 class PyPrepared:
@@ -119,11 +147,22 @@ def make_launcher(family: Any, ext: Any = _ASK) -> Any:
     if ext is None:
         return PyLauncher(family.call)
     layouts = [(s, p) for s in family.specs for p in s.layouts]  # Specialization.first_plan indexes this
-    obj = ext.make_family(family.call, len(family.arg_names), tuple(p.to_c() for _, p in layouts),
+    obj = ext.make_family(family.call, len(family.arg_names), tuple(_to_c(p) for _, p in layouts),
                           tuple(s.label for s, _ in layouts),
-                          tuple(grid_program(p, s.artifact.launch.grid) for s, p in layouts), tuple(family.arg_names))
+                          tuple(grid_program(p, s.src.launch.grid) for s, p in layouts), tuple(family.arg_names),
+                          family._fast_load)
     family.fast = obj
     return obj
+
+
+_C_PLANS: dict[int, tuple[Any, Any]] = {}  # id(plan) -> (plan, its to_c()): plans are shared between specializations
+
+
+def _to_c(plan: Any) -> Any:
+    got = _C_PLANS.get(id(plan))
+    if got is None or got[0] is not plan:
+        got = _C_PLANS[id(plan)] = (plan, plan.to_c())
+    return got[1]
 
 
 def prepare_fast_path() -> None:

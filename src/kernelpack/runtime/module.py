@@ -16,7 +16,6 @@ from ..bundle import HEADER_SIZE, MAGIC, Bundle, check_header
 from ..bundle_index import BundleIndex
 from ..errors import BundleError
 from ..names import py_name
-from . import docs
 from .family import KernelFamily
 from .fast import PyLauncher, extension, make_launcher, prepare_fast_path
 from .loader import Loader
@@ -42,6 +41,9 @@ class _BundleFamilies:
     def family(self, name: str) -> tuple[KernelArtifact, ...]:
         return self._families[name]
 
+    def family_specs(self, name: str) -> tuple[KernelArtifact, ...]:
+        return self._families[name]
+
     def bundle(self) -> Bundle:
         return self._bundle
 
@@ -61,6 +63,26 @@ class _State:
     ext: Any = None  # the launch extension the families use (None: the Python path)
 
 
+class _ModuleDoc:
+    """``KernelModule.__doc__``: the class's docstring on the class; on a module, its listing of kernels (made on
+    first access: it counts the bundle's specializations)."""
+
+    def __init__(self, text: str | None) -> None:
+        self.text = text
+
+    def __get__(self, obj: Any, cls: Any = None) -> str | None:
+        if obj is None:
+            return self.text
+        d = vars(obj)
+        if _DOC not in d:
+            d[_DOC] = obj._doc(obj.__file__, obj._st.index.names())
+        return d[_DOC]  # type: ignore[no-any-return]
+
+    def __set__(self, obj: Any, value: str | None) -> None:
+        vars(obj)[_DOC] = value
+
+
+_DOC = "<kernelpack doc>"
 _STATE = "<kernelpack>"  # the key of _State in the module's __dict__: not an identifier, so no kernel can take it
 
 
@@ -97,7 +119,8 @@ class KernelModule(types.ModuleType):
             if n in st.callables:
                 vars(self)[attr] = st.callables[n]
         self.__all__ = sorted(st.attrs)
-        self.__doc__ = self._doc(source, names)
+
+    __doc__ = _ModuleDoc(__doc__)  # type: ignore[assignment]
 
     def _family(self, fname: str) -> Any:
         """The callable of family ``fname``, built now if it was not (KeyError when there is none)."""
@@ -109,13 +132,11 @@ class KernelModule(types.ModuleType):
             got = st.callables.get(fname)
             if got is not None:
                 return got
-            fam = KernelFamily(fname, st.index.family(fname), st.loader)
+            fam = KernelFamily(fname, st.index.family_specs(fname), st.loader)
             launcher = make_launcher(fam, st.ext)
             launcher.__name__ = launcher.__qualname__ = fname
             launcher.__module__ = self.__name__
-            launcher.__doc__ = docs.doc_text(fam, st.source)
-            launcher.__signature__ = docs.signature(fam)
-            launcher._kp_repr = docs.repr_text(fam)
+            launcher._kp_docs = _Docs(fam, st.source)  # __doc__, __signature__ and repr: made on first access
             launcher.family = fam
             launcher.binary_for = fam.binary_for  # which binary a device (here or not) gets
             st.families[fname] = fam
@@ -210,6 +231,25 @@ class KernelModule(types.ModuleType):
         if name.startswith("__"):
             raise AttributeError(name)
         raise AttributeError(f"{self.__file__} has no kernel {name!r}; kernels: {self._known()}")
+
+
+class _Docs:
+    """What a family's ``__doc__``, ``__signature__`` and ``repr`` say, made when first asked for
+    (:mod:`kernelpack.runtime.docs`: it reads every specialization's artifact and cubin facts)."""
+
+    __slots__ = ("fam", "source")
+
+    def __init__(self, fam: KernelFamily, source: str) -> None:
+        self.fam, self.source = fam, source
+
+    def __call__(self, name: str) -> Any:
+        from . import docs
+
+        if name == "__doc__":
+            return docs.doc_text(self.fam, self.source)
+        if name == "__signature__":
+            return docs.signature(self.fam)
+        return docs.repr_text(self.fam)
 
 
 def _attributes(names: list[str]) -> dict[str, str]:
