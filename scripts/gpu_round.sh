@@ -16,7 +16,7 @@ gather() {
   cp "$OUT"/*.json "$FINAL"/ 2>/dev/null || true
 }
 export PYTHONUNBUFFERED=1 KERNELPACK_GPU_ARTIFACTS=$PWD/.gpu KERNELPACK_CACHE_DIR=off PYTHONPATH=$PWD/src
-STEPS=${STEPS:-"corpus_triton corpus_cute corpus_fi tests bench_clib bench_launch bench_load profile_load"}
+STEPS=${STEPS:-"corpus_triton corpus_cute corpus_fi cpu_tests tests bench_clib bench_launch bench_load profile_load"}
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader | tee "$OUT/machine.txt"
 python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)" >> "$OUT/machine.txt"
 rm -rf build src/kernelpack/runtime/*.so
@@ -31,6 +31,9 @@ step() {  # name, seconds, command...
 step corpus_triton 120 python3 scripts/corpus_gpu.py --dsl triton --reps 8 --out "$OUT/corpus_triton.md"
 step corpus_cute 70 python3 scripts/corpus_gpu.py --dsl cute --dsl cutile --reps 8 --out "$OUT/corpus_cute.md"
 step corpus_fi 40 python3 scripts/corpus_gpu_flashinfer.py --reps 10 --out "$OUT"
+# the fake-driver tests of the launch path against this machine's python and torch (the bridge reads TensorImpl)
+step cpu_tests 90 python3 -m pytest -q -p no:cacheprovider -rfE ${CPU_TESTS:-tests/test_runtime_bridge.py \
+  tests/test_runtime_launch.py tests/test_load_first_use.py tests/test_lazy_load.py}
 step tests 100 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs ${GPU_TESTS:-tests/test_tuning_gpu.py \
   tests/test_fp8_gpu.py tests/test_launch_flags_gpu.py tests/test_triton_gpu.py tests/test_descriptor_launch.py}
 step bench_clib 45 python3 bench/clib_launch.py --kernels 200
