@@ -75,7 +75,8 @@ def table(kernels, fake):
     b = _configs(kernels.kernels)
     t = tune(b, {"mm": Problem(["n"], [{"n": n} for n in SHAPES], make)}, timer=_timer(fake, seen), arch="sm_90a",
              device="fake sm_90")
-    assert sorted(seen) == sorted((c, n) for c in BLOCK for n in SHAPES), "every config is timed on every shape"
+    assert sorted(seen) == sorted((c, n) for c in BLOCK for n in SHAPES for _ in range(3)), \
+        "every config is timed on every shape, in each of the 3 rounds"
     return b, t
 
 
@@ -85,6 +86,27 @@ def test_tune_times_every_config_and_picks_the_fastest_per_shape(table):
     assert t.families["mm"].shapes[0].timings_ms["mm[c1]"] == pytest.approx(synthetic_ms("c1", 16))
     back = TuningTable.from_json(json.loads(json.dumps(t.to_json())))
     assert back == t, "the tuning file reads back as written"
+
+
+def test_each_config_counts_its_best_round_so_a_slow_moment_does_not_decide(kernels, fake):
+    seen: list[tuple[str, int]] = []
+    base = _timer(fake, seen)
+    first: set[tuple[str, int]] = set()
+
+    def drifting(launch):  # the first timing of each (config, shape) is disturbed: 10 ms slower
+        times = base(launch)
+        key = seen[-1]
+        if key not in first:
+            first.add(key)
+            return [t + 10.0 for t in times]
+        return times
+
+    t = tune(_configs(kernels.kernels), {"mm": Problem(["n"], [{"n": n} for n in SHAPES], make)}, timer=drifting,
+             arch="sm_90a", device="fake sm_90", rounds=2)
+    assert [(s.shape["n"], s.chosen) for s in t.families["mm"].shapes] == [(n, f"mm[{WANT[n]}]") for n in SHAPES]
+    assert t.families["mm"].shapes[0].timings_ms["mm[c1]"] == pytest.approx(synthetic_ms("c1", 16))
+    with pytest.raises(TuningError, match="rounds must be >= 1"):
+        tune(_configs(kernels.kernels), {}, timer=drifting, arch="sm_90a", rounds=0)
 
 
 def test_the_table_becomes_disjoint_range_rules(table):

@@ -89,7 +89,8 @@ def _build_bundles(args: argparse.Namespace) -> int:
 def _cmd_tune(args: argparse.Namespace) -> int:
     from .tuning import run_tune
 
-    path = run_tune(args.bundle, args.problems, args.out, warmup=args.warmup, reps=args.reps, device=args.device)
+    path = run_tune(args.bundle, args.problems, args.out, warmup=args.warmup, reps=args.reps, device=args.device,
+                    rounds=args.rounds)
     print(path)
     return 0
 
@@ -169,6 +170,8 @@ def make_parser() -> argparse.ArgumentParser:
     t.add_argument("--warmup", type=int, default=10, help="launches before timing (default: 10)")
     t.add_argument("--reps", type=int, default=50, help="timed launches per config and shape; the median counts "
                                                         "(default: 50)")
+    t.add_argument("--rounds", type=int, default=3, help="rounds timing every config in turn; each config's best "
+                                                          "median counts (default: 3)")
     t.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default: 0)")
     t.set_defaults(func=_cmd_tune)
 

@@ -260,9 +260,12 @@ class Problem:
 
 def tune(bundle: Bundle, problems: Mapping[str, Problem], *, timer: Timer | None = None, arch: str,
          device: str = "", load: Callable[[Bundle], Any] | None = None,
-         log: Callable[[str], None] | None = None) -> TuningTable:
-    """Time each config specialization of each family in ``problems`` on each of its shapes (median of
-    ``timer``'s times), pick the fastest per shape: the tuning table (``arch``/``device``: where it ran)."""
+         log: Callable[[str], None] | None = None, rounds: int = 3) -> TuningTable:
+    """Time each config specialization of each family in ``problems`` on each of its shapes (the median of
+    ``timer``'s times, the best of ``rounds`` rounds that time every config in turn), pick the fastest per shape: the
+    tuning table (``arch``/``device``: where it ran)."""
+    if rounds < 1:
+        raise TuningError(f"kernelpack tune: rounds must be >= 1, got {rounds}")
     from . import load as kp_load
 
     timer = timer or cuda_event_timer()
@@ -279,19 +282,24 @@ def tune(bundle: Bundle, problems: Mapping[str, Problem], *, timer: Timer | None
         shapes = []
         for shape in problem.shapes:
             times: dict[str, float] = {}
-            for a in arts:
-                args, kwargs = problem.make(shape, constexprs(a))
-                fn = mods[a.label]
+            for _ in range(rounds):  # interleaved rounds, the best median of each config: drift hits all alike
+                for a in arts:
+                    if times.get(a.label) == math.inf:
+                        continue
+                    args, kwargs = problem.make(shape, constexprs(a))
+                    fn = mods[a.label]
 
-                def launch(fn: Any = fn, args: Sequence[Any] = args, kwargs: Mapping[str, Any] = kwargs) -> None:
-                    fn(*args, **kwargs)
+                    def launch(fn: Any = fn, args: Sequence[Any] = args,
+                               kwargs: Mapping[str, Any] = kwargs) -> None:
+                        fn(*args, **kwargs)
 
-                try:
-                    times[a.label] = float(statistics.median(timer(launch)))
-                except KernelpackError as e:  # a config that cannot run this shape is never chosen for it
-                    times[a.label] = math.inf
-                    if log:
-                        log(f"{a.label} {dict(shape)}: {e}")
+                    try:
+                        t = float(statistics.median(timer(launch)))
+                    except KernelpackError as e:  # a config that cannot run this shape is never chosen for it
+                        t = math.inf
+                        if log:
+                            log(f"{a.label} {dict(shape)}: {e}")
+                    times[a.label] = min(times.get(a.label, math.inf), t)
             chosen = min(times, key=lambda lb: times[lb])
             if not math.isfinite(times[chosen]):
                 raise TuningError(f"kernelpack tune: no config of {name} runs shape {dict(shape)}")
@@ -328,7 +336,7 @@ def load_problems(ref: str) -> dict[str, Problem]:
 
 
 def run_tune(bundle_path: str, problems: str, out: str, *, warmup: int = 10, reps: int = 50,
-             device: int = 0) -> Path:
+             device: int = 0, rounds: int = 3) -> Path:
     """``kernelpack tune``: time on CUDA device ``device`` (torch for the events), write the tuning file."""
     import sys
 
@@ -343,5 +351,5 @@ def run_tune(bundle_path: str, problems: str, out: str, *, warmup: int = 10, rep
     major, minor = torch.cuda.get_device_capability(device)
     table = tune(bundle, load_problems(problems), timer=cuda_event_timer(warmup, reps),
                  arch=device_arch(bundle, major, minor), device=torch.cuda.get_device_name(device),
-                 log=lambda line: print(line, file=sys.stderr))
+                 log=lambda line: print(line, file=sys.stderr), rounds=rounds)
     return table.write(out)
