@@ -1943,6 +1943,15 @@ static PyObject* set_driver(PyObject* mod, PyObject* addresses) {
     Py_RETURN_NONE;
 }
 
+/* forget_driver(): the process's driver was replaced (runtime/driver.py use_library): no launch through the old entry
+ * points; the next launch asks Python for the new ones (family load callback, else the Python path). */
+static PyObject* forget_driver(PyObject* mod, PyObject* unused) {
+    (void)mod, (void)unused;
+    cu_launch = NULL;
+    driver_gen++; /* encoded tensor maps and prepared launches of the old driver are stale */
+    Py_RETURN_NONE;
+}
+
 static PyObject* bridge_owner;
 
 /* set_bridge(capsule or None): torch tensors become readable on the fast path */
@@ -1999,6 +2008,7 @@ static PyObject* state(PyObject* mod, PyObject* unused) {
 }
 
 static PyMethodDef module_methods[] = {
+    {"forget_driver", forget_driver, METH_NOARGS, "The driver was replaced: launch nothing through the old one."},
     {"make_family", make_family, METH_VARARGS, "make_family(slow, nargs, plans, labels) -> Family"},
     {"set_driver", set_driver, METH_O, "Install the driver entry points (a dict name -> address)."},
     {"set_bridge", set_bridge, METH_O, "Install the torch bridge capsule (or None)."},

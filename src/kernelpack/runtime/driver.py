@@ -9,6 +9,7 @@ call one driver. Failures raise :class:`DriverError` naming the call, the kernel
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -396,6 +397,9 @@ def use_library(path: str = DEFAULT_LIBRARY) -> None:
     with _driver_lock:
         _driver, _driver_path = None, path
         _generation += 1
+    ext = sys.modules.get("kernelpack.runtime._launch")
+    if ext is not None:  # the C launch path drops the old driver's entry points now (it asks again on its next launch)
+        ext.forget_driver()
 
 
 def generation() -> int:
