@@ -206,13 +206,16 @@ def embed(bundle: Bundle, table: TuningTable, *, source: str = "tuning file") ->
 Timer = Callable[[Callable[[], None]], Sequence[float]]  # launch -> kernel times in ms
 
 
-def cuda_event_timer(warmup: int = 10, reps: int = 50, queue_cycles: int = 100_000) -> Timer:
+def cuda_event_timer(warmup: int = 10, reps: int = 50, queue_cycles: int = 100_000, flush_l2: bool = True) -> Timer:
     """Kernel times with CUDA events (torch.cuda.Event) around each launch, after ``warmup`` launches. Each timed
     launch is queued behind a spin kernel (``torch.cuda._sleep``) that outlasts the host's time to issue the launch,
     so the interval between the events is the kernel's alone, however slow the launch path under test: the spin is
     ``queue_cycles`` or 4 x the host time per launch measured over the warm-up (converted to GPU clock cycles by a
-    calibration spin on first use), whichever is longer, at most 50 ms."""
+    calibration spin on first use), whichever is longer, at most 50 ms. With ``flush_l2`` (the default, as Triton's
+    ``do_bench`` does for its autotuner) a 256 MiB buffer is cleared before each timed launch, so every config starts
+    from a cold L2: its time does not depend on what ran before it."""
     hz: list[float] = []  # GPU clock cycles per second of the spin kernel, measured once
+    scratch: list[Any] = []  # the buffer that evicts L2, allocated once
 
     def timer(launch: Callable[[], None]) -> list[float]:
         import torch
@@ -234,8 +237,12 @@ def cuda_event_timer(warmup: int = 10, reps: int = 50, queue_cycles: int = 100_0
                 torch.cuda.synchronize()
                 hz.append(2_000_000 / max(a.elapsed_time(b) * 1e-3, 1e-6))
             cycles = int(min(max(queue_cycles, 4 * host_s * hz[0]), 0.05 * hz[0]))
+        if flush_l2 and not scratch:
+            scratch.append(torch.empty(256 << 20, dtype=torch.int8, device="cuda"))
         pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
         for start, end in pairs:
+            if scratch:
+                scratch[0].zero_()
             if cycles and spin is not None:
                 spin(cycles)
             start.record()
