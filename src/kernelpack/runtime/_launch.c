@@ -888,6 +888,24 @@ static CUresult launch(void* ctx, void* kernel, const uint32_t g[3], const uint3
     return r;
 }
 
+/* The launch's stream: the one given, else torch's current stream on the device when torch tensors were passed, else
+ * the legacy stream 0. 0: a stream it cannot read (the Python path decides). */
+static KP_INLINE int launch_stream(PyObject* stream, int ntensors, int device, uint64_t* out) {
+    *out = 0;
+    if (stream == NULL || stream == Py_None) return ntensors == 0 || current_stream(device, out);
+    return read_stream(stream, out);
+}
+
+/* launch() with the GIL released (unless set_release_gil(False)); *call names the entry point that answered r */
+static KP_INLINE CUresult launch_nogil(void* ctx, void* kernel, const uint32_t g[3], const uint32_t b[3], uint32_t smem,
+                                       uint64_t stream, const uint32_t c[3], int pdl, void** ptrs, const char** call) {
+    *call = c[0] || pdl ? "cuLaunchKernelEx" : "cuLaunchKernel";
+    PyThreadState* ts = release_gil ? PyEval_SaveThread() : NULL;
+    CUresult r = launch(ctx, kernel, g, b, smem, (void*)(uintptr_t)stream, c, pdl, ptrs, call);
+    if (ts != NULL) PyEval_RestoreThread(ts);
+    return r;
+}
+
 /* ------------------------------------------------------------------ launch options */
 
 /* The number of keywords, each mapped to a launch option or K_N + a parameter's position; -1 when one is neither
@@ -1182,17 +1200,10 @@ dispatch:;
         for (int s = 0; s < plan->nslots; s++) cap->ptrs[s] = cap->buf + ((unsigned char*)ptrs[s] - buf);
         Py_RETURN_NONE;
     }
-    uint64_t hstream = 0;
-    if (stream == NULL || stream == Py_None) {
-        if (a.ntensors > 0 && !current_stream(device, &hstream)) goto slow; /* no tensor: the legacy stream 0 */
-    } else if (!read_stream(stream, &hstream)) {
-        goto slow;
-    }
-
-    const char* call = c[0] || e->pdl ? "cuLaunchKernelEx" : "cuLaunchKernel";
-    PyThreadState* ts = release_gil ? PyEval_SaveThread() : NULL;
-    CUresult r = launch(dev->ctx, e->kernel, g, b, nsmem, (void*)(uintptr_t)hstream, c, e->pdl, ptrs, &call);
-    if (ts != NULL) PyEval_RestoreThread(ts);
+    uint64_t hstream;
+    if (!launch_stream(stream, a.ntensors, device, &hstream)) goto slow;
+    const char* call;
+    CUresult r = launch_nogil(dev->ctx, e->kernel, g, b, nsmem, hstream, c, e->pdl, ptrs, &call);
     if (KP_UNLIKELY(r != 0)) return driver_error(self, plan, device, r, call);
     Py_RETURN_NONE;
 
@@ -1284,18 +1295,11 @@ static PyObject* prepared_slow(kp_prepared* p, PyObject* stream) {
 /* Launch capture c (the object's own, or a private one) on this call's stream. */
 static PyObject* prepared_launch(kp_prepared* p, kp_capture* c, PyObject* stream) {
     if (c->empty) Py_RETURN_NONE;
-    uint64_t hstream = 0;
-    if (stream == NULL) {
-        if (c->ntensors > 0 && !current_stream(c->device, &hstream)) return prepared_slow(p, stream);
-    } else if (!read_stream(stream, &hstream)) {
-        return prepared_slow(p, stream);
-    }
-    const char* call = c->c[0] || c->pdl ? "cuLaunchKernelEx" : "cuLaunchKernel";
+    uint64_t hstream;
+    if (!launch_stream(stream, c->ntensors, c->device, &hstream)) return prepared_slow(p, stream);
+    const char* call;
     p->busy++; /* under the GIL: while it is released, no other thread rewrites this capture */
-    PyThreadState* ts = release_gil ? PyEval_SaveThread() : NULL;
-    CUresult r = launch(c->ctx, c->kernel, c->g, c->b, c->smem, (void*)(uintptr_t)hstream, c->c, c->pdl,
-                        c->ptrs, &call);
-    if (ts != NULL) PyEval_RestoreThread(ts);
+    CUresult r = launch_nogil(c->ctx, c->kernel, c->g, c->b, c->smem, hstream, c->c, c->pdl, c->ptrs, &call);
     p->busy--;
     if (KP_UNLIKELY(r != 0)) return driver_error((kp_family*)p->family, c->plan, c->device, r, call);
     Py_RETURN_NONE;
@@ -1821,7 +1825,7 @@ static PyObject* lazy_doc(kp_family* f, PyObject* name) {
     PyObject* make = PyDict_GetItemString(f->dict, "_kp_docs");
     if (make == NULL) return NULL;
     Py_INCREF(make);
-    v = PyObject_CallOneArg(make, name);
+    v = PyObject_CallFunctionObjArgs(make, name, NULL);
     Py_DECREF(make);
     if (v == NULL) return NULL;
     if (PyDict_SetItem(f->dict, name, v) < 0) Py_CLEAR(v);

@@ -27,20 +27,15 @@ int cpu_as_cuda = 0;  // tests without a GPU: CPU tensors read as tensors on cud
 // c10 answers it on a GPU; -1: none (the launcher asks the Python-level getter, as with a bridge built without CUDA)
 long long test_stream = -1;
 
-int8_t dtype_code(c10::ScalarType t) {
-    switch (t) {
-#define KP_CASE(scalar, code) case c10::ScalarType::scalar: return code;
-    KP_TORCH_DTYPES(KP_CASE)
-#undef KP_CASE
-    default: return KP_DT_ANY;
-    }
-}
-
-// dtype_code of every ScalarType value (an int8 enum), filled at import: one load per tensor instead of a switch
+// The kp_dtype of every ScalarType value (an int8 enum), from the launch model's table (KP_TORCH_DTYPES), filled at
+// import: one load per tensor instead of a switch
 int8_t dtype_table[256];
 
 void fill_dtype_table() {
-    for (int i = 0; i < 256; i++) dtype_table[i] = dtype_code(static_cast<c10::ScalarType>(static_cast<int8_t>(i)));
+    for (int i = 0; i < 256; i++) dtype_table[i] = KP_DT_ANY;
+#define KP_ENTRY(scalar, code) dtype_table[static_cast<uint8_t>(c10::ScalarType::scalar)] = code;
+    KP_TORCH_DTYPES(KP_ENTRY)
+#undef KP_ENTRY
 }
 
 // One tensor: its TensorImpl read once through torch's inline accessors (policy-checked as at::Tensor's are).
