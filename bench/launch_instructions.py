@@ -32,6 +32,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -325,21 +326,19 @@ def main() -> int:
             print(f"| {name} | {v:,.0f} | 0 |")
             continue
         ref = base
-        if " args prepared once" in name:  # the same kernels, launched through k.prepare(...)
-            nargs = int(name.split("kernelpack, ", 1)[1].split(" args")[0])
+        count_row = re.match(r"kernelpack, (\d+) args", name)
+        if count_row:  # an argument-count row: against the fake's call of the same kernel
+            nargs = int(count_row.group(1))
             ref = counts.get(names.index(f"fake cuLaunchKernel from C, {nargs} args"), base)
-            own_p[nargs] = v - ref
-        elif " args from a tuple" in name:  # the same kernels, called as k(*t, ...)
-            nargs = int(name.split("kernelpack, ", 1)[1].split(" args")[0])
-            ref = counts.get(names.index(f"fake cuLaunchKernel from C, {nargs} args"), base)
-            own_t[nargs] = v - ref
-        elif " args, " in name:  # a count row: against the fake's call of the same kernel
-            nargs = int(name.split("kernelpack, ", 1)[1].split(" args")[0])
-            ref = counts.get(names.index(f"fake cuLaunchKernel from C, {nargs} args"), base)
-            own[nargs] = v - ref
-            inner = launcher_only(files[i], args.launches) if i in files else None
-            if inner is not None:
-                launcher[nargs] = inner
+            if " args prepared once" in name:  # the same kernels, launched through k.prepare(...)
+                own_p[nargs] = v - ref
+            elif " args from a tuple" in name:  # the same kernels, called as k(*t, ...)
+                own_t[nargs] = v - ref
+            else:
+                own[nargs] = v - ref
+                inner = launcher_only(files[i], args.launches) if i in files else None
+                if inner is not None:
+                    launcher[nargs] = inner
         print(f"| {name} | {v:,.0f} | {v - ref:,.0f} |")
     if len(own) >= 2:
         xs = sorted(own)
@@ -350,19 +349,15 @@ def main() -> int:
               f"{fit:.1f} by least squares over {', '.join(map(str, xs))} args, {fit4:.1f} over 4 and up; "
               f"between counts {steps}.")
         result["slope_instr_per_arg"] = fit
-    if len(own_t) >= 2:
-        xs = sorted(own_t)
-        steps = ", ".join(f"{a}→{b}: {(own_t[b] - own_t[a]) / (b - a):.1f}" for a, b in zip(xs, xs[1:]))
-        print(f"\nThe same calls as k(*t, grid=..., block=..., stream=...) with t a tuple built once: "
-              f"{_slope([(x, own_t[x]) for x in xs]):.1f} per extra argument by least squares; between counts {steps}.")
-        result["slope_instr_per_arg_tuple"] = _slope([(x, own_t[x]) for x in xs])
-    if len(own_p) >= 2:
-        xs = sorted(own_p)
-        steps = ", ".join(f"{a}→{b}: {(own_p[b] - own_p[a]) / (b - a):.1f}" for a, b in zip(xs, xs[1:]))
-        print(f"\nThe same kernels prepared once (p = k.prepare(...), then p(stream): the tensors' addresses re-read, "
-              f"nothing else): {_slope([(x, own_p[x]) for x in xs]):.1f} per extra argument by least squares; "
-              f"between counts {steps}.")
-        result["slope_instr_per_arg_prepared"] = _slope([(x, own_p[x]) for x in xs])
+    for pts, key, what in ((own_t, "slope_instr_per_arg_tuple", "The same calls as k(*t, grid=..., block=..., "
+                            "stream=...) with t a tuple built once"),
+                           (own_p, "slope_instr_per_arg_prepared", "The same kernels prepared once (p = "
+                            "k.prepare(...), then p(stream): the tensors' addresses re-read, nothing else)")):
+        if len(pts) >= 2:
+            xs = sorted(pts)
+            steps = ", ".join(f"{a}→{b}: {(pts[b] - pts[a]) / (b - a):.1f}" for a, b in zip(xs, xs[1:]))
+            result[key] = _slope([(x, pts[x]) for x in xs])
+            print(f"\n{what}: {result[key]:.1f} per extra argument by least squares; between counts {steps}.")
     if len(launcher) >= 2:
         xs = sorted(launcher)
         steps = ", ".join(f"{a}→{b}: {(launcher[b] - launcher[a]) / (b - a):.1f}" for a, b in zip(xs, xs[1:]))
