@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from ..artifact import Binary, KernelArtifact
 from ..bundle import _canonical_json
 from ..cache import CompileCache, cache_key
+from ..launch.facts import enforced_cluster, launch_bounds_threads
 
 KIND = "clib-sources"
 
@@ -45,9 +45,8 @@ class CubinFacts:
 
     @property
     def cluster(self) -> tuple[int, int, int] | None:
-        """The cluster the driver enforces (kernelpack.launch.facts.facts)."""
-        cd = self.cluster_dims
-        return cd if self.explicit_cluster and cd and cd[0] else None
+        """The cluster the driver enforces (the launch model's rule)."""
+        return enforced_cluster(self.cluster_dims, self.explicit_cluster)
 
     @property
     def header_view(self) -> tuple[object, ...]:
@@ -67,8 +66,8 @@ class CubinFacts:
     def read(cls, a: KernelArtifact, b: Binary) -> CubinFacts:
         """Parse them from the cubin (verifying it first where its artifact deferred that)."""
         ck = b.cubin.kernel(a.entry)  # as kernelpack.launch.facts.facts reads it
-        return cls(ck.reqntid, math.prod(ck.max_threads) if ck.max_threads else 0, ck.cluster_dims,
-                   ck.explicit_cluster, ck.static_smem)
+        return cls(ck.reqntid, launch_bounds_threads(ck.max_threads), ck.cluster_dims, ck.explicit_cluster,
+                   ck.static_smem)
 
 
 def _dim3(v: Any) -> tuple[int, int, int] | None:

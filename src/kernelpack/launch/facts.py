@@ -16,6 +16,7 @@ and the layout's :class:`~.plan.Plan` in each device's dispatch entry.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..abi import Abi
@@ -47,6 +48,16 @@ class BinaryFacts:
         return self.fixed_block or self.reqntid
 
 
+def launch_bounds_threads(max_threads: Sequence[int] | None) -> int:
+    """The thread limit of a cubin kernel's ``__launch_bounds__`` / ``.maxntid`` (0: none)."""
+    return math.prod(max_threads) if max_threads else 0
+
+
+def enforced_cluster(cluster_dims: Dim3 | None, explicit: bool) -> Dim3 | None:
+    """The compile-time cluster the driver enforces for a cubin kernel: an explicit, non-zero ``__cluster_dims__``."""
+    return cluster_dims if explicit and cluster_dims and cluster_dims[0] else None
+
+
 def facts(art: KernelArtifact, b: Binary) -> BinaryFacts:
     """The launch facts of binary ``b`` of ``art``."""
     ls = art.launch_for(b.arch)
@@ -54,9 +65,9 @@ def facts(art: KernelArtifact, b: Binary) -> BinaryFacts:
     if b.kind != "cubin":
         return BinaryFacts(ls.block, None, 0, None, ls.cluster, 0, ls.dynamic_smem or 0, layout)
     ck = b.cubin.kernel(art.entry)
-    mt = math.prod(ck.max_threads) if ck.max_threads else 0
-    cluster = ck.cluster_dims if ck.explicit_cluster and ck.cluster_dims and ck.cluster_dims[0] else None
-    return BinaryFacts(ls.block, ck.reqntid, mt, cluster, ls.cluster, ck.static_smem, ls.dynamic_smem or 0, layout)
+    return BinaryFacts(ls.block, ck.reqntid, launch_bounds_threads(ck.max_threads),
+                       enforced_cluster(ck.cluster_dims, ck.explicit_cluster), ls.cluster, ck.static_smem,
+                       ls.dynamic_smem or 0, layout)
 
 
 def layout_key(abi: Abi, launch: LaunchSpec) -> tuple[object, ...]:

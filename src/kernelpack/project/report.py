@@ -119,6 +119,7 @@ def rows_reusing(bundle: Bundle, library_archs: Sequence[str], status: Mapping[s
 
 
 def row(a: KernelArtifact, library_archs: Sequence[str], status: str = "") -> Row:
+    from ..launch.facts import launch_bounds_threads
     archs = [str(b.arch) if b.kind == "cubin" else str(b.arch).replace("sm_", "compute_") for b in a.binaries]
     r = Row(a.label, a.provenance.frontend, archs, sum(len(b.data) for b in a.binaries), status=status)
     block = a.launch.block
@@ -132,7 +133,7 @@ def row(a: KernelArtifact, library_archs: Sequence[str], status: str = "") -> Ro
         fixed = block or ck.reqntid
         if fixed:
             r.block = "x".join(map(str, fixed))
-        threads = math.prod(fixed) if fixed else (math.prod(ck.max_threads) if ck.max_threads else DEFAULT_BLOCK)
+        threads = math.prod(fixed) if fixed else (launch_bounds_threads(ck.max_threads) or DEFAULT_BLOCK)
         occ = occupancy(b.arch.major, b.arch.minor, threads, ck.registers, smem)
         if occ is not None:
             r.occupancy[arch] = round(occ.fraction, 3)
