@@ -1305,6 +1305,18 @@ static PyObject* prepared_launch(kp_prepared* p, kp_capture* c, PyObject* stream
     Py_RETURN_NONE;
 }
 
+/* A TypeError "kernel LABEL: what" (LABEL: the Python family's, family.label, when it is set) */
+static PyObject* kernel_type_error(PyObject* family, const char* what) {
+    PyObject* fam = PyObject_GetAttrString(family, "family");
+    PyObject* label = fam != NULL ? PyObject_GetAttrString(fam, "label") : NULL;
+    Py_XDECREF(fam);
+    PyErr_Clear();
+    if (label != NULL) PyErr_Format(PyExc_TypeError, "kernel %U: %s", label, what);
+    else PyErr_SetString(PyExc_TypeError, what);
+    Py_XDECREF(label);
+    return NULL;
+}
+
 static PyObject* prepared_call(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
     kp_prepared* p = (kp_prepared*)op;
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
@@ -1314,9 +1326,8 @@ static PyObject* prepared_call(PyObject* op, PyObject* const* args, size_t nargs
     } else if (n == 0 && kwnames != NULL && PyTuple_Size(kwnames) == 1 && PyTuple_GetItem(kwnames, 0) == s_stream) {
         stream = args[0];
     } else if (n != 0 || kwnames != NULL) {
-        PyErr_SetString(PyExc_TypeError, "a prepared launch takes one argument, stream (the kernel's arguments and "
-                                         "launch options were given to prepare())");
-        return NULL;
+        return kernel_type_error(p->family, "a prepared launch takes one argument, stream (the kernel's arguments "
+                                            "and launch options were given to prepare())");
     }
     if (stream == Py_None) stream = NULL;
     kp_capture* c = &p->cap;
@@ -1352,10 +1363,8 @@ resolve: {
 static PyObject* family_prepare(PyObject* op, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
     Py_ssize_t nk = kwnames != NULL ? PyTuple_Size(kwnames) : 0;
     for (Py_ssize_t i = 0; i < nk; i++)
-        if (PyTuple_GetItem(kwnames, i) == s_stream) {
-            PyErr_SetString(PyExc_TypeError, "prepare() takes no stream: pass it to each call of the prepared launch");
-            return NULL;
-        }
+        if (PyTuple_GetItem(kwnames, i) == s_stream)
+            return kernel_type_error(op, "prepare() takes no stream: pass it to each call of the prepared launch");
     allocfunc alloc = (allocfunc)PyType_GetSlot(PreparedType, Py_tp_alloc);
     kp_prepared* p = (kp_prepared*)alloc(PreparedType, 0);
     if (p == NULL) return NULL;

@@ -113,7 +113,8 @@ class PyLauncher:
     def prepare(self, *args: Any, **kwargs: Any) -> PyPrepared:
         """As the extension's ``Family.prepare``; here each call of the result makes the whole call again."""
         if "stream" in kwargs:
-            raise TypeError("prepare() takes no stream: pass it to each call of the prepared launch")
+            label = getattr(getattr(self._call, "__self__", None), "label", "?")
+            raise TypeError(f"kernel {label}: prepare() takes no stream: pass it to each call of the prepared launch")
         return PyPrepared(self._call, args, kwargs)
 
     def __repr__(self) -> str:
