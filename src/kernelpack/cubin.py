@@ -29,6 +29,7 @@ import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ._reprs import clip, listing
 from .arch import Arch
@@ -109,8 +110,7 @@ class Cubin:
         raise CubinError(f"no kernel {name!r} in this {self.arch} cubin; available: {names}")
 
 
-@dataclass(frozen=True)
-class _Section:
+class _Section(NamedTuple):
     name: str
     type: int
     size: int
@@ -120,8 +120,7 @@ class _Section:
     data: bytes  # empty for NOBITS
 
 
-@dataclass(frozen=True)
-class _Symbol:
+class _Symbol(NamedTuple):
     name: str
     info: int
     other: int
@@ -188,27 +187,35 @@ def _sections(data: bytes) -> list[_Section]:
         )
     if strndx >= count:
         raise CubinError(f"section-name table index {strndx} out of range ({count} sections)")
-    raw = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * entsize) for i in range(count)]
+    if entsize == 64:  # one unpack of the whole table (every cubin seen)
+        raw = list(struct.iter_unpack("<IIQQQQIIQQ", data[shoff : shoff + count * 64]))
+    else:
+        raw = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * entsize) for i in range(count)]
+    size = len(data)
     blobs = []
-    for i, (_, kind, _, _, offset, size, *_) in enumerate(raw):
-        if kind != _SHT_NOBITS and offset + size > len(data):
-            raise CubinError(f"truncated cubin: section {i} spans [{offset}, {offset + size}), file has {len(data)}")
-        blobs.append(b"" if kind == _SHT_NOBITS else data[offset : offset + size])
+    for i, (_, kind, _, _, offset, length, *_) in enumerate(raw):
+        if kind == _SHT_NOBITS:
+            blobs.append(b"")
+            continue
+        if offset + length > size:
+            raise CubinError(f"truncated cubin: section {i} spans [{offset}, {offset + length}), file has {size}")
+        blobs.append(data[offset : offset + length])
     names = blobs[strndx]
-    return [
-        _Section(_cstr(names, r[0], f"name of section {i}"), r[1], r[5], r[6], r[7], r[9], blobs[i])
-        for i, r in enumerate(raw)
-    ]
+    return [_Section(_cstr(names, r[0], "name of section", i), r[1], r[5], r[6], r[7], r[9], blobs[i])
+            for i, r in enumerate(raw)]
 
 
-def _cstr(table: bytes, offset: int, what: str) -> str:
+def _cstr(table: bytes, offset: int, what: str, index: int | None = None) -> str:
+    """The NUL-terminated UTF-8 string at ``offset`` of a string table; errors name ``what`` (and ``index``)."""
     end = table.find(b"\0", offset) if offset < len(table) else -1
     if end < 0:
-        raise CubinError(f"{what}: string offset {offset} outside its string table ({len(table)} bytes)")
+        where = what if index is None else f"{what} {index}"
+        raise CubinError(f"{where}: string offset {offset} outside its string table ({len(table)} bytes)")
     try:
         return table[offset:end].decode("utf-8")
     except UnicodeDecodeError as e:
-        raise CubinError(f"{what}: not valid UTF-8 ({table[offset:end]!r})") from e
+        where = what if index is None else f"{what} {index}"
+        raise CubinError(f"{where}: not valid UTF-8 ({table[offset:end]!r})") from e
 
 
 def _symbols(sections: list[_Section]) -> list[_Symbol]:
@@ -218,11 +225,13 @@ def _symbols(sections: list[_Section]) -> list[_Symbol]:
     if symtab.entsize < 24 or symtab.link >= len(sections) or sections[symtab.link].type != _SHT_STRTAB:
         raise CubinError(f"bad .symtab header (entry size {symtab.entsize}, string table {symtab.link})")
     strings = sections[symtab.link].data
-    out = []
-    for i in range(len(symtab.data) // symtab.entsize):
-        name, info, other = struct.unpack_from("<IBB", symtab.data, i * symtab.entsize)
-        out.append(_Symbol(_cstr(strings, name, f"name of symbol {i}"), info, other))
-    return out
+    n, table = len(symtab.data) // symtab.entsize, symtab.data
+    if symtab.entsize == 24:  # one unpack of the whole table (every cubin seen)
+        rows = [r[:3] for r in struct.iter_unpack("<IBBHQQ", table[: n * 24])]
+    else:
+        rows = [struct.unpack_from("<IBB", table, i * symtab.entsize) for i in range(n)]
+    return [_Symbol(_cstr(strings, name, "name of symbol", i), info, other)
+            for i, (name, info, other) in enumerate(rows)]
 
 
 def _records(section: _Section) -> Iterator[tuple[int, int, bytes]]:
