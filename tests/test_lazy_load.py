@@ -102,19 +102,28 @@ def altered_second(runtime_bundle, tmp_path):
     return path, i
 
 
-def test_an_altered_blob_loads_and_fails_at_the_first_use_of_its_specialization_naming_it(fake, altered_second):
-    """The manifest's hash is checked at load, a blob's when a specialization that carries it is first chosen (load
-    does not hash every binary of the file): the sound specialization of the same family launches."""
+def test_an_altered_blob_loads_and_fails_at_the_first_use_of_its_binary_naming_it(fake, altered_second):
+    """The manifest's hash is checked at load, a blob's when a launch first uses the binary it holds (load does not
+    hash every binary of the file): on an sm_80 device add[b] runs its sm_80 cubin, the altered blob."""
     path, i = altered_second
+    fake.reset((8, 0))
     mod = kernelpack.load(path)
-    mod.add(0x10000, 0x20000, 0x30000, 3, grid=1, block=32)  # n odd: add[a]
-    assert fake.last()["kernel"] == "add"
     for _ in range(2):  # n even: add[b], refused each time
         with pytest.raises(BundleError, match=rf"two.kpack: kernel add\[b\]: blob {i} SHA-256 mismatch \(the "
                                               r"binary was altered\)"):
             mod.add(0x10000, 0x20000, 0x30000, 8, grid=1, block=32)
-    mod.add(0x10000, 0x20000, 0x30000, 5, grid=1, block=32)  # add[a] still launches
+
+
+def test_a_specialization_launches_where_its_altered_blob_is_not_the_binary_chosen(fake, altered_second):
+    """On this sm_90 device add[b] runs its sm_90a cubin (shared with add[a], sound): its altered sm_80 blob is
+    never read, so it launches, as add[a] does."""
+    path, _ = altered_second
+    mod = kernelpack.load(path)
+    mod.add(0x10000, 0x20000, 0x30000, 8, grid=1, block=32)  # n even: add[b]
     assert fake.last()["kernel"] == "add"
+    mod.add(0x10000, 0x20000, 0x30000, 3, grid=1, block=32)  # n odd: add[a]
+    assert fake.last()["kernel"] == "add"
+    assert [e.spec.label for e in mod.add.family.device_state(0).entries if e.ready] == ["add[b]", "add[a]"]
 
 
 def test_an_altered_blob_fails_at_load_with_verify_true(altered_second):

@@ -406,9 +406,7 @@ class KernelArtifact:
         except ValueError as e:
             raise KernelpackError(str(e)) from None
         for abi, launch in self._pairs():
-            if launch.grid is not None:
-                self._check_grid(abi, launch)
-            self._check_launch_roles(abi, launch)
+            check_launch(self.label, abi, launch)
         if getattr(_DEFER, "on", False):
             object.__setattr__(self, "_unverified", {i for i, b in enumerate(self.binaries) if b.kind == "cubin"})
         else:
@@ -417,7 +415,7 @@ class KernelArtifact:
                     self._verify(b)
         for b in self.binaries:  # PTX: checked against its .entry now (no parse of a cubin to defer)
             if b.kind != "cubin":
-                self._verify_ptx(b)
+                self._verify(b)
         from .launch.facts import check_caller_args, plans
 
         check_caller_args(self)
@@ -536,18 +534,6 @@ class KernelArtifact:
         """Launch facts (registers, smem, REQNTID, cluster) for this entry in the cubin of ``arch``."""
         return self.binary(arch).cubin.kernel(self.entry)
 
-    def _check_grid(self, abi: Abi, launch: LaunchSpec) -> None:
-        params = {p.name: p.type for p in abi.params}
-        for e in launch.grid or ():
-            for name, fld in grid_params(e):
-                t = params.get(name)
-                fields = {f.name: f.type for f in getattr(t, "fields", ())}
-                dtype = getattr(t, "dtype", None) if fld is None else getattr(fields.get(fld), "dtype", None)
-                ok = t is not None and dtype is not None and dtype.is_integer
-                if not ok:
-                    raise KernelpackError(f"kernel {self.label}: grid formula reads {name}{'.' + fld if fld else ''}, "
-                                          f"which is not an integer argument or field of this kernel")
-
     @property
     def verified(self) -> bool:
         """Whether every cubin's ABI was verified (always, unless constructed under ``deferred_verification``)."""
@@ -570,54 +556,86 @@ class KernelArtifact:
         return self
 
     def _verify(self, binary: Binary) -> None:
-        from .verify import verify_abi
+        verify_binary(self.label, self.entry, self.abi_for(binary.arch), self.launch_for(binary.arch), binary)
 
+def verify_binary(label: str, entry: str, abi: Abi, launch: LaunchSpec, binary: Binary) -> None:
+    """Check one binary of kernel ``label`` against the kernel parameters (``abi``) and launch spec it launches with:
+    AbiMismatch naming the kernel and arch when they disagree or the binary is malformed. A cubin: its kernel
+    ``entry``'s parameters (kernelpack.verify) and required block; PTX: as far as PTX fixes parameters (each one's
+    size, not its type), and its ``.target`` must be the arch it is filed under."""
+    if binary.kind != "cubin":
+        _verify_ptx(label, entry, abi, binary)
+        return
+    from .verify import verify_abi
+
+    try:
+        ck = binary.cubin.kernel(entry)
+    except KernelpackError as e:
+        raise AbiMismatch(f"kernel {label} ({binary.arch}): {e.message}") from None
+    verify_abi(label, abi, ck, binary.arch)
+    fixed = launch.block
+    if fixed is not None and ck.reqntid is not None and fixed != ck.reqntid:
+        raise AbiMismatch(f"kernel {label} ({binary.arch}): launch block {fixed} contradicts the cubin's "
+                          f"required block {ck.reqntid}; give {binary.arch} its own block (per_arch)")
+
+
+def _verify_ptx(label: str, entry: str, abi: Abi, binary: Binary) -> None:
+    from .ptx import ptx_entries, ptx_target, verify_ptx_abi
+
+    where = f"kernel {label} ({binary.target} PTX)"
+    try:
+        entries = ptx_entries(binary.data.decode())
+        target = ptx_target(binary.data.decode())
+    except UnicodeDecodeError:
+        raise AbiMismatch(f"{where}: PTX that is not UTF-8 text") from None
+    except KernelpackError as e:
+        raise AbiMismatch(f"{where}: {e.message}") from None
+    if entry not in entries:
+        raise AbiMismatch(f"{where}: no .entry {entry} in the PTX (entries: {', '.join(entries) or 'none'})")
+    if target != binary.arch:
+        raise AbiMismatch(f"{where}: the PTX is for .target {target}, not {binary.arch}; file it as "
+                          f"{target.ptx_name}")
+    verify_ptx_abi(label, abi, entry, entries[entry], binary.target)
+
+
+def check_launch(label: str, abi: Abi, launch: LaunchSpec) -> None:
+    """What kernel ``label`` launching with ``abi`` and ``launch`` must satisfy: its grid formula reads integer
+    arguments; scratch sizes, tensor descriptors and device-derived roles have the params they need (KernelpackError
+    / AbiMismatch naming the kernel)."""
+    if launch.grid is not None:
+        _check_grid(label, abi, launch)
+    _check_launch_roles(label, abi, launch)
+
+
+def _check_grid(label: str, abi: Abi, launch: LaunchSpec) -> None:
+    params = {p.name: p.type for p in abi.params}
+    for e in launch.grid or ():
+        for name, fld in grid_params(e):
+            t = params.get(name)
+            fields = {f.name: f.type for f in getattr(t, "fields", ())}
+            dtype = getattr(t, "dtype", None) if fld is None else getattr(fields.get(fld), "dtype", None)
+            ok = t is not None and dtype is not None and dtype.is_integer
+            if not ok:
+                raise KernelpackError(f"kernel {label}: grid formula reads {name}{'.' + fld if fld else ''}, "
+                                      f"which is not an integer argument or field of this kernel")
+
+
+def _check_launch_roles(label: str, abi: Abi, launch: LaunchSpec) -> None:
+    """Scratch sizes need a param of that role; tensor descriptors need their params in the ABI; device-derived
+    roles must be usable."""
+    from .launch.device import check_role
+
+    roles = {p.role for p in abi.params}
+    for role in ("global_scratch", "profile_scratch"):
+        if getattr(launch, role) and role not in roles:
+            raise AbiMismatch(f"kernel {label}: launch needs {getattr(launch, role)} bytes of {role} "
+                              f"per CTA but no parameter has role {role!r}")
+    for p in abi.params:
+        why = check_role(p.role, f"kernel {label}: parameter {p.name}")
+        if why:
+            raise AbiMismatch(why)
+    for t in launch.tensor_descs:
         try:
-            ck = binary.cubin.kernel(self.entry)
+            t.check(abi, label)
         except KernelpackError as e:
-            raise AbiMismatch(f"kernel {self.label} ({binary.arch}): {e.message}") from None
-        verify_abi(self.label, self.abi_for(binary.arch), ck, binary.arch)
-        fixed = self.launch_for(binary.arch).block
-        if fixed is not None and ck.reqntid is not None and fixed != ck.reqntid:
-            raise AbiMismatch(f"kernel {self.label} ({binary.arch}): launch block {fixed} contradicts the cubin's "
-                              f"required block {ck.reqntid}; give {binary.arch} its own block (per_arch)")
-
-    def _verify_ptx(self, binary: Binary) -> None:
-        """PTX fixes each parameter's size, not its type: the ABI is checked against the ``.entry`` as far as that
-        goes, and the PTX's ``.target`` must be the arch it is filed under."""
-        from .ptx import ptx_entries, ptx_target, verify_ptx_abi
-
-        where = f"kernel {self.label} ({binary.target} PTX)"
-        try:
-            entries = ptx_entries(binary.data.decode())
-            target = ptx_target(binary.data.decode())
-        except UnicodeDecodeError:
-            raise AbiMismatch(f"{where}: PTX that is not UTF-8 text") from None
-        except KernelpackError as e:
-            raise AbiMismatch(f"{where}: {e.message}") from None
-        if self.entry not in entries:
-            raise AbiMismatch(f"{where}: no .entry {self.entry} in the PTX (entries: {', '.join(entries) or 'none'})")
-        if target != binary.arch:
-            raise AbiMismatch(f"{where}: the PTX is for .target {target}, not {binary.arch}; file it as "
-                              f"{target.ptx_name}")
-        verify_ptx_abi(self.label, self.abi_for(binary.arch), self.entry, entries[self.entry], binary.target)
-
-    def _check_launch_roles(self, abi: Abi, launch: LaunchSpec) -> None:
-        """Scratch sizes need a param of that role; tensor descriptors need their params in the ABI; device-derived
-        roles must be usable."""
-        from .launch.device import check_role
-
-        roles = {p.role for p in abi.params}
-        for role in ("global_scratch", "profile_scratch"):
-            if getattr(launch, role) and role not in roles:
-                raise AbiMismatch(f"kernel {self.label}: launch needs {getattr(launch, role)} bytes of {role} "
-                                  f"per CTA but no parameter has role {role!r}")
-        for p in abi.params:
-            why = check_role(p.role, f"kernel {self.label}: parameter {p.name}")
-            if why:
-                raise AbiMismatch(why)
-        for t in launch.tensor_descs:
-            try:
-                t.check(abi, self.label)
-            except KernelpackError as e:
-                raise AbiMismatch(e.message) from None
+            raise AbiMismatch(e.message) from None

@@ -41,6 +41,7 @@ from typing import Any
 from ._reprs import clip, clip_left, listing
 from ._reprs import size as size_text
 from .abi import Abi
+from .arch import Arch
 from .artifact import ArchLaunch, Binary, KernelArtifact, LaunchSpec, Provenance
 from .errors import BundleError, KernelpackError
 from .files import read_bounded
@@ -439,6 +440,22 @@ def _check_padding(data: bytes, spans: list[tuple[int, int]], source: str) -> No
         pos = max(pos, off + size)
 
 
+def shared_binary(idx: int, arch: str, kind: str, blobs: Sequence[tuple[bytes, bytes | None]],
+                  shared: dict[tuple[int, str, str], Binary], name: object) -> Binary:
+    """The Binary of blob ``idx`` filed as ``arch`` ``kind``: one object per (blob, arch, kind) across the bundle's
+    artifacts (``shared``), so each cubin is parsed once."""
+    if not 0 <= idx < len(blobs):
+        raise BundleError(f"kernel {name}: binary refers to blob {idx}, the bundle has {len(blobs)}")
+    key = (idx, arch, kind)
+    got = shared.get(key)
+    if got is None:
+        raw, stream = blobs[idx]
+        got = shared[key] = Binary(Arch.parse(arch), raw, kind)
+        if stream is not None:
+            got.with_zlib(stream)
+    return got
+
+
 def _artifact(a: dict[str, Any], blobs: Sequence[tuple[bytes, bytes | None]],
               shared: dict[tuple[int, str, str], Binary]) -> KernelArtifact:
     bins = []
@@ -448,16 +465,7 @@ def _artifact(a: dict[str, Any], blobs: Sequence[tuple[bytes, bytes | None]],
             own = ArchLaunch.from_json(b)
             if per_arch.setdefault(str(b["arch"]), own) != own:
                 raise BundleError(f"kernel {a.get('name')}: two binaries for {b['arch']} state different launch facts")
-        idx = int(b["blob"])
-        if not 0 <= idx < len(blobs):
-            raise BundleError(f"kernel {a.get('name')}: binary refers to blob {idx}, the bundle has {len(blobs)}")
-        key = (idx, str(b["arch"]), str(b["kind"]))
-        if key not in shared:
-            raw, stream = blobs[idx]
-            shared[key] = Binary(b["arch"], raw, b["kind"])
-            if stream is not None:
-                shared[key].with_zlib(stream)
-        bins.append(shared[key])
+        bins.append(shared_binary(int(b["blob"]), str(b["arch"]), str(b["kind"]), blobs, shared, a.get("name")))
     return KernelArtifact(
         name=a["name"],
         entry=a["entry"],

@@ -3,18 +3,21 @@ use, each specialization's artifact and binary on its own first use.
 
 ``BundleIndex(data, source)`` checks what proves the manifest is the one written (header, size, the manifest's
 SHA-256, its top level) and groups the manifest's artifact lines by family name; nothing else. Each blob's bounds,
-SHA-256 and expansion are checked when a kernel first needs that blob (a blob altered after the build fails then,
+SHA-256 and expansion are checked when a launch first needs that blob (a blob altered after the build fails then,
 naming the kernel; :meth:`BundleIndex.verify`, i.e. ``kernelpack.load(..., verify=True)``, checks every blob and
 the padding between them at load, as ``Bundle.read`` does).
 
 A family's first use (:meth:`BundleIndex.family_specs`) reads of each entry only what dispatch needs -- its kernel
 parameters, launch spec, binaries' archs, range constraints and device requirements -- as :class:`SpecSource`
 rows; each distinct text of those is parsed once per bundle (the entries of a family repeat most of them), so a
-family of 100 specializations costs what its distinct parameter lists cost. The full :class:`KernelArtifact` of a
-specialization (its provenance, its binary's bytes, its blob's checks) is built when that specialization is first
-chosen by a launch (:meth:`SpecSource.artifact`), its cubin verified against the ABI on that first load
-(:func:`kernelpack.artifact.deferred_verification`): the build verified it, and the hashes prove the bytes unchanged.
-``family(name)`` builds every artifact of a family (``module.bundle``, ``help()``).
+family of 100 specializations costs what its distinct parameter lists cost. A launch that first chooses a
+specialization reads only the binary it runs (:meth:`SpecSource.binary`: the entry symbol cut from the line, that
+blob checked and expanded) and verifies that cubin against the kernel parameters it launches with
+(:meth:`SpecSource.verify_binary`, the check :func:`kernelpack.artifact.verify_binary` an artifact makes); the full
+:class:`KernelArtifact` (its provenance, every binary) is built only when asked for (:meth:`SpecSource.artifact`:
+docs, ``module.bundle``; its cubins verified on first use, :func:`kernelpack.artifact.deferred_verification`).
+The build verified everything, and the hashes prove the bytes unchanged. ``family(name)`` builds every artifact
+of a family (``module.bundle``, ``help()``).
 """
 
 from __future__ import annotations
@@ -29,7 +32,15 @@ from typing import TYPE_CHECKING, Any
 from . import bundle as bd
 from .abi import Abi, param_from_json
 from .arch import Arch
-from .artifact import ArchLaunch, Binary, KernelArtifact, LaunchSpec, deferred_verification
+from .artifact import (
+    ArchLaunch,
+    Binary,
+    KernelArtifact,
+    LaunchSpec,
+    check_launch,
+    deferred_verification,
+    verify_binary,
+)
 from .bundle import _HEADER, FLAG_ZLIB_BLOBS, Bundle, _artifact, check_blob, expand_blob
 from .errors import BundleError, KernelpackError
 from .launch import ranges as ranges_model
@@ -92,20 +103,24 @@ class SpecSource:
     ``label``, ``variant``, ``index`` (its place in the family, bundle order), device ``requirements``, ``bins``
     (each binary's arch and kind), the artifact's ``launch`` spec and :meth:`launch_for` an arch, ``layouts`` (the
     plan of each parameter layout, :func:`kernelpack.launch.facts.plans`), ``layout_of`` (each binary's layout),
-    ``specificity``; :meth:`artifact` builds the whole :class:`KernelArtifact` (once)."""
+    ``specificity``; :meth:`artifact` builds the whole :class:`KernelArtifact` (once). What a launch loads -- the
+    kernel's ``entry``, a :meth:`binary` and its verification (:meth:`verify_binary`) -- is read without it."""
 
     __slots__ = ("name", "variant", "label", "index", "requirements", "bins", "launch", "per_arch", "layouts",
-                 "layout_of", "specificity", "_make", "_art")
+                 "layout_of", "specificity", "_make", "_art", "_layout", "_light", "_verified")
 
     def __init__(self, name: str, variant: str, index: int, requirements: tuple[tuple[str, int], ...],
-                 layout: _Layout, make: Any) -> None:
+                 layout: _Layout, make: Any, light: Any = None) -> None:
         self.name, self.variant, self.index = name, variant, index
         self.label = f"{name}[{variant}]" if variant else name
         self.requirements = requirements
         self.bins, self.launch, self.per_arch = layout.bins, layout.launch, layout.per_arch
         self.layouts, self.layout_of, self.specificity = layout.plans, layout.layout_of, layout.specificity
+        self._layout = layout
         self._make = make  # () -> KernelArtifact
+        self._light = light  # (binary index) -> (entry, Binary) without the artifact; None: read from the artifact
         self._art: KernelArtifact | None = None
+        self._verified: set[int] = set()  # binaries verified against the ABI without the artifact
 
     @classmethod
     def of(cls, art: KernelArtifact, index: int) -> SpecSource:
@@ -113,6 +128,7 @@ class SpecSource:
         layout = _Layout(tuple((b.arch, b.kind) for b in art.binaries), art.launch,
                          {a: x.launch for a, x in art.arch_launches.items() if x.launch is not None}, plans(art))
         layout.layout_of = tuple(layout_index(art, b) for b in art.binaries)
+        layout.pairs = tuple((art.abi_for(b.arch), art.launch_for(b.arch)) for b in art.binaries)
         spec = cls(art.name, art.variant, index, art.requirements, layout, lambda: art)
         spec._art = art
         return spec
@@ -121,28 +137,61 @@ class SpecSource:
         """The LaunchSpec the binaries of ``arch`` launch with (KernelArtifact.launch_for)."""
         return self.per_arch.get(arch) or self.launch
 
+    def launch_of(self, i: int) -> LaunchSpec:
+        """The LaunchSpec binary ``i`` launches with."""
+        return self._layout.pairs[i][1]
+
     def artifact(self) -> KernelArtifact:
         """The specialization's whole artifact (built on the first call: BundleError naming the kernel when its
         entry or its blob is malformed or altered)."""
         art = self._art
         if art is None:
-            art = self._art = self._make()
+            art = self._make()
+            pending = vars(art).get("_unverified")
+            if pending:  # what a launch verified before the artifact was built
+                pending.difference_update(self._verified)
+            self._art = art
         return art
 
     @property
     def built(self) -> bool:
         return self._art is not None
 
+    def binary(self, i: int) -> tuple[str, Binary]:
+        """The kernel's entry symbol and its binary ``i``, its blob checked (BundleError naming the kernel when the
+        blob was altered); the artifact is not built for it."""
+        art = self._art
+        if art is not None or self._light is None:
+            art = self.artifact()
+            return art.entry, art.binaries[i]
+        return self._light(i)  # type: ignore[no-any-return]
+
+    def verify_binary(self, i: int, entry: str, b: Binary) -> None:
+        """Verify binary ``i`` against the kernel parameters it launches with, once (AbiMismatch naming the kernel
+        and arch): the artifact's deferred check when it is built, else the same check on what this row read."""
+        art = self._art
+        if art is not None:
+            art.verify_binary(b)
+        elif i not in self._verified:
+            abi, launch = self._layout.pairs[i]
+            verify_binary(self.label, entry, abi, launch, b)
+            self._verified.add(i)
+
 
 class _Layout:
     """What one distinct (kernel parameters, binaries, launch spec, ranges) of a manifest entry gives dispatch."""
 
-    __slots__ = ("bins", "launch", "per_arch", "plans", "layout_of", "specificity")
+    __slots__ = ("bins", "launch", "per_arch", "plans", "layout_of", "pairs", "blobs", "rules", "checked",
+                 "specificity")
 
     def __init__(self, bins: tuple[tuple[Arch, str], ...], launch: LaunchSpec, per_arch: dict[Arch, LaunchSpec],
                  plans: tuple[Plan, ...]) -> None:
         self.bins, self.launch, self.per_arch, self.plans = bins, launch, per_arch, plans
         self.layout_of: tuple[int, ...] = ()
+        self.pairs: tuple[tuple[Abi, LaunchSpec], ...] = ()  # each binary's (kernel parameters, launch spec)
+        self.blobs: tuple[tuple[int, str], ...] = ()  # each binary's blob and arch text (read from a manifest entry)
+        self.rules: tuple[Any, ...] = ()  # range constraints (kernelpack.launch.ranges)
+        self.checked = False  # the checks an artifact makes of what dispatch read (_light_binary) passed
         self.specificity: Specificity = plan_specificity(plans[0])
 
 
@@ -166,6 +215,21 @@ def _segments(line: bytes) -> tuple[bytes, bytes, bytes, bytes, bytes, str] | No
     ranges = line[r + 10:q if q > r else v] if r >= 0 else b""
     requires = line[q + 12:v] if q >= 0 else b""
     return line[a + 8:b + 1], line[b + 13:e + 1], line[la + 10:p + 1], ranges, requires, line[v + 12:-2].decode()
+
+
+def _entry_of(text: Any) -> str:
+    """The ``entry`` of a manifest entry (its line: the text between ``"entry":"`` and ``","launch":{``, keys being
+    sorted; or the parsed entry); BundleError when it is not a non-empty string."""
+    if isinstance(text, dict):
+        got = text.get("entry")
+    else:
+        a = text.find(b'],"entry":"')
+        b = text.find(b'","launch":{', a)
+        raw = text[a + 11:b] if 0 <= a < b else b""
+        got = (bd.loads(b'"' + raw + b'"') if b"\\" in raw else raw.decode()) if b'"' not in raw else None
+    if not isinstance(got, str) or not got:
+        raise BundleError(f"malformed manifest entry (entry {got!r:.80})")
+    return got
 
 
 class BundleIndex:
@@ -312,7 +376,8 @@ class BundleIndex:
             if v == w:
                 raise BundleError(f"{source}: two artifacts with the same name and variant: "
                                   f"{f'{name}[{v}]' if v else name}")
-        return tuple(SpecSource(name, variant, i, req, layout, self._maker(name, variant, text, layout))
+        return tuple(SpecSource(name, variant, i, req, layout, self._maker(name, variant, text, layout),
+                                self._lighter(name, variant, text, layout))
                      for i, (variant, req, layout, text) in enumerate(rows))
 
     def _parsed(self, what: str, text: bytes, name: str) -> Any:
@@ -344,7 +409,10 @@ class BundleIndex:
                 out = []
                 for b in value:
                     own = ArchLaunch.from_json(b) if b.get("launch") is not None or b.get("abi") is not None else None
-                    out.append((Arch.parse(str(b["arch"])).real, str(b["kind"]), own))
+                    blob = b["blob"]
+                    if not isinstance(blob, int) or isinstance(blob, bool):
+                        raise BundleError(f"binary blob index is not an integer: {blob!r:.40}")
+                    out.append((Arch.parse(str(b["arch"])).real, str(b["kind"]), own, blob, str(b["arch"])))
                 got = tuple(out)
             self._memo[key] = got
         return got
@@ -368,18 +436,28 @@ class BundleIndex:
         bins = self._parsed("bins", bins_t, name)
         rules = self._parsed("ranges", ranges_t, name) if ranges_t else ()
         per_arch: dict[Any, ArchLaunch] = {}
-        for arch, _, own in bins:
+        for arch, _, own, _, _ in bins:
             if own is not None and per_arch.setdefault(arch, own) != own:
                 raise BundleError(f"two binaries for {arch} state different launch facts")
-        pairs = [(abi, launch)] + [((per_arch[a].abi or abi) if a in per_arch else abi,
-                                    (per_arch[a].launch or launch) if a in per_arch else launch) for a, _, _ in bins]
-        lay = layouts_of(pairs)
-        keys = [layout_key(x, y) for x, y in lay]
         slots = self._memo.setdefault(("slots", b""), {})
-        plans = tuple(Plan.of(x, y, rules, slots) for x, y in lay)
-        out = _Layout(tuple((a, k) for a, k, _ in bins), launch,
+        if not per_arch:  # every binary launches with the artifact's own parameters and launch spec: one layout
+            plans: tuple[Plan, ...] = (Plan.of(abi, launch, rules, slots),)
+            pairs = [(abi, launch)] * (len(bins) + 1)
+            layout_of = (0,) * len(bins)
+        else:
+            pairs = [(abi, launch)] + [((per_arch[a].abi or abi) if a in per_arch else abi,
+                                        (per_arch[a].launch or launch) if a in per_arch else launch)
+                                       for a, *_ in bins]
+            lay = layouts_of(pairs)
+            keys = [layout_key(x, y) for x, y in lay]
+            plans = tuple(Plan.of(x, y, rules, slots) for x, y in lay)
+            layout_of = tuple(keys.index(layout_key(x, y)) for x, y in pairs[1:])
+        out = _Layout(tuple((a, k) for a, k, *_ in bins), launch,
                       {a: x.launch for a, x in per_arch.items() if x.launch is not None}, plans)
-        out.layout_of = tuple(keys.index(layout_key(x, y)) for x, y in pairs[1:])
+        out.layout_of = layout_of
+        out.pairs = tuple(pairs[1:])
+        out.blobs = tuple((blob, text) for _, _, _, blob, text in bins)
+        out.rules = tuple(rules)
         return out
 
     def _maker(self, name: str, variant: str, text: Any, layout: _Layout) -> Any:
@@ -392,6 +470,38 @@ class BundleIndex:
                 return art
 
         return make
+
+    def _lighter(self, name: str, variant: str, text: Any, layout: _Layout) -> Any:
+        """What loads binary ``i`` of a specialization without building its artifact (None when its binaries take
+        more than one parameter layout: the artifact checks those against each other)."""
+        if len(layout.plans) != 1:
+            return None
+        label = f"{name}[{variant}]" if variant else name
+        return lambda i: self._light_binary(name, label, text, layout, i)
+
+    def _light_binary(self, name: str, label: str, text: Any, layout: _Layout, i: int) -> tuple[str, Binary]:
+        """The entry symbol and binary ``i`` of a specialization, its blob checked, and what its artifact would check
+        of the parts dispatch read (:func:`kernelpack.artifact.check_launch`, its range constraints against its
+        arguments; once per distinct layout), without building the artifact: errors as :meth:`_artifact` gives
+        them."""
+        source = self.source
+        with self._lock:
+            try:
+                entry = _entry_of(text)
+                if not layout.checked:
+                    check_launch(label, *layout.pairs[0])
+                    if layout.rules:
+                        ranges_model.check(label, layout.plans[0], layout.rules)
+                    layout.checked = True
+                blob, arch = layout.blobs[i]
+                b = bd.shared_binary(blob, arch, layout.bins[i][1], self._blobs, self._shared, name)
+            except BundleError as e:
+                raise BundleError(f"{source}: kernel {label}: {e.message.removeprefix(source + ': ')}") from None
+            except KernelpackError as e:
+                raise BundleError(f"{source}: {e.message}") from None
+            except ValueError as e:
+                raise BundleError(f"{source}: {e}") from None
+        return entry, b
 
     def _artifact(self, name: str, text: Any, label: str) -> KernelArtifact:
         """One artifact of family ``name`` from its entry (text or parsed), its cubins' verification deferred;

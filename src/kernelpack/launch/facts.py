@@ -60,11 +60,15 @@ def enforced_cluster(cluster_dims: Dim3 | None, explicit: bool) -> Dim3 | None:
 
 def facts(art: KernelArtifact, b: Binary) -> BinaryFacts:
     """The launch facts of binary ``b`` of ``art``."""
-    ls = art.launch_for(b.arch)
-    layout = layout_index(art, b)
+    return binary_facts(art.entry, art.launch_for(b.arch), layout_index(art, b), b)
+
+
+def binary_facts(entry: str, ls: LaunchSpec, layout: int, b: Binary) -> BinaryFacts:
+    """The launch facts of kernel ``entry`` in binary ``b``, which launches with ``ls`` and parameter layout
+    ``layout``."""
     if b.kind != "cubin":
         return BinaryFacts(ls.block, None, 0, None, ls.cluster, 0, ls.dynamic_smem or 0, layout)
-    ck = b.cubin.kernel(art.entry)
+    ck = b.cubin.kernel(entry)
     return BinaryFacts(ls.block, ck.reqntid, launch_bounds_threads(ck.max_threads),
                        enforced_cluster(ck.cluster_dims, ck.explicit_cluster), ls.cluster, ck.static_smem,
                        ls.dynamic_smem or 0, layout)

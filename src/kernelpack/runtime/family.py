@@ -29,6 +29,7 @@ from ..errors import KernelpackError, LaunchError
 from ..launch import device as dev_model
 from ..launch.binaries import describe_binaries, device_arch, family_choice, quality
 from ..launch.codes import PDL_MIN_MAJOR, SMEM_DEFAULT_LIMIT
+from ..launch.facts import binary_facts
 from ..launch.family import Specificity, dispatch_order, family_args, order_key, plan_specificity
 from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_DEVICE, Plan, Slot
 from ..names import py_arg_names
@@ -209,16 +210,16 @@ class KernelFamily:
             if entry.ready:
                 return
             info = state.info
-            art = entry.spec.artifact
-            b = art.binaries[entry.bin_index]
-            art.verify_binary(b)  # deferred when the bundle was loaded lazily: AbiMismatch naming it
-            entry.kernel = self.loader.kernel(art, b, info)
-            f = entry.facts = LaunchFacts.of(art, b)
+            src, i = entry.spec.src, entry.bin_index
+            name, b = src.binary(i)  # its blob checked (not its whole artifact built): BundleError naming it
+            src.verify_binary(i, name, b)  # deferred when the bundle was loaded lazily: AbiMismatch naming it
+            entry.kernel = self.loader.kernel(src.label, name, b, info)
+            f = entry.facts = binary_facts(name, src.launch_of(i), src.layout_of[i], b)
             entry.binary = b
             if entry.smem_raised < f.dyn_smem and f.dyn_smem + f.static_smem <= info.smem_optin:
                 # its launches' default dynamic shared memory allowed now, so they can take the C path
                 self.loader.driver.set_max_dynamic_smem(entry.kernel, info.ordinal, f.dyn_smem,
-                                                        f"kernel {art.label} on device {info.ordinal}")
+                                                        f"kernel {src.label} on device {info.ordinal}")
                 entry.smem_raised = f.dyn_smem
             self._device_values(entry, info, device_properties(info))
             entry.ready = True

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-from ..artifact import Binary, KernelArtifact
+from ..artifact import Binary
 from ..launch.binaries import quality
 from ..launch.codes import CUDA_ERROR_UNSUPPORTED_PTX_VERSION, ptx_too_new_hint
 from ..launch.facts import BinaryFacts as LaunchFacts  # noqa: F401 - the facts of one binary (the launch model)
@@ -45,14 +45,15 @@ class Loader:
                 d = self._driver
         return d
 
-    def kernel(self, art: KernelArtifact, b: Binary, device: drv.DeviceInfo) -> int:
-        """The CUkernel of ``art`` in binary ``b``, loaded into ``device``'s primary context (callers hold no lock)."""
-        key = (b.sha256, art.entry)
+    def kernel(self, label: str, entry: str, b: Binary, device: drv.DeviceInfo) -> int:
+        """The CUkernel ``entry`` (of kernel ``label``) in binary ``b``, loaded into ``device``'s primary context
+        (callers hold no lock)."""
+        key = (b.sha256, entry)
         with self.lock:
             k = self._kernels.get(key)
             if k is None:
                 lib = self._libraries.get(b.sha256)
-                where = f"kernel {art.label} ({b.arch} {b.kind} from {self.source})"
+                where = f"kernel {label} ({b.arch} {b.kind} from {self.source})"
                 if lib is None:
                     image = b.data + b"\0" if b.kind == "ptx" else b.data  # the driver reads PTX up to a NUL
                     try:
@@ -64,14 +65,14 @@ class Loader:
                                               f"{ptx_too_new_hint(b.ptx_isa or '?', self.driver.version)}",
                                               code=e.code, name=e.name, status=e.status) from None
                     self._libraries[b.sha256] = lib
-                k = self.driver.get_kernel(lib, art.entry, where)
+                k = self.driver.get_kernel(lib, entry, where)
                 self._kernels[key] = k
             if (device.ordinal, k) not in self._in_context:
                 d = self.driver
                 saved = d.current_context()
                 d.set_current(device.context)
                 try:
-                    d.load_in_current_context(k, f"kernel {art.label} on device {device.ordinal}")
+                    d.load_in_current_context(k, f"kernel {label} on device {device.ordinal}")
                 finally:
                     if saved != device.context:
                         d.set_current(saved)
