@@ -7,7 +7,8 @@ campaign: each distinct one (exception type and raising line) is counted and pri
     python scripts/fuzz.py -n 20000 cubin bundle-manifest
     python scripts/fuzz.py --seconds 120         # per target, whichever comes first
 
-Every input runs under a 5 s time box and a 1 GiB address-space headroom (RLIMIT_AS).
+Every input runs under a 5 s time box and a 1 GiB address-space headroom (RLIMIT_AS). The ``bundle-load`` target
+loads each forged bundle and every binary it can run on the tests' fake driver (built into the seed directory).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import tempfile
 import time
 import traceback
 from collections import Counter
+from contextlib import ExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -62,10 +64,16 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=float("inf"), help="time limit per target")
     ap.add_argument("--seeds", type=Path, help="directory for the seed build (default: a temporary one)")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="kpfuzz-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="kpfuzz-") as tmp, ExitStack() as stack:
         t0 = time.monotonic()
         seeds = fz.make_seeds(args.seeds or Path(tmp))
         print(f"seeds: {seeds!r} ({time.monotonic() - t0:.1f} s)", flush=True)
+        if "bundle-load" in args.targets:  # loads binaries: on the fake driver, installed for the whole campaign
+            from fake_cuda import build
+
+            fake = build((args.seeds or Path(tmp)) / "fakecuda").in_process()
+            fake.reset()
+            stack.enter_context(fake.installed())
         total = 0
         for name in args.targets:
             t0 = time.monotonic()

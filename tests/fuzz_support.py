@@ -34,6 +34,7 @@ ALLOWED: dict[str, tuple[type[BaseException], ...]] = {
     "cubin": (CubinError,),
     "bundle": (BundleError,),
     "embedded": (BundleError, KernelpackError),
+    "load": (KernelpackError,),  # a bundle loaded lazily, its every binary then loaded: any error naming the cause
 }
 TIME_BOX_S = 5.0
 MEMORY_HEADROOM = 1 << 30  # the parser may allocate at most this much beyond what the process already maps
@@ -240,6 +241,35 @@ def parse_bundle(data: bytes) -> None:
     Bundle.from_bytes(data)
 
 
+def load_and_preload(data: bytes) -> None:
+    """``kernelpack.load`` of ``data`` (lazily, as users load), then every family built and every binary it can run
+    on device 0 loaded (:meth:`KernelModule.preload`: the path a first launch takes, per specialization). Needs a
+    driver: the tests' fake, installed by the caller."""
+    import kernelpack
+
+    fd, name = tempfile.mkstemp(suffix=".kpack", prefix="kpfuzz-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        mod = kernelpack.load(name)
+        for family in mod.__all__:
+            mod[family].family.preload(0)
+    finally:
+        os.unlink(name)
+
+
+def laid_out(manifest: Any) -> bytes:
+    """``manifest`` as this writer lays it out (one artifact per line: the loader's cut-by-keys path) where its shape
+    allows, else canonical JSON (the loader's parse-whole path)."""
+    if (isinstance(manifest, dict) and isinstance(manifest.get("artifacts"), list) and manifest["artifacts"]
+            and all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in manifest["artifacts"])):
+        from kernelpack.bundle import manifest_json
+
+        return manifest_json(manifest.get("format"), manifest.get("generator"), manifest.get("blobs"),
+                             manifest["artifacts"])
+    return encode(manifest)
+
+
 def parse_embedded(data: bytes, suffix: str) -> None:
     fd, name = tempfile.mkstemp(suffix=suffix, prefix="kpfuzz-")
     try:
@@ -278,6 +308,12 @@ def _bundle_manifest(seeds: Seeds, edits: list[Any]) -> None:
     parse_bundle(forge(seeds.bundle, encode(edit_manifest(manifest_of(seeds.bundle), edits))))
 
 
+def _bundle_load(seeds: Seeds, args: tuple[bool, list[Any]]) -> None:
+    lines, edits = args
+    edited = edit_manifest(manifest_of(seeds.bundle), edits)
+    load_and_preload(forge(seeds.bundle, laid_out(edited) if lines else encode(edited)))
+
+
 def _embedded_bytes(seeds: Seeds, args: tuple[bool, list[Any]]) -> None:
     static, edits = args
     parse_embedded(apply(seeds.static if static else seeds.shared, edits, seeds.bundle), ".a" if static else ".so")
@@ -298,6 +334,7 @@ TARGETS: dict[str, tuple[str, st.SearchStrategy[Any], Callable[[Seeds, Any], Non
     "cubin": ("cubin", st.tuples(st.integers(0, 10), _BYTE_EDITS), _cubin),
     "bundle-bytes": ("bundle", st.lists(EDIT, min_size=1, max_size=4), _bundle_bytes),
     "bundle-manifest": ("bundle", st.lists(MANIFEST_EDIT, min_size=1, max_size=3), _bundle_manifest),
+    "bundle-load": ("load", st.tuples(st.booleans(), st.lists(MANIFEST_EDIT, min_size=1, max_size=3)), _bundle_load),
     "embedded-bytes": ("embedded", st.tuples(st.booleans(), _BYTE_EDITS), _embedded_bytes),
     "embedded-manifest": ("embedded", st.tuples(st.booleans(), st.lists(MANIFEST_EDIT, min_size=1, max_size=2)),
                           _embedded_manifest),

@@ -30,7 +30,7 @@ def seeds(tmp_path_factory) -> fz.Seeds:
 
 
 # examples per target in the suite (about 35 s on two cores); scripts/fuzz.py runs long campaigns of the same
-IN_SUITE = {"cubin": 2000, "bundle-bytes": 1000, "bundle-manifest": 500, "embedded-bytes": 500,
+IN_SUITE = {"cubin": 2000, "bundle-bytes": 1000, "bundle-manifest": 500, "bundle-load": 400, "embedded-bytes": 500,
             "embedded-manifest": 300}
 
 
@@ -50,6 +50,14 @@ test_fuzz_cubin = _fuzz_test("cubin")
 test_fuzz_bundle_bytes = _fuzz_test("bundle-bytes")
 test_fuzz_bundle_manifest = _fuzz_test("bundle-manifest")
 test_fuzz_embedded_bytes = _fuzz_test("embedded-bytes")
+
+
+@settings(FUZZ, max_examples=IN_SUITE["bundle-load"])
+@given(args=fz.TARGETS["bundle-load"][1])
+def test_fuzz_bundle_load(seeds: fz.Seeds, fake, args) -> None:  # type: ignore[no-untyped-def]
+    """A forged manifest (hashes consistent), loaded lazily and every binary loaded on the fake driver as a first
+    launch loads it: only KernelpackError (naming the cause) comes out."""
+    fz.check("load", lambda: fz.TARGETS["bundle-load"][2](seeds, args))
 test_fuzz_embedded_manifest = _fuzz_test("embedded-manifest")
 
 
