@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from ..abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec, device_role
@@ -176,7 +177,7 @@ class Plan:
             arg += p.role == "arg"
         return cls(tuple(slots), max(abi.param_bytes(0), 1), arg)
 
-    @property
+    @cached_property
     def args(self) -> tuple[Slot, ...]:
         """One slot per caller argument (a tensor descriptor's first param stands for the whole descriptor)."""
         return tuple(s for s in self.slots if s.arg >= 0 and s.op != OP_DESC_FIELD)
@@ -186,7 +187,7 @@ class Plan:
         """Launches need values the C extension does not compute (scratch buffers, tensor maps)."""
         return any(OP_SCRATCH <= s.op <= OP_DESC_FIELD for s in self.slots)
 
-    @property
+    @cached_property
     def device_slots(self) -> tuple[Slot, ...]:
         """The params filled with a property of the launch device, in order (the C extension's entry values)."""
         return tuple(s for s in self.slots if s.op == OP_DEVICE)
