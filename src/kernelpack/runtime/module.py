@@ -312,10 +312,11 @@ def load(source: str | os.PathLike[str] | Bundle, *, verify: bool = False) -> Ke
         lib = kernelpack.load("libgemm.so")
         lib.gemm(a, b, c)  # host program: its C entry computes grid, TMA descriptors, cluster launch
 
-    Loading checks the file's hashes (a bundle altered after it was built fails here) and builds each kernel
-    family on first use; each binary is parsed and verified against its kernel's ABI when first loaded (a binary
-    that cannot be used fails at that kernel's first use, naming it). ``verify=True`` builds and verifies every
-    kernel now, as ``kernelpack inspect --verify`` does.
+    Loading checks the file's header and its manifest's hash (a manifest altered after the build fails here) and
+    builds each kernel family on first use; each binary's blob hash is checked, and the binary parsed and verified
+    against its kernel's ABI, when a launch first uses it (a binary that is altered or cannot be used fails then,
+    naming the kernel). ``verify=True`` checks every blob and builds and verifies every kernel now, as
+    ``kernelpack inspect --verify`` does.
 
     Host programs need the shared library: Python cannot load a static archive's code, so from ``libNAME.a`` they
     are listed but refuse to run.
