@@ -364,8 +364,8 @@ class Abi:
     def __post_init__(self) -> None:
         object.__setattr__(self, "params", tuple(self.params))
         names = [p.name for p in self.params]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
+        if len(set(names)) != len(names):
+            dupes = sorted({n for n in names if names.count(n) > 1})
             raise AbiError(f"duplicate parameter names: {', '.join(dupes)}")
 
     def __len__(self) -> int:
@@ -380,12 +380,19 @@ class Abi:
         ``base`` is the absolute constant-bank address where the buffer starts (from the cubin);
         alignment applies to the absolute address, so offsets can differ between archs.
         """
+        if base == 0:  # the base every launch plan uses: computed once per Abi
+            got = vars(self).get("_offsets0")
+            if got is not None:
+                return got  # type: ignore[no-any-return]
         out, cur = [], 0
         for p in self.params:
             cur = align_up(base + cur, p.type.align) - base
             out.append(cur)
             cur += p.type.size
-        return tuple(out)
+        got = tuple(out)
+        if base == 0:
+            vars(self)["_offsets0"] = got  # outside the fields: equality, hashing and repr are unaffected
+        return got
 
     def param_bytes(self, base: int = 0) -> int:
         if not self.params:

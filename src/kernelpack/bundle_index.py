@@ -389,9 +389,7 @@ class BundleIndex:
                 self._memo[key] = got
                 return got
             value = bd.loads(text)
-            if what == "param":
-                got = param_from_json(value)
-            elif what == "launch":
+            if what == "launch":
                 if not isinstance(value, dict):
                     raise BundleError(f"launch spec is not a JSON object: {text[:80]!r}")
                 got = LaunchSpec.from_json(value)
@@ -421,11 +419,15 @@ class BundleIndex:
         """Kernel parameters from their JSON list, each parameter's text parsed once per bundle (they begin with
         their "divisibility" key: canonical JSON; a text cut wrongly does not parse, and the list is parsed whole)."""
         if text.startswith(b'[{"divisibility":') and text.endswith(b"}]"):
-            parts = text[1:-1].split(b'},{"divisibility":')
-            texts = [parts[0] + b"}"] + [b'{"divisibility":' + t + b"}" for t in parts[1:]]
-            texts[-1] = texts[-1][:-1]
+            memo = self._memo
+            params = []
             try:
-                return Abi(tuple(self._parsed("param", t, name) for t in texts))
+                for t in text[17:-2].split(b'},{"divisibility":'):  # each parameter's text after that key
+                    got = memo.get(("param", t))
+                    if got is None:
+                        got = memo[("param", t)] = param_from_json(bd.loads(b'{"divisibility":' + t + b"}"))
+                    params.append(got)
+                return Abi(tuple(params))
             except (ValueError, KeyError, TypeError, KernelpackError):
                 pass  # parsed whole below: its error names what is wrong
         return Abi.from_json(bd.loads(text))

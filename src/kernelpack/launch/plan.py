@@ -155,8 +155,9 @@ class Plan:
         slots: list[Slot] = []
         arg = 0
         desc_arg: dict[str, int] = {}
+        scratch = (ls.global_scratch, ls.profile_scratch)
         for i, (p, off) in enumerate(zip(abi.params, offsets)):
-            hit = descs.get(p.name)
+            hit = descs.get(p.name) if descs else None
             if hit is not None and p.role == "arg":
                 d, pos = hit
                 if pos == 0:
@@ -169,13 +170,14 @@ class Plan:
             if cache is None:
                 slots.append(_slot(i, p, arg, off, ls))
             else:
-                key = (id(p), i, arg, off, ls.global_scratch, ls.profile_scratch)
+                key = (id(p), i, arg, off, scratch)
                 got = cache.get(key)
                 if got is None or got.param is not p:
                     got = cache[key] = _slot(i, p, arg, off, ls)
                 slots.append(got)
             arg += p.role == "arg"
-        return cls(tuple(slots), max(abi.param_bytes(0), 1), arg)
+        end = offsets[-1] + abi.params[-1].type.size if offsets else 0  # abi.param_bytes(0)
+        return cls(tuple(slots), max(end, 1), arg)
 
     @cached_property
     def args(self) -> tuple[Slot, ...]:
