@@ -3,12 +3,16 @@ launch of one of its kernels (which builds its family: that time is shown apart 
 fresh process each; the same for the C library (dlopen + first launch, from tests' fake or the real driver). Prints
 a markdown table.
 
-    python bench/load_scale.py [--shapes 10000:1000 10000:100] [--arch sm_90a] [--fake DIR] [--rounds 5] [--no-bytecode]
+    python bench/load_scale.py [--shapes 10000:1000 10000:100 100:10:19] [--arch sm_90a] [--fake DIR] [--rounds 5]
+                               [--no-bytecode]
 
 The bundle is synthesized cheaply: one small kernel compiled once, replicated as ``families`` families of
 ``specs / families`` specializations each, told apart by the divisibility of ``n`` (1, 2, 4, ...; past 2**30 a
 device requirement on the SM count too), so dispatch is real and every specialization is distinct (they share one
-cubin, so the first launch pays one cubin's parse and load, as a real family's first launch does).
+cubin, so the first launch pays one cubin's parse and load, as a real family's first launch does). A shape's third
+field picks the kernel: 2 parameters (``k(float* out, int n)``, the default) or 19 (8 pointers, 8 ints, 2 floats and
+a 64-bit int, as kernels of the corpus take; specializations also differ in their pointers' alignment and another
+int's divisibility, so each one parses more distinct parameters, as a real family's do).
 
 With no GPU (or ``--fake DIR``, a directory holding tests' fake ``libcuda.so.1`` and
 ``libkpfakecuda.so``; built into a temp directory when not given) it runs on the fake driver: the numbers then
@@ -33,21 +37,29 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 KERNEL = 'extern "C" __global__ void k(float* out, int n) { if (threadIdx.x < n) out[threadIdx.x] = 1.0f; }\n'
+_PARAMS19 = ", ".join([f"float* p{i}" for i in range(8)] + [f"int n{i}" for i in range(8)])
+KERNEL19 = (f'extern "C" __global__ void k({_PARAMS19}, float a, float b, long long c) '
+            '{ if (threadIdx.x < n0) p0[threadIdx.x] = a + b + (float)c; }\n')
 
 
-def synth_bundle(out: Path, specs: int, families: int, arch: str) -> Path:
+def synth_bundle(out: Path, specs: int, families: int, arch: str, nparams: int = 2) -> Path:
     """A bundle of ``specs`` specializations in ``families`` families (``k0``, ``k1``, ...) from one compile of one
-    small kernel (cached in ``out``): every specialization launches that cubin's entry."""
+    small kernel (cached in ``out``) of ``nparams`` parameters (2 or 19): every specialization launches that
+    cubin's entry."""
     from kernelpack import cuda
     from kernelpack.abi import Abi
     from kernelpack.bundle import Bundle
     from kernelpack.cache import CompileCache
 
-    path = out / f"synth-{specs}-{families}-{arch}.kpack"
+    tag = "" if nparams == 2 else f"-p{nparams}"
+    path = out / f"synth-{specs}-{families}-{arch}{tag}.kpack"
     if path.exists():
         return path
-    src = out / "synth.cu"
-    src.write_text(KERNEL)
+    if nparams not in (2, 19):
+        raise SystemExit(f"--shapes: a kernel of 2 or 19 parameters, not {nparams}")
+    src = out / f"synth{tag}.cu"
+    src.write_text(KERNEL if nparams == 2 else KERNEL19)
+    first = "n" if nparams == 2 else "n0"
     (base,) = cuda.compile(src, ["k"], arch=[arch], cache=CompileCache(out / "cache"))
     per = -(-specs // families)
     arts = []
@@ -55,12 +67,23 @@ def synth_bundle(out: Path, specs: int, families: int, arch: str) -> Path:
         for v in range(per):
             if len(arts) == specs:
                 break
-            params = tuple(dataclasses.replace(p, divisibility=2 ** (v % 31)) if p.name == "n" else p
+            params = tuple(dataclasses.replace(p, divisibility=_divisibility(p.name, first, v))
                            for p in base.abi.params)
             extra = {"requires": {"sm_count": 1 + v // 31}} if v >= 31 else {}
             arts.append(dataclasses.replace(base, name=f"k{f}", variant=f"v{v}", abi=Abi(params), **extra))
     Bundle.of(arts).write(path)
     return path
+
+
+def _divisibility(name: str, first: str, v: int) -> int:
+    """Specialization ``v``'s divisibility of parameter ``name`` (``first``: the one dispatch tells them apart by)."""
+    if name == first:
+        return 2 ** (v % 31)
+    if name.startswith("p"):  # the 19-parameter kernel: odd variants take 16-byte aligned pointers
+        return 16 if v % 2 else 1
+    if name == f"n{1 + v % 7}":  # ... and one more int a multiple of 2
+        return 2
+    return 1
 
 
 PY_CHILD = r"""
@@ -79,20 +102,21 @@ buf = d.mem_alloc_async(1 << 20, 0, "bench")
 t3 = time.perf_counter()
 fam = mod[sys.argv[3]]  # the family's first use builds it (its artifacts, dispatch plans, docs)
 t3b = time.perf_counter()
-fam(buf, 1, grid=1, block=32)
+args = (buf, 1) if sys.argv[4] == "2" else (*[buf] * 8, 1, *[16] * 7, 1.0, 2.0, 3)
+fam(*args, grid=1, block=32)
 t4 = time.perf_counter()
 warm = []
 for _ in range(200):
-    s = time.perf_counter(); fam(buf, 1, grid=1, block=32); warm.append(time.perf_counter() - s)
+    s = time.perf_counter(); fam(*args, grid=1, block=32); warm.append(time.perf_counter() - s)
 warm.sort()
 print(json.dumps({"import": t1 - t0, "load": t2 - t1, "build": t3b - t3, "first": t4 - t3,
                   "warm": warm[len(warm) // 2]}))
 """
 
 
-def run_python(bundle: Path, lib: str, family: str, env: dict[str, str]) -> dict[str, float]:
-    out = subprocess.run([sys.executable, "-c", PY_CHILD, str(bundle), lib, family], env=env, capture_output=True,
-                         text=True, check=False)
+def run_python(bundle: Path, lib: str, family: str, env: dict[str, str], nparams: int = 2) -> dict[str, float]:
+    out = subprocess.run([sys.executable, "-c", PY_CHILD, str(bundle), lib, family, str(nparams)], env=env,
+                         capture_output=True, text=True, check=False)
     if out.returncode:
         raise SystemExit(f"python child failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
@@ -206,7 +230,7 @@ def has_gpu() -> bool:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", nargs="+", default=["100:10", "1000:100", "10000:1000", "10000:100"],
-                    help="SPECS:FAMILIES per row")
+                    help="SPECS:FAMILIES[:PARAMS] per row (PARAMS: the kernel's, 2 or 19; default 2)")
     ap.add_argument("--arch", default=None)
     ap.add_argument("--fake", type=Path, default=None, help="directory of tests' built fake driver")
     ap.add_argument("--rounds", type=int, default=5)
@@ -240,16 +264,16 @@ def main() -> int:
              f"Python {platform.python_version()}, bytecode {'not cached' if args.no_bytecode else 'cached'}")
     day = time.strftime("%Y-%m-%d", time.gmtime())
     print(f"# kernelpack.load at scale ({where}, {day}), median of {args.rounds}\n")
-    print("| specializations | families | bundle size | import kernelpack | load | import + load "
+    print("| specializations | families | params | bundle size | import kernelpack | load | import + load "
           "| first launch (family build in it) | warm launch | first - warm |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for shape in args.shapes:
-        n, fams = (int(x) for x in shape.split(":"))
-        path = synth_bundle(work, n, fams, arch)
-        run_python(path, lib, f"k{fams // 2}", env)  # warm-up: writes the bytecode, warms the page cache
-        rows = [run_python(path, lib, f"k{fams // 2}", env) for _ in range(args.rounds)]
+        n, fams, nparams = ([int(x) for x in shape.split(":")] + [2])[:3]
+        path = synth_bundle(work, n, fams, arch, nparams)
+        run_python(path, lib, f"k{fams // 2}", env, nparams)  # warm-up: writes the bytecode, warms the page cache
+        rows = [run_python(path, lib, f"k{fams // 2}", env, nparams) for _ in range(args.rounds)]
         med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
-        print(f"| {n:,} | {fams:,} | {path.stat().st_size / 1024:.0f} KiB | {med['import'] * 1e3:.1f} ms "
+        print(f"| {n:,} | {fams:,} | {nparams} | {path.stat().st_size / 1024:.0f} KiB | {med['import'] * 1e3:.1f} ms "
               f"| {med['load'] * 1e3:.1f} ms | {(med['import'] + med['load']) * 1e3:.1f} ms "
               f"| {med['first'] * 1e3:.2f} ms ({med['build'] * 1e3:.2f} ms) | {med['warm'] * 1e6:.1f} us "
               f"| {(med['first'] - med['warm']) * 1e3:.2f} ms |")
