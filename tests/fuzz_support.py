@@ -234,7 +234,9 @@ def encode(obj: Any) -> bytes:
 
 
 def parse_cubin(data: bytes) -> None:
-    read_cubin(data)
+    cubin = read_cubin(data)
+    assert len(cubin.kernels) >= 0  # every kernel's records (read when first asked for)
+    repr(cubin)  # the toolkit version too
 
 
 def parse_bundle(data: bytes) -> None:

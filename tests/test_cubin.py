@@ -330,8 +330,12 @@ def _section(data: bytes, name: str) -> tuple[int, tuple[int, ...]]:
 
 
 def _outcome(data: bytes) -> str:
+    """"ok", or the CubinError reading the cubin and all its kernels gives (a kernel's records are read when that
+    kernel is first asked for)."""
     try:
-        read_cubin(data)
+        cubin = read_cubin(data)
+        repr(cubin.kernels)
+        repr(cubin)
     except CubinError as e:
         return str(e)
     return "ok"
@@ -392,6 +396,23 @@ def test_garbled_tables_and_records_name_the_problem(sample: bytes) -> None:
     data[strtab[4] + 1] = 0xFF  # the first symbol name now starts with a byte that is not UTF-8
     struct.pack_into("<I", data, symtab[4] + 24, 1)
     assert "not valid UTF-8" in _outcome(bytes(data))
+
+
+def test_one_kernel_is_read_without_the_others_records(sample: bytes) -> None:
+    """A kernel's own records are read when it is first asked for: a garbled record of k_scalars does not stop
+    another kernel of the same cubin, and still fails, naming the problem, where k_scalars is read."""
+    at, h = _section(sample, ".nv.info.k_scalars")
+    data = bytearray(sample)
+    struct.pack_into("<H", data, sample.index(b"\x04\x17\x0c\x00", h[4]) + 2, 0xFFF0)
+    cubin = read_cubin(bytes(data))
+    others = [n for n in (k.name for k in read_cubin(sample).kernels) if n != "k_scalars"]
+    assert others and all(cubin.kernel(n).name == n for n in others)
+    with pytest.raises(CubinError, match="past the section end"):
+        cubin.kernel("k_scalars")
+    with pytest.raises(CubinError, match="past the section end"):
+        cubin.kernels  # noqa: B018 - reading every kernel reads it too
+    assert read_cubin(sample).kernel("k_scalars") == next(k for k in read_cubin(sample).kernels
+                                                          if k.name == "k_scalars")
 
 
 def _regions(data: bytes) -> list[tuple[int, int]]:

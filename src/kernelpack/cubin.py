@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -89,25 +89,72 @@ class CubinKernel:
         return f"<CubinKernel {clip(self.name, 80)}: {', '.join(facts)}>"
 
 
-@dataclass(frozen=True)
 class Cubin:
-    """A parsed, linked (non-relocatable) cubin."""
+    """A parsed, linked (non-relocatable) cubin: its ``arch``, ``toolkit_version`` (e.g. "13.0") and ``kernels`` (in
+    symbol-table order). The headers, sections and symbols are read and checked at once; each kernel's records when
+    that kernel is first asked for (:meth:`kernel`), so reading one kernel of a cubin of hundreds costs one kernel's
+    records; :attr:`kernels` reads them all."""
 
-    arch: Arch
-    toolkit_version: str | None  # e.g. "13.0"
-    kernels: tuple[CubinKernel, ...]  # in symbol-table order
+    __slots__ = ("arch", "_data", "_by_name", "_entries", "_module", "_done", "_all", "_toolkit")
+
+    def __init__(self, arch: Arch, data: bytes, by_name: dict[str, _Section], entries: list[tuple[int, str]],
+                 module: dict[int, dict[int, int]]) -> None:
+        self.arch = arch
+        self._data, self._by_name, self._entries, self._module = data, by_name, entries, module
+        self._done: dict[str, CubinKernel] = {}
+        self._all: tuple[CubinKernel, ...] | None = None
+        self._toolkit: list[str | None] = []  # [version] once read
+
+    @property
+    def kernels(self) -> tuple[CubinKernel, ...]:
+        got = self._all
+        if got is None:
+            got = self._all = tuple(self._kernel(i, n) for i, n in self._entries)
+        return got
+
+    @property
+    def toolkit_version(self) -> str | None:
+        if not self._toolkit:
+            self._toolkit.append(_toolkit(self._data, self._by_name, self._api_version))
+        return self._toolkit[0]
+
+    def _api_version(self) -> int | None:
+        """The first kernel's CUDA_API_VERSION record (symbol order), read only when no note names the toolkit."""
+        for _, name in self._entries:
+            info = self._by_name.get(f".nv.info.{name}")
+            records = _records(info) if info is not None else iter(())
+            got = next((_scalar(r, name) for r in records if r[0] == _CUDA_API_VERSION), None)
+            if got:
+                return got
+        return None
 
     def __repr__(self) -> str:
         toolkit = f" (CUDA {self.toolkit_version})" if self.toolkit_version else ""
-        return (f"<Cubin {self.arch}{toolkit}: {len(self.kernels)} kernel{'s' * (len(self.kernels) != 1)} "
-                f"({listing((k.name for k in self.kernels), 160)})>")
+        names = [n for _, n in self._entries]
+        return (f"<Cubin {self.arch}{toolkit}: {len(names)} kernel{'s' * (len(names) != 1)} "
+                f"({listing(names, 160)})>")
 
     def kernel(self, name: str) -> CubinKernel:
-        for k in self.kernels:
-            if k.name == name:
-                return k
-        names = ", ".join(k.name for k in self.kernels) or "none"
+        got = self._done.get(name)
+        if got is not None:
+            return got
+        for index, n in self._entries:
+            if n == name:
+                return self._kernel(index, name)
+        names = ", ".join(n for _, n in self._entries) or "none"
         raise CubinError(f"no kernel {name!r} in this {self.arch} cubin; available: {names}")
+
+    def _kernel(self, index: int, name: str) -> CubinKernel:
+        got = self._done.get(name)
+        if got is None:
+            by_name = self._by_name
+            info = by_name.get(f".nv.info.{name}")
+            records = list(_records(info)) if info is not None else []
+            shared = by_name.get(f".nv.shared.{name}")
+            got = _kernel(name, records, self._module.get(index, {}), shared.size if shared is not None else None,
+                          self.arch)
+            self._done.setdefault(name, got)
+        return got
 
 
 class _Section(NamedTuple):
@@ -132,7 +179,8 @@ def is_cubin(data: bytes) -> bool:
 
 
 def read_cubin(data: bytes) -> Cubin:
-    """Parse a linked cubin; :class:`CubinError` says what is wrong with malformed or unsupported input."""
+    """Parse a linked cubin; :class:`CubinError` says what is wrong with malformed or unsupported input (a kernel's
+    own records are read, and checked, when that kernel is first asked for)."""
     data = bytes(data)
     flags = _check_header(data)
     sections = _sections(data)
@@ -140,18 +188,9 @@ def read_cubin(data: bytes) -> Cubin:
     by_name = {s.name: s for s in sections}
     module = _module_info(by_name.get(".nv.info"), symbols)
     arch = _arch(data, flags, by_name.get(".nv.compat"))
-    kernels: list[CubinKernel] = []
-    api_version: int | None = None
-    for index, sym in enumerate(symbols):
-        if sym.info & 0xF != _STT_FUNC or not sym.other & _STO_CUDA_ENTRY:
-            continue
-        info = by_name.get(f".nv.info.{sym.name}")
-        records = list(_records(info)) if info is not None else []
-        api_version = api_version or next((_scalar(r, sym.name) for r in records if r[0] == _CUDA_API_VERSION), None)
-        shared = by_name.get(f".nv.shared.{sym.name}")
-        smem = shared.size if shared is not None else None
-        kernels.append(_kernel(sym.name, records, module.get(index, {}), smem, arch))
-    return Cubin(arch, _toolkit(data, by_name, api_version), tuple(kernels))
+    entries = [(i, sym.name) for i, sym in enumerate(symbols)
+               if sym.info & 0xF == _STT_FUNC and sym.other & _STO_CUDA_ENTRY]
+    return Cubin(arch, data, by_name, entries, module)
 
 
 def _check_header(data: bytes) -> int:
@@ -349,14 +388,14 @@ def _arch(data: bytes, flags: int, compat: _Section | None) -> Arch:
 _RELEASE = re.compile(rb"release (\d+\.\d+)")
 
 
-def _toolkit(data: bytes, by_name: dict[str, _Section], api_version: int | None) -> str | None:
+def _toolkit(data: bytes, by_name: dict[str, _Section], api_version: Callable[[], int | None]) -> str | None:
     tkinfo = by_name.get(".note.nv.tkinfo")
     if tkinfo is not None and (m := _RELEASE.search(tkinfo.data)):
         return m.group(1).decode()
     version = _note_toolkit(by_name.get(".note.nv.cuinfo"))
     if version is None and data[8] < 8:  # ABI-7 cubins keep the toolkit in e_version
         version = int(struct.unpack_from("<I", data, 20)[0])
-    version = version or api_version
+    version = version or api_version()
     return f"{version // 10}.{version % 10}" if version and version > 1 else None
 
 
