@@ -134,7 +134,9 @@ def case_rmsnorm_quant(variant: str) -> Case:
         got = out.view(torch.float8_e4m3fn).double()
         ref = (rms_ref(x, w, 1e-6) / 0.05).clamp(-448, 448)
         return close(got, ref, 0.13, 0.02)
-    return Case([x, w, out, H, H, H, 0.0, scale, 1e-6], (M_ROWS, 1, 1), (32, nw, 1), nw * 4, [], check)
+    # the output is typed f8e4m3 (FlashInfer's __nv_fp8_e4m3*): passed as that, allocated as bytes to fill with NaN
+    return Case([x, w, out.view(torch.float8_e4m3fn), H, H, H, 0.0, scale, 1e-6], (M_ROWS, 1, 1), (32, nw, 1),
+                nw * 4, [], check)
 
 
 def case_qk_rmsnorm(variant: str) -> Case:
@@ -175,7 +177,7 @@ def case_fused_add_rmsnorm_quant(variant: str) -> Case:
     def check() -> str:
         return close(r, s, *tol(dt), what="residual") or close(
             out.view(torch.float8_e4m3fn).double(), (ref / 0.05).clamp(-448, 448), 0.13, 0.02)
-    return Case([x, r, w, out, H, H, H, H, 0.0, scale, 1e-6], (M_ROWS, 1, 1), (32, nw, 1),
+    return Case([x, r, w, out.view(torch.float8_e4m3fn), H, H, H, H, 0.0, scale, 1e-6], (M_ROWS, 1, 1), (32, nw, 1),
                 (math.ceil(nw / 4) * 4 + H) * 4, [], check)
 
 
@@ -193,7 +195,8 @@ def case_fused_add_rmsnorm_fp8_block_quant(variant: str) -> Case:
             return err
         deq = out.view(torch.float8_e4m3fn).double().view(M_ROWS, H // 128, 128) * bscale.double().t()[..., None]
         return close(deq.view(M_ROWS, H), normed.double(), 0.13, 0.05, "dequantized out")
-    return Case([x, r, w, out, bscale, normed, H, H, H, H, H, M_ROWS, 1e-6], (M_ROWS, 1, 1), (32, nw, 1),
+    return Case([x, r, w, out.view(torch.float8_e4m3fn), bscale, normed, H, H, H, H, H, M_ROWS, 1e-6], (M_ROWS, 1, 1),
+                (32, nw, 1),
                 math.ceil(nw / 4) * 4 * 4, [bscale, normed], check)
 
 
@@ -309,7 +312,8 @@ def case_rope_quantize(variant: str) -> Case:
     csc = torch.cat([(p * inv).cos(), (p * inv).sin()], -1).float().contiguous()
     st = [HQ * rope_dim, rope_dim, HQ * nope_dim, nope_dim, HQ * rope_dim, rope_dim, HQ * nope_dim, nope_dim,
           rope_dim, rope_dim, nope_dim, nope_dim, rope_dim, rope_dim, nope_dim, nope_dim]
-    args = [qr, kr, qn, kn, *outs, csc, pos, NNZ, HQ, 1, rope_dim, nope_dim, *st, 1.0, 1.0]
+    args = [qr, kr, qn, kn, *(o.view(torch.float8_e4m3fn) for o in outs), csc, pos, NNZ, HQ, 1, rope_dim, nope_dim, *st,
+            1.0, 1.0]
     bdx = math.ceil(rope_dim / 16)  # RopeQuantize's launcher: vec_size 32 / sizeof(T), 128 threads
     bdy = max(128 // bdx, 1)
     nblks_x = math.ceil(NNZ / bdy)
@@ -376,7 +380,8 @@ def case_rope_quantize_append_paged_kv_cache(variant: str) -> Case:
                            [HQ * rope_dim, rope_dim, HQ * nope_dim, nope_dim, HQ * rope_dim, rope_dim,
                             HQ * nope_dim, nope_dim, hk * rope_dim, rope_dim, hk * nope_dim, nope_dim, hk * d, d],
                            sq, sk)
-    args = [qr, kr, qn, kn, v, qr_out, qn_out, kv, batch_idx, positions, csc, pos_ids, params]
+    f8 = torch.float8_e4m3fn  # the outputs are typed f8e4m3: passed as that, allocated as bytes to fill with NaN
+    args = [qr, kr, qn, kn, v, qr_out.view(f8), qn_out.view(f8), kv, batch_idx, positions, csc, pos_ids, params]
     bdx = math.ceil(rope_dim / 16)
     bdy = max(128 // bdx, 1)
     nope_chunks = math.ceil(nope_dim / rope_dim)
