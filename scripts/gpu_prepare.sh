@@ -15,4 +15,9 @@ for prep in scripts/gpu_prepare_frontends.py scripts/gpu_prepare_cute.py scripts
             scripts/gpu_prepare_pdl.py scripts/gpu_prepare_tuning.py scripts/gpu_prepare_fp8.py; do
   if [ -f "$prep" ]; then echo "== $prep"; python3 "$prep" | tail -2; fi
 done
+# bench_load's bundles and C libraries (scripts/gpu_round.sh): synthesized here, timed once on the fake driver
+LOAD_SHAPES="100:10 1000:100 10000:1000 10000:100 100:10:19 1000:100:19 10000:100:19"
+echo "== bench/load_scale.py (synthesize .gpu/loadscale)"
+python3 bench/load_scale.py --work .gpu/loadscale --arch sm_90a --rounds 1 --shapes $LOAD_SHAPES --clib 1000 10000 \
+  | tail -2
 du -sh .gpu

@@ -38,6 +38,7 @@ step tests 100 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs ${GPU_TESTS
   tests/test_fp8_gpu.py tests/test_launch_flags_gpu.py tests/test_triton_gpu.py tests/test_descriptor_launch.py}
 step bench_clib 45 python3 bench/clib_launch.py --kernels 200
 step bench_launch 130 python3 bench/launch_overhead.py --json "$OUT/bench.json"
-step bench_load 45 python3 bench/load_scale.py --work .gpu/loadscale --rounds 3
+step bench_load 75 python3 bench/load_scale.py --work .gpu/loadscale --rounds 3 \
+  --shapes 100:10 1000:100 10000:1000 10000:100 100:10:19 1000:100:19 10000:100:19
 step profile_load 40 python3 scripts/gpu_profile_load.py .gpu/loadscale/synth-10000-100-sm_90a.kpack k0
 exit 0
