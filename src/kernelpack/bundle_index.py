@@ -101,20 +101,20 @@ _VARIANT_OK = re.compile(r"[A-Za-z0-9_]*\Z")
 class SpecSource:
     """What dispatch needs of one specialization, read from its manifest entry without building its artifact:
     ``label``, ``variant``, ``index`` (its place in the family, bundle order), device ``requirements``, ``bins``
-    (each binary's arch and kind), the artifact's ``launch`` spec and :meth:`launch_for` an arch, ``layouts`` (the
+    (each binary's arch and kind), the artifact's ``launch`` spec and :meth:`launch_of` each binary, ``layouts`` (the
     plan of each parameter layout, :func:`kernelpack.launch.facts.plans`), ``layout_of`` (each binary's layout),
     ``specificity``; :meth:`artifact` builds the whole :class:`KernelArtifact` (once). What a launch loads -- the
     kernel's ``entry``, a :meth:`binary` and its verification (:meth:`verify_binary`) -- is read without it."""
 
-    __slots__ = ("name", "variant", "label", "index", "requirements", "bins", "launch", "per_arch", "layouts",
-                 "layout_of", "specificity", "_make", "_art", "_layout", "_light", "_verified")
+    __slots__ = ("name", "variant", "label", "index", "requirements", "bins", "launch", "layouts", "layout_of",
+                 "specificity", "_make", "_art", "_layout", "_light", "_verified")
 
     def __init__(self, name: str, variant: str, index: int, requirements: tuple[tuple[str, int], ...],
                  layout: _Layout, make: Any, light: Any = None) -> None:
         self.name, self.variant, self.index = name, variant, index
         self.label = f"{name}[{variant}]" if variant else name
         self.requirements = requirements
-        self.bins, self.launch, self.per_arch = layout.bins, layout.launch, layout.per_arch
+        self.bins, self.launch = layout.bins, layout.launch
         self.layouts, self.layout_of, self.specificity = layout.plans, layout.layout_of, layout.specificity
         self._layout = layout
         self._make = make  # () -> KernelArtifact
@@ -125,20 +125,15 @@ class SpecSource:
     @classmethod
     def of(cls, art: KernelArtifact, index: int) -> SpecSource:
         """The row of an artifact already built (a Bundle in memory)."""
-        layout = _Layout(tuple((b.arch, b.kind) for b in art.binaries), art.launch,
-                         {a: x.launch for a, x in art.arch_launches.items() if x.launch is not None}, plans(art))
+        layout = _Layout(tuple((b.arch, b.kind) for b in art.binaries), art.launch, plans(art))
         layout.layout_of = tuple(layout_index(art, b) for b in art.binaries)
         layout.pairs = tuple((art.abi_for(b.arch), art.launch_for(b.arch)) for b in art.binaries)
         spec = cls(art.name, art.variant, index, art.requirements, layout, lambda: art)
         spec._art = art
         return spec
 
-    def launch_for(self, arch: Arch) -> LaunchSpec:
-        """The LaunchSpec the binaries of ``arch`` launch with (KernelArtifact.launch_for)."""
-        return self.per_arch.get(arch) or self.launch
-
     def launch_of(self, i: int) -> LaunchSpec:
-        """The LaunchSpec binary ``i`` launches with."""
+        """The LaunchSpec binary ``i`` launches with (KernelArtifact.launch_for its arch)."""
         return self._layout.pairs[i][1]
 
     def artifact(self) -> KernelArtifact:
@@ -181,12 +176,10 @@ class SpecSource:
 class _Layout:
     """What one distinct (kernel parameters, binaries, launch spec, ranges) of a manifest entry gives dispatch."""
 
-    __slots__ = ("bins", "launch", "per_arch", "plans", "layout_of", "pairs", "blobs", "rules", "checked",
-                 "specificity")
+    __slots__ = ("bins", "launch", "plans", "layout_of", "pairs", "blobs", "rules", "checked", "specificity")
 
-    def __init__(self, bins: tuple[tuple[Arch, str], ...], launch: LaunchSpec, per_arch: dict[Arch, LaunchSpec],
-                 plans: tuple[Plan, ...]) -> None:
-        self.bins, self.launch, self.per_arch, self.plans = bins, launch, per_arch, plans
+    def __init__(self, bins: tuple[tuple[Arch, str], ...], launch: LaunchSpec, plans: tuple[Plan, ...]) -> None:
+        self.bins, self.launch, self.plans = bins, launch, plans
         self.layout_of: tuple[int, ...] = ()
         self.pairs: tuple[tuple[Abi, LaunchSpec], ...] = ()  # each binary's (kernel parameters, launch spec)
         self.blobs: tuple[tuple[int, str], ...] = ()  # each binary's blob and arch text (read from a manifest entry)
@@ -195,10 +188,11 @@ class _Layout:
         self.specificity: Specificity = plan_specificity(plans[0])
 
 
-def _segments(line: bytes) -> tuple[bytes, bytes, bytes, bytes, bytes, str] | None:
+def _segments(line: bytes) -> tuple[bytes, bytes, bytes, bytes, bytes, str, bytes] | None:
     """The texts of an entry line as this writer lays it out (canonical JSON: ``{"name":..,"abi":..,"binaries":..,
     "entry":..,"launch":..,"provenance":..[,"ranges":..][,"requires":..],"variant":".."}``): abi, binaries, launch,
-    ranges (b"" when absent), requires (b"" when absent) and the variant; None when the line is not laid out so.
+    ranges (b"" when absent), requires (b"" when absent), the variant and the entry symbol's JSON string (quoted);
+    None when the line is not laid out so.
     JSON strings hold no unescaped quote, so each key searched for is found where it is a key of the entry (the
     parameter, binary and launch objects have no such keys); each text is parsed as one JSON value when first
     met, so a line cut wrongly fails to parse rather than giving other values."""
@@ -214,19 +208,18 @@ def _segments(line: bytes) -> tuple[bytes, bytes, bytes, bytes, bytes, str] | No
     q = line.find(b',"requires":{', p, v)
     ranges = line[r + 10:q if q > r else v] if r >= 0 else b""
     requires = line[q + 12:v] if q >= 0 else b""
-    return line[a + 8:b + 1], line[b + 13:e + 1], line[la + 10:p + 1], ranges, requires, line[v + 12:-2].decode()
+    return (line[a + 8:b + 1], line[b + 13:e + 1], line[la + 10:p + 1], ranges, requires, line[v + 12:-2].decode(),
+            line[e + 10:la])
 
 
 def _entry_of(text: Any) -> str:
-    """The ``entry`` of a manifest entry (its line: the text between ``"entry":"`` and ``","launch":{``, keys being
-    sorted; or the parsed entry); BundleError when it is not a non-empty string."""
+    """The ``entry`` of a manifest entry (its line, cut as :func:`_segments` cuts it, else parsed whole; or the parsed
+    entry); BundleError when it is not a non-empty string."""
     if isinstance(text, dict):
         got = text.get("entry")
     else:
-        a = text.find(b'],"entry":"')
-        b = text.find(b'","launch":{', a)
-        raw = text[a + 11:b] if 0 <= a < b else b""
-        got = (bd.loads(b'"' + raw + b'"') if b"\\" in raw else raw.decode()) if b'"' not in raw else None
+        seg = _segments(text)
+        got = bd.loads(seg[6]) if seg is not None else bd.loads(text).get("entry")
     if not isinstance(got, str) or not got:
         raise BundleError(f"malformed manifest entry (entry {got!r:.80})")
     return got
@@ -355,8 +348,9 @@ class BundleIndex:
                     seg = (bd._canonical_json(a["abi"]), bd._canonical_json(a["binaries"]),
                            bd._canonical_json(a["launch"]),
                            bd._canonical_json(a["ranges"]) if a.get("ranges") else b"",
-                           bd._canonical_json(a["requires"]) if a.get("requires") else b"", a.get("variant", ""))
-                abi_t, bins_t, launch_t, ranges_t, req_t, variant = seg
+                           bd._canonical_json(a["requires"]) if a.get("requires") else b"", a.get("variant", ""),
+                           b"")
+                abi_t, bins_t, launch_t, ranges_t, req_t, variant, _ = seg
                 if not isinstance(variant, str) or not _VARIANT_OK.match(variant):
                     raise BundleError(f"variant {variant!r:.80} may hold only letters, digits, _")
                 key = ("layout", b"\0".join((abi_t, bins_t, launch_t, ranges_t)))
@@ -454,8 +448,7 @@ class BundleIndex:
             keys = [layout_key(x, y) for x, y in lay]
             plans = tuple(Plan.of(x, y, rules, slots) for x, y in lay)
             layout_of = tuple(keys.index(layout_key(x, y)) for x, y in pairs[1:])
-        out = _Layout(tuple((a, k) for a, k, *_ in bins), launch,
-                      {a: x.launch for a, x in per_arch.items() if x.launch is not None}, plans)
+        out = _Layout(tuple((a, k) for a, k, *_ in bins), launch, plans)
         out.layout_of = layout_of
         out.pairs = tuple(pairs[1:])
         out.blobs = tuple((blob, text) for _, _, _, blob, text in bins)
@@ -486,40 +479,41 @@ class BundleIndex:
         of the parts dispatch read (:func:`kernelpack.artifact.check_launch`, its range constraints against its
         arguments; once per distinct layout), without building the artifact: errors as :meth:`_artifact` gives
         them."""
-        source = self.source
-        with self._lock:
-            try:
-                entry = _entry_of(text)
-                if not layout.checked:
-                    check_launch(label, *layout.pairs[0])
-                    if layout.rules:
+        with self._lock, self._naming(label):
+            entry = _entry_of(text)
+            if not layout.checked:
+                check_launch(label, *layout.pairs[0])
+                if layout.rules:
+                    try:
                         ranges_model.check(label, layout.plans[0], layout.rules)
-                    layout.checked = True
-                blob, arch = layout.blobs[i]
-                b = bd.shared_binary(blob, arch, layout.bins[i][1], self._blobs, self._shared, name)
-            except BundleError as e:
-                raise BundleError(f"{source}: kernel {label}: {e.message.removeprefix(source + ': ')}") from None
-            except KernelpackError as e:
-                raise BundleError(f"{source}: {e.message}") from None
-            except ValueError as e:
-                raise BundleError(f"{source}: {e}") from None
+                    except ValueError as e:  # as the artifact reports it
+                        raise KernelpackError(str(e)) from None
+                layout.checked = True
+            blob, arch = layout.blobs[i]
+            b = bd.shared_binary(blob, arch, layout.bins[i][1], self._blobs, self._shared, name)
         return entry, b
 
     def _artifact(self, name: str, text: Any, label: str) -> KernelArtifact:
         """One artifact of family ``name`` from its entry (text or parsed), its cubins' verification deferred;
         errors name ``label``."""
-        source = self.source
-        try:
-            a = bd.artifact_entry(text, name, source) if isinstance(text, bytes) else text
+        with self._naming(label):
+            a = bd.artifact_entry(text, name, self.source) if isinstance(text, bytes) else text
             with deferred_verification():
                 art = _artifact(a, self._blobs, self._shared)
+        return set_origin(art, self.source)
+
+    @contextmanager
+    def _naming(self, label: str) -> Iterator[None]:
+        """What reading one specialization's entry raises, as a BundleError naming the bundle (and ``label``)."""
+        source = self.source
+        try:
+            yield
         except BundleError as e:
             raise BundleError(f"{source}: kernel {label}: {e.message.removeprefix(source + ': ')}") from None
         except KernelpackError as e:
             raise BundleError(f"{source}: {e.message}") from None
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, RecursionError) as e:
             raise BundleError(f"{source}: kernel {label}: malformed manifest entry: {e!r:.300}") from None
-        return set_origin(art, source)
 
     # ------------------------------------------------------------ whole artifacts
 

@@ -196,8 +196,7 @@ class KernelFamily:
                 if q > 0:
                     unmet[s.index] = ""  # why: made when a launch needs to say it (_unmet_text)
                 continue
-            arch = src.bins[best][0]
-            entries.append(DeviceEntry(s, best, fit, s.layouts[src.layout_of[best]], src.launch_for(arch)))
+            entries.append(DeviceEntry(s, best, fit, s.layouts[src.layout_of[best]], src.launch_of(best)))
         entries.sort(key=lambda e: (*order_key(e.spec.specificity), -e.quality, e.spec.index))
         return DeviceState(info, entries, missing, unmet)
 
