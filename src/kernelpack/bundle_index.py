@@ -92,7 +92,6 @@ class _Blobs(Sequence[tuple[bytes, "bytes | None"]]):
         return got
 
 
-_NAMES = re.compile(rb'\n\{"name":"([A-Za-z_][A-Za-z0-9_]*)",')
 # one family's run of entry lines (the first line's name, then the lines with the same name)
 _BLOCK = re.compile(rb'\n\{"name":"([A-Za-z_][A-Za-z0-9_]*)",[^\n]*(?:\n\{"name":"\1",[^\n]*)*')
 _VARIANT_OK = re.compile(r"[A-Za-z0-9_]*\Z")
@@ -232,8 +231,7 @@ class BundleIndex:
         self.source = source
         self._data = data
         body = bd.manifest_bytes(data, source=source)
-        self._lines: list[bytes] = []
-        groups: dict[str, list[Any]] = {}  # name -> its entries' line numbers (in _lines) or parsed entries (dict)
+        groups: dict[str, list[Any]] = {}  # name -> its entries' lines (bytes) or parsed entries (dict)
         spans: dict[str, tuple[int, int]] | None = None  # name -> its lines' bytes [a, b) of the manifest
         manifest = None
         self._body = body
@@ -246,23 +244,21 @@ class BundleIndex:
             for m in _BLOCK.finditer(body, pos, tail):  # one match per family: C scans the lines
                 name = m.group(1).decode()
                 if m.start() != pos or name in spans:
-                    spans = None  # a line of another form, or a family in two runs: grouped line by line below
+                    spans = None
                     break
                 spans[name] = (m.start() + 1, m.end())
                 pos = m.end()
             if spans is not None and pos == tail:
                 manifest = bd.parse_manifest(b'{"artifacts":[]' + body[tail + 2:], source)
                 self._tail = tail
-            else:
+            else:  # a line of another form, or a family in two runs: the lines grouped one by one
                 spans = None
-                lines = body.split(b"\n")
-                names = _NAMES.findall(body)
-                if len(names) == len(lines) - 2 and lines[-1].startswith(b"],"):
-                    manifest = bd.parse_manifest(b'{"artifacts":[]' + lines[-1][1:], source)
-                    self._lines = lines
-                    for i, n in enumerate(names, 1):
-                        groups.setdefault(n.decode(), []).append(i)
-                    self._count = len(names)
+                split = bd.split_manifest(body, source)
+                if split is not None:
+                    manifest, lines = split
+                    for n, text in lines:
+                        groups.setdefault(n, []).append(text)
+                    self._count = len(lines)
         if manifest is None:  # an older writer's layout (or altered): parsed whole
             with _gc_paused():  # parsing makes ~30 containers per artifact: collecting them midway only costs time
                 manifest = bd.parse_manifest(body, source)
@@ -311,16 +307,7 @@ class BundleIndex:
                     line = line[:-1]
                 out.append(line)
             return out
-        return [self._line(i, name) if isinstance(i, int) else i for i in self._groups[name]]
-
-    def _line(self, i: int, name: str) -> bytes:
-        line = self._lines[i]
-        if i == len(self._lines) - 2:  # the last entry: no comma
-            return line
-        if not line.endswith(b","):
-            raise BundleError(f"{self.source}: kernel {name}: malformed manifest entry (manifest line {i} does not end "
-                              f"with a comma)")
-        return line[:-1]
+        return list(self._groups[name])
 
     # ------------------------------------------------------------ what dispatch needs, per specialization
 

@@ -89,6 +89,9 @@ class CubinKernel:
         return f"<CubinKernel {clip(self.name, 80)}: {', '.join(facts)}>"
 
 
+_UNREAD = object()
+
+
 class Cubin:
     """A parsed, linked (non-relocatable) cubin: its ``arch``, ``toolkit_version`` (e.g. "13.0") and ``kernels`` (in
     symbol-table order). The headers, sections and symbols are read and checked at once; each kernel's records when
@@ -103,7 +106,7 @@ class Cubin:
         self._data, self._by_name, self._entries, self._module = data, by_name, entries, module
         self._done: dict[str, CubinKernel] = {}
         self._all: tuple[CubinKernel, ...] | None = None
-        self._toolkit: list[str | None] = []  # [version] once read
+        self._toolkit: str | None | object = _UNREAD
 
     @property
     def kernels(self) -> tuple[CubinKernel, ...]:
@@ -114,9 +117,9 @@ class Cubin:
 
     @property
     def toolkit_version(self) -> str | None:
-        if not self._toolkit:
-            self._toolkit.append(_toolkit(self._data, self._by_name, self._api_version))
-        return self._toolkit[0]
+        if self._toolkit is _UNREAD:
+            self._toolkit = _toolkit(self._data, self._by_name, self._api_version)
+        return self._toolkit  # type: ignore[return-value]
 
     def _api_version(self) -> int | None:
         """The first kernel's CUDA_API_VERSION record (symbol order), read only when no note names the toolkit."""

@@ -176,8 +176,7 @@ class Plan:
                     got = cache[key] = _slot(i, p, arg, off, ls)
                 slots.append(got)
             arg += p.role == "arg"
-        end = offsets[-1] + abi.params[-1].type.size if offsets else 0  # abi.param_bytes(0)
-        return cls(tuple(slots), max(end, 1), arg)
+        return cls(tuple(slots), max(abi.param_bytes(0), 1), arg)
 
     @cached_property
     def args(self) -> tuple[Slot, ...]:
