@@ -193,6 +193,11 @@ class Plan:
         """The params filled with a property of the launch device, in order (the C extension's entry values)."""
         return tuple(s for s in self.slots if s.op == OP_DEVICE)
 
+    @cached_property
+    def c_form(self) -> tuple[Any, ...]:
+        """:meth:`to_c`, made once per plan (the specializations of a family share their plans)."""
+        return self.to_c()
+
     def to_c(self) -> tuple[Any, ...]:
         """The plan as plain tuples for the C extension (see ``_launch.c``: ``kp_slot``)."""
         out = []

@@ -293,12 +293,13 @@ class KernelFamily:
         rows: list[tuple[Any, ...]] = []
         for e in state.entries:
             f = e.facts
+            plan = e.spec.first_plan + e.spec.src.layout_of[e.bin_index]  # the C launcher's index of e.layout
             if f is None or not e.ready or e.error is not None:  # not loaded yet (or unusable): C asks _fast_load
-                rows.append((e.spec.first_plan + e.spec.src.layout_of[e.bin_index], 0, (0, 0, 0), (0, 0, 0), 0,
-                             (0, 0, 0), (0, 0, 0), 0, 0, 0, (0,) * len(e.layout.device_slots), e.spec_launch.pdl))
+                rows.append((plan, 0, (0, 0, 0), (0, 0, 0), 0, (0, 0, 0), (0, 0, 0), 0, 0, 0,
+                             (0,) * len(e.layout.device_slots), e.spec_launch.pdl))
                 continue
             values = tuple(e.values[s.param.role] for s in e.layout.slots if s.op == OP_DEVICE)
-            rows.append((e.spec.first_plan + f.layout, e.kernel, f.fixed_block or (0, 0, 0), f.reqntid or (0, 0, 0),
+            rows.append((plan, e.kernel, f.fixed_block or (0, 0, 0), f.reqntid or (0, 0, 0),
                          f.max_threads, f.cluster or (0, 0, 0), f.spec_cluster or (0, 0, 0), f.static_smem,
                          f.dyn_smem, e.smem_raised, values, e.spec_launch.pdl))
         self.fast._set_device(ordinal, info.context, info.max_grid, info.max_block, info.max_threads,

@@ -148,22 +148,12 @@ def make_launcher(family: Any, ext: Any = _ASK) -> Any:
     if ext is None:
         return PyLauncher(family.call)
     layouts = [(s, p) for s in family.specs for p in s.layouts]  # Specialization.first_plan indexes this
-    obj = ext.make_family(family.call, len(family.arg_names), tuple(_to_c(p) for _, p in layouts),
+    obj = ext.make_family(family.call, len(family.arg_names), tuple(p.c_form for _, p in layouts),
                           tuple(s.label for s, _ in layouts),
                           tuple(grid_program(p, s.src.launch.grid) for s, p in layouts), tuple(family.arg_names),
                           family._fast_load)
     family.fast = obj
     return obj
-
-
-_C_PLANS: dict[int, tuple[Any, Any]] = {}  # id(plan) -> (plan, its to_c()): plans are shared between specializations
-
-
-def _to_c(plan: Any) -> Any:
-    got = _C_PLANS.get(id(plan))
-    if got is None or got[0] is not plan:
-        got = _C_PLANS[id(plan)] = (plan, plan.to_c())
-    return got[1]
 
 
 def prepare_fast_path() -> None:
