@@ -327,7 +327,7 @@ class BundleIndex:
         source = self.source
         entries = self._entries(name)
         rows: list[tuple[str, tuple[tuple[str, int], ...], _Layout, Any]] = []
-        try:
+        with self._naming(name, name_kernel=True):  # what it reads does not name the kernel: the message does
             for text in entries:
                 seg = _segments(text) if isinstance(text, bytes) else None
                 if seg is None:  # another layout: parse it whole, key its parts by their canonical text
@@ -346,12 +346,6 @@ class BundleIndex:
                     layout = self._memo[key] = self._layout(name, abi_t, bins_t, launch_t, ranges_t)
                 req = self._parsed("requires", req_t, name) if req_t else ()
                 rows.append((variant, req, layout, text))
-        except BundleError as e:
-            raise BundleError(f"{source}: kernel {name}: {e.message.removeprefix(source + ': ')}") from None
-        except KernelpackError as e:
-            raise BundleError(f"{source}: kernel {name}: {e.message}") from None
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, RecursionError) as e:
-            raise BundleError(f"{source}: kernel {name}: malformed manifest entry: {e!r:.300}") from None
         rows.sort(key=lambda r: r[0])
         for (v, *_), (w, *_) in zip(rows, rows[1:]):
             if v == w:
@@ -490,15 +484,16 @@ class BundleIndex:
         return set_origin(art, self.source)
 
     @contextmanager
-    def _naming(self, label: str) -> Iterator[None]:
-        """What reading one specialization's entry raises, as a BundleError naming the bundle (and ``label``)."""
+    def _naming(self, label: str, name_kernel: bool = False) -> Iterator[None]:
+        """What reading entries raises, as a BundleError naming the bundle and kernel ``label`` (a KernelpackError's
+        message names the kernel itself, as an artifact's checks do, unless ``name_kernel``)."""
         source = self.source
         try:
             yield
         except BundleError as e:
             raise BundleError(f"{source}: kernel {label}: {e.message.removeprefix(source + ': ')}") from None
         except KernelpackError as e:
-            raise BundleError(f"{source}: {e.message}") from None
+            raise BundleError(f"{source}: {f'kernel {label}: ' if name_kernel else ''}{e.message}") from None
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, RecursionError) as e:
             raise BundleError(f"{source}: kernel {label}: malformed manifest entry: {e!r:.300}") from None
 
