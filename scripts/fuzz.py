@@ -8,7 +8,8 @@ campaign: each distinct one (exception type and raising line) is counted and pri
     python scripts/fuzz.py --seconds 120         # per target, whichever comes first
 
 Every input runs under a 5 s time box and a 1 GiB address-space headroom (RLIMIT_AS). The ``bundle-load`` target
-loads each forged bundle and every binary it can run on the tests' fake driver (built into the seed directory).
+loads each forged bundle and every binary it can run on the tests' fake driver (built into the seed directory); the
+``dispatch-record`` target edits a family's dispatch record and launches every family through the C launcher there.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def main() -> int:
         t0 = time.monotonic()
         seeds = fz.make_seeds(args.seeds or Path(tmp))
         print(f"seeds: {seeds!r} ({time.monotonic() - t0:.1f} s)", flush=True)
-        if "bundle-load" in args.targets:  # loads binaries: on the fake driver, installed for the whole campaign
+        if {"bundle-load", "dispatch-record"} & set(args.targets):  # they load binaries: on the fake driver
             from fake_cuda import build
 
             fake = build((args.seeds or Path(tmp)) / "fakecuda").in_process()

@@ -213,9 +213,11 @@ def edit_manifest(manifest: Any, edits: list[tuple[int, str, Any]]) -> Any:
     return root
 
 
-def forge(bundle: bytes, body: bytes) -> bytes:
-    """``bundle`` with its manifest replaced by ``body`` and the header (size, SHA-256) made consistent."""
-    _, version, flags, moff, _, _ = struct.unpack_from("<8sIIQQ32s", bundle)
+def forge(bundle: bytes, body: bytes, moff: int | None = None) -> bytes:
+    """``bundle`` with its manifest replaced by ``body`` and the header (size, SHA-256) made consistent (``moff``:
+    where the manifest begins, when not where the header says)."""
+    _, version, flags, was, _, _ = struct.unpack_from("<8sIIQQ32s", bundle)
+    moff = was if moff is None else moff
     if flags & FLAG_ZLIB_MANIFEST:
         body = zlib.compress(body)
     head = struct.pack("<8sIIQQ32s", MAGIC, version, flags, moff, len(body), hashlib.sha256(body).digest())
@@ -223,7 +225,58 @@ def forge(bundle: bytes, body: bytes) -> bytes:
 
 
 def manifest_of(bundle: bytes) -> Any:
-    return read_manifest(bundle)
+    """The whole manifest (every artifact's entry in "artifacts"), less the family table that locates a format-2
+    bundle's entries: :func:`repack` writes that again from the artifacts."""
+    return {k: v for k, v in read_manifest(bundle).items() if k != "families"}
+
+
+def repack(bundle: bytes, manifest: Any, version: int | None = None) -> bytes:
+    """``bundle`` with its manifest replaced by ``manifest`` (a whole one, as :func:`manifest_of` gives, possibly
+    edited), the header made consistent; its blobs kept as they are. Format 1 (the default for a format-1
+    ``bundle``): the manifest itself, laid out as its writer does where its shape allows (:func:`laid_out`). Format
+    2: the artifacts, grouped by name, written as family streams after the blobs, each hash-consistent, and the
+    manifest naming them (artifacts that are not objects with a string name are left out)."""
+    from kernelpack.bundle import pack
+
+    _, was, flags, moff, _, _ = struct.unpack_from("<8sIIQQ32s", bundle)
+    version = was if version is None else version
+    if version == 1 or not isinstance(manifest, dict) or not isinstance(manifest.get("artifacts"), list):
+        if version == 1:
+            bundle = bundle[:8] + struct.pack("<I", 1) + bundle[12:]
+        return forge(bundle, laid_out(manifest) if version == 1 else encode(manifest))
+    blobs = read_manifest(bundle)["blobs"]
+    end = max((b["offset"] + b["size"] for b in blobs), default=HEADER_SIZE)
+    arts = [a for a in manifest["artifacts"] if isinstance(a, dict) and isinstance(a.get("name"), str)]
+    packed = pack([], [], arts, str(manifest.get("generator")), version=2)  # the family streams and table
+    pmoff = struct.unpack_from("<Q", packed, 16)[0]
+    table = json.loads(zlib.decompress(packed[pmoff:]))["families"]
+    for fam in table:
+        for span in (v for k, v in fam.items() if k in ("entries", "dispatch")):
+            span["offset"] += end - HEADER_SIZE
+    body = {k: v for k, v in manifest.items() if k != "artifacts"}
+    body["families"] = table
+    head = struct.pack("<8sIIQQ32s", MAGIC, 2, flags, 0, 0, b"\0" * 32)
+    streams = packed[HEADER_SIZE:pmoff]
+    return forge(head + bundle[HEADER_SIZE:end] + streams, encode(body), moff=end + len(streams))
+
+
+def edit_family_stream(bundle: bytes, name: str, edit: Callable[[bytes], bytes], key: str = "entries") -> bytes:
+    """A format-2 ``bundle`` with family ``name``'s ``key`` stream (its entry lines, or its dispatch record) replaced
+    by ``edit`` of its text, written where the manifest was (the old stream's bytes zeroed), the manifest's span
+    and the header made consistent: an entry altered with every hash intact."""
+    _, version, flags, moff, msize, _ = struct.unpack_from("<8sIIQQ32s", bundle)
+    table = json.loads(zlib.decompress(bundle[moff:moff + msize]))
+    (fam,) = [f for f in table["families"] if f["name"] == name]
+    span = fam[key]
+    text = edit(zlib.decompress(bundle[span["offset"]:span["offset"] + span["size"]]))
+    stored = zlib.compress(text, 9)
+    data = bytearray(bundle[:moff])
+    data[span["offset"]:span["offset"] + span["size"]] = bytes(span["size"])
+    fam[key] = {"offset": moff, "raw_size": len(text), "sha256": hashlib.sha256(stored).hexdigest(),
+                "size": len(stored)}
+    if key == "entries":
+        fam["count"] = text.count(b"\n") + 1
+    return forge(bytes(data) + stored, encode(table), moff=moff + len(stored))
 
 
 def encode(obj: Any) -> bytes:
@@ -256,6 +309,28 @@ def load_and_preload(data: bytes) -> None:
         mod = kernelpack.load(name)
         for family in mod.__all__:
             mod[family].family.preload(0)
+    finally:
+        os.unlink(name)
+
+
+def load_and_launch(data: bytes) -> None:
+    """``kernelpack.load`` of ``data`` lazily, then each family launched once with integer arguments (256-byte
+    aligned addresses and counts) through the C launcher where it takes the family, as a process's first launch
+    does, and every binary loaded (:meth:`KernelModule.preload`). Needs the tests' fake driver installed."""
+    import kernelpack
+
+    fd, name = tempfile.mkstemp(suffix=".kpack", prefix="kpfuzz-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        mod = kernelpack.load(name)
+        for family in mod.__all__:
+            fn = mod[family]
+            try:
+                fn(*[0x10000] * len(fn.family.arg_names), grid=1, block=32)
+            except KernelpackError:
+                pass  # an argument that does not fit (the fuzzed record may say anything): refused, not packed
+            fn.family.preload(0)
     finally:
         os.unlink(name)
 
@@ -306,14 +381,27 @@ def _bundle_bytes(seeds: Seeds, edits: list[Any]) -> None:
     parse_bundle(apply(seeds.bundle, edits, seeds.cubins[0]))
 
 
-def _bundle_manifest(seeds: Seeds, edits: list[Any]) -> None:
-    parse_bundle(forge(seeds.bundle, encode(edit_manifest(manifest_of(seeds.bundle), edits))))
+def _bundle_manifest(seeds: Seeds, args: tuple[int, list[Any]]) -> None:
+    version, edits = args
+    parse_bundle(repack(seeds.bundle, edit_manifest(manifest_of(seeds.bundle), edits), version))
 
 
-def _bundle_load(seeds: Seeds, args: tuple[bool, list[Any]]) -> None:
-    lines, edits = args
+def _bundle_load(seeds: Seeds, args: tuple[str, list[Any]]) -> None:
+    layout, edits = args  # format 2, or format 1 laid out one artifact per line, or as one canonical JSON text
     edited = edit_manifest(manifest_of(seeds.bundle), edits)
-    load_and_preload(forge(seeds.bundle, laid_out(edited) if lines else encode(edited)))
+    if layout == "families":
+        load_and_preload(repack(seeds.bundle, edited, 2))
+    else:
+        old = repack(seeds.bundle, {}, 1)  # the header's version 1
+        load_and_preload(forge(old, laid_out(edited) if layout == "lines" else encode(edited)))
+
+
+def _dispatch_record(seeds: Seeds, args: tuple[int, list[Any]]) -> None:
+    which, edits = args  # a family's dispatch record, its JSON edited (hashes consistent), loaded and launched
+    names = [f["name"] for f in read_manifest(seeds.bundle)["families"] if "dispatch" in f]
+    name = names[which % len(names)]
+    load_and_launch(edit_family_stream(seeds.bundle, name, lambda text: encode(edit_manifest(json.loads(text), edits)),
+                                       key="dispatch"))
 
 
 def _embedded_bytes(seeds: Seeds, args: tuple[bool, list[Any]]) -> None:
@@ -324,7 +412,7 @@ def _embedded_bytes(seeds: Seeds, args: tuple[bool, list[Any]]) -> None:
 def _embedded_manifest(seeds: Seeds, args: tuple[bool, list[Any]]) -> None:
     static, edits = args
     lib = seeds.static if static else seeds.shared
-    forged = forge(seeds.bundle, encode(edit_manifest(manifest_of(seeds.bundle), edits)))
+    forged = repack(seeds.bundle, edit_manifest(manifest_of(seeds.bundle), edits))
     start = lib.index(seeds.bundle)
     # same length keeps the ELF/ar structure intact (a longer manifest is cut, a shorter one leaves old bytes)
     data = lib[:start] + forged[:len(seeds.bundle)].ljust(len(seeds.bundle), b"\0") + lib[start + len(seeds.bundle):]
@@ -335,8 +423,12 @@ _BYTE_EDITS = st.lists(st.one_of(EDIT, HEADER_EDIT), min_size=1, max_size=5)
 TARGETS: dict[str, tuple[str, st.SearchStrategy[Any], Callable[[Seeds, Any], None]]] = {
     "cubin": ("cubin", st.tuples(st.integers(0, 10), _BYTE_EDITS), _cubin),
     "bundle-bytes": ("bundle", st.lists(EDIT, min_size=1, max_size=4), _bundle_bytes),
-    "bundle-manifest": ("bundle", st.lists(MANIFEST_EDIT, min_size=1, max_size=3), _bundle_manifest),
-    "bundle-load": ("load", st.tuples(st.booleans(), st.lists(MANIFEST_EDIT, min_size=1, max_size=3)), _bundle_load),
+    "bundle-manifest": ("bundle", st.tuples(st.sampled_from([1, 2]), st.lists(MANIFEST_EDIT, min_size=1, max_size=3)),
+                        _bundle_manifest),
+    "bundle-load": ("load", st.tuples(st.sampled_from(["families", "lines", "whole"]),
+                                      st.lists(MANIFEST_EDIT, min_size=1, max_size=3)), _bundle_load),
+    "dispatch-record": ("load", st.tuples(st.integers(0, 2**16), st.lists(MANIFEST_EDIT, min_size=1, max_size=3)),
+                        _dispatch_record),
     "embedded-bytes": ("embedded", st.tuples(st.booleans(), _BYTE_EDITS), _embedded_bytes),
     "embedded-manifest": ("embedded", st.tuples(st.booleans(), st.lists(MANIFEST_EDIT, min_size=1, max_size=2)),
                           _embedded_manifest),

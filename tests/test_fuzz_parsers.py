@@ -30,8 +30,8 @@ def seeds(tmp_path_factory) -> fz.Seeds:
 
 
 # examples per target in the suite (about 35 s on two cores); scripts/fuzz.py runs long campaigns of the same
-IN_SUITE = {"cubin": 2000, "bundle-bytes": 1000, "bundle-manifest": 500, "bundle-load": 400, "embedded-bytes": 500,
-            "embedded-manifest": 300}
+IN_SUITE = {"cubin": 2000, "bundle-bytes": 1000, "bundle-manifest": 500, "bundle-load": 400, "dispatch-record": 400,
+            "embedded-bytes": 500, "embedded-manifest": 300}
 
 
 def _fuzz_test(name: str):  # type: ignore[no-untyped-def]
@@ -59,6 +59,14 @@ def test_fuzz_bundle_load(seeds: fz.Seeds, fake, args) -> None:  # type: ignore[
     launch loads it: only KernelpackError (naming the cause) comes out."""
     fz.check("load", lambda: fz.TARGETS["bundle-load"][2](seeds, args))
 test_fuzz_embedded_manifest = _fuzz_test("embedded-manifest")
+
+
+@settings(FUZZ, max_examples=IN_SUITE["dispatch-record"])
+@given(args=fz.TARGETS["dispatch-record"][1])
+def test_fuzz_dispatch_record(seeds: fz.Seeds, fake, args) -> None:  # type: ignore[no-untyped-def]
+    """A family's dispatch record edited (hashes consistent), loaded and launched through the C launcher with the
+    plans it states, every binary loaded: only KernelpackError (naming the cause) comes out, never a crash."""
+    fz.check("load", lambda: fz.TARGETS["dispatch-record"][2](seeds, args))
 
 
 # ------------------------------------------------------------------ regressions found by the fuzzers

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib
-import json
 import marshal
 import pickle
 import struct
@@ -45,6 +44,10 @@ def position_classes(data: bytes) -> dict[str, list[int]]:
         span = range(b["offset"], b["offset"] + b["size"])
         classes[f"blob{i}"] = list(span)
         covered |= set(span)
+    for key in ("entries", "dispatch"):  # each family's streams (format 2)
+        spans = [f[key] for f in read_manifest(data).get("families", ()) if key in f]
+        classes[key] = [p for sp in spans for p in range(sp["offset"], sp["offset"] + sp["size"])]
+        covered |= set(classes[key])
     classes["padding"] = [p for p in range(len(data)) if p not in covered]
     return classes
 
@@ -70,6 +73,8 @@ def test_one_altered_byte_in_any_position_class_is_refused(seeds):
     (lambda c: c["blob0"][7], r"blob 0 .*\(the binary was altered\)"),
     (lambda c: c["blob1"][-1], r"blob 1 .*\(the binary was altered\)"),
     (lambda c: c["manifest"][3], "manifest SHA-256 mismatch"),
+    (lambda c: c["entries"][5], r"kernel \w+: manifest entries: SHA-256 mismatch \(the file was altered\)"),
+    (lambda c: c["dispatch"][-1], r"kernel \w+: dispatch record: SHA-256 mismatch \(the file was altered\)"),
     (lambda c: c["header.manifest_sha256"][0], "manifest SHA-256 mismatch"),
     (lambda c: c["header.flags"][0], "manifest is not valid JSON"),  # the zlib flag cleared
     (lambda c: c["header.flags"][1], "header flags 0x103 are not defined"),
@@ -84,11 +89,11 @@ def test_each_class_says_what_was_altered(seeds, where, match):
         Bundle.from_bytes(bytes(bad))
 
 
-@pytest.mark.parametrize("version", [2, 7, 2**32 - 1])
+@pytest.mark.parametrize("version", [3, 7, 2**32 - 1])
 def test_a_newer_format_version_is_refused_naming_both_versions(seeds, version, tmp_path):
     data = bytearray(seeds.bundle)
     struct.pack_into("<I", data, 8, version)
-    msg = f"format version {version} is newer than the supported version 1"
+    msg = f"format version {version} is newer than the supported version 2"
     with pytest.raises(BundleError, match=msg):
         Bundle.from_bytes(bytes(data))
     lib = seeds.shared.replace(seeds.bundle, bytes(data))  # the same inside a built library
@@ -125,8 +130,7 @@ def test_loading_executes_nothing_from_the_file(seeds, tmp_path, monkeypatch):
     for art, payload in zip(manifest["artifacts"], PAYLOADS * 3, strict=False):
         art["provenance"]["options"] = [payload, "__reduce__"]
         art["provenance"]["compiler"] = payload
-    body = fz.encode(manifest)
-    data = fz.forge(seeds.bundle, body)
+    data = fz.repack(seeds.bundle, manifest)
     (tmp_path / "p.kpack").write_bytes(data)
     for mod, name in [(builtins, "eval"), (builtins, "exec"), (builtins, "compile"), (pickle, "loads"),
                       (pickle, "load"), (marshal, "loads"), (importlib, "import_module")]:
@@ -217,5 +221,5 @@ def test_json_manifest_stays_data_even_with_object_hooks_spelled_inside(seeds):
     manifest = fz.manifest_of(seeds.bundle)
     manifest["__class__"] = "kernelpack.bundle.Bundle"
     manifest["__reduce__"] = ["os.system", ["true"]]
-    loaded = Bundle.from_bytes(fz.forge(seeds.bundle, json.dumps(manifest).encode()))
+    loaded = Bundle.from_bytes(fz.repack(seeds.bundle, manifest))
     assert isinstance(loaded, Bundle) and len(loaded) == len(Bundle.from_bytes(seeds.bundle))

@@ -37,19 +37,27 @@ def broken(runtime_bundle, tmp_path_factory):
     return path
 
 
-def test_load_builds_no_family_and_parses_no_cubin_until_first_use(fake, runtime_bundle, tmp_path):
-    path = runtime_bundle.write(tmp_path / "k.kpack")
+@pytest.mark.parametrize("version", [1, 2])
+def test_load_builds_no_family_and_parses_no_cubin_until_first_use(fake, runtime_bundle, tmp_path, version):
+    """Format 2: a launch reads its family's dispatch record (what the build verified) and builds nothing else;
+    format 1 (no record): the launch builds its family and verifies the binary it loads."""
+    path = tmp_path / "k.kpack"
+    path.write_bytes(runtime_bundle.to_bytes(version=version))
     mod = kernelpack.load(path)
     st = mod._st
     assert st.families == {} and st.index._specs == {} and st.index._families == {}, "load builds no family"
     assert "add" in mod.__all__ and "add" in dir(mod) and "scale" in mod.__all__
     mod.add(0x10000, 0x20000, 0x30000, 8, grid=1, block=32)
     assert fake.last()["kernel"] == "add"
-    assert set(st.index._specs) == {"add"}, "only the family used was built"
+    assert set(st.index._specs) == ({"add"} if version == 1 else set()), "only the family used was built"
+    assert mod.add.family.record is None if version == 1 else mod.add.family._specs is None
     (art,) = st.index.family("add")
     assert not art.verified, "the sm_80 binary was never used: not verified yet"
     art.verify_binary(art.binary("sm_80"))
-    assert art.verified, "the sm_90a binary launched was verified against the ABI on its first use"
+    if version == 2:
+        assert not art.verified, "the launch trusted the record: the sm_90a binary is verified when asked"
+        art.verify_binary(art.binary("sm_90a"))
+    assert art.verified, "format 1: the sm_90a binary launched was verified against the ABI on its first use"
 
 
 def test_lazy_module_matches_the_eager_one(fake, runtime_bundle, tmp_path):
@@ -123,7 +131,7 @@ def test_a_specialization_launches_where_its_altered_blob_is_not_the_binary_chos
     assert fake.last()["kernel"] == "add"
     mod.add(0x10000, 0x20000, 0x30000, 3, grid=1, block=32)  # n odd: add[a]
     assert fake.last()["kernel"] == "add"
-    assert [e.spec.label for e in mod.add.family.device_state(0).entries if e.ready] == ["add[b]", "add[a]"]
+    assert [e.label for e in mod.add.family.device_state(0).entries if e.ready] == ["add[b]", "add[a]"]
 
 
 def test_an_altered_blob_fails_at_load_with_verify_true(altered_second):
@@ -153,12 +161,12 @@ def _manifest_text(data: bytes) -> bytes:
     return manifest_bytes(data)
 
 
-def test_the_manifest_is_one_json_object_with_one_artifact_per_line_name_first(runtime_bundle):
+def test_a_format_1_manifest_is_one_json_object_with_one_artifact_per_line_name_first(runtime_bundle):
     import json
 
     from kernelpack.bundle import read_manifest, split_manifest
 
-    data = runtime_bundle.to_bytes()
+    data = runtime_bundle.to_bytes(version=1)
     text = _manifest_text(data)
     lines = text.split(b"\n")
     assert len(lines) == len(runtime_bundle) + 2, "a head line, one line per artifact, a tail line"
@@ -182,30 +190,41 @@ def test_a_manifest_in_the_older_canonical_layout_still_loads(fake, runtime_bund
     from fuzz_support import encode, forge
     from kernelpack.bundle import read_manifest
 
-    data = runtime_bundle.to_bytes()
+    data = runtime_bundle.to_bytes(version=1)
     path = tmp_path / "old.kpack"
-    path.write_bytes(forge(data, encode(read_manifest(data))))  # sorted keys, no newlines: the former writer's
+    path.write_bytes(forge(data, encode(read_manifest(data))))  # sorted keys, no newlines: the first writer's
     mod = kernelpack.load(path)
     assert mod.bundle == runtime_bundle
     mod.add(0x10000, 0x20000, 0x30000, 8, grid=1, block=32)
     assert fake.last()["kernel"] == "add"
 
 
+@pytest.mark.parametrize("version", [1, 2])
 @pytest.mark.parametrize("edit", ["bad_json", "other_name"])
 def test_a_malformed_entry_with_intact_hashes_fails_at_its_familys_first_use_naming_it(fake, runtime_bundle,
-                                                                                       tmp_path, edit):
-    from fuzz_support import forge
+                                                                                       tmp_path, edit, version):
+    from fuzz_support import edit_family_stream, forge
 
-    data = runtime_bundle.to_bytes()
-    lines = _manifest_text(data).split(b"\n")
-    i = next(i for i, line in enumerate(lines) if line.startswith(b'{"name":"scale",'))
-    lines[i] = (lines[i].replace(b'"entry":', b'"entry":,') if edit == "bad_json"
-                else lines[i].replace(b'"provenance":', b'"name":"add","provenance":'))
+    def altered(line: bytes) -> bytes:
+        return (line.replace(b'"entry":', b'"entry":,') if edit == "bad_json"
+                else line.replace(b'"provenance":', b'"name":"add","provenance":'))
+
+    if version == 1:
+        data = runtime_bundle.to_bytes(version=1)
+        lines = _manifest_text(data).split(b"\n")
+        i = next(i for i, line in enumerate(lines) if line.startswith(b'{"name":"scale",'))
+        lines[i] = altered(lines[i])
+        data = forge(data, b"\n".join(lines))
+    else:
+        data = edit_family_stream(runtime_bundle.to_bytes(), "scale",
+                                  lambda text: b"\n".join(map(altered, text.split(b"\n"))))
     path = tmp_path / "bad.kpack"
-    path.write_bytes(forge(data, b"\n".join(lines)))
+    path.write_bytes(data)
     mod = kernelpack.load(path)
     assert "scale" in mod.__all__
     with pytest.raises(BundleError, match=r"bad.kpack: kernel scale: .*(not valid JSON|malformed manifest entry)"):
-        mod["scale"]
+        _ = mod["scale"].family.specs  # format 2: its first launches read its record; its entries when needed whole
+    with pytest.raises(BundleError, match=r"bad.kpack: kernel scale: .*(not valid JSON|malformed manifest entry)"):
+        kernelpack.load(path, verify=True)
     mod.add(0x10000, 0x20000, 0x30000, 8, grid=1, block=32)  # the other families load
     assert fake.last()["kernel"] == "add"

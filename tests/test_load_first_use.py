@@ -92,13 +92,13 @@ print(json.dumps(out))"""
 
 @pytest.mark.parametrize("order", ["reversed", "split_family"])
 def test_entry_lines_in_another_order_still_group_by_family(fake, runtime_bundle, tmp_path, order):
-    """A manifest whose one-line entries are not sorted by name (another writer's, still one JSON object) loads:
+    """A format-1 manifest whose one-line entries are not sorted by name (another writer's, one JSON object) loads:
     families whose lines are one run each are found by one scan, a family in two runs makes the loader group the
     lines one by one."""
     from fuzz_support import forge
     from kernelpack.bundle import manifest_bytes
 
-    data = runtime_bundle.to_bytes()
+    data = runtime_bundle.to_bytes(version=1)
     lines = manifest_bytes(data).split(b"\n")
     body = [line.rstrip(b",") for line in lines[1:-1]]
     if order == "reversed":

@@ -7,21 +7,24 @@ Layout (little-endian)::
     blobs    each binary once (deduplicated by content), each starting at a 64-byte boundary;
              stored as a zlib stream when that is smaller (blob entry "encoding": "zlib", "raw_size"; header flag
              0x2): cubins shrink 3.7-5.6x, PTX more
-    manifest JSON, canonical (sorted keys, no whitespace) but for its artifacts' layout: ``{"artifacts":[`` then
-             one artifact per line, each beginning with its "name" key, then ``],"blobs":...}`` (one JSON object
-             for any reader; the loader groups families by those lines and parses each family's entries on first
-             use, :func:`split_manifest`; manifests without that layout are parsed whole): format, generator,
+    families (format 2) per kernel family, in name order: its manifest entries, one artifact per line (canonical
+             JSON, each beginning with its "name" key), as one zlib stream; then, when the writer made one, its
+             dispatch record (:mod:`kernelpack.launch.record`) as another. Each is named by the manifest with its
+             offset, size, SHA-256 (as stored) and raw size, so a loader reads the manifest alone at load and a
+             family's streams when the family is first used
+    manifest JSON, canonical (sorted keys, no whitespace), zlib-compressed (flag 0x1): format, generator,
              blobs [{offset, size, sha256, encoding?, raw_size?}] (size and SHA-256 of the bytes as stored: every
-             byte of the file is checked, the unused bits of a zlib stream's last byte too),
-             artifacts [{name, variant, entry, abi, launch, provenance, binaries [{arch, kind, blob, launch?, abi?}],
-             requires?, ranges?}] (a binary's own launch spec and kernel parameters where its arch has them:
-             KernelArtifact.per_arch; device requirements: KernelArtifact.requires; range constraints:
-             KernelArtifact.ranges, canonical texts; each absent when unused);
-             zlib-compressed when flag 0x1 is set (what the writer does: manifests repeat their keys, and a
-             library of 1000 small kernels carries ~0.5 MB of them uncompressed, ~30 KB compressed)
+             byte of the file is checked, the unused bits of a zlib stream's last byte too), and (format 2)
+             families [{name, count, entries: span, dispatch?: span}], a span being {offset, size, sha256,
+             raw_size}. An artifact entry: {name, variant, entry, abi, launch, provenance, binaries [{arch, kind,
+             blob, launch?, abi?}], requires?, ranges?} (a binary's own launch spec and kernel parameters where its
+             arch has them: KernelArtifact.per_arch; device requirements: KernelArtifact.requires; range
+             constraints: KernelArtifact.ranges, canonical texts; each absent when unused). Format 1 (still read)
+             held the entries in the manifest itself: ``{"artifacts":[`` then one artifact per line.
 
-The manifest ends the file, so truncation is always detected. Loading parses JSON and bytes only (no pickle,
-no code). Identical artifacts give identical bytes: no timestamps, artifacts sorted by (name, variant).
+:func:`read_manifest` gives either format as one object with an "artifacts" list (every family's entries read
+and checked). The manifest ends the file, so truncation is always detected. Loading parses JSON and bytes only
+(no pickle, no code). Identical artifacts give identical bytes: no timestamps, artifacts sorted by (name, variant).
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ from .files import read_bounded
 from .merge import merge, origin, set_origin
 
 MAGIC = b"\x7fKPACK\r\n"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # what this writer writes
+READ_VERSIONS = (1, 2)  # what its readers read
 _HEADER = struct.Struct("<8sIIQQ32s")
 HEADER_SIZE = _HEADER.size  # 64
 BLOB_ALIGN = 64
@@ -66,19 +70,70 @@ def _canonical_json(obj: Any) -> bytes:
 ARTIFACTS_HEAD = b'{"artifacts":[\n'  # how a manifest laid out one artifact per line begins (see manifest_json)
 
 
+def entry_line(a: Mapping[str, Any]) -> bytes:
+    """One artifact's manifest entry as one line: canonical JSON beginning with its ``name`` key
+    (``{"name":"k",...}``), so a loader can group entries by family without parsing them (JSON strings hold no raw
+    newline)."""
+    body = _canonical_json({k: v for k, v in a.items() if k != "name"})
+    return b'{"name":' + _canonical_json(a["name"]) + (b"," + body[1:] if len(body) > 2 else b"}")
+
+
 def manifest_json(version: int, generator: str, blobs: list[dict[str, Any]], arts: list[dict[str, Any]]) -> bytes:
-    """The manifest's JSON: one object, canonical (sorted keys, no spaces, ASCII) except that each artifact is on a
-    line of its own and begins with its ``name`` key (``{"name":"k",...}``), so a loader can group the artifacts by
-    family without parsing them (:func:`split_manifest`; JSON strings hold no raw newline). Any JSON reader reads
-    it as the same object."""
+    """A format-1 manifest's JSON: one object, canonical (sorted keys, no spaces, ASCII) except that each artifact
+    is on a line of its own (:func:`entry_line`), so a loader can group the artifacts by family without parsing
+    them (:func:`split_manifest`). Any JSON reader reads it as the same object."""
     rest = _canonical_json({"format": version, "generator": generator, "blobs": blobs})
     if not arts:
         return _canonical_json({"format": version, "generator": generator, "blobs": blobs, "artifacts": []})
-    lines = []
+    return ARTIFACTS_HEAD + b",\n".join(entry_line(a) for a in arts) + b"\n]," + rest[1:]
+
+
+def pack(blob_meta: Sequence[Mapping[str, Any]], stored: Sequence[bytes], arts: Sequence[Mapping[str, Any]],
+         generator: str, dispatch: Mapping[str, bytes] | None = None, *, version: int = FORMAT_VERSION) -> bytes:
+    """A bundle's bytes from its blobs as stored (``blob_meta`` gives each one's offset and entry), its artifacts'
+    manifest entries (sorted by name, variant) and, per family name, its dispatch record's JSON text (format 2)."""
+    out = bytearray(HEADER_SIZE)
+    for meta, data in zip(blob_meta, stored):
+        out += b"\0" * (int(meta["offset"]) - len(out))
+        out += data
+    if version == 1:
+        body = manifest_json(1, generator, [dict(m) for m in blob_meta], [dict(a) for a in arts])
+    else:
+        families: list[dict[str, Any]] = []
+        for name, lines in _grouped(arts):
+            fam: dict[str, Any] = {"name": name, "count": len(lines), "entries": _put(out, b"\n".join(lines))}
+            record = (dispatch or {}).get(name)
+            if record is not None:
+                fam["dispatch"] = _put(out, record)
+            families.append(fam)
+        body = _canonical_json({"format": version, "generator": generator, "blobs": list(blob_meta),
+                                "families": families})
+    manifest = zlib.compress(body, 9)
+    flags = FLAG_ZLIB_MANIFEST | (FLAG_ZLIB_BLOBS if any("encoding" in m for m in blob_meta) else 0)
+    manifest_offset = len(out)
+    out += manifest
+    out[:HEADER_SIZE] = _HEADER.pack(MAGIC, version, flags, manifest_offset, len(manifest),
+                                     hashlib.sha256(manifest).digest())
+    return bytes(out)
+
+
+def _grouped(arts: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[bytes]]]:
+    """Each family's name and entry lines, in order (the artifacts are sorted: a family is one run)."""
+    out: list[tuple[str, list[bytes]]] = []
     for a in arts:
-        body = _canonical_json({k: v for k, v in a.items() if k != "name"})
-        lines.append(b'{"name":' + _canonical_json(a["name"]) + (b"," + body[1:] if len(body) > 2 else b"}"))
-    return ARTIFACTS_HEAD + b",\n".join(lines) + b"\n]," + rest[1:]
+        if not out or out[-1][0] != a["name"]:
+            out.append((a["name"], []))
+        out[-1][1].append(entry_line(a))
+    return out
+
+
+def _put(out: bytearray, text: bytes) -> dict[str, Any]:
+    """``text`` appended to ``out`` as a zlib stream; its span (offset, size, SHA-256 as stored, raw size)."""
+    stored = zlib.compress(text, 9)
+    span = {"offset": len(out), "raw_size": len(text), "sha256": hashlib.sha256(stored).hexdigest(),
+            "size": len(stored)}
+    out += stored
+    return span
 
 
 @dataclass(frozen=True)
@@ -158,8 +213,12 @@ class Bundle:
                                   f"(kernels: {', '.join(sorted(labels))})")
         return Bundle(tuple(a.with_ranges(ranges[a.label]) if a.label in ranges else a for a in self.artifacts))
 
-    def to_bytes(self, *, compress: bool = True) -> bytes:
-        """The bundle's bytes; ``compress`` stores each binary as a zlib stream where that is smaller."""
+    def to_bytes(self, *, compress: bool = True, version: int = FORMAT_VERSION) -> bytes:
+        """The bundle's bytes; ``compress`` stores each binary as a zlib stream where that is smaller; ``version``
+        1 writes the former layout (entries in the manifest, no dispatch records: for an older kernelpack)."""
+        if version not in READ_VERSIONS:
+            raise BundleError(f"bundle format version {version}: this kernelpack writes "
+                              f"{' or '.join(map(str, READ_VERSIONS))}")
         from . import __version__
 
         blobs: list[bytes] = []  # as stored
@@ -200,17 +259,16 @@ class Bundle:
             if a.range_rules:
                 art["ranges"] = [r.text() for r in a.range_rules]
             arts.append(art)
-        manifest = zlib.compress(manifest_json(FORMAT_VERSION, f"kernelpack {__version__}", blob_meta, arts), 9)
-        flags = FLAG_ZLIB_MANIFEST | (FLAG_ZLIB_BLOBS if any("encoding" in m for m in blob_meta) else 0)
-        out = bytearray(_HEADER.pack(MAGIC, FORMAT_VERSION, 0, 0, 0, b"\0" * 32))
-        for meta, data in zip(blob_meta, blobs):
-            out += b"\0" * (meta["offset"] - len(out))
-            out += data
-        manifest_offset = len(out)
-        out += manifest
-        out[:HEADER_SIZE] = _HEADER.pack(MAGIC, FORMAT_VERSION, flags, manifest_offset, len(manifest),
-                                         hashlib.sha256(manifest).digest())
-        return bytes(out)
+        records = None
+        if version >= 2:
+            from .runtime.record import family_record
+
+            records = {}
+            for name, fam in self.families().items():
+                record = family_record(fam, lambda b: index[b.sha256])
+                if record is not None:
+                    records[name] = record
+        return pack(blob_meta, blobs, arts, f"kernelpack {__version__}", records, version=version)
 
     def write(self, path: str | os.PathLike[str], *, compress: bool = True) -> Path:
         """Write atomically (temp file + rename) and return the path."""
@@ -267,7 +325,7 @@ def check_header(head: bytes, size: int, source: str) -> tuple[int, int, int, by
     magic, version, flags, moff, msize, mhash = _HEADER.unpack_from(head)
     if magic != MAGIC:
         raise BundleError(f"{source}: not a kernelpack bundle (bad magic {magic!r})")
-    if version != FORMAT_VERSION:
+    if version not in READ_VERSIONS:
         newer = "newer than" if version > FORMAT_VERSION else "older than"
         raise BundleError(f"{source}: bundle format version {version} is {newer} the supported version "
                           f"{FORMAT_VERSION}; rebuild the bundle with this kernelpack or upgrade kernelpack")
@@ -291,23 +349,89 @@ def manifest_bytes(data: bytes, *, source: str = "<bytes>") -> bytes:
 
 
 def read_manifest(data: bytes, *, source: str = "<bytes>") -> dict[str, Any]:
-    """Check the header, size and manifest hash of a bundle and return the parsed manifest."""
-    return parse_manifest(manifest_bytes(data, source=source), source)
+    """Check the header, size and manifest hash of a bundle and return the parsed manifest, with every artifact's
+    entry in its "artifacts" list (format 2: each family's entries read from their stream and checked)."""
+    manifest = parse_manifest(manifest_bytes(data, source=source), source)
+    if manifest["format"] != 1:
+        arts = []
+        for name, fam in family_table(manifest, source).items():
+            arts += [artifact_entry(line, name, source) for line in family_lines(fam, data, source)]
+            if "dispatch" in fam:  # checked (every byte of the file is); read by a loader (kernelpack.runtime.record)
+                read_span(fam["dispatch"], data, f"{source}: kernel {name}: dispatch record")
+        manifest["artifacts"] = arts
+    return manifest
 
 
 def parse_manifest(body: bytes, source: str) -> dict[str, Any]:
-    """A manifest's JSON text parsed and its top level checked (format, blob and artifact lists)."""
+    """A manifest's JSON text parsed and its top level checked (format, blob list, artifact list (format 1) or
+    family list (format 2))."""
     try:
         manifest = json.loads(body, parse_constant=_no_constant)
     except (ValueError, RecursionError) as e:  # bad JSON, bad UTF-8, NaN/Infinity, too many digits, too deep
         raise BundleError(f"{source}: manifest is not valid JSON: {e!s:.300}") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
-        raise BundleError(f"{source}: manifest format field is {manifest.get('format')!r}, expected {FORMAT_VERSION}"
-                          if isinstance(manifest, dict) else f"{source}: manifest is not a JSON object")
-    for key in ("blobs", "artifacts"):
+    if not isinstance(manifest, dict):
+        raise BundleError(f"{source}: manifest is not a JSON object")
+    fmt = manifest.get("format")
+    if type(fmt) is not int or fmt not in READ_VERSIONS:
+        raise BundleError(f"{source}: manifest format field is {fmt!r:.40}, expected one of "
+                          f"{', '.join(map(str, READ_VERSIONS))}")
+    for key in ("blobs", "artifacts" if fmt == 1 else "families"):
         if not isinstance(manifest.get(key), list):
             raise BundleError(f"{source}: manifest has no '{key}' list")
     return manifest
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def family_table(manifest: dict[str, Any], source: str) -> dict[str, dict[str, Any]]:
+    """A format-2 manifest's families by name, in order: each an object with a name that is a C identifier (no
+    name twice), a positive count and an entries span (its spans are checked when read: :func:`read_span`)."""
+    out: dict[str, dict[str, Any]] = {}
+    for i, fam in enumerate(manifest["families"]):
+        name = fam.get("name") if isinstance(fam, dict) else None
+        if not isinstance(name, str) or not _IDENT.match(name):
+            raise BundleError(f"{source}: family {i} has no kernel name that is a C identifier (name {name!r:.80})")
+        count = fam.get("count")
+        if type(count) is not int or count < 1 or not isinstance(fam.get("entries"), dict):
+            raise BundleError(f"{source}: kernel {name}: malformed family entry (count {count!r:.40}, entries "
+                              f"{fam.get('entries')!r:.80})")
+        if out.setdefault(name, fam) is not fam:
+            raise BundleError(f"{source}: the manifest lists family {name} twice")
+    return out
+
+
+def family_lines(fam: dict[str, Any], data: bytes, source: str) -> list[bytes]:
+    """A format-2 family's entry lines (its entries stream checked and expanded; as many lines as its count)."""
+    name = fam["name"]
+    lines = read_span(fam["entries"], data, f"{source}: kernel {name}: manifest entries").split(b"\n")
+    if len(lines) != fam["count"]:
+        raise BundleError(f"{source}: kernel {name}: the manifest says {fam['count']} entries, its stream holds "
+                          f"{len(lines)} (the file was altered)")
+    return lines
+
+
+def read_span(span: Any, data: bytes, what: str) -> bytes:
+    """The text of a span of ``data`` (``{offset, size, sha256, raw_size}``: a zlib stream), its bounds, SHA-256
+    and expansion checked (BundleError naming ``what``)."""
+    off, size, digest, raw = _span(span, what)
+    if off < HEADER_SIZE or off + size > len(data):
+        raise BundleError(f"{what} (offset {off}, size {size}) lies outside the file")
+    stored = data[off:off + size]
+    if hashlib.sha256(stored).hexdigest() != digest:
+        raise BundleError(f"{what}: SHA-256 mismatch (the file was altered)")
+    return _expand(stored, raw, raw, what, "the file was altered")
+
+
+def _span(span: Any, what: str) -> tuple[int, int, str, int]:
+    try:
+        off, size, digest, raw = span["offset"], span["size"], span["sha256"], span["raw_size"]
+    except (KeyError, TypeError):
+        raise BundleError(f"{what}: malformed span {span!r:.200}") from None
+    if (any(type(v) is not int for v in (off, size, raw)) or not isinstance(digest, str) or size <= 0
+            or not 0 < raw <= MAX_MANIFEST):
+        raise BundleError(f"{what}: malformed span {span!r:.200}")
+    return off, size, digest, raw
 
 
 _LINE_NAME = re.compile(rb'\{"name":"([A-Za-z_][A-Za-z0-9_]*)",')
@@ -403,8 +527,15 @@ def stored_blobs(manifest: dict[str, Any], data: bytes, source: str, *,
 
 
 def check_padding(manifest: dict[str, Any], data: bytes, source: str) -> None:
-    """The alignment padding between header, blobs and manifest is zero (blob entries checked already)."""
-    _check_padding(data, sorted((int(b["offset"]), int(b["size"])) for b in manifest["blobs"]), source)
+    """The alignment padding between header, blobs, family streams and manifest is zero (blob entries checked
+    already)."""
+    spans = [(int(b["offset"]), int(b["size"])) for b in manifest["blobs"]]
+    for fam in manifest.get("families") or ():
+        for key in ("entries", "dispatch"):
+            if key in fam:
+                off, size, _, _ = _span(fam[key], f"{source}: kernel {fam.get('name')}: {key}")
+                spans.append((off, size))
+    _check_padding(data, sorted(spans), source)
 
 
 def check_blob(i: int, b: Any, data: bytes, source: str, *, zlib_blobs: bool) -> tuple[bytes, int | None]:

@@ -52,6 +52,7 @@ from .merge import set_origin
 
 if TYPE_CHECKING:
     from .launch.family import Specificity
+    from .runtime.record import FamilyRecord
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -237,8 +238,15 @@ class BundleIndex:
         self._body = body
         self._count: int | None = None
         self._tail = -1  # where the manifest's artifact lines end (this writer's layout)
-        tail = body.rfind(b"\n],") if body.startswith(bd.ARTIFACTS_HEAD) else -1
-        if tail > 0:  # this writer's layout: one line per artifact, its name first, each family's lines one run
+        self._fams: dict[str, dict[str, Any]] | None = None  # format 2: each family's manifest entry, by name
+        version = _HEADER.unpack_from(data)[1]
+        tail = body.rfind(b"\n],") if version == 1 and body.startswith(bd.ARTIFACTS_HEAD) else -1
+        if version != 1:  # the manifest names each family's stream: read when the family is first used
+            manifest = bd.parse_manifest(body, source)
+            self._fams = bd.family_table(manifest, source)
+            groups = {n: [] for n in self._fams}
+            self._count = sum(f["count"] for f in self._fams.values())
+        elif tail > 0:  # format 1 as its writer laid it out: one line per artifact, its name first, a family one run
             spans = {}
             pos = len(bd.ARTIFACTS_HEAD) - 1
             for m in _BLOCK.finditer(body, pos, tail):  # one match per family: C scans the lines
@@ -259,7 +267,7 @@ class BundleIndex:
                     for n, text in lines:
                         groups.setdefault(n, []).append(text)
                     self._count = len(lines)
-        if manifest is None:  # an older writer's layout (or altered): parsed whole
+        if manifest is None:  # format 1 in another layout (an older writer's, or altered): parsed whole
             with _gc_paused():  # parsing makes ~30 containers per artifact: collecting them midway only costs time
                 manifest = bd.parse_manifest(body, source)
             for i, a in enumerate(manifest["artifacts"]):
@@ -269,6 +277,8 @@ class BundleIndex:
                                       f"(name {given!r:.80})")
                 groups.setdefault(given, []).append(a)
             self._count = len(manifest["artifacts"])
+        if manifest["format"] != version:
+            raise BundleError(f"{source}: the header says format {version}, the manifest {manifest['format']}")
         self._manifest = manifest
         self._zlib = bool(_HEADER.unpack_from(data)[2] & FLAG_ZLIB_BLOBS)
         self._blobs = _Blobs(manifest["blobs"], data, source, self._zlib)
@@ -307,6 +317,8 @@ class BundleIndex:
                     line = line[:-1]
                 out.append(line)
             return out
+        if self._fams is not None:
+            return bd.family_lines(self._fams[name], self._data, self.source)  # type: ignore[no-any-return]
         return list(self._groups[name])
 
     # ------------------------------------------------------------ what dispatch needs, per specialization
@@ -497,6 +509,35 @@ class BundleIndex:
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, RecursionError) as e:
             raise BundleError(f"{source}: kernel {label}: malformed manifest entry: {e!r:.300}") from None
 
+    # ------------------------------------------------------------ what a family's first launches read
+
+    def family_record(self, name: str) -> FamilyRecord | None:
+        """The dispatch record of family ``name`` (:mod:`kernelpack.runtime.record`), its stream checked; None when
+        the bundle has none for it (format 1, or a family its writer could not record) or one of another record
+        version. KeyError for a name the bundle lacks; BundleError naming the bundle and kernel when it is altered
+        or malformed."""
+        if self._fams is None:
+            if name not in self._names:
+                raise KeyError(name)
+            return None
+        span = self._fams[name].get("dispatch")
+        if span is None:
+            return None
+        from .runtime.record import read_record
+
+        where = f"{self.source}: kernel {name}"
+        text = bd.read_span(span, self._data, f"{where}: dispatch record")
+        try:
+            return read_record(text, name, len(self._blobs))
+        except BundleError as e:
+            raise BundleError(f"{where}: {e.message}") from None
+
+    def record_binary(self, label: str, name: str, blob: int, arch: str, kind: str) -> Binary:
+        """Binary ``blob`` of family ``name``'s specialization ``label`` (filed as ``arch`` ``kind``), its blob
+        checked and expanded on first use (BundleError naming the kernel when it was altered)."""
+        with self._lock, self._naming(label):
+            return bd.shared_binary(blob, arch, kind, self._blobs, self._shared, name)
+
     # ------------------------------------------------------------ whole artifacts
 
     def family(self, name: str) -> tuple[KernelArtifact, ...]:
@@ -527,3 +568,20 @@ class BundleIndex:
                     a.verify()
                 except KernelpackError as e:
                     raise BundleError(f"{self.source}: {e.message}") from None
+        if self._fams is not None:
+            self._verify_records()
+
+    def _verify_records(self) -> None:
+        """Each family's dispatch record is the one its entries give (as this kernelpack writes it; a record of
+        another version is not read, so not checked)."""
+        from .runtime.record import family_record
+
+        blob_of = {id(b): idx for (idx, _, _), b in self._shared.items()}
+        assert self._fams is not None
+        for n, fam in self._fams.items():
+            if "dispatch" not in fam or self.family_record(n) is None:
+                continue
+            stored = bd.read_span(fam["dispatch"], self._data, f"{self.source}: kernel {n}: dispatch record")
+            if family_record(self.family(n), lambda b: blob_of[id(b)]) != stored:
+                raise BundleError(f"{self.source}: kernel {n}: its dispatch record differs from the one its manifest "
+                                  f"entries give (the file was altered)")

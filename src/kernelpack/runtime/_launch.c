@@ -1496,7 +1496,10 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
     s->op = (uint8_t)op, s->arg = (int16_t)arg, s->offset = (uint32_t)offset, s->size = (uint32_t)size;
     s->dtype = (int8_t)dtype, s->align = (uint32_t)align, s->divisor = divisor;
     s->apow2 = align > 0 && (align & (align - 1)) == 0, s->dpow2 = divisor > 0 && (divisor & (divisor - 1)) == 0;
-    if (offset + size > KP_BUF || op < 0 || op == KP_OP_SCRATCH || op > KP_OP_DEVICE)
+    /* every byte a slot's packing writes lies in the buffer (a plan from a bundle's dispatch record is data: one
+     * that does not keep to this takes the Python path); a slot that reads an argument names one */
+    if (offset < 0 || size < 0 || offset + (size > 8 ? size : 8) > KP_BUF || op < 0 || op == KP_OP_SCRATCH ||
+        op > KP_OP_DEVICE || (op != KP_OP_NULL && op != KP_OP_DEVICE && arg < 0))
         *ok = 0; /* op -1: a value derived at launch (Python) */
     if (op == KP_OP_DESC || op == KP_OP_DESC_FIELD) {
         /* (tma, rank, elem_type, elem_size, swizzle, fp4, box) / (field, pos, rank): launch/plan.py Plan.to_c */
@@ -1504,7 +1507,7 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
         PyObject* box;
         if (op == KP_OP_DESC) {
             if (!PyArg_ParseTuple(tensor, "LLLLLLO", &tma, &rank, &et, &es, &sw, &fp4, &box)) return -1;
-            if (rank < 1 || rank > KP_MAX_TMA_RANK || (tma && (es < 1 || es > 8))) {
+            if (rank < 1 || rank > KP_MAX_TMA_RANK || (tma && (es < 1 || es > 8 || offset + 128 > KP_BUF))) {
                 *ok = 0;
                 return 0;
             }
@@ -1546,6 +1549,11 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
         for (int i = 0; i < rank; i++) s->shape_off[i] = (int32_t)tmp[i];
         if (get_i64s(stride_off, tmp, (int)rank, "stride offsets") < 0) return -1;
         for (int i = 0; i < rank; i++) s->stride_off[i] = (int32_t)tmp[i];
+        int inside = data_off >= 0 && offset + data_off + 8 <= KP_BUF;
+        for (int i = 0; i < rank && inside; i++) /* a run-time mode's field is written: within the buffer */
+            inside = (s->shape[i] != KP_DYN || (s->shape_off[i] >= 0 && offset + s->shape_off[i] + 8 <= KP_BUF)) &&
+                     (s->stride[i] != KP_DYN || (s->stride_off[i] >= 0 && offset + s->stride_off[i] + 8 <= KP_BUF));
+        if (!inside) *ok = 0;
     }
     if (s->op == KP_OP_PTR) {
         s->fop = F_PTR;
@@ -1617,6 +1625,12 @@ static int parse_grid(PyObject* t, kp_plan* pl) {
     return 0;
 }
 
+typedef struct {
+    PyObject* obj; /* borrowed from the plans tuple, alive for the call */
+    kp_slot slot;  /* as parse_slot made it */
+    int ok;
+} kp_last_slot;
+
 /* make_family(slow, nargs, plans, labels[, grids]): plans[i] = tuple of slot tuples (launch/plan.py Plan.to_c), one
  * per parameter layout of each specialization; labels[i] = its specialization's; grids[i] = plan i's grid program
  * (parse_grid) */
@@ -1639,13 +1653,17 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
         return NULL;
     }
     allocfunc alloc = (allocfunc)PyType_GetSlot(FamilyType, Py_tp_alloc);
+    kp_last_slot* last = NULL;
     kp_family* f = (kp_family*)alloc(FamilyType, 0);
     if (f == NULL) return NULL;
     f->vectorcall = family_call;
     f->nargs = nargs > KP_MAX_SLOTS ? -1 : nargs; /* more arguments than slots: always the Python path */
     f->nplan = (int)nspec;
     f->plans = (kp_plan*)PyMem_Calloc((size_t)nspec, sizeof(kp_plan));
-    if (f->plans == NULL) goto fail;
+    /* the slot parsed at each position of the previous plan (and whether the fast path can pack it): a family's
+     * plans share most of their slot objects (a dispatch record's plans are made from one table of slots) */
+    last = (kp_last_slot*)PyMem_Calloc(KP_MAX_SLOTS, sizeof(kp_last_slot));
+    if (f->plans == NULL || last == NULL) goto fail;
     for (Py_ssize_t i = 0; i < nspec; i++) {
         PyObject* p = PyTuple_GetItem(plans, i);
         Py_ssize_t n = PyTuple_Size(p);
@@ -1659,7 +1677,15 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
         if (pl->slots == NULL) goto fail;
         for (Py_ssize_t s = 0; s < pl->nslots; s++) {
             kp_slot* sl = &pl->slots[s];
-            if (parse_slot(PyTuple_GetItem(p, s), sl, &pl->ok) < 0) goto fail;
+            PyObject* t = PyTuple_GetItem(p, s);
+            if (t != NULL && t == last[s].obj) {
+                *sl = last[s].slot;
+            } else {
+                last[s].ok = 1;
+                if (parse_slot(t, sl, &last[s].ok) < 0) goto fail;
+                last[s].obj = t, last[s].slot = *sl;
+            }
+            if (!last[s].ok) pl->ok = 0;
             if ((sl->op == KP_OP_TENSOR || sl->op == KP_OP_DESC) && sl->arg >= 0 && sl->arg < KP_MAX_SLOTS)
                 f->dims[sl->arg] = 1;
             if (sl->op != KP_OP_DEVICE) continue;
@@ -1705,11 +1731,13 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
             PyTuple_SetItem(f->names, i, name);
         }
     }
+    PyMem_Free(last);
     Py_INCREF(slow);
     f->slow = slow;
     if (load != Py_None) f->load = Py_NewRef(load);
     return (PyObject*)f;
 fail:
+    PyMem_Free(last);
     if (!PyErr_Occurred()) PyErr_NoMemory();
     Py_DECREF(f);
     return NULL;

@@ -25,13 +25,13 @@ from .._reprs import clip, listing
 from ..abi import Scalar, Struct
 from ..artifact import Binary, KernelArtifact, LaunchSpec, evaluate_grid, grid_params
 from ..bundle_index import SpecSource
-from ..errors import KernelpackError, LaunchError
+from ..errors import BundleError, KernelpackError, LaunchError
 from ..launch import device as dev_model
 from ..launch.binaries import describe_binaries, device_arch, family_choice, quality
 from ..launch.codes import PDL_MIN_MAJOR, SMEM_DEFAULT_LIMIT
 from ..launch.facts import binary_facts
 from ..launch.family import Specificity, dispatch_order, family_args, order_key, plan_specificity
-from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_DEVICE, Plan, Slot
+from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_DEVICE, Plan, Slot, grid_program
 from ..names import py_arg_names
 from ..tma import encode_args
 from . import streams
@@ -48,6 +48,7 @@ from .errors import (
     NoMatchingSpecialization,
 )
 from .loader import LaunchFacts, Loader
+from .record import FamilyRecord
 
 
 class _PythonPath:
@@ -99,11 +100,17 @@ class Specialization:
 
 @dataclass
 class DeviceEntry:
-    spec: Specialization
+    spec: Specialization | None  # None until the family is built from its entries (a family started from its record)
     bin_index: int  # which of its binaries this device runs
     quality: int
-    plan: Plan  # the chosen binary's parameter layout
-    launch: LaunchSpec  # the chosen binary's LaunchSpec
+    plan: Plan | None  # the chosen binary's parameter layout (with spec)
+    launch: LaunchSpec | None  # the chosen binary's LaunchSpec (with spec)
+    label: str  # the specialization's
+    pos: int  # its place in the family's dispatch order
+    c_plan: int  # the C launcher's index of its layout
+    roles: tuple[str, ...]  # the device roles its layout's hidden device-derived params take, in order
+    pdl: bool  # its launch spec's
+    cooperative: bool
     binary: Binary | None = None  # the rest is filled when the entry is first chosen (load_entry)
     kernel: int = 0
     facts: LaunchFacts | None = None
@@ -114,10 +121,12 @@ class DeviceEntry:
 
     @property
     def layout(self) -> Plan:
+        assert self.plan is not None  # the Python path builds the family first (KernelFamily.specs)
         return self.plan
 
     @property
     def spec_launch(self) -> LaunchSpec:
+        assert self.launch is not None
         return self.launch
 
 
@@ -125,7 +134,7 @@ class DeviceEntry:
 class DeviceState:
     info: DeviceInfo
     entries: list[DeviceEntry]  # dispatch order
-    missing: list[Specialization] = field(default_factory=list)  # no binary runs on this device
+    missing: list[int] = field(default_factory=list)  # the specializations (dispatch positions) it cannot run
     unmet: dict[int, str] = field(default_factory=dict)  # spec index -> "": its device requirements fail here
 
 
@@ -137,30 +146,74 @@ def specificity(plan: Plan) -> Specificity:
 class KernelFamily:
     """The Python side of one callable kernel: specializations, per-device state, the full launch path."""
 
-    def __init__(self, name: str, sources: Sequence[SpecSource | KernelArtifact], loader: Loader) -> None:
+    def __init__(self, name: str, sources: Any, loader: Loader, record: FamilyRecord | None = None,
+                 index: Any = None) -> None:
+        """``sources``: the specializations (SpecSources or artifacts, bundle order), or a callable giving them,
+        called when the family is first needed whole; ``record``: its dispatch record (:mod:`.record`): the family's
+        C-path launches need nothing else, the Python launch path, docs and errors build it whole; ``index``: the
+        BundleIndex the record's binaries are read from."""
         self.name = name
         self.loader = loader
-        srcs = [s if isinstance(s, SpecSource) else SpecSource.of(s, i) for i, s in enumerate(sources)]
-        distinct = {id(s.layouts[0]): s for s in srcs}  # specializations with one plan agree with each other
-        check = srcs if any(sl.ranges for s in srcs for sl in s.layouts[0].args) else list(distinct.values())
-        family_args(name, [(s.label, s.layouts[0]) for s in check])  # one family, or refused
-        specs, first = [], 0
-        for i in dispatch_order([s.specificity for s in srcs]):
-            specs.append(Specialization(srcs[i], first))
-            first += len(srcs[i].layouts)
-        self.specs: tuple[Specialization, ...] = tuple(specs)
-        # Python keyword names: a parameter called like a launch option or a Python keyword gets a trailing _
-        self.arg_names: tuple[str, ...] = py_arg_names([s.name for s in specs[0].plan.args], LAUNCH_KEYWORDS)
-        self._states: dict[int, DeviceState] = {}
+        self.record = record
+        self._index = index
+        self._sources = sources
+        self._specs: tuple[Specialization, ...] | None = None
         self._lock = threading.Lock()
+        # Python keyword names: a parameter called like a launch option or a Python keyword gets a trailing _
+        self.arg_names: tuple[str, ...] = record.arg_names if record is not None else py_arg_names(
+            [s.name for s in self.specs[0].plan.args], LAUNCH_KEYWORDS)
+        self._states: dict[int, DeviceState] = {}
         self.fast: Any = None  # the C launcher, when the extension is present
         self._tmaps: OrderedDict[tuple[Any, ...], tuple[Driver, list[Any]]] = OrderedDict()  # _encode_descs
         self._tmap_lock = threading.Lock()
         self.python_calls = 0  # launches (and refusals) that took this Python path; tests read it
 
     @property
+    def specs(self) -> tuple[Specialization, ...]:
+        """The specializations in dispatch order (built from the family's entries on first use)."""
+        specs = self._specs
+        if specs is None:
+            with self._lock:
+                specs = self._specs
+                if specs is None:
+                    specs = self._specs = self._build_specs()
+        return specs
+
+    def _build_specs(self) -> tuple[Specialization, ...]:
+        sources = self._sources() if callable(self._sources) else self._sources
+        srcs = [s if isinstance(s, SpecSource) else SpecSource.of(s, i) for i, s in enumerate(sources)]
+        distinct = {id(s.layouts[0]): s for s in srcs}  # specializations with one plan agree with each other
+        check = srcs if any(sl.ranges for s in srcs for sl in s.layouts[0].args) else list(distinct.values())
+        family_args(self.name, [(s.label, s.layouts[0]) for s in check])  # one family, or refused
+        specs, first = [], 0
+        for i in dispatch_order([s.specificity for s in srcs]):
+            specs.append(Specialization(srcs[i], first))
+            first += len(srcs[i].layouts)
+        record = self.record
+        if record is not None:  # what the family's first launches used must be what its entries give
+            names = py_arg_names([s.name for s in specs[0].plan.args], LAUNCH_KEYWORDS)
+            if (names != record.arg_names or [(s.label, s.index, s.first_plan) for s in specs]
+                    != list(zip(record.label, record.index, record.first))):
+                raise BundleError(f"{self._index.source}: kernel {self.name}: its dispatch record disagrees with "
+                                  f"its manifest entries (the file was altered)")
+            for state in self._states.values():  # the device tables made from the record get the whole objects
+                for e in state.entries:
+                    _link(e, specs)
+        return tuple(specs)
+
+    @property
     def label(self) -> str:
-        return self.specs[0].label if len(self.specs) == 1 else self.name
+        labels = self.record.label if self.record is not None else [s.label for s in self.specs]
+        return labels[0] if len(labels) == 1 else self.name
+
+    def c_tables(self) -> tuple[tuple[Any, ...], tuple[str, ...], tuple[Any, ...]]:
+        """The C launcher's plans (each specialization's layouts, in dispatch order), each one's specialization's
+        label, and its grid program."""
+        if self.record is not None:
+            return self.record.plans, self.record.labels, self.record.grids
+        layouts = [(s, p) for s in self.specs for p in s.layouts]  # Specialization.first_plan indexes this
+        return (tuple(p.c_form for _, p in layouts), tuple(s.label for s, _ in layouts),
+                tuple(grid_program(p, s.src.launch.grid) for s, p in layouts))
 
     def __repr__(self) -> str:
         return (f"<KernelFamily {clip(self.name, 64)}({listing(self.arg_names, 100)}): {len(self.specs)} "
@@ -184,20 +237,54 @@ class KernelFamily:
         """The device's dispatch order; each entry's binary is loaded when a launch first chooses it."""
         info = self.loader.driver.device(ordinal)
         props = device_properties(info)
+        if self.record is not None:
+            return self._record_device(info, props)
         entries, missing, unmet = [], [], {}
-        for s in self.specs:
+        for pos, s in enumerate(self.specs):
             src = s.src
-            scored = [(quality(arch, kind == "ptx", info.major, info.minor), i)
-                      for i, (arch, kind) in enumerate(src.bins)]
-            q, best = max(scored, key=lambda qb: qb[0])
+            q, best = max((quality(arch, kind == "ptx", info.major, info.minor), -i)
+                          for i, (arch, kind) in enumerate(src.bins))
+            best = -best  # the first of the best
             fit = dev_model.device_quality(q, src.requirements, props)
             if fit <= 0:
-                missing.append(s)
+                missing.append(pos)
                 if q > 0:
-                    unmet[s.index] = ""  # why: made when a launch needs to say it (_unmet_text)
+                    unmet[src.index] = ""  # why: made when a launch needs to say it (_unmet_text)
                 continue
-            entries.append(DeviceEntry(s, best, fit, s.layouts[src.layout_of[best]], src.launch_of(best)))
-        entries.sort(key=lambda e: (*order_key(e.spec.specificity), -e.quality, e.spec.index))
+            plan, ls = s.layouts[src.layout_of[best]], src.launch_of(best)
+            entries.append(DeviceEntry(s, best, fit, plan, ls, s.label, pos, s.first_plan + src.layout_of[best],
+                                       tuple(d.param.role for d in plan.device_slots), ls.pdl, ls.cooperative))
+        entries.sort(key=lambda e: (*order_key(self.specs[e.pos].specificity), -e.quality, self.specs[e.pos].index))
+        return DeviceState(info, entries, missing, unmet)
+
+    def _record_device(self, info: DeviceInfo, props: dict[str, int]) -> DeviceState:
+        """:meth:`_load_device` from the family's dispatch record (the same rule; each distinct set of binaries
+        and requirements judged once)."""
+        r = self.record
+        assert r is not None
+        entries, missing, unmet = [], [], {}
+        judged: dict[tuple[int, int], tuple[int, int, int]] = {}
+        for pos, (bins, req) in enumerate(zip(r.bins, r.requires)):
+            key = (id(bins), id(req))
+            got = judged.get(key)
+            if got is None:
+                q, best = max((quality(b[0], b[1] == "ptx", info.major, info.minor), -i) for i, b in enumerate(bins))
+                got = judged[key] = (q, -best, dev_model.device_quality(q, req, props))  # the first of the best
+            q, best, fit = got
+            if fit <= 0:
+                missing.append(pos)
+                if q > 0:
+                    unmet[r.index[pos]] = ""
+                continue
+            c_plan = r.first[pos] + bins[best][3]
+            pdl, coop = r.launch[bins[best][4]]
+            entries.append(DeviceEntry(None, best, fit, None, None, r.label[pos], pos, c_plan, r.roles[c_plan], pdl,
+                                       coop))
+        rank, index = r.rank, r.index
+        entries.sort(key=lambda e: (rank[e.pos], -e.quality, index[e.pos]))
+        if self._specs is not None:
+            for e in entries:
+                _link(e, self._specs)
         return DeviceState(info, entries, missing, unmet)
 
     def load_entry(self, state: DeviceState, entry: DeviceEntry) -> None:
@@ -209,16 +296,27 @@ class KernelFamily:
             if entry.ready:
                 return
             info = state.info
-            src, i = entry.spec.src, entry.bin_index
-            name, b = src.binary(i)  # its blob checked (not its whole artifact built): BundleError naming it
-            src.verify_binary(i, name, b)  # deferred when the bundle was loaded lazily: AbiMismatch naming it
-            entry.kernel = self.loader.kernel(src.label, name, b, info)
-            f = entry.facts = binary_facts(name, src.launch_of(i), src.layout_of[i], b)
+            i = entry.bin_index
+            if self.record is not None:  # what the build verified, read from the record; the blob hash-checked
+                r = self.record
+                _, kind, blob, layout, facts, arch = r.bins[entry.pos][i]
+                name = r.entry[entry.pos]
+                b = self._index.record_binary(entry.label, self.name, blob, arch, kind)
+                entry.kernel = self.loader.kernel(entry.label, name, b, info)
+                block, reqntid, threads, cluster, spec_cluster, static, dyn = self.record.facts[facts]
+                f = entry.facts = LaunchFacts(block, reqntid, threads, cluster, spec_cluster, static, dyn, layout)
+            else:
+                assert entry.spec is not None
+                src = entry.spec.src
+                name, b = src.binary(i)  # its blob checked (not its whole artifact built): BundleError naming it
+                src.verify_binary(i, name, b)  # deferred when the bundle was loaded lazily: AbiMismatch naming it
+                entry.kernel = self.loader.kernel(src.label, name, b, info)
+                f = entry.facts = binary_facts(name, src.launch_of(i), src.layout_of[i], b)
             entry.binary = b
             if entry.smem_raised < f.dyn_smem and f.dyn_smem + f.static_smem <= info.smem_optin:
                 # its launches' default dynamic shared memory allowed now, so they can take the C path
                 self.loader.driver.set_max_dynamic_smem(entry.kernel, info.ordinal, f.dyn_smem,
-                                                        f"kernel {src.label} on device {info.ordinal}")
+                                                        f"kernel {entry.label} on device {info.ordinal}")
                 entry.smem_raised = f.dyn_smem
             self._device_values(entry, info, device_properties(info))
             entry.ready = True
@@ -250,16 +348,16 @@ class KernelFamily:
 
     def _device_values(self, e: DeviceEntry, info: DeviceInfo, props: dict[str, int]) -> None:
         """Read the device-derived values the entry's layout needs, once (an error is kept for its launches)."""
-        for slot in e.layout.slots:
-            if slot.op != OP_DEVICE or slot.param.role in e.values:
+        for role in e.roles:
+            if role in e.values:
                 continue
-            prop, size = dev_model.role_property(slot.param.role)  # type: ignore[misc]
+            prop, size = dev_model.role_property(role)  # type: ignore[misc]
             if prop.attribute is not None:
-                e.values[slot.param.role] = props[prop.name]
+                e.values[role] = props[prop.name]
                 continue
-            where = f"kernel {e.spec.label} on device {info.ordinal}"
+            where = f"kernel {e.label} on device {info.ordinal}"
             try:
-                e.values[slot.param.role] = self._max_active_clusters(e, info, size, where)
+                e.values[role] = self._max_active_clusters(e, info, size, where)
             except KernelpackError as err:
                 e.error = err
 
@@ -287,21 +385,19 @@ class KernelFamily:
 
         prepare_fast_path()
         info = state.info
-        if any(e.spec_launch.cooperative or (e.spec_launch.pdl and info.major < PDL_MIN_MAJOR)
-               for e in state.entries):
+        if any(e.cooperative or (e.pdl and info.major < PDL_MIN_MAJOR) for e in state.entries):
             return  # a cooperative grid is checked against the occupancy, an unsupported PDL refused, in Python
         rows: list[tuple[Any, ...]] = []
         for e in state.entries:
             f = e.facts
-            plan = e.spec.first_plan + e.spec.src.layout_of[e.bin_index]  # the C launcher's index of e.layout
             if f is None or not e.ready or e.error is not None:  # not loaded yet (or unusable): C asks _fast_load
-                rows.append((plan, 0, (0, 0, 0), (0, 0, 0), 0, (0, 0, 0), (0, 0, 0), 0, 0, 0,
-                             (0,) * len(e.layout.device_slots), e.spec_launch.pdl))
+                rows.append((e.c_plan, 0, (0, 0, 0), (0, 0, 0), 0, (0, 0, 0), (0, 0, 0), 0, 0, 0,
+                             (0,) * len(e.roles), e.pdl))
                 continue
-            values = tuple(e.values[s.param.role] for s in e.layout.slots if s.op == OP_DEVICE)
-            rows.append((plan, e.kernel, f.fixed_block or (0, 0, 0), f.reqntid or (0, 0, 0),
+            values = tuple(e.values[r] for r in e.roles)
+            rows.append((e.c_plan, e.kernel, f.fixed_block or (0, 0, 0), f.reqntid or (0, 0, 0),
                          f.max_threads, f.cluster or (0, 0, 0), f.spec_cluster or (0, 0, 0), f.static_smem,
-                         f.dyn_smem, e.smem_raised, values, e.spec_launch.pdl))
+                         f.dyn_smem, e.smem_raised, values, e.pdl))
         self.fast._set_device(ordinal, info.context, info.max_grid, info.max_block, info.max_threads,
                               info.smem_optin, int(info.cluster_launch), tuple(rows))
 
@@ -347,6 +443,7 @@ class KernelFamily:
     def call(self, *args: Any, grid: Any = None, block: Any = None, smem: Any = None, stream: Any = None,
              cluster: Any = None, pdl: bool | None = None, cooperative: bool | None = None, **named: Any) -> None:
         self.python_calls += 1
+        self.specs  # noqa: B018 - the Python path reads the family whole (built from its entries on first use)
         values = self._bind(args, named)
         try:
             d = self.loader.driver
@@ -356,7 +453,8 @@ class KernelFamily:
         ordinal = self._device(values, views, d)
         state = self.device_state(ordinal)
         entry, packed = self._dispatch(state, values, views)
-        kernel = entry.spec.label
+        kernel = entry.label
+        assert entry.spec is not None  # the family is whole (above)
         info = state.info
         self.load_entry(state, entry)
         if entry.error is not None:
@@ -417,14 +515,15 @@ class KernelFamily:
         reasons: list[tuple[str, KernelpackError]] = []
         for e in state.entries:
             try:
-                return e, self._fit(e.spec.label, e.layout, values, views)
+                return e, self._fit(e.label, e.layout, values, views)
             except DescriptorArgumentError:
                 raise
             except (ArgumentTypeError, ArgumentValueError) as err:
                 if len(self.specs) == 1:
                     raise _no_match(err) from None
-                reasons.append((e.spec.label, err))
-        for s in state.missing:
+                reasons.append((e.label, err))
+        for pos in state.missing:
+            s = self.specs[pos]
             try:
                 self._fit(s.label, s.plan, values, views)
             except DescriptorArgumentError:
@@ -465,10 +564,10 @@ class KernelFamily:
                 block: tuple[int, int, int], smem: int, cluster: tuple[int, int, int] | None, stream: int,
                 packed: list[Any], flags: tuple[bool, bool] = (False, False)) -> None:
         info = state.info
-        where = f"kernel {entry.spec.label} on device {info.ordinal}"
+        where = f"kernel {entry.label} on device {info.ordinal}"
         if flags[1]:
             per_sm = d.max_blocks_per_sm(entry.kernel, info.context, block[0] * block[1] * block[2], smem, where)
-            _rt.checks.check_cooperative_grid(grid, block, smem, per_sm, info, entry.spec.label)
+            _rt.checks.check_cooperative_grid(grid, block, smem, per_sm, info, entry.label)
         if smem > entry.smem_raised:
             with self._lock:
                 if smem > entry.smem_raised:
@@ -478,7 +577,7 @@ class KernelFamily:
         plan = entry.layout
         if plan.derived:
             with self._tmap_lock:
-                packed = _encode_descs(d, plan, packed, entry.spec.label, where, self._tmaps)
+                packed = _encode_descs(d, plan, packed, entry.label, where, self._tmaps)
         saved = d.current_context()
         if saved != info.context:
             d.set_current(info.context)
@@ -492,6 +591,13 @@ class KernelFamily:
         finally:
             if saved and saved != info.context:
                 d.set_current(saved)
+
+
+def _link(e: DeviceEntry, specs: Sequence[Specialization]) -> None:
+    """A device entry made from the family's dispatch record, given the specialization it stands for."""
+    sp = e.spec = specs[e.pos]
+    e.plan = sp.layouts[sp.src.layout_of[e.bin_index]]
+    e.launch = sp.src.launch_of(e.bin_index)
 
 
 def device_properties(info: DeviceInfo) -> dict[str, int]:
@@ -519,6 +625,7 @@ def grid_from_rule(entry: DeviceEntry, packed: list[Any]) -> tuple[int, int, int
     """The grid ``LaunchSpec.grid`` computes from the checked arguments and the device-derived values
     (``kernelpack.artifact.evaluate_grid``)."""
     spec = entry.spec
+    assert spec is not None  # the Python path's: the family is whole
     by_name = {s.param.name: s for s in entry.layout.slots if s.op == OP_DEVICE}
     by_name.update({s.name: s for s in entry.layout.args})
     fields: dict[tuple[str, str | None], int] = {}

@@ -10,7 +10,6 @@ import sys
 import warnings
 from typing import Any
 
-from ..launch.plan import grid_program
 from . import driver as drv
 from . import streams
 
@@ -147,10 +146,8 @@ def make_launcher(family: Any, ext: Any = _ASK) -> Any:
         ext = extension()
     if ext is None:
         return PyLauncher(family.call)
-    layouts = [(s, p) for s in family.specs for p in s.layouts]  # Specialization.first_plan indexes this
-    obj = ext.make_family(family.call, len(family.arg_names), tuple(p.c_form for _, p in layouts),
-                          tuple(s.label for s, _ in layouts),
-                          tuple(grid_program(p, s.src.launch.grid) for s, p in layouts), tuple(family.arg_names),
+    plans, labels, grids = family.c_tables()
+    obj = ext.make_family(family.call, len(family.arg_names), plans, labels, grids, tuple(family.arg_names),
                           family._fast_load)
     family.fast = obj
     return obj

@@ -44,6 +44,11 @@ class _BundleFamilies:
     def family_specs(self, name: str) -> tuple[KernelArtifact, ...]:
         return self._families[name]
 
+    def family_record(self, name: str) -> None:
+        if name not in self._families:
+            raise KeyError(name)
+        return None  # the artifacts are at hand: the family is built from them
+
     def bundle(self) -> Bundle:
         return self._bundle
 
@@ -132,8 +137,17 @@ class KernelModule(types.ModuleType):
             got = st.callables.get(fname)
             if got is not None:
                 return got
-            fam = KernelFamily(fname, st.index.family_specs(fname), st.loader)
-            launcher = make_launcher(fam, st.ext)
+            index = st.index
+            record = index.family_record(fname)
+            if record is None:
+                fam = KernelFamily(fname, index.family_specs(fname), st.loader)
+                launcher = make_launcher(fam, st.ext)
+            else:  # its first launches read the record alone; the rest of the family is built on first need
+                fam = KernelFamily(fname, lambda: index.family_specs(fname), st.loader, record, index)
+                try:
+                    launcher = make_launcher(fam, st.ext)
+                except (TypeError, ValueError, OverflowError) as e:  # the C launcher refused the record's plans
+                    raise BundleError(f"{st.source}: kernel {fname}: malformed dispatch record: {e}") from None
             launcher.__name__ = launcher.__qualname__ = fname
             launcher.__module__ = self.__name__
             launcher._kp_docs = _Docs(fam, st.source)  # __doc__, __signature__ and repr: made on first access
@@ -326,7 +340,12 @@ def load(source: str | os.PathLike[str] | Bundle, *, verify: bool = False) -> Ke
             for a in source:
                 a.verify()
         return KernelModule(source, "<bundle>")
-    bundle, hosts, archive = _read(source, lazy=not verify)
+    bundle, hosts, archive = _read(source, lazy=True)
+    if verify and isinstance(bundle, BundleIndex):
+        bundle.verify()  # every blob, binary and dispatch record
+    elif verify and isinstance(bundle, Bundle):
+        for a in bundle:
+            a.verify()
     return KernelModule(bundle, str(source), hosts, archive)
 
 

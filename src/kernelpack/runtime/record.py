@@ -1,0 +1,233 @@
+"""A family's dispatch record: what a process's first launch of a family needs, computed when the bundle is written
+by the runtime's own family model (:class:`~kernelpack.runtime.family.KernelFamily` over the family's artifacts)
+and stored next to the family's manifest entries (bundle format 2).
+
+Building a family from its entries parses each distinct parameter list, makes its ``Abi``, ``Plan``, specificity
+and C plan, and orders the specializations: ~60 us per distinct layout in a fresh process, so milliseconds for a
+family of tens. The record holds the results -- the caller's argument names, the C launcher's plans and grid
+programs, each specialization in dispatch order with its binaries (arch, kind, blob, parameter layout) and each
+binary's launch facts (from its cubin: required block, launch bounds, compile-time cluster, static shared memory;
+from its launch spec: block, cluster, dynamic shared memory, PDL, cooperative) -- so a first launch reads one small
+JSON text, hands the plans to the C launcher and loads the one binary it runs, its blob hash-checked. What the
+record says is trusted as the build verified it (the bundle's hashes prove the bytes unchanged): the C launcher
+checks each plan keeps its writes inside its buffer, whatever the record says; ``kernelpack.load(...,
+verify=True)`` and ``kernelpack inspect --verify`` compare every record with one computed again from the entries.
+Anything else -- the Python launch path, an error to explain, docs -- builds the family from its entries as
+before, and its dispatch order must be the record's.
+
+Text (canonical JSON; tables hold each distinct row once, the specializations are columns, in dispatch order)::
+
+    {"v": 1, "args": [name, ...], "slots": [C slot, ...], "plans": [[slot index, ...], ...],
+     "grids": [grid program | null | false, ...], "roles": [[device role, ...], ...],
+     "facts": [[pdl, cooperative, block, reqntid, max_threads, cluster, spec_cluster, static_smem, dyn_smem], ...],
+     "binsets": [[[arch, kind, blob, layout, facts index], ...], ...], "requires": [[[name, value], ...], ...],
+     "specs": {"index": [...], "label": [...], "entry": [...], "rank": [...], "first": [...], "bins": [binset
+               index, ...], "requires": [requires index, ...]}}
+
+``plans``, ``grids`` and ``roles`` are per C plan (the launcher's list: each specialization's layouts, in dispatch
+order; a specialization's binary of ``layout`` launches plan ``first + layout``); a C slot is ``Plan.to_c``'s row;
+``rank`` numbers the distinct specificities in dispatch order (a device sorts its entries by rank, then how well
+the binary fits, then bundle index). ``VERSION`` names this layout and ``Plan.to_c``'s: a record of another
+version is not read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from itertools import chain
+from typing import Any
+
+from ..arch import Arch
+from ..artifact import Binary, KernelArtifact
+from ..errors import BundleError, KernelpackError
+from ..launch.facts import binary_facts
+from ..launch.family import order_key
+from ..launch.plan import grid_program
+
+VERSION = 1
+
+
+def family_record(arts: Sequence[KernelArtifact], blob_of: Callable[[Binary], int]) -> bytes | None:
+    """The dispatch record of one family (its artifacts sorted by variant, as the bundle holds them); ``blob_of``:
+    the bundle's blob index of a binary. None when the family cannot be recorded -- a binary that does not verify
+    against its kernel parameters, a family the runtime would refuse: a first launch then builds it from its entries
+    and says what is wrong."""
+    from .family import KernelFamily
+
+    try:
+        for a in arts:
+            for b in a.binaries:
+                a.verify_binary(b)
+        fam = KernelFamily(arts[0].name, arts, None)  # type: ignore[arg-type]  # no loader: nothing is loaded
+        slots: dict[tuple[Any, ...], int] = {}
+        plans, grids, roles = [], [], []
+        for s in fam.specs:
+            for p in s.layouts:
+                plans.append([slots.setdefault(row, len(slots)) for row in p.c_form])
+                grids.append(grid_program(p, s.src.launch.grid))
+                roles.append([d.param.role for d in p.device_slots])
+        facts: dict[tuple[Any, ...], int] = {}
+        binsets: dict[tuple[Any, ...], int] = {}
+        requires: dict[tuple[Any, ...], int] = {(): 0}
+        cols: dict[str, list[Any]] = {k: [] for k in ("index", "label", "entry", "rank", "first", "bins", "requires")}
+        rank, last = -1, None
+        for s in fam.specs:
+            art = s.artifact
+            key = order_key(s.specificity)
+            if key != last:
+                rank, last = rank + 1, key
+            bins = []
+            for i, b in enumerate(art.binaries):
+                ls = art.launch_for(b.arch)
+                f = binary_facts(art.entry, ls, s.src.layout_of[i], b)
+                row = (ls.pdl, ls.cooperative, f.fixed_block, f.reqntid, f.max_threads, f.cluster, f.spec_cluster,
+                       f.static_smem, f.dyn_smem)
+                bins.append((str(b.arch), b.kind, blob_of(b), s.src.layout_of[i], facts.setdefault(row, len(facts))))
+            for k, v in (("index", s.index), ("label", s.label), ("entry", art.entry), ("rank", rank),
+                         ("first", s.first_plan), ("bins", binsets.setdefault(tuple(bins), len(binsets))),
+                         ("requires", requires.setdefault(tuple(art.requirements), len(requires)))):
+                cols[k].append(v)
+    except (KernelpackError, ValueError, KeyError, TypeError):
+        return None
+    record = {"v": VERSION, "args": list(fam.arg_names), "slots": list(slots), "plans": plans, "grids": grids,
+              "roles": roles, "facts": list(facts), "binsets": list(binsets), "requires": list(requires),
+              "specs": cols}
+    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+Bins = tuple[tuple[Arch, str, int, int, int, str], ...]  # per binary: arch, kind, blob, layout, facts, arch text
+
+
+class FamilyRecord:
+    """A dispatch record read from its text and checked to be well formed (:func:`read_record`). The
+    specializations, in dispatch order, are columns: ``index`` (bundle order), ``label``, ``entry``, ``rank``,
+    ``first`` (its first C plan), ``bins`` (its binaries) and ``requires`` (its device requirements)."""
+
+    __slots__ = ("arg_names", "plans", "labels", "grids", "roles", "launch", "facts", "index", "label", "entry",
+                 "rank", "first", "bins", "requires")
+
+    def __init__(self) -> None:
+        self.arg_names: tuple[str, ...] = ()
+        self.plans: tuple[tuple[Any, ...], ...] = ()  # the C launcher's plans
+        self.labels: tuple[str, ...] = ()  # each plan's specialization's label
+        self.grids: tuple[Any, ...] = ()
+        self.roles: tuple[tuple[str, ...], ...] = ()  # each plan's device roles (its OP_DEVICE slots, in order)
+        self.launch: tuple[tuple[bool, bool], ...] = ()  # per facts row: (pdl, cooperative)
+        self.facts: tuple[tuple[Any, ...], ...] = ()  # per facts row: BinaryFacts' fields but the layout
+        self.index: list[int] = []
+        self.label: list[str] = []
+        self.entry: list[str] = []
+        self.rank: list[int] = []
+        self.first: list[int] = []
+        self.bins: list[Bins] = []
+        self.requires: list[tuple[tuple[str, int], ...]] = []
+
+
+def read_record(text: bytes, name: str, nblobs: int) -> FamilyRecord | None:
+    """A record's text parsed and checked (types, indices, counts); None for a record of another version (another
+    kernelpack's C plans: the family is built from its entries); BundleError saying what is malformed (the caller
+    names the bundle and kernel). The C launcher checks what each plan's slots write (inside its buffer)."""
+    try:
+        doc = json.loads(text)
+        if isinstance(doc, dict) and type(doc.get("v")) is int and doc["v"] != VERSION:
+            return None
+        return _record(doc, nblobs)
+    except BundleError:
+        raise
+    except KernelpackError as e:  # an arch that is none
+        raise BundleError(f"malformed dispatch record: {e.message:.200}") from None
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError) as e:
+        raise BundleError(f"malformed dispatch record: {e!s:.200}") from None
+
+
+def _only(xs: Any, kind: type, what: str, n: int | None = None) -> list[Any]:
+    """``xs``: a list (of ``n`` items) of ``kind`` only (not a subclass: no bool for int)."""
+    if not isinstance(xs, list) or (n is not None and len(xs) != n) or not set(map(type, xs)) <= {kind}:
+        raise ValueError(f"{what} is not a list of {n if n is not None else ''} {kind.__name__}")
+    return xs
+
+
+def _dim3(x: Any) -> tuple[int, int, int] | None:
+    return None if x is None else tuple(_only(x, int, "a dim3", 3))  # type: ignore[return-value]
+
+
+def _tuples(x: Any) -> Any:
+    """JSON lists as tuples, all the way down (the C launcher reads tuples)."""
+    return tuple(map(_tuples, x)) if isinstance(x, list) else x
+
+
+def _record(doc: Any, nblobs: int) -> FamilyRecord:
+    if not isinstance(doc, dict) or doc.get("v") != VERSION:
+        raise ValueError(f"version {doc.get('v') if isinstance(doc, dict) else None!r:.20}, expected {VERSION}")
+    r = FamilyRecord()
+    r.arg_names = tuple(_only(doc["args"], str, "args"))
+    slots = doc["slots"]
+    if not isinstance(slots, list) or not all(isinstance(s, list) and len(s) == 9 for s in slots):
+        raise ValueError("slots is not a list of 9-field slots")
+    c_slots = [(*s[:7], _tuples(s[7]), _tuples(s[8])) for s in slots]
+    plans = _only(doc["plans"], list, "plans")
+    if not plans or min(_only(list(chain.from_iterable(plans)), int, "plans' slot indices"), default=0) < 0:
+        raise ValueError("no plans, or a negative slot index")
+    r.plans = tuple(tuple(map(c_slots.__getitem__, p)) for p in plans)  # IndexError: a slot it lacks
+    grids = doc["grids"]
+    if not isinstance(grids, list) or len(grids) != len(plans):
+        raise ValueError("grids are not one per plan")
+    r.grids = tuple(map(_tuples, grids))
+    roles = _only(doc["roles"], list, "roles", len(plans))
+    _only(list(chain.from_iterable(roles)), str, "roles")
+    r.roles = tuple(map(tuple, roles))
+    launch, facts = [], []
+    for f in _only(doc["facts"], list, "facts"):
+        pdl, coop, block, reqntid, max_threads, cluster, spec_cluster, static_smem, dyn_smem = f
+        _only([pdl, coop], bool, "facts flags")
+        if min(_only([max_threads, static_smem, dyn_smem], int, "facts sizes")) < 0:
+            raise ValueError(f"facts row {f!r:.80}")
+        launch.append((pdl, coop))
+        facts.append((_dim3(block), _dim3(reqntid), max_threads, _dim3(cluster), _dim3(spec_cluster), static_smem,
+                      dyn_smem))
+    r.launch, r.facts = tuple(launch), tuple(facts)
+    arch_memo: dict[str, Arch] = {}
+    binsets: list[Bins] = []
+    for bs in _only(doc["binsets"], list, "binsets"):
+        out = []
+        for arch_t, kind, blob, layout, fi in bs:
+            arch = arch_memo.get(arch_t)
+            if arch is None:
+                arch = arch_memo[arch_t] = Arch.parse(_only([arch_t], str, "arch")[0]).real
+            if kind not in ("cubin", "ptx") or type(blob) is not int or not 0 <= blob < nblobs:
+                raise ValueError(f"binary {arch_t!r:.20} {kind!r:.20} blob {blob!r:.20}")
+            if type(layout) is not int or layout < 0 or type(fi) is not int or not 0 <= fi < len(facts):
+                raise ValueError(f"binary {arch_t} layout {layout!r:.20} facts {fi!r:.20}")
+            out.append((arch, kind, blob, layout, fi, arch_t))
+        if not out:
+            raise ValueError("a specialization with no binary")
+        binsets.append(tuple(out))
+    requires = [tuple((k, v) for k, v in _only(rq, list, "requires") if type(k) is str and type(v) is int)
+                for rq in _only(doc["requires"], list, "requires")]
+    if any(len(a) != len(b) for a, b in zip(requires, doc["requires"])):
+        raise ValueError("requires rows are not [name, value] pairs")
+    cols = doc["specs"]
+    if not isinstance(cols, dict):
+        raise ValueError("specs is not an object of columns")
+    n = len(_only(cols["index"], int, "index"))
+    if not n:
+        raise ValueError("no specialization")
+    r.index, r.rank, r.first = cols["index"], _only(cols["rank"], int, "rank", n), _only(cols["first"], int, "first", n)
+    r.label, r.entry = _only(cols["label"], str, "label", n), _only(cols["entry"], str, "entry", n)
+    if not all(r.entry):
+        raise ValueError("an empty entry symbol")
+    if min(_only(cols["bins"], int, "bins", n)) < 0 or min(_only(cols["requires"], int, "requires", n)) < 0:
+        raise ValueError("a negative binset or requires index")
+    r.bins = [binsets[i] for i in cols["bins"]]  # IndexError: a binset it lacks
+    r.requires = [requires[i] for i in cols["requires"]]
+    labels = [""] * len(plans)
+    for first, bins, label in zip(r.first, r.bins, r.label):
+        for b in bins:
+            if not 0 <= first + b[3] < len(plans):
+                raise ValueError(f"{label}: layout {b[3]} of plan {first}: no such plan")
+            labels[first + b[3]] = label
+    if not all(labels):
+        raise ValueError("a plan no specialization launches")
+    r.labels = tuple(labels)
+    return r

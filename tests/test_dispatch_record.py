@@ -1,0 +1,222 @@
+"""A format-2 bundle carries each family's dispatch record (kernelpack.runtime.record): a process's first launch of a
+family reads it and the one binary it runs, builds no family and parses no cubin, and launches exactly what the
+family built from its manifest entries launches. Verification recomputes every record; an altered or malformed
+record is refused naming the kernel, never a crash. On the fake driver."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import zlib
+from typing import Any
+
+import pytest
+
+import kernelpack
+from fuzz_support import edit_family_stream
+from kernelpack.abi import Abi
+from kernelpack.bundle import Bundle, read_manifest
+from kernelpack.bundle_index import BundleIndex
+from kernelpack.errors import AbiMismatch, BundleError
+from kernelpack.runtime import record as rec
+
+P = 0x10000  # 256-byte aligned device addresses (the fake driver takes any)
+
+# (family, positional arguments, launch keywords): calls that pick different specializations and launch facts
+CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
+    ("add", (P, P + 0x100, P + 0x200, 8), {"grid": 1, "block": 32}),
+    ("four", (P, P, P, 8), {"grid": 2, "block": 64}),
+    ("four", (P, P, P, 6), {"grid": 1, "block": 32}),
+    ("four", (P, P, P, 3), {"grid": 1, "block": 32}),
+    ("vadd", (P, P + 0x40, P + 0x80, 64), {"grid": 1, "block": 64}),
+    ("vadd", (P + 4, P + 4, P + 4, 60), {"grid": 1, "block": 64}),
+    ("fixed_block", (P, P, P, 8), {"grid": 2}),
+    ("spec_cluster", (P, P, P, 8), {"grid": 4, "block": 32}),
+    ("smem_kernel", (P, 64), {"grid": 1, "block": 64}),
+]
+
+
+@pytest.fixture(scope="module")
+def bundle(runtime_bundle: Bundle) -> Bundle:
+    """The runtime test bundle plus ``four``: ``add`` as four specializations told apart by ``n``'s divisibility."""
+    add = next(a for a in runtime_bundle if a.label == "add")
+    four = []
+    for k in range(4):
+        params = tuple(dataclasses.replace(p, divisibility=2**k) if p.name == "n" else p for p in add.abi.params)
+        four.append(dataclasses.replace(add, name="four", variant=f"d{2**k}", abi=Abi(params)))
+    return Bundle((*runtime_bundle.artifacts, *four))
+
+
+def _write(tmp_path: Any, name: str, data: bytes) -> Any:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def _launch(fake: Any, mod: Any, family: str, args: tuple[Any, ...], kw: dict[str, Any]) -> tuple[Any, ...]:
+    mod[family](*args, **kw)
+    x = fake.last()
+    return x["kernel"], x["grid"], x["block"], x["smem"], x["cluster"], x["params"]
+
+
+def test_every_family_gets_a_record_and_verification_recomputes_each(bundle, tmp_path):
+    data = bundle.to_bytes()
+    fams = read_manifest(data)["families"]
+    assert all("dispatch" in f for f in fams), "every family of a verified build is recorded"
+    path = _write(tmp_path, "k.kpack", data)
+    kernelpack.load(path, verify=True)  # recomputes every record from the entries: equal
+    assert all(isinstance(BundleIndex(data, "k").family_record(f["name"]), rec.FamilyRecord) for f in fams)
+
+
+def test_a_first_launch_reads_the_record_builds_no_family_and_parses_no_cubin(fake, bundle, tmp_path):
+    mod = kernelpack.load(_write(tmp_path, "k.kpack", bundle.to_bytes()))
+    mod.four(P, P, P, 4, grid=1, block=32)
+    fam = mod.four.family
+    assert fake.last()["kernel"] == "add"
+    assert fam.record is not None and fam._specs is None, "no specialization was built from its entries"
+    assert mod._st.index._specs == {}
+    assert not any("cubin" in vars(b) for b in mod._st.index._shared.values()), "no cubin was parsed"
+    assert [e.label for e in fam.device_state(0).entries if e.ready] == ["four[d4]"]
+    if fam.fast is not None:
+        assert fam.python_calls == 0
+
+
+def test_launches_from_the_record_are_the_launches_the_entries_give(fake, bundle, tmp_path):
+    """Every call, through a format-2 file (dispatch record) and a format-1 file (the family built from its
+    entries): the same specialization, grid, block, shared memory, cluster and packed parameters."""
+    new = kernelpack.load(_write(tmp_path, "new.kpack", bundle.to_bytes()))
+    old = kernelpack.load(_write(tmp_path, "old.kpack", bundle.to_bytes(version=1)))
+    assert old.add.family.record is None and new.add.family.record is not None
+    for family, args, kw in CALLS:
+        assert _launch(fake, new, family, args, kw) == _launch(fake, old, family, args, kw), (family, args)
+    assert [e.label for e in new.four.family.device_state(0).entries] == \
+        [e.label for e in old.four.family.device_state(0).entries]
+    assert new.four.family._specs is None
+
+
+def test_the_python_path_builds_the_family_and_agrees_with_the_record(fake, bundle, tmp_path):
+    mod = kernelpack.load(_write(tmp_path, "k.kpack", bundle.to_bytes()))
+    mod.four(P, P, P, 2, grid=1, block=32)  # through the record
+    fam = mod.four.family
+    fam.call(P, P, P, 8, grid=1, block=32)  # the Python path: built whole, the device table linked to it
+    assert fam._specs is not None and fake.last()["kernel"] == "add"
+    assert all(e.spec is not None and e.spec.label == e.label for e in fam.device_state(0).entries)
+    assert "four[d8]" in repr(fam) and mod.four.__doc__
+
+
+def _edit_record(data: bytes, family: str, edit: Any) -> bytes:
+    def apply(text: bytes) -> bytes:
+        doc = json.loads(text)
+        out = edit(doc)
+        return out if isinstance(out, bytes) else json.dumps(doc).encode()
+
+    return edit_family_stream(data, family, apply, key="dispatch")
+
+
+def _swap_first_two(doc: dict[str, Any]) -> None:
+    labels = doc["specs"]["label"]
+    labels[0], labels[1] = labels[1], labels[0]  # four[d8] and four[d4] named the other way round
+
+
+def test_a_record_altered_with_intact_hashes_fails_verification_and_the_whole_family(fake, bundle, tmp_path):
+    path = _write(tmp_path, "bad.kpack", _edit_record(bundle.to_bytes(), "four", _swap_first_two))
+    with pytest.raises(BundleError, match=r"bad.kpack: kernel four: its dispatch record differs from the one its "
+                                          r"manifest entries give \(the file was altered\)"):
+        kernelpack.load(path, verify=True)
+    mod = kernelpack.load(path)
+    with pytest.raises(BundleError, match=r"bad.kpack: kernel four: its dispatch record disagrees with its manifest "
+                                          r"entries \(the file was altered\)"):
+        _ = mod.four.family.specs
+    mod.add(P, P, P, 8, grid=1, block=32)  # other families load
+    assert fake.last()["kernel"] == "add"
+
+
+def _slot_field(k: int, value: int) -> Any:
+    def edit(doc: dict[str, Any]) -> None:
+        for s in doc["slots"]:
+            s[k] = value
+
+    return edit
+
+
+MALFORMED = {
+    "not_json": lambda doc: b"{not json",
+    "not_an_object": lambda doc: b"[1, 2]",
+    "no_plans": lambda doc: doc.pop("plans"),
+    "slot_index_out_of_range": lambda doc: doc["plans"][0].append(999),
+    "blob_out_of_range": lambda doc: doc["binsets"][0][0].__setitem__(2, 10**6),
+    "layout_out_of_range": lambda doc: doc["binsets"][0][0].__setitem__(3, 50),
+    "facts_out_of_range": lambda doc: doc["binsets"][0][0].__setitem__(4, -1),
+    "arch_not_an_arch": lambda doc: doc["binsets"][0][0].__setitem__(0, "sm_xx"),
+    "label_not_a_string": lambda doc: doc["specs"]["label"].__setitem__(0, 7),
+    "column_short": lambda doc: doc["specs"]["rank"].pop(),
+    "binset_out_of_range": lambda doc: doc["specs"]["bins"].__setitem__(0, 99),
+    "requires_not_pairs": lambda doc: doc["requires"].append([["sm_count"]]),
+    "facts_row_short": lambda doc: doc["facts"][0].pop(),
+    "slot_not_ints": lambda doc: doc["slots"][0].__setitem__(2, "8"),
+}
+
+# plans the C launcher must not trust to pack in place: the launch takes the Python path (built from the entries)
+UNSAFE = {
+    "offset_negative": _slot_field(2, -64),
+    "offset_past_buffer": _slot_field(2, 4093),
+    "size_huge": _slot_field(3, 1 << 40),
+    "arg_negative": _slot_field(1, -1),
+    "op_unknown": _slot_field(0, 42),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(MALFORMED))
+def test_a_malformed_record_is_refused_naming_the_kernel(fake, bundle, tmp_path, edit):
+    path = _write(tmp_path, "bad.kpack", _edit_record(bundle.to_bytes(), "four", MALFORMED[edit]))
+    mod = kernelpack.load(path)
+    with pytest.raises(BundleError, match=r"bad.kpack: kernel four: malformed dispatch record"):
+        mod.four(P, P, P, 8, grid=1, block=32)
+    mod.add(P, P, P, 8, grid=1, block=32)
+    assert fake.last()["kernel"] == "add"
+
+
+@pytest.mark.parametrize("edit", sorted(UNSAFE))
+def test_a_record_whose_plans_would_write_outside_the_buffer_launches_through_the_python_path(fake, bundle, tmp_path,
+                                                                                             edit):
+    data = bundle.to_bytes()
+    good = kernelpack.load(_write(tmp_path, "good.kpack", data))
+    path = _write(tmp_path, "odd.kpack", _edit_record(data, "four", UNSAFE[edit]))
+    mod = kernelpack.load(path)
+    want = _launch(fake, good, "four", (P, P, P, 8), {"grid": 1, "block": 32})
+    assert _launch(fake, mod, "four", (P, P, P, 8), {"grid": 1, "block": 32}) == want
+    if mod.four.family.fast is not None:
+        assert mod.four.family.python_calls == 1, "the C launcher refused the plan: the Python path launched it"
+
+
+def test_a_record_of_another_version_is_not_read(fake, bundle, tmp_path):
+    path = _write(tmp_path, "v9.kpack", _edit_record(bundle.to_bytes(), "four", lambda doc: doc.update(v=9)))
+    mod = kernelpack.load(path)
+    assert mod.four.family.record is None, "built from its entries"
+    assert _launch(fake, mod, "four", (P, P, P, 8), {"grid": 1, "block": 32})[0] == "add"
+    kernelpack.load(path, verify=True)  # not read, so not compared
+
+
+def test_a_family_whose_binary_does_not_verify_gets_no_record_and_fails_at_its_first_launch(fake, tmp_path,
+                                                                                            runtime_bundle):
+    from kernelpack.abi import DType, Param, Pointer
+    from kernelpack.artifact import deferred_verification
+
+    add = next(a for a in runtime_bundle if a.label == "add")
+    with deferred_verification():
+        wrong = dataclasses.replace(add, name="wrong_abi", abi=Abi((*add.abi.params, Param("extra",
+                                                                                          Pointer(DType.f32)))))
+    data = Bundle((add, wrong)).to_bytes()
+    fams = {f["name"]: f for f in read_manifest(data)["families"]}
+    assert "dispatch" in fams["add"] and "dispatch" not in fams["wrong_abi"]
+    mod = kernelpack.load(_write(tmp_path, "w.kpack", data))
+    with pytest.raises(AbiMismatch, match=r"kernel wrong_abi \(sm_90a\): the ABI has 5 parameters"):
+        mod.wrong_abi(P, P, P, 8, P, grid=1, block=32)
+
+
+def test_records_are_small_next_to_the_entries(bundle):
+    data = bundle.to_bytes()
+    for f in read_manifest(data)["families"]:
+        assert f["dispatch"]["raw_size"] < max(4 * f["entries"]["raw_size"], 4096), f["name"]
+        text = zlib.decompress(data[f["dispatch"]["offset"]:f["dispatch"]["offset"] + f["dispatch"]["size"]])
+        assert json.loads(text)["v"] == rec.VERSION
