@@ -225,9 +225,9 @@ def forge(bundle: bytes, body: bytes, moff: int | None = None) -> bytes:
 
 
 def manifest_of(bundle: bytes) -> Any:
-    """The whole manifest (every artifact's entry in "artifacts"), less the family table that locates a format-2
-    bundle's entries: :func:`repack` writes that again from the artifacts."""
-    return {k: v for k, v in read_manifest(bundle).items() if k != "families"}
+    """The whole manifest (every artifact's entry in "artifacts"), less the family table and chunks that hold a
+    format-2 bundle's entries: :func:`repack` writes those again from the artifacts."""
+    return {k: v for k, v in read_manifest(bundle).items() if k not in ("families", "chunks")}
 
 
 def repack(bundle: bytes, manifest: Any, version: int | None = None) -> bytes:
@@ -249,33 +249,39 @@ def repack(bundle: bytes, manifest: Any, version: int | None = None) -> bytes:
     arts = [a for a in manifest["artifacts"] if isinstance(a, dict) and isinstance(a.get("name"), str)]
     packed = pack([], [], arts, str(manifest.get("generator")), version=2)  # the family streams and table
     pmoff = struct.unpack_from("<Q", packed, 16)[0]
-    table = json.loads(zlib.decompress(packed[pmoff:]))["families"]
-    for fam in table:
-        for span in (v for k, v in fam.items() if k in ("entries", "dispatch")):
-            span["offset"] += end - HEADER_SIZE
+    written = json.loads(zlib.decompress(packed[pmoff:]))
+    for span in written["chunks"]:
+        span["offset"] += end - HEADER_SIZE
     body = {k: v for k, v in manifest.items() if k != "artifacts"}
-    body["families"] = table
+    body.update(chunks=written["chunks"], families=written["families"])
     head = struct.pack("<8sIIQQ32s", MAGIC, 2, flags, 0, 0, b"\0" * 32)
     streams = packed[HEADER_SIZE:pmoff]
     return forge(head + bundle[HEADER_SIZE:end] + streams, encode(body), moff=end + len(streams))
 
 
 def edit_family_stream(bundle: bytes, name: str, edit: Callable[[bytes], bytes], key: str = "entries") -> bytes:
-    """A format-2 ``bundle`` with family ``name``'s ``key`` stream (its entry lines, or its dispatch record) replaced
-    by ``edit`` of its text, written where the manifest was (the old stream's bytes zeroed), the manifest's span
-    and the header made consistent: an entry altered with every hash intact."""
+    """A format-2 ``bundle`` with family ``name``'s entry lines (``key`` "entries", as many lines again) or its
+    dispatch record (``key`` "dispatch", one line) replaced by ``edit`` of their text: their chunk written again
+    where the manifest was (its old bytes zeroed), the manifest's span and the header made consistent: an entry
+    altered with every hash intact."""
     _, version, flags, moff, msize, _ = struct.unpack_from("<8sIIQQ32s", bundle)
     table = json.loads(zlib.decompress(bundle[moff:moff + msize]))
-    (fam,) = [f for f in table["families"] if f["name"] == name]
-    span = fam[key]
-    text = edit(zlib.decompress(bundle[span["offset"]:span["offset"] + span["size"]]))
+    fams = table["families"]
+    i = fams["name"].index(name)
+    where = ("entries", "line") if key == "entries" else ("dispatch", "record")
+    chunk, line = fams[where[0]][i], fams[where[1]][i]
+    count = fams["count"][i] if key == "entries" else 1
+    span = table["chunks"][chunk]
+    lines = zlib.decompress(bundle[span["offset"]:span["offset"] + span["size"]]).split(b"\n")
+    new = edit(b"\n".join(lines[line:line + count])).split(b"\n")
+    assert len(new) == count, "an edit keeps the number of lines"
+    lines[line:line + count] = new
+    text = b"\n".join(lines)
     stored = zlib.compress(text, 9)
     data = bytearray(bundle[:moff])
     data[span["offset"]:span["offset"] + span["size"]] = bytes(span["size"])
-    fam[key] = {"offset": moff, "raw_size": len(text), "sha256": hashlib.sha256(stored).hexdigest(),
-                "size": len(stored)}
-    if key == "entries":
-        fam["count"] = text.count(b"\n") + 1
+    table["chunks"][chunk] = {"offset": moff, "raw_size": len(text), "sha256": hashlib.sha256(stored).hexdigest(),
+                              "size": len(stored)}
     return forge(bytes(data) + stored, encode(table), moff=moff + len(stored))
 
 
@@ -398,7 +404,8 @@ def _bundle_load(seeds: Seeds, args: tuple[str, list[Any]]) -> None:
 
 def _dispatch_record(seeds: Seeds, args: tuple[int, list[Any]]) -> None:
     which, edits = args  # a family's dispatch record, its JSON edited (hashes consistent), loaded and launched
-    names = [f["name"] for f in read_manifest(seeds.bundle)["families"] if "dispatch" in f]
+    fams = read_manifest(seeds.bundle)["families"]
+    names = [n for n, c in zip(fams["name"], fams["dispatch"]) if c >= 0]
     name = names[which % len(names)]
     load_and_launch(edit_family_stream(seeds.bundle, name, lambda text: encode(edit_manifest(json.loads(text), edits)),
                                        key="dispatch"))

@@ -192,7 +192,7 @@ def test_merging_read_bundles_reuses_their_compressed_streams(bundle, monkeypatc
     real = zlib.compress
     calls: list[int] = []
     monkeypatch.setattr("kernelpack.bundle.zlib.compress", lambda d, lvl=-1: calls.append(len(d)) or real(d, lvl))
-    streams = 1 + len(read_manifest(data)["families"]) * 2  # the manifest, each family's entries and record
+    streams = 1 + len(read_manifest(data)["chunks"])  # the manifest, the chunks of entries and records
     assert Bundle.of(again).to_bytes() == data  # the same bytes, from the streams the blobs were read as
     assert len(calls) == streams  # no blob compressed again
     fresh = Bundle.from_bytes(bundle.to_bytes(compress=False))  # binaries never stored compressed

@@ -44,8 +44,9 @@ def position_classes(data: bytes) -> dict[str, list[int]]:
         span = range(b["offset"], b["offset"] + b["size"])
         classes[f"blob{i}"] = list(span)
         covered |= set(span)
-    for key in ("entries", "dispatch"):  # each family's streams (format 2)
-        spans = [f[key] for f in read_manifest(data).get("families", ()) if key in f]
+    manifest = read_manifest(data)
+    for key in ("entries", "dispatch"):  # the chunks of the families' entries and of their records (format 2)
+        spans = [manifest["chunks"][c] for c in sorted(set(manifest["families"][key])) if c >= 0]
         classes[key] = [p for sp in spans for p in range(sp["offset"], sp["offset"] + sp["size"])]
         covered |= set(classes[key])
     classes["padding"] = [p for p in range(len(data)) if p not in covered]

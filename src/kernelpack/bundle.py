@@ -7,16 +7,17 @@ Layout (little-endian)::
     blobs    each binary once (deduplicated by content), each starting at a 64-byte boundary;
              stored as a zlib stream when that is smaller (blob entry "encoding": "zlib", "raw_size"; header flag
              0x2): cubins shrink 3.7-5.6x, PTX more
-    families (format 2) per kernel family, in name order: its manifest entries, one artifact per line (canonical
-             JSON, each beginning with its "name" key), as one zlib stream; then, when the writer made one, its
-             dispatch record (:mod:`kernelpack.launch.record`) as another. Each is named by the manifest with its
-             offset, size, SHA-256 (as stored) and raw size, so a loader reads the manifest alone at load and a
-             family's streams when the family is first used
+    chunks   (format 2) zlib streams of lines, each of about 16 KiB expanded (a larger family's alone): the families'
+             manifest entries, one artifact per line (canonical JSON, each beginning with its "name" key), in name
+             order, and in streams of their own the families' dispatch records (:mod:`kernelpack.runtime.record`),
+             one line each. The manifest names each stream's offset, size, SHA-256 (as stored) and raw size: a
+             loader reads the manifest alone at load, and the streams a family's first use needs
     manifest JSON, canonical (sorted keys, no whitespace), zlib-compressed (flag 0x1): format, generator,
              blobs [{offset, size, sha256, encoding?, raw_size?}] (size and SHA-256 of the bytes as stored: every
              byte of the file is checked, the unused bits of a zlib stream's last byte too), and (format 2)
-             families [{name, count, entries: span, dispatch?: span}], a span being {offset, size, sha256,
-             raw_size}. An artifact entry: {name, variant, entry, abi, launch, provenance, binaries [{arch, kind,
+             chunks [{offset, size, sha256, raw_size}] and families as columns {name, count, entries (its chunk),
+             line (its first line there), dispatch (its record's chunk, -1: none), record (that line)}. An artifact
+             entry: {name, variant, entry, abi, launch, provenance, binaries [{arch, kind,
              blob, launch?, abi?}], requires?, ranges?} (a binary's own launch spec and kernel parameters where its
              arch has them: KernelArtifact.per_arch; device requirements: KernelArtifact.requires; range
              constraints: KernelArtifact.ranges, canonical texts; each absent when unused). Format 1 (still read)
@@ -99,15 +100,19 @@ def pack(blob_meta: Sequence[Mapping[str, Any]], stored: Sequence[bytes], arts: 
     if version == 1:
         body = manifest_json(1, generator, [dict(m) for m in blob_meta], [dict(a) for a in arts])
     else:
-        families: list[dict[str, Any]] = []
+        chunks: list[dict[str, Any]] = []
+        entries, records = _Chunks(out, chunks), _Chunks(out, chunks)
+        cols: dict[str, list[Any]] = {k: [] for k in ("name", "count", "entries", "line", "dispatch", "record")}
         for name, lines in _grouped(arts):
-            fam: dict[str, Any] = {"name": name, "count": len(lines), "entries": _put(out, b"\n".join(lines))}
+            chunk, line = entries.add(lines)
             record = (dispatch or {}).get(name)
-            if record is not None:
-                fam["dispatch"] = _put(out, record)
-            families.append(fam)
+            rchunk, rline = records.add([record]) if record is not None else (-1, -1)
+            for k, v in zip(cols, (name, len(lines), chunk, line, rchunk, rline)):
+                cols[k].append(v)
+        entries.flush()
+        records.flush()
         body = _canonical_json({"format": version, "generator": generator, "blobs": list(blob_meta),
-                                "families": families})
+                                "chunks": chunks, "families": cols})
     manifest = zlib.compress(body, 9)
     flags = FLAG_ZLIB_MANIFEST | (FLAG_ZLIB_BLOBS if any("encoding" in m for m in blob_meta) else 0)
     manifest_offset = len(out)
@@ -127,13 +132,43 @@ def _grouped(arts: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[bytes]]]
     return out
 
 
-def _put(out: bytearray, text: bytes) -> dict[str, Any]:
-    """``text`` appended to ``out`` as a zlib stream; its span (offset, size, SHA-256 as stored, raw size)."""
-    stored = zlib.compress(text, 9)
-    span = {"offset": len(out), "raw_size": len(text), "sha256": hashlib.sha256(stored).hexdigest(),
-            "size": len(stored)}
-    out += stored
-    return span
+CHUNK = 16 << 10  # raw bytes of a stream that several families' texts share (a larger family's is alone)
+
+
+class _Chunks:
+    """Texts of one kind (entry lines, dispatch records) grouped into zlib streams of about :data:`CHUNK` bytes
+    appended to ``out``, each named by its span in ``spans``: small families share a stream (a table of tens of
+    thousands of one-specialization families stays small), a family's first use expands one stream."""
+
+    def __init__(self, out: bytearray, spans: list[Any]) -> None:
+        self.out, self.spans = out, spans
+        self.lines: list[bytes] = []
+        self.size = 0
+        self.at = -1  # the index in spans of the stream being filled (reserved when it is started)
+
+    def add(self, lines: list[bytes]) -> tuple[int, int]:
+        """``lines`` in the stream being filled (a new one when they would overflow it): its index in ``spans``
+        and the first line's number."""
+        size = sum(map(len, lines)) + len(lines)
+        if self.lines and self.size + size > CHUNK:
+            self.flush()
+        if not self.lines:
+            self.at = len(self.spans)
+            self.spans.append(None)
+        at = (self.at, len(self.lines))
+        self.lines += lines
+        self.size += size
+        return at
+
+    def flush(self) -> None:
+        if not self.lines:
+            return
+        text = b"\n".join(self.lines)
+        stored = zlib.compress(text, 9)
+        self.spans[self.at] = {"offset": len(self.out), "raw_size": len(text),
+                               "sha256": hashlib.sha256(stored).hexdigest(), "size": len(stored)}
+        self.out += stored
+        self.lines, self.size = [], 0
 
 
 @dataclass(frozen=True)
@@ -350,14 +385,14 @@ def manifest_bytes(data: bytes, *, source: str = "<bytes>") -> bytes:
 
 def read_manifest(data: bytes, *, source: str = "<bytes>") -> dict[str, Any]:
     """Check the header, size and manifest hash of a bundle and return the parsed manifest, with every artifact's
-    entry in its "artifacts" list (format 2: each family's entries read from their stream and checked)."""
+    entry in its "artifacts" list (format 2: each chunk read and checked, each family's entries parsed)."""
     manifest = parse_manifest(manifest_bytes(data, source=source), source)
     if manifest["format"] != 1:
+        table = FamilyTable(manifest, data, source)
         arts = []
-        for name, fam in family_table(manifest, source).items():
-            arts += [artifact_entry(line, name, source) for line in family_lines(fam, data, source)]
-            if "dispatch" in fam:  # checked (every byte of the file is); read by a loader (kernelpack.runtime.record)
-                read_span(fam["dispatch"], data, f"{source}: kernel {name}: dispatch record")
+        for name in table.names:
+            arts += [artifact_entry(line, name, source) for line in table.lines(name)]
+            table.record(name)  # checked (every byte of the file is); read by a loader (kernelpack.runtime.record)
         manifest["artifacts"] = arts
     return manifest
 
@@ -375,40 +410,83 @@ def parse_manifest(body: bytes, source: str) -> dict[str, Any]:
     if type(fmt) is not int or fmt not in READ_VERSIONS:
         raise BundleError(f"{source}: manifest format field is {fmt!r:.40}, expected one of "
                           f"{', '.join(map(str, READ_VERSIONS))}")
-    for key in ("blobs", "artifacts" if fmt == 1 else "families"):
+    for key in ("blobs", "artifacts") if fmt == 1 else ("blobs", "chunks"):
         if not isinstance(manifest.get(key), list):
             raise BundleError(f"{source}: manifest has no '{key}' list")
+    if fmt != 1 and not isinstance(manifest.get("families"), dict):
+        raise BundleError(f"{source}: manifest has no 'families' object")
     return manifest
 
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_NAMES = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*\n)*\Z")
 
 
-def family_table(manifest: dict[str, Any], source: str) -> dict[str, dict[str, Any]]:
-    """A format-2 manifest's families by name, in order: each an object with a name that is a C identifier (no
-    name twice), a positive count and an entries span (its spans are checked when read: :func:`read_span`)."""
-    out: dict[str, dict[str, Any]] = {}
-    for i, fam in enumerate(manifest["families"]):
-        name = fam.get("name") if isinstance(fam, dict) else None
-        if not isinstance(name, str) or not _IDENT.match(name):
-            raise BundleError(f"{source}: family {i} has no kernel name that is a C identifier (name {name!r:.80})")
-        count = fam.get("count")
-        if type(count) is not int or count < 1 or not isinstance(fam.get("entries"), dict):
-            raise BundleError(f"{source}: kernel {name}: malformed family entry (count {count!r:.40}, entries "
-                              f"{fam.get('entries')!r:.80})")
-        if out.setdefault(name, fam) is not fam:
-            raise BundleError(f"{source}: the manifest lists family {name} twice")
-    return out
+class FamilyTable:
+    """A format-2 manifest's families, checked at once (columns of one length, names C identifiers given once,
+    counts positive, chunk and line numbers integers naming a chunk), each chunk read (bounds, SHA-256, expansion)
+    when a family in it is first asked for. Thread-safe (a chunk read twice at once is read twice)."""
 
+    COLUMNS = ("name", "count", "entries", "line", "dispatch", "record")
 
-def family_lines(fam: dict[str, Any], data: bytes, source: str) -> list[bytes]:
-    """A format-2 family's entry lines (its entries stream checked and expanded; as many lines as its count)."""
-    name = fam["name"]
-    lines = read_span(fam["entries"], data, f"{source}: kernel {name}: manifest entries").split(b"\n")
-    if len(lines) != fam["count"]:
-        raise BundleError(f"{source}: kernel {name}: the manifest says {fam['count']} entries, its stream holds "
-                          f"{len(lines)} (the file was altered)")
-    return lines
+    def __init__(self, manifest: dict[str, Any], data: bytes, source: str) -> None:
+        self.data, self.source = data, source
+        self.chunks: list[Any] = manifest["chunks"]
+        fams = manifest["families"]
+        cols = [fams.get(k) for k in self.COLUMNS]
+        n = len(cols[0]) if isinstance(cols[0], list) else -1
+        if n < 0 or any(not isinstance(c, list) or len(c) != n for c in cols):
+            raise BundleError(f"{source}: manifest families are not columns {', '.join(self.COLUMNS)} of one length")
+        names, counts, *ints = cols
+        joined = "".join(f"{x}\n" for x in names) if set(map(type, names)) <= {str} else ""
+        if not _NAMES.match(joined) or joined.count("\n") != n:  # (a name holding a newline would pass as two)
+            bad = next((x for x in names if not isinstance(x, str) or not re.fullmatch(r"[A-Za-z_]\w*", x, re.A)), None)
+            raise BundleError(f"{source}: a family has no kernel name that is a C identifier (name {bad!r:.80})")
+        self.pos = {x: i for i, x in enumerate(names)}
+        if len(self.pos) != n:
+            raise BundleError(f"{source}: the manifest lists a family twice")
+        nchunks = len(self.chunks)
+        for c in (counts, *ints):
+            if not set(map(type, c)) <= {int}:
+                raise BundleError(f"{source}: manifest family columns hold other than integers")
+        if n and (min(counts) < 1 or min(ints[0]) < 0 or max(ints[0]) >= nchunks or min(ints[1]) < 0
+                  or min(ints[2]) < -1 or max(ints[2]) >= nchunks):
+            raise BundleError(f"{source}: a family's count, chunk or line is out of range")
+        self.names: list[str] = names
+        self.counts: list[int] = counts
+        self._at = ints  # entries chunk, first line, dispatch chunk, record line
+        self._read: dict[int, list[bytes]] = {}
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def _chunk(self, i: int, name: str, what: str) -> list[bytes]:
+        got = self._read.get(i)
+        if got is None:
+            got = self._read[i] = read_span(self.chunks[i], self.data, f"{self.source}: kernel {name}: {what}").split(
+                b"\n")
+        return got
+
+    def lines(self, name: str) -> list[bytes]:
+        """Family ``name``'s entry lines (KeyError for a name the table lacks)."""
+        i = self.pos[name]
+        chunk, line = self._at[0][i], self._at[1][i]
+        lines = self._chunk(chunk, name, "manifest entries")[line:line + self.counts[i]]
+        if len(lines) != self.counts[i]:
+            raise BundleError(f"{self.source}: kernel {name}: the manifest says {self.counts[i]} entries from line "
+                              f"{line} of chunk {chunk}, which holds fewer (the file was altered)")
+        return lines
+
+    def record(self, name: str) -> bytes | None:
+        """Family ``name``'s dispatch record text, None when it has none."""
+        i = self.pos[name]
+        chunk, line = self._at[2][i], self._at[3][i]
+        if chunk < 0:
+            return None
+        lines = self._chunk(chunk, name, "dispatch record")
+        if not 0 <= line < len(lines):
+            raise BundleError(f"{self.source}: kernel {name}: its dispatch record is line {line} of chunk {chunk}, "
+                              f"which holds {len(lines)} (the file was altered)")
+        return lines[line]
 
 
 def read_span(span: Any, data: bytes, what: str) -> bytes:
@@ -527,14 +605,9 @@ def stored_blobs(manifest: dict[str, Any], data: bytes, source: str, *,
 
 
 def check_padding(manifest: dict[str, Any], data: bytes, source: str) -> None:
-    """The alignment padding between header, blobs, family streams and manifest is zero (blob entries checked
-    already)."""
+    """The alignment padding between header, blobs, chunks and manifest is zero (blob entries checked already)."""
     spans = [(int(b["offset"]), int(b["size"])) for b in manifest["blobs"]]
-    for fam in manifest.get("families") or ():
-        for key in ("entries", "dispatch"):
-            if key in fam:
-                off, size, _, _ = _span(fam[key], f"{source}: kernel {fam.get('name')}: {key}")
-                spans.append((off, size))
+    spans += [_span(c, f"{source}: chunk {i}")[:2] for i, c in enumerate(manifest.get("chunks") or ())]
     _check_padding(data, sorted(spans), source)
 
 

@@ -238,14 +238,14 @@ class BundleIndex:
         self._body = body
         self._count: int | None = None
         self._tail = -1  # where the manifest's artifact lines end (this writer's layout)
-        self._fams: dict[str, dict[str, Any]] | None = None  # format 2: each family's manifest entry, by name
+        self._fams: bd.FamilyTable | None = None  # format 2: the families and the chunks holding their texts
         version = _HEADER.unpack_from(data)[1]
         tail = body.rfind(b"\n],") if version == 1 and body.startswith(bd.ARTIFACTS_HEAD) else -1
         if version != 1:  # the manifest names each family's stream: read when the family is first used
             manifest = bd.parse_manifest(body, source)
-            self._fams = bd.family_table(manifest, source)
-            groups = {n: [] for n in self._fams}
-            self._count = sum(f["count"] for f in self._fams.values())
+            self._fams = bd.FamilyTable(manifest, data, source)
+            groups = dict.fromkeys(self._fams.names, [])
+            self._count = sum(self._fams.counts)
         elif tail > 0:  # format 1 as its writer laid it out: one line per artifact, its name first, a family one run
             spans = {}
             pos = len(bd.ARTIFACTS_HEAD) - 1
@@ -318,7 +318,7 @@ class BundleIndex:
                 out.append(line)
             return out
         if self._fams is not None:
-            return bd.family_lines(self._fams[name], self._data, self.source)  # type: ignore[no-any-return]
+            return self._fams.lines(name)
         return list(self._groups[name])
 
     # ------------------------------------------------------------ what dispatch needs, per specialization
@@ -520,17 +520,15 @@ class BundleIndex:
             if name not in self._names:
                 raise KeyError(name)
             return None
-        span = self._fams[name].get("dispatch")
-        if span is None:
+        text = self._fams.record(name)
+        if text is None:
             return None
         from .runtime.record import read_record
 
-        where = f"{self.source}: kernel {name}"
-        text = bd.read_span(span, self._data, f"{where}: dispatch record")
         try:
             return read_record(text, name, len(self._blobs))
         except BundleError as e:
-            raise BundleError(f"{where}: {e.message}") from None
+            raise BundleError(f"{self.source}: kernel {name}: {e.message}") from None
 
     def record_binary(self, label: str, name: str, blob: int, arch: str, kind: str) -> Binary:
         """Binary ``blob`` of family ``name``'s specialization ``label`` (filed as ``arch`` ``kind``), its blob
@@ -578,10 +576,9 @@ class BundleIndex:
 
         blob_of = {id(b): idx for (idx, _, _), b in self._shared.items()}
         assert self._fams is not None
-        for n, fam in self._fams.items():
-            if "dispatch" not in fam or self.family_record(n) is None:
+        for n in self._fams.names:
+            if self.family_record(n) is None:
                 continue
-            stored = bd.read_span(fam["dispatch"], self._data, f"{self.source}: kernel {n}: dispatch record")
-            if family_record(self.family(n), lambda b: blob_of[id(b)]) != stored:
+            if family_record(self.family(n), lambda b: blob_of[id(b)]) != self._fams.record(n):
                 raise BundleError(f"{self.source}: kernel {n}: its dispatch record differs from the one its manifest "
                                   f"entries give (the file was altered)")

@@ -199,7 +199,8 @@ class Plan:
         return self.to_c()
 
     def to_c(self) -> tuple[Any, ...]:
-        """The plan as plain tuples for the C extension (see ``_launch.c``: ``kp_slot``)."""
+        """The plan as plain tuples for the C extension (see ``_launch.c``: ``kp_slot``). Bundles store these rows in
+        their dispatch records (``runtime/record.py``): a change to them bumps ``record.VERSION``."""
         out = []
         for s in self.slots:
             tf = s.tensor
