@@ -16,7 +16,7 @@ gather() {
   cp "$OUT"/*.json "$FINAL"/ 2>/dev/null || true
 }
 export PYTHONUNBUFFERED=1 KERNELPACK_GPU_ARTIFACTS=$PWD/.gpu KERNELPACK_CACHE_DIR=off PYTHONPATH=$PWD/src
-STEPS=${STEPS:-"corpus_triton corpus_cute corpus_fi cpu_tests tests bench_clib bench_launch bench_load profile_load"}
+STEPS=${STEPS:-"corpus_triton corpus_cute corpus_fi cpu_tests tests bench_clib bench_launch bench_load profile_load first_launch"}
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader | tee "$OUT/machine.txt"
 python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)" >> "$OUT/machine.txt"
 rm -rf build src/kernelpack/runtime/*.so
@@ -33,7 +33,7 @@ step corpus_cute 70 python3 scripts/corpus_gpu.py --dsl cute --dsl cutile --reps
 step corpus_fi 40 python3 scripts/corpus_gpu_flashinfer.py --reps 10 --out "$OUT"
 # the fake-driver tests of the launch path against this machine's python and torch (the bridge reads TensorImpl)
 step cpu_tests 90 python3 -m pytest -q -p no:cacheprovider -rfE ${CPU_TESTS:-tests/test_runtime_bridge.py \
-  tests/test_runtime_launch.py tests/test_load_first_use.py tests/test_lazy_load.py}
+  tests/test_runtime_launch.py tests/test_load_first_use.py tests/test_lazy_load.py tests/test_dispatch_record.py}
 step tests 100 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs ${GPU_TESTS:-tests/test_tuning_gpu.py \
   tests/test_fp8_gpu.py tests/test_launch_flags_gpu.py tests/test_triton_gpu.py tests/test_descriptor_launch.py}
 step bench_clib 45 python3 bench/clib_launch.py --kernels 200
@@ -41,4 +41,5 @@ step bench_launch 130 python3 bench/launch_overhead.py --json "$OUT/bench.json"
 step bench_load 75 python3 bench/load_scale.py --work .gpu/loadscale --rounds 3 \
   --shapes 100:10 1000:100 10000:1000 10000:100 100:10:19 1000:100:19 10000:100:19
 step profile_load 40 python3 scripts/gpu_profile_load.py .gpu/loadscale/synth-10000-100-sm_90a.kpack k0
+step first_launch 40 python3 scripts/gpu_first_launch.py .gpu/runtime/many.kpack --runs 3
 exit 0
