@@ -1631,14 +1631,20 @@ typedef struct {
     int ok;
 } kp_last_slot;
 
-/* make_family(slow, nargs, plans, labels[, grids]): plans[i] = tuple of slot tuples (launch/plan.py Plan.to_c), one
- * per parameter layout of each specialization; labels[i] = its specialization's; grids[i] = plan i's grid program
- * (parse_grid) */
+/* make_family(slow, nargs, plans, labels[, grids, names, load, slots]): plans[i] = tuple of slot tuples
+ * (launch/plan.py Plan.to_c), one per parameter layout of each specialization, or with slots (a tuple of slot tuples:
+ * a dispatch record's table) a tuple or list of indices into it; labels[i] = its specialization's; grids[i] = plan
+ * i's grid program (parse_grid) */
 static PyObject* make_family(PyObject* mod, PyObject* args) {
-    PyObject *slow, *plans, *labels, *grids = Py_None, *names = Py_None, *load = Py_None;
+    PyObject *slow, *plans, *labels, *grids = Py_None, *names = Py_None, *load = Py_None, *table = Py_None;
     int nargs;
     (void)mod;
-    if (!PyArg_ParseTuple(args, "OiOO|OOO", &slow, &nargs, &plans, &labels, &grids, &names, &load)) return NULL;
+    if (!PyArg_ParseTuple(args, "OiOO|OOOO", &slow, &nargs, &plans, &labels, &grids, &names, &load, &table))
+        return NULL;
+    if (table != Py_None && !PyTuple_Check(table)) {
+        PyErr_SetString(PyExc_TypeError, "make_family: slots must be None or a tuple of slots");
+        return NULL;
+    }
     if (names != Py_None && (!PyTuple_Check(names) || PyTuple_Size(names) != nargs)) {
         PyErr_SetString(PyExc_ValueError, "make_family: names must be None or one str per parameter");
         return NULL;
@@ -1653,7 +1659,9 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
         return NULL;
     }
     allocfunc alloc = (allocfunc)PyType_GetSlot(FamilyType, Py_tp_alloc);
-    kp_last_slot* last = NULL;
+    kp_last_slot *last = NULL, *parsed = NULL;
+    PyObject* seq = NULL;
+    const Py_ssize_t ntable = table != Py_None ? PyTuple_GET_SIZE(table) : 0;
     kp_family* f = (kp_family*)alloc(FamilyType, 0);
     if (f == NULL) return NULL;
     f->vectorcall = family_call;
@@ -1663,11 +1671,31 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
     /* the slot parsed at each position of the previous plan (and whether the fast path can pack it): a family's
      * plans share most of their slot objects (a dispatch record's plans are made from one table of slots) */
     last = (kp_last_slot*)PyMem_Calloc(KP_MAX_SLOTS, sizeof(kp_last_slot));
-    if (f->plans == NULL || last == NULL) goto fail;
+    /* with a table of slots, plans are its indices: each slot of the table parsed once, when a plan first names it */
+    parsed = (kp_last_slot*)PyMem_Calloc((size_t)(ntable ? ntable : 1), sizeof(kp_last_slot));
+    if (f->plans == NULL || last == NULL || parsed == NULL) goto fail;
     for (Py_ssize_t i = 0; i < nspec; i++) {
-        PyObject* p = PyTuple_GetItem(plans, i);
-        Py_ssize_t n = PyTuple_Size(p);
-        if (n < 0) goto fail;
+        Py_CLEAR(seq);
+        PyObject* plan = PyTuple_GetItem(plans, i);
+        if (plan == NULL) goto fail;
+        const char* hex = NULL; /* a plan of a slot table given as text: 4 hex digits per slot index */
+        Py_ssize_t n = 0;
+        if (table != Py_None && PyUnicode_Check(plan)) {
+            hex = PyUnicode_AsUTF8AndSize(plan, &n);
+            if (hex == NULL) goto fail;
+            if (n % 4) {
+                PyErr_SetString(PyExc_ValueError, "make_family: a plan's text is not 4 hex digits per slot");
+                goto fail;
+            }
+            n /= 4;
+        } else if (table == Py_None ? !PyTuple_Check(plan) : !PyTuple_Check(plan) && !PyList_Check(plan)) {
+            /* (a plan's items stay alive while plans holds them: a slot object is known by its address) */
+            PyErr_SetString(PyExc_TypeError, "make_family: a plan must be a tuple (of indices: a tuple, list or text)");
+            goto fail;
+        } else {
+            seq = Py_NewRef(plan);
+            n = PySequence_Fast_GET_SIZE(seq);
+        }
         kp_plan* pl = &f->plans[i];
         pl->label = PyTuple_GetItem(labels, i);
         Py_INCREF(pl->label);
@@ -1677,15 +1705,38 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
         if (pl->slots == NULL) goto fail;
         for (Py_ssize_t s = 0; s < pl->nslots; s++) {
             kp_slot* sl = &pl->slots[s];
-            PyObject* t = PyTuple_GetItem(p, s);
-            if (t != NULL && t == last[s].obj) {
-                *sl = last[s].slot;
-            } else {
-                last[s].ok = 1;
-                if (parse_slot(t, sl, &last[s].ok) < 0) goto fail;
-                last[s].obj = t, last[s].slot = *sl;
+            PyObject* t = hex != NULL ? NULL : PySequence_Fast_GET_ITEM(seq, s);
+            kp_last_slot* c = &last[s];
+            if (table != Py_None) {
+                long long k = 0;
+                if (hex != NULL) {
+                    for (int d = 0; d < 4; d++) {
+                        const char h = hex[4 * s + d];
+                        const int v = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : -1;
+                        if (v < 0) {
+                            PyErr_SetString(PyExc_ValueError, "make_family: a plan's text is not hex digits");
+                            goto fail;
+                        }
+                        k = k * 16 + v;
+                    }
+                } else {
+                    k = PyLong_AsLongLong(t);
+                    if (k == -1 && PyErr_Occurred()) goto fail;
+                }
+                if (k < 0 || k >= ntable) {
+                    PyErr_SetString(PyExc_ValueError, "make_family: a plan names a slot the table lacks");
+                    goto fail;
+                }
+                c = &parsed[k];
+                t = PyTuple_GET_ITEM(table, k);
             }
-            if (!last[s].ok) pl->ok = 0;
+            if (t != c->obj) {
+                c->ok = 1;
+                if (parse_slot(t, &c->slot, &c->ok) < 0) goto fail;
+                c->obj = t;
+            }
+            *sl = c->slot;
+            if (!c->ok) pl->ok = 0;
             if ((sl->op == KP_OP_TENSOR || sl->op == KP_OP_DESC) && sl->arg >= 0 && sl->arg < KP_MAX_SLOTS)
                 f->dims[sl->arg] = 1;
             if (sl->op != KP_OP_DEVICE) continue;
@@ -1732,12 +1783,16 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
         }
     }
     PyMem_Free(last);
+    PyMem_Free(parsed);
+    Py_XDECREF(seq);
     Py_INCREF(slow);
     f->slow = slow;
     if (load != Py_None) f->load = Py_NewRef(load);
     return (PyObject*)f;
 fail:
     PyMem_Free(last);
+    PyMem_Free(parsed);
+    Py_XDECREF(seq);
     if (!PyErr_Occurred()) PyErr_NoMemory();
     Py_DECREF(f);
     return NULL;

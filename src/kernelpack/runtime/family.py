@@ -206,14 +206,15 @@ class KernelFamily:
         labels = self.record.label if self.record is not None else [s.label for s in self.specs]
         return labels[0] if len(labels) == 1 else self.name
 
-    def c_tables(self) -> tuple[tuple[Any, ...], tuple[str, ...], tuple[Any, ...]]:
+    def c_tables(self) -> tuple[tuple[Any, ...], tuple[str, ...], tuple[Any, ...], tuple[Any, ...] | None]:
         """The C launcher's plans (each specialization's layouts, in dispatch order), each one's specialization's
-        label, and its grid program."""
-        if self.record is not None:
-            return self.record.plans, self.record.labels, self.record.grids
+        label, its grid program, and the table of slots the plans index (None: each plan holds its slots)."""
+        r = self.record
+        if r is not None:
+            return r.plans, r.labels, r.grids, r.slots
         layouts = [(s, p) for s in self.specs for p in s.layouts]  # Specialization.first_plan indexes this
         return (tuple(p.c_form for _, p in layouts), tuple(s.label for s, _ in layouts),
-                tuple(grid_program(p, s.src.launch.grid) for s, p in layouts))
+                tuple(grid_program(p, s.src.launch.grid) for s, p in layouts), None)
 
     def __repr__(self) -> str:
         return (f"<KernelFamily {clip(self.name, 64)}({listing(self.arg_names, 100)}): {len(self.specs)} "

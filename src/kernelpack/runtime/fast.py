@@ -146,9 +146,9 @@ def make_launcher(family: Any, ext: Any = _ASK) -> Any:
         ext = extension()
     if ext is None:
         return PyLauncher(family.call)
-    plans, labels, grids = family.c_tables()
+    plans, labels, grids, slots = family.c_tables()
     obj = ext.make_family(family.call, len(family.arg_names), plans, labels, grids, tuple(family.arg_names),
-                          family._fast_load)
+                          family._fast_load, slots)
     family.fast = obj
     return obj
 

@@ -18,14 +18,16 @@ before, and its dispatch order must be the record's.
 Text (canonical JSON; tables hold each distinct row once, the specializations are columns, in dispatch order)::
 
     {"v": 1, "args": [name, ...], "slots": [C slot, ...], "plans": [[slot index, ...], ...],
-     "grids": [grid program | null | false, ...], "roles": [[device role, ...], ...],
+     "grids": [[plan, grid program | false], ...], "roles": [[plan, [device role, ...]], ...],
      "facts": [[pdl, cooperative, block, reqntid, max_threads, cluster, spec_cluster, static_smem, dyn_smem], ...],
      "binsets": [[[arch, kind, blob, layout, facts index], ...], ...], "requires": [[[name, value], ...], ...],
      "specs": {"index": [...], "label": [...], "entry": [...], "rank": [...], "first": [...], "bins": [binset
                index, ...], "requires": [requires index, ...]}}
 
-``plans``, ``grids`` and ``roles`` are per C plan (the launcher's list: each specialization's layouts, in dispatch
-order; a specialization's binary of ``layout`` launches plan ``first + layout``); a C slot is ``Plan.to_c``'s row;
+``plans`` are the C launcher's (each specialization's layouts, in dispatch order; a specialization's binary of
+``layout`` launches plan ``first + layout``), each its slots' indices in the table, as text of 4 hex digits per
+index (a list of ints past 65,535 slots); ``grids`` and ``roles`` name only the plans that have a grid formula
+or hidden device-derived parameters; a C slot is ``Plan.to_c``'s row;
 ``rank`` numbers the distinct specificities in dispatch order (a device sorts its entries by rank, then how well
 the binary fits, then bundle index). ``VERSION`` names this layout and ``Plan.to_c``'s: a record of another
 version is not read.
@@ -61,12 +63,18 @@ def family_record(arts: Sequence[KernelArtifact], blob_of: Callable[[Binary], in
                 a.verify_binary(b)
         fam = KernelFamily(arts[0].name, arts, None)  # type: ignore[arg-type]  # no loader: nothing is loaded
         slots: dict[tuple[Any, ...], int] = {}
-        plans, grids, roles = [], [], []
+        plans: list[Any] = []
+        grids, roles = [], []
         for s in fam.specs:
             for p in s.layouts:
                 plans.append([slots.setdefault(row, len(slots)) for row in p.c_form])
-                grids.append(grid_program(p, s.src.launch.grid))
-                roles.append([d.param.role for d in p.device_slots])
+                program = grid_program(p, s.src.launch.grid)
+                if program is not None:
+                    grids.append([len(plans) - 1, program])
+                if p.device_slots:
+                    roles.append([len(plans) - 1, [d.param.role for d in p.device_slots]])
+        if len(slots) <= 0xFFFF:  # as text, 4 hex digits per slot: one JSON string a plan, read by the C launcher
+            plans = ["".join(f"{k:04x}" for k in plan) for plan in plans]
         facts: dict[tuple[Any, ...], int] = {}
         binsets: dict[tuple[Any, ...], int] = {}
         requires: dict[tuple[Any, ...], int] = {(): 0}
@@ -104,12 +112,13 @@ class FamilyRecord:
     specializations, in dispatch order, are columns: ``index`` (bundle order), ``label``, ``entry``, ``rank``,
     ``first`` (its first C plan), ``bins`` (its binaries) and ``requires`` (its device requirements)."""
 
-    __slots__ = ("arg_names", "plans", "labels", "grids", "roles", "launch", "facts", "index", "label", "entry",
-                 "rank", "first", "bins", "requires")
+    __slots__ = ("arg_names", "plans", "slots", "labels", "grids", "roles", "launch", "facts", "index", "label",
+                 "entry", "rank", "first", "bins", "requires")
 
     def __init__(self) -> None:
         self.arg_names: tuple[str, ...] = ()
-        self.plans: tuple[tuple[Any, ...], ...] = ()  # the C launcher's plans
+        self.plans: tuple[str | list[int], ...] = ()  # the C launcher's plans: their slots' indices in ``slots``
+        self.slots: tuple[tuple[Any, ...], ...] = ()  # the C slots (Plan.to_c's rows) the plans name
         self.labels: tuple[str, ...] = ()  # each plan's specialization's label
         self.grids: tuple[Any, ...] = ()
         self.roles: tuple[tuple[str, ...], ...] = ()  # each plan's device roles (its OP_DEVICE slots, in order)
@@ -166,17 +175,22 @@ def _record(doc: Any, nblobs: int) -> FamilyRecord:
     if not isinstance(slots, list) or not all(isinstance(s, list) and len(s) == 9 for s in slots):
         raise ValueError("slots is not a list of 9-field slots")
     c_slots = [(*s[:7], _tuples(s[7]), _tuples(s[8])) for s in slots]
-    plans = _only(doc["plans"], list, "plans")
-    if not plans or min(_only(list(chain.from_iterable(plans)), int, "plans' slot indices"), default=0) < 0:
-        raise ValueError("no plans, or a negative slot index")
-    r.plans = tuple(tuple(map(c_slots.__getitem__, p)) for p in plans)  # IndexError: a slot it lacks
-    grids = doc["grids"]
-    if not isinstance(grids, list) or len(grids) != len(plans):
-        raise ValueError("grids are not one per plan")
-    r.grids = tuple(map(_tuples, grids))
-    roles = _only(doc["roles"], list, "roles", len(plans))
-    _only(list(chain.from_iterable(roles)), str, "roles")
-    r.roles = tuple(map(tuple, roles))
+    plans = doc["plans"]
+    kinds = set(map(type, plans)) if isinstance(plans, list) else set()
+    if kinds == {list}:
+        flat = _only(list(chain.from_iterable(plans)), int, "plans' slot indices")
+        if flat and not 0 <= min(flat) <= max(flat) < len(c_slots):
+            raise ValueError("a plan names a slot the table lacks")
+    elif kinds != {str}:  # texts of slot indices: the C launcher reads them (ValueError for a malformed one)
+        raise ValueError("plans are not lists of slot indices or their texts")
+    r.plans, r.slots = tuple(plans), tuple(c_slots)  # the C launcher reads each slot of the table once
+    grids: list[Any] = [None] * len(plans)
+    for i, program in _only(doc["grids"], list, "grids"):
+        grids[i] = _tuples(program)  # IndexError, TypeError: no such plan
+    roles: list[tuple[str, ...]] = [()] * len(plans)
+    for i, names in _only(doc["roles"], list, "roles"):
+        roles[i] = tuple(_only(names, str, "roles"))
+    r.grids, r.roles = tuple(grids), tuple(roles)
     launch, facts = [], []
     for f in _only(doc["facts"], list, "facts"):
         pdl, coop, block, reqntid, max_threads, cluster, spec_cluster, static_smem, dyn_smem = f
@@ -221,13 +235,16 @@ def _record(doc: Any, nblobs: int) -> FamilyRecord:
         raise ValueError("a negative binset or requires index")
     r.bins = [binsets[i] for i in cols["bins"]]  # IndexError: a binset it lacks
     r.requires = [requires[i] for i in cols["requires"]]
-    labels = [""] * len(plans)
-    for first, bins, label in zip(r.first, r.bins, r.label):
-        for b in bins:
-            if not 0 <= first + b[3] < len(plans):
-                raise ValueError(f"{label}: layout {b[3]} of plan {first}: no such plan")
-            labels[first + b[3]] = label
-    if not all(labels):
-        raise ValueError("a plan no specialization launches")
-    r.labels = tuple(labels)
+    if len(plans) == n and r.first == list(range(n)) and not any(b[3] for bs in binsets for b in bs):
+        r.labels = tuple(r.label)  # one layout per specialization (the common case): plan k is specialization k's
+    else:
+        labels = [""] * len(plans)
+        for first, bins, label in zip(r.first, r.bins, r.label):
+            for b in bins:
+                if not 0 <= first + b[3] < len(plans):
+                    raise ValueError(f"{label}: layout {b[3]} of plan {first}: no such plan")
+                labels[first + b[3]] = label
+        if not all(labels):
+            raise ValueError("a plan no specialization launches")
+        r.labels = tuple(labels)
     return r
