@@ -1469,10 +1469,17 @@ static int get_i64s(PyObject* t, int64_t* out, int n, const char* what) {
     return 0;
 }
 
+/* PyArg_ParseTuple's own argument must be a tuple (else SystemError): a plan from a dispatch record is data */
+static int is_tuple(PyObject* t, const char* what) {
+    if (t != NULL && PyTuple_Check(t)) return 1;
+    if (!PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "plan: %s must be a tuple", what);
+    return 0;
+}
+
 static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
     long long op, arg, offset, size, dtype, align, divisor;
     PyObject *tensor, *ranges;
-    if (!PyArg_ParseTuple(t, "LLLLLLLOO", &op, &arg, &offset, &size, &dtype, &align, &divisor, &tensor, &ranges))
+    if (!is_tuple(t, "a slot") || !PyArg_ParseTuple(t, "LLLLLLLOO", &op, &arg, &offset, &size, &dtype, &align, &divisor, &tensor, &ranges))
         return -1;
     memset(s, 0, sizeof *s);
     if (!PyTuple_Check(ranges)) {
@@ -1488,7 +1495,7 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
     for (Py_ssize_t k = 0; k < nr; k++) {
         long long mode, lo, hi;
         PyObject* row = PyTuple_GetItem(ranges, k); /* borrowed */
-        if (row == NULL || !PyArg_ParseTuple(row, "LLL", &mode, &lo, &hi)) return -1;
+        if (!is_tuple(row, "a range") || !PyArg_ParseTuple(row, "LLL", &mode, &lo, &hi)) return -1;
         if (mode >= KP_MAX_RANK) *ok = 0;
         s->rmode[k] = (int8_t)(mode < 0 ? -1 : mode < KP_MAX_RANK ? mode : 0), s->rlo[k] = lo, s->rhi[k] = hi;
     }
@@ -1506,7 +1513,7 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
         long long tma, rank, et, es, sw, fp4, field, pos;
         PyObject* box;
         if (op == KP_OP_DESC) {
-            if (!PyArg_ParseTuple(tensor, "LLLLLLO", &tma, &rank, &et, &es, &sw, &fp4, &box)) return -1;
+            if (!is_tuple(tensor, "a descriptor") || !PyArg_ParseTuple(tensor, "LLLLLLO", &tma, &rank, &et, &es, &sw, &fp4, &box)) return -1;
             if (rank < 1 || rank > KP_MAX_TMA_RANK || (tma && (es < 1 || es > 8 || offset + 128 > KP_BUF))) {
                 *ok = 0;
                 return 0;
@@ -1517,7 +1524,8 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
             s->tma = (int8_t)(tma != 0), s->elem_type = (int32_t)et, s->elem_size = (int8_t)es;
             s->swizzle = (int8_t)sw, s->fp4 = (int8_t)(fp4 != 0);
         } else {
-            if (!PyArg_ParseTuple(tensor, "LLL", &field, &pos, &rank)) return -1;
+            if (!is_tuple(tensor, "a descriptor field") || !PyArg_ParseTuple(tensor, "LLL", &field, &pos, &rank))
+                return -1;
             if (rank < 1 || rank > KP_MAX_TMA_RANK || field < 0 || field > 2 || pos < 0 || pos >= rank) {
                 *ok = 0;
                 return 0;
@@ -1531,9 +1539,10 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
     if (s->op == KP_OP_TENSOR) {
         PyObject *shape, *stride, *shape_off, *stride_off;
         long long data_off, shape_dt, stride_dt;
-        if (!PyArg_ParseTuple(tensor, "OOLOOLL", &shape, &stride, &data_off, &shape_off, &stride_off, &shape_dt,
+        if (!is_tuple(tensor, "a tensor") || !PyArg_ParseTuple(tensor, "OOLOOLL", &shape, &stride, &data_off, &shape_off, &stride_off, &shape_dt,
                               &stride_dt))
             return -1;
+        if (!is_tuple(shape, "a tensor's shape")) return -1;
         Py_ssize_t rank = PyTuple_Size(shape);
         if (rank < 0) return -1;
         if (rank > KP_MAX_RANK) {
@@ -1595,7 +1604,9 @@ static int parse_grid(PyObject* t, kp_plan* pl) {
     }
     Py_ssize_t total = 0;
     for (int d = 0; d < 3; d++) {
-        Py_ssize_t n = PyTuple_Size(PyTuple_GetItem(t, d));
+        PyObject* steps = PyTuple_GetItem(t, d);
+        if (!is_tuple(steps, "a grid dimension's steps")) return -1;
+        Py_ssize_t n = PyTuple_Size(steps);
         if (n < 1) return PyErr_Occurred() ? -1 : (PyErr_SetString(PyExc_ValueError, "empty grid program"), -1);
         pl->glen[d] = (int)n;
         total += n;
@@ -1609,7 +1620,8 @@ static int parse_grid(PyObject* t, kp_plan* pl) {
         for (int i = 0; i < pl->glen[d]; i++, g++) {
             int op, dtype;
             long long v;
-            if (!PyArg_ParseTuple(PyTuple_GetItem(steps, i), "iLi", &op, &v, &dtype)) return -1;
+            PyObject* step = PyTuple_GetItem(steps, i);
+            if (!is_tuple(step, "a grid step") || !PyArg_ParseTuple(step, "iLi", &op, &v, &dtype)) return -1;
             g->op = (uint8_t)op, g->v = v, g->dtype = (int8_t)dtype;
             if (op < KP_G_CONST || op > KP_G_MAX) ok = 0;
             else if (op == KP_G_LOAD && (v < 0 || v + 8 > KP_BUF)) ok = 0;
@@ -1661,7 +1673,7 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
     allocfunc alloc = (allocfunc)PyType_GetSlot(FamilyType, Py_tp_alloc);
     kp_last_slot *last = NULL, *parsed = NULL;
     PyObject* seq = NULL;
-    const Py_ssize_t ntable = table != Py_None ? PyTuple_GET_SIZE(table) : 0;
+    const Py_ssize_t ntable = table != Py_None ? PyTuple_Size(table) : 0;
     kp_family* f = (kp_family*)alloc(FamilyType, 0);
     if (f == NULL) return NULL;
     f->vectorcall = family_call;
@@ -1694,7 +1706,7 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
             goto fail;
         } else {
             seq = Py_NewRef(plan);
-            n = PySequence_Fast_GET_SIZE(seq);
+            n = PyTuple_Check(seq) ? PyTuple_Size(seq) : PyList_Size(seq);
         }
         kp_plan* pl = &f->plans[i];
         pl->label = PyTuple_GetItem(labels, i);
@@ -1705,7 +1717,7 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
         if (pl->slots == NULL) goto fail;
         for (Py_ssize_t s = 0; s < pl->nslots; s++) {
             kp_slot* sl = &pl->slots[s];
-            PyObject* t = hex != NULL ? NULL : PySequence_Fast_GET_ITEM(seq, s);
+            PyObject* t = hex != NULL ? NULL : PyTuple_Check(seq) ? PyTuple_GetItem(seq, s) : PyList_GetItem(seq, s);
             kp_last_slot* c = &last[s];
             if (table != Py_None) {
                 long long k = 0;
@@ -1728,7 +1740,7 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
                     goto fail;
                 }
                 c = &parsed[k];
-                t = PyTuple_GET_ITEM(table, k);
+                t = PyTuple_GetItem(table, k);
             }
             if (t != c->obj) {
                 c->ok = 1;
