@@ -302,21 +302,28 @@ def parse_bundle(data: bytes) -> None:
     Bundle.from_bytes(data)
 
 
+@contextmanager
+def _as_file(data: bytes) -> Iterator[str]:
+    """``data`` in a temporary ``.kpack`` file (removed after)."""
+    fd, name = tempfile.mkstemp(suffix=".kpack", prefix="kpfuzz-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        yield name
+    finally:
+        os.unlink(name)
+
+
 def load_and_preload(data: bytes) -> None:
     """``kernelpack.load`` of ``data`` (lazily, as users load), then every family built and every binary it can run
     on device 0 loaded (:meth:`KernelModule.preload`: the path a first launch takes, per specialization). Needs a
     driver: the tests' fake, installed by the caller."""
     import kernelpack
 
-    fd, name = tempfile.mkstemp(suffix=".kpack", prefix="kpfuzz-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+    with _as_file(data) as name:
         mod = kernelpack.load(name)
         for family in mod.__all__:
             mod[family].family.preload(0)
-    finally:
-        os.unlink(name)
 
 
 def load_and_launch(data: bytes) -> None:
@@ -325,10 +332,7 @@ def load_and_launch(data: bytes) -> None:
     does, and every binary loaded (:meth:`KernelModule.preload`). Needs the tests' fake driver installed."""
     import kernelpack
 
-    fd, name = tempfile.mkstemp(suffix=".kpack", prefix="kpfuzz-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+    with _as_file(data) as name:
         mod = kernelpack.load(name)
         for family in mod.__all__:
             fn = mod[family]
@@ -337,8 +341,6 @@ def load_and_launch(data: bytes) -> None:
             except KernelpackError:
                 pass  # an argument that does not fit (the fuzzed record may say anything): refused, not packed
             fn.family.preload(0)
-    finally:
-        os.unlink(name)
 
 
 def laid_out(manifest: Any) -> bytes:
