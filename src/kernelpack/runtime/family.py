@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -130,10 +130,46 @@ class DeviceEntry:
         return self.launch
 
 
+class _Entries(Sequence[DeviceEntry]):
+    """A device's dispatch order made from the family's dispatch record: ``rows`` (per entry: its place in the
+    family's order, binary, how well it fits, C plan, PDL, cooperative), each :class:`DeviceEntry` made when first
+    asked for (a first launch asks for one) and kept in ``made``; the C launcher's table is made from the rows."""
+
+    def __init__(self, family: KernelFamily, rows: list[tuple[int, int, int, int, bool, bool]]) -> None:
+        self.family, self.rows = family, rows
+        self.made: list[DeviceEntry | None] = [None] * len(rows)
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, j: Any) -> Any:
+        if isinstance(j, slice):
+            return [self[k] for k in range(*j.indices(len(self)))]
+        got = self.made[j]
+        if got is None:
+            with self._lock:
+                got = self.made[j]
+                if got is None:
+                    pos, best, fit, c_plan, pdl, coop = self.rows[j]
+                    r = self.family.record
+                    assert r is not None
+                    got = DeviceEntry(None, best, fit, None, None, r.label[pos], pos, c_plan, r.roles[c_plan], pdl,
+                                      coop)
+                    specs = self.family._specs
+                    if specs is not None:
+                        _link(got, specs)
+                    self.made[j] = got
+        return got
+
+    def __iter__(self) -> Iterator[DeviceEntry]:
+        return (self[j] for j in range(len(self.rows)))
+
+
 @dataclass
 class DeviceState:
     info: DeviceInfo
-    entries: list[DeviceEntry]  # dispatch order
+    entries: Sequence[DeviceEntry]  # dispatch order
     missing: list[int] = field(default_factory=list)  # the specializations (dispatch positions) it cannot run
     unmet: dict[int, str] = field(default_factory=dict)  # spec index -> "": its device requirements fail here
 
@@ -197,8 +233,10 @@ class KernelFamily:
                 raise BundleError(f"{self._index.source}: kernel {self.name}: its dispatch record disagrees with "
                                   f"its manifest entries (the file was altered)")
             for state in self._states.values():  # the device tables made from the record get the whole objects
-                for e in state.entries:
-                    _link(e, specs)
+                made = state.entries.made if isinstance(state.entries, _Entries) else state.entries
+                for e in made:
+                    if e is not None:
+                        _link(e, specs)
         return tuple(specs)
 
     @property
@@ -263,7 +301,8 @@ class KernelFamily:
         and requirements judged once)."""
         r = self.record
         assert r is not None
-        entries, missing, unmet = [], [], {}
+        entries: list[tuple[int, int, int, int, bool, bool]] = []
+        missing, unmet = [], {}
         judged: dict[tuple[int, int], tuple[int, int, int]] = {}
         for pos, (bins, req) in enumerate(zip(r.bins, r.requires)):
             key = (id(bins), id(req))
@@ -277,16 +316,10 @@ class KernelFamily:
                 if q > 0:
                     unmet[r.index[pos]] = ""
                 continue
-            c_plan = r.first[pos] + bins[best][3]
-            pdl, coop = r.launch[bins[best][4]]
-            entries.append(DeviceEntry(None, best, fit, None, None, r.label[pos], pos, c_plan, r.roles[c_plan], pdl,
-                                       coop))
+            entries.append((pos, best, fit, r.first[pos] + bins[best][3], *r.launch[bins[best][4]]))
         rank, index = r.rank, r.index
-        entries.sort(key=lambda e: (rank[e.pos], -e.quality, index[e.pos]))
-        if self._specs is not None:
-            for e in entries:
-                _link(e, self._specs)
-        return DeviceState(info, entries, missing, unmet)
+        entries.sort(key=lambda e: (rank[e[0]], -e[2], index[e[0]]))
+        return DeviceState(info, _Entries(self, entries), missing, unmet)
 
     def load_entry(self, state: DeviceState, entry: DeviceEntry) -> None:
         """Build, verify and load the entry's binary on its device (once; the first launch that chooses it), and
@@ -386,10 +419,19 @@ class KernelFamily:
 
         prepare_fast_path()
         info = state.info
-        if any(e.cooperative or (e.pdl and info.major < PDL_MIN_MAJOR) for e in state.entries):
+        ents = state.entries
+        flags = [(r[4], r[5]) for r in ents.rows] if isinstance(ents, _Entries) else [(e.pdl, e.cooperative)
+                                                                                        for e in ents]
+        if any(coop or (pdl and info.major < PDL_MIN_MAJOR) for pdl, coop in flags):
             return  # a cooperative grid is checked against the occupancy, an unsupported PDL refused, in Python
         rows: list[tuple[Any, ...]] = []
-        for e in state.entries:
+        roles = self.record.roles if self.record is not None else ()
+        for j, e in enumerate(ents.made if isinstance(ents, _Entries) else ents):
+            if e is None:  # an entry of the record not asked for yet: not loaded (C asks _fast_load)
+                _, _, _, c_plan, pdl, _ = ents.rows[j]  # type: ignore[attr-defined]
+                rows.append((c_plan, 0, (0, 0, 0), (0, 0, 0), 0, (0, 0, 0), (0, 0, 0), 0, 0, 0,
+                             (0,) * len(roles[c_plan]), pdl))
+                continue
             f = e.facts
             if f is None or not e.ready or e.error is not None:  # not loaded yet (or unusable): C asks _fast_load
                 rows.append((e.c_plan, 0, (0, 0, 0), (0, 0, 0), 0, (0, 0, 0), (0, 0, 0), 0, 0, 0,
