@@ -166,6 +166,9 @@ def _tuples(x: Any) -> Any:
     return tuple(map(_tuples, x)) if isinstance(x, list) else x
 
 
+_ARCHS: dict[str, Arch] = {}  # arch text -> Arch (parsed once per process)
+
+
 def _record(doc: Any, nblobs: int) -> FamilyRecord:
     if not isinstance(doc, dict) or doc.get("v") != VERSION:
         raise ValueError(f"version {doc.get('v') if isinstance(doc, dict) else None!r:.20}, expected {VERSION}")
@@ -174,7 +177,7 @@ def _record(doc: Any, nblobs: int) -> FamilyRecord:
     slots = doc["slots"]
     if not isinstance(slots, list) or not all(isinstance(s, list) and len(s) == 9 for s in slots):
         raise ValueError("slots is not a list of 9-field slots")
-    c_slots = [(*s[:7], _tuples(s[7]), _tuples(s[8])) for s in slots]
+    c_slots = [(*s[:7], s[7] if s[7] is None else _tuples(s[7]), _tuples(s[8]) if s[8] else ()) for s in slots]
     plans = doc["plans"]
     kinds = set(map(type, plans)) if isinstance(plans, list) else set()
     if kinds == {list}:
@@ -201,7 +204,7 @@ def _record(doc: Any, nblobs: int) -> FamilyRecord:
         facts.append((_dim3(block), _dim3(reqntid), max_threads, _dim3(cluster), _dim3(spec_cluster), static_smem,
                       dyn_smem))
     r.launch, r.facts = tuple(launch), tuple(facts)
-    arch_memo: dict[str, Arch] = {}
+    arch_memo = _ARCHS
     binsets: list[Bins] = []
     for bs in _only(doc["binsets"], list, "binsets"):
         out = []
