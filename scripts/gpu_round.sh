@@ -16,7 +16,7 @@ gather() {
   cp "$OUT"/*.json "$FINAL"/ 2>/dev/null || true
 }
 export PYTHONUNBUFFERED=1 KERNELPACK_GPU_ARTIFACTS=$PWD/.gpu KERNELPACK_CACHE_DIR=off PYTHONPATH=$PWD/src
-STEPS=${STEPS:-"corpus_triton corpus_cute corpus_fi cpu_tests tests bench_clib bench_launch bench_load profile_load first_launch"}
+STEPS=${STEPS:-"corpus_triton corpus_cute corpus_fi cpu_tests tests bench_clib bench_launch bench_load profile_load first_launch first_launch_synth"}
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader | tee "$OUT/machine.txt"
 python3 -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)" >> "$OUT/machine.txt"
 rm -rf build src/kernelpack/runtime/*.so
@@ -42,4 +42,7 @@ step bench_load 75 python3 bench/load_scale.py --work .gpu/loadscale --rounds 3 
   --shapes 100:10 1000:100 10000:1000 10000:100 100:10:19 1000:100:19 10000:100:19
 step profile_load 40 python3 scripts/gpu_profile_load.py .gpu/loadscale/synth-10000-100-sm_90a.kpack k0
 step first_launch 40 python3 scripts/gpu_first_launch.py .gpu/runtime/many.kpack --runs 3
+step first_launch_synth 60 bash -c "python3 scripts/gpu_first_launch.py .gpu/loadscale/synth-100-10-sm_90a.kpack \
+  --synth k5:2 --runs 5 && python3 scripts/gpu_first_launch.py .gpu/loadscale/synth-10000-100-sm_90a-p19.kpack \
+  --synth k50:19 --runs 5"
 exit 0
