@@ -110,12 +110,8 @@ typedef struct {
     int16_t arg;
     uint32_t offset, size, align, data_off;
     int64_t divisor;
-    int64_t shape[KP_MAX_RANK], stride[KP_MAX_RANK];
-    int32_t shape_off[KP_MAX_RANK], stride_off[KP_MAX_RANK];
-    /* range constraints (kernelpack.launch.ranges): lo <= x <= hi, x the integer (mode -1) or extent `mode` */
-    int8_t nranges;
-    int8_t rmode[KP_MAX_RANK + 1];
-    int64_t rlo[KP_MAX_RANK + 1], rhi[KP_MAX_RANK + 1];
+    int8_t nranges; /* range constraints (kernelpack.launch.ranges), in x */
+    struct kp_slot_x* x; /* a tensor slot's modes, a slot's ranges: NULL when it has neither (owned by the family) */
     /* KP_OP_DESC / KP_OP_DESC_FIELD: a tensor descriptor (kernelpack.tma.TensorDescSpec) of rank `rank`, element
      * type `dtype`; tma: the encoding facts (CUtensorMapDataType, element size, swizzle, fp4 padding, box outermost
      * first); the field's place in the params the descriptor fills (pos 0 is the map, or the decomposed pointer) */
@@ -125,11 +121,21 @@ typedef struct {
     uint32_t box[KP_MAX_TMA_RANK];
 } kp_slot;
 
+/* What few slots need, out of line so that a plan's slots stay small (a family's plans copy them): a tensor's static
+ * modes and where its run-time ones go; range constraints lo <= x <= hi, x the integer (mode -1) or extent `mode`.
+ * Slots parsed once and copied into several plans share theirs. */
+typedef struct kp_slot_x {
+    int64_t shape[KP_MAX_RANK], stride[KP_MAX_RANK];
+    int32_t shape_off[KP_MAX_RANK], stride_off[KP_MAX_RANK];
+    int8_t rmode[KP_MAX_RANK + 1];
+    int64_t rlo[KP_MAX_RANK + 1], rhi[KP_MAX_RANK + 1];
+} kp_slot_x;
+
 /* Do the value (mode -1) or the extents of an argument meet slot s's range constraints? */
 static int ranges_ok(const kp_slot* s, int64_t value, const int64_t* shape) {
     for (int k = 0; k < s->nranges; k++) {
-        int64_t x = s->rmode[k] < 0 ? value : shape[s->rmode[k]];
-        if (x < s->rlo[k] || x > s->rhi[k]) return 0;
+        int64_t x = s->x->rmode[k] < 0 ? value : shape[s->x->rmode[k]];
+        if (x < s->x->rlo[k] || x > s->x->rhi[k]) return 0;
     }
     return 1;
 }
@@ -190,6 +196,8 @@ typedef struct {
     kp_dev* devs[KP_MAX_DEVICES];
     struct kp_tmap* tmaps; /* KP_TMAP_CACHE encoded tensor maps, allocated on the first TMA launch */
     uint64_t tmap_clock;   /* stamps for least-recently-used replacement */
+    kp_slot_x** xs;        /* every slot's out-of-line part (slot_x), freed with the family */
+    int nxs, capxs;
 } kp_family;
 
 /* One encoded CUtensorMap: a pure function of the descriptor slot (its encoding facts), the tensor's address,
@@ -530,7 +538,7 @@ static KP_NOINLINE int fit_uint(const kp_slot* s, unsigned char* p, uint64_t u) 
     if (s->divisor > 1 && u % (uint64_t)s->divisor) return 0;
     /* above INT64_MAX: beyond every range's upper bound but INT64_MAX, which is none (Range: no bound) */
     for (int k = 0; k < s->nranges; k++)
-        if (s->rmode[k] < 0 && s->rhi[k] < INT64_MAX) return 0;
+        if (s->x->rmode[k] < 0 && s->x->rhi[k] < INT64_MAX) return 0;
     memcpy(p, &u, 8);
     return 1;
 }
@@ -543,17 +551,18 @@ static KP_NOINLINE int fit_tensor(const kp_slot* s, const kp_view* v, unsigned c
     memcpy(p + s->data_off, &v->data, 8);
     for (int i = 0; i < s->rank; i++) {
         int64_t sh = v->shape[i], st = v->stride[i];
-        if (s->shape[i] != KP_DYN) {
-            if (sh != s->shape[i]) return 0;
+        const kp_slot_x* x = s->x;
+        if (x->shape[i] != KP_DYN) {
+            if (sh != x->shape[i]) return 0;
         } else {
             if (!int_range_ok(s->shape_dt, sh)) return 0;
-            store_int(p + s->shape_off[i], s->shape_dt, (uint64_t)sh);
+            store_int(p + x->shape_off[i], s->shape_dt, (uint64_t)sh);
         }
-        if (s->stride[i] != KP_DYN) {
-            if (st != s->stride[i]) return 0;
+        if (x->stride[i] != KP_DYN) {
+            if (st != x->stride[i]) return 0;
         } else {
             if (!int_range_ok(s->stride_dt, st)) return 0;
-            store_int(p + s->stride_off[i], s->stride_dt, (uint64_t)st);
+            store_int(p + x->stride_off[i], s->stride_dt, (uint64_t)st);
         }
     }
     return !s->nranges || ranges_ok(s, 0, v->shape);
@@ -1476,7 +1485,22 @@ static int is_tuple(PyObject* t, const char* what) {
     return 0;
 }
 
-static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
+/* A new out-of-line part for slot s (zeroed), owned by family f. */
+static kp_slot_x* slot_x(kp_family* f, kp_slot* s) {
+    if (s->x != NULL) return s->x;
+    if (f->nxs == f->capxs) {
+        int cap = f->capxs ? 2 * f->capxs : 16;
+        kp_slot_x** xs = (kp_slot_x**)PyMem_Realloc(f->xs, (size_t)cap * sizeof *xs);
+        if (xs == NULL) return (kp_slot_x*)PyErr_NoMemory();
+        f->xs = xs, f->capxs = cap;
+    }
+    s->x = (kp_slot_x*)PyMem_Calloc(1, sizeof(kp_slot_x));
+    if (s->x == NULL) return (kp_slot_x*)PyErr_NoMemory();
+    f->xs[f->nxs++] = s->x;
+    return s->x;
+}
+
+static int parse_slot(kp_family* f, PyObject* t, kp_slot* s, int* ok) {
     long long op, arg, offset, size, dtype, align, divisor;
     PyObject *tensor, *ranges;
     if (!is_tuple(t, "a slot") || !PyArg_ParseTuple(t, "LLLLLLLOO", &op, &arg, &offset, &size, &dtype, &align, &divisor, &tensor, &ranges))
@@ -1492,12 +1516,13 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
         *ok = 0;
         nr = 0;
     }
+    if (nr > 0 && slot_x(f, s) == NULL) return -1;
     for (Py_ssize_t k = 0; k < nr; k++) {
         long long mode, lo, hi;
         PyObject* row = PyTuple_GetItem(ranges, k); /* borrowed */
         if (!is_tuple(row, "a range") || !PyArg_ParseTuple(row, "LLL", &mode, &lo, &hi)) return -1;
         if (mode >= KP_MAX_RANK) *ok = 0;
-        s->rmode[k] = (int8_t)(mode < 0 ? -1 : mode < KP_MAX_RANK ? mode : 0), s->rlo[k] = lo, s->rhi[k] = hi;
+        s->x->rmode[k] = (int8_t)(mode < 0 ? -1 : mode < KP_MAX_RANK ? mode : 0), s->x->rlo[k] = lo, s->x->rhi[k] = hi;
     }
     s->nranges = (int8_t)nr;
     s->op = (uint8_t)op, s->arg = (int16_t)arg, s->offset = (uint32_t)offset, s->size = (uint32_t)size;
@@ -1550,18 +1575,20 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
             return 0;
         }
         int64_t tmp[KP_MAX_RANK];
+        kp_slot_x* x = slot_x(f, s);
+        if (x == NULL) return -1;
         s->rank = (int8_t)rank, s->data_off = (uint32_t)data_off;
         s->shape_dt = (int8_t)shape_dt, s->stride_dt = (int8_t)stride_dt;
-        if (get_i64s(shape, s->shape, (int)rank, "shape") < 0 || get_i64s(stride, s->stride, (int)rank, "stride") < 0)
+        if (get_i64s(shape, x->shape, (int)rank, "shape") < 0 || get_i64s(stride, x->stride, (int)rank, "stride") < 0)
             return -1;
         if (get_i64s(shape_off, tmp, (int)rank, "shape offsets") < 0) return -1;
-        for (int i = 0; i < rank; i++) s->shape_off[i] = (int32_t)tmp[i];
+        for (int i = 0; i < rank; i++) x->shape_off[i] = (int32_t)tmp[i];
         if (get_i64s(stride_off, tmp, (int)rank, "stride offsets") < 0) return -1;
-        for (int i = 0; i < rank; i++) s->stride_off[i] = (int32_t)tmp[i];
+        for (int i = 0; i < rank; i++) x->stride_off[i] = (int32_t)tmp[i];
         int inside = data_off >= 0 && offset + data_off + 8 <= KP_BUF;
         for (int i = 0; i < rank && inside; i++) /* a run-time mode's field is written: within the buffer */
-            inside = (s->shape[i] != KP_DYN || (s->shape_off[i] >= 0 && offset + s->shape_off[i] + 8 <= KP_BUF)) &&
-                     (s->stride[i] != KP_DYN || (s->stride_off[i] >= 0 && offset + s->stride_off[i] + 8 <= KP_BUF));
+            inside = (x->shape[i] != KP_DYN || (x->shape_off[i] >= 0 && offset + x->shape_off[i] + 8 <= KP_BUF)) &&
+                     (x->stride[i] != KP_DYN || (x->stride_off[i] >= 0 && offset + x->stride_off[i] + 8 <= KP_BUF));
         if (!inside) *ok = 0;
     }
     if (s->op == KP_OP_PTR) {
@@ -1578,6 +1605,9 @@ static int parse_slot(PyObject* t, kp_slot* s, int* ok) {
 static void free_tables(kp_family* f) {
     PyMem_Free(f->tmaps);
     f->tmaps = NULL;
+    for (int i = 0; i < f->nxs; i++) PyMem_Free(f->xs[i]);
+    PyMem_Free(f->xs);
+    f->xs = NULL, f->nxs = f->capxs = 0;
     for (int d = 0; d < KP_MAX_DEVICES; d++) {
         if (f->devs[d] != NULL) PyMem_Free(f->devs[d]->e), PyMem_Free(f->devs[d]);
         f->devs[d] = NULL;
@@ -1744,7 +1774,7 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
             }
             if (t != c->obj) {
                 c->ok = 1;
-                if (parse_slot(t, &c->slot, &c->ok) < 0) goto fail;
+                if (parse_slot(f, t, &c->slot, &c->ok) < 0) goto fail;
                 c->obj = t;
             }
             *sl = c->slot;
