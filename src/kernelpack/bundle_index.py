@@ -2,10 +2,14 @@
 use, each specialization's artifact and binary on its own first use.
 
 ``BundleIndex(data, source)`` checks what proves the manifest is the one written (header, size, the manifest's
-SHA-256, its top level) and groups the manifest's artifact lines by family name; nothing else. Each blob's bounds,
-SHA-256 and expansion are checked when a launch first needs that blob (a blob altered after the build fails then,
-naming the kernel; :meth:`BundleIndex.verify`, i.e. ``kernelpack.load(..., verify=True)``, checks every blob and
-the padding between them at load, as ``Bundle.read`` does).
+SHA-256, its top level) and finds each family's entries: in format 2 the manifest's family table names the chunk
+and lines of each (a chunk is hash-checked and expanded when a family in it is first used), in format 1 the
+manifest's artifact lines are grouped by family name; nothing else. A format-2 family's first launches read its
+dispatch record (:meth:`BundleIndex.family_record`, :mod:`kernelpack.runtime.record`) and the binary they run
+(:meth:`BundleIndex.record_binary`); what follows is how a family is built from its entries when it is needed
+whole. Each blob's bounds, SHA-256 and expansion are checked when a launch first needs that blob (a blob altered
+after the build fails then, naming the kernel; :meth:`BundleIndex.verify`, i.e. ``kernelpack.load(...,
+verify=True)``, checks every blob, chunk and record and the padding between them at load, as ``Bundle.read`` does).
 
 A family's first use (:meth:`BundleIndex.family_specs`) reads of each entry only what dispatch needs -- its kernel
 parameters, launch spec, binaries' archs, range constraints and device requirements -- as :class:`SpecSource`
