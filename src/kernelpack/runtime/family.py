@@ -18,6 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .. import verify as _verify  # noqa: F401 - a first launch verifies its binary: imported with the runtime
@@ -131,9 +132,9 @@ class DeviceEntry:
 
 
 class _Entries(Sequence[DeviceEntry]):
-    """A device's dispatch order made from the family's dispatch record: ``rows`` (per entry: its place in the
-    family's order, binary, how well it fits, C plan, PDL, cooperative), each :class:`DeviceEntry` made when first
-    asked for (a first launch asks for one) and kept in ``made``; the C launcher's table is made from the rows."""
+    """A device's dispatch order: ``rows`` (per entry: its place in the family's order, binary, how well it fits, C
+    plan, PDL, cooperative), each :class:`DeviceEntry` made when first asked for (:meth:`KernelFamily._entry`; a
+    first launch asks for one) and kept in ``made``; the C launcher's table is made from the rows."""
 
     def __init__(self, family: KernelFamily, rows: list[tuple[int, int, int, int, bool, bool]]) -> None:
         self.family, self.rows = family, rows
@@ -151,15 +152,7 @@ class _Entries(Sequence[DeviceEntry]):
             with self._lock:
                 got = self.made[j]
                 if got is None:
-                    pos, best, fit, c_plan, pdl, coop = self.rows[j]
-                    r = self.family.record
-                    assert r is not None
-                    got = DeviceEntry(None, best, fit, None, None, r.label[pos], pos, c_plan, r.roles[c_plan], pdl,
-                                      coop)
-                    specs = self.family._specs
-                    if specs is not None:
-                        _link(got, specs)
-                    self.made[j] = got
+                    got = self.made[j] = self.family._entry(*self.rows[j])
         return got
 
     def __iter__(self) -> Iterator[DeviceEntry]:
@@ -169,7 +162,7 @@ class _Entries(Sequence[DeviceEntry]):
 @dataclass
 class DeviceState:
     info: DeviceInfo
-    entries: Sequence[DeviceEntry]  # dispatch order
+    entries: _Entries  # dispatch order
     missing: list[int] = field(default_factory=list)  # the specializations (dispatch positions) it cannot run
     unmet: dict[int, str] = field(default_factory=dict)  # spec index -> "": its device requirements fail here
 
@@ -232,9 +225,8 @@ class KernelFamily:
                     != list(zip(record.label, record.index, record.first))):
                 raise BundleError(f"{self._index.source}: kernel {self.name}: its dispatch record disagrees with "
                                   f"its manifest entries (the file was altered)")
-            for state in self._states.values():  # the device tables made from the record get the whole objects
-                made = state.entries.made if isinstance(state.entries, _Entries) else state.entries
-                for e in made:
+            for state in self._states.values():  # the device entries made from the record get the whole objects
+                for e in state.entries.made:
                     if e is not None:
                         _link(e, specs)
         return tuple(specs)
@@ -243,6 +235,13 @@ class KernelFamily:
     def label(self) -> str:
         labels = self.record.label if self.record is not None else [s.label for s in self.specs]
         return labels[0] if len(labels) == 1 else self.name
+
+    @cached_property
+    def plan_roles(self) -> tuple[tuple[str, ...], ...]:
+        """Per C plan (:meth:`c_tables`), the device roles of its hidden device-derived params, in order."""
+        if self.record is not None:
+            return self.record.roles
+        return tuple(tuple(d.param.role for d in p.device_slots) for s in self.specs for p in s.layouts)
 
     def c_tables(self) -> tuple[tuple[Any, ...], tuple[str, ...], tuple[Any, ...], tuple[Any, ...] | None]:
         """The C launcher's plans (each specialization's layouts, in dispatch order), each one's specialization's
@@ -273,38 +272,22 @@ class KernelFamily:
         return state
 
     def _load_device(self, ordinal: int) -> DeviceState:
-        """The device's dispatch order; each entry's binary is loaded when a launch first chooses it."""
+        """The device's dispatch order (from the family's record, or from its specializations); each entry's binary
+        is loaded when a launch first chooses it. Each distinct set of binaries and requirements is judged once."""
         info = self.loader.driver.device(ordinal)
         props = device_properties(info)
-        if self.record is not None:
-            return self._record_device(info, props)
-        entries, missing, unmet = [], [], {}
-        for pos, s in enumerate(self.specs):
-            src = s.src
-            q, best = max((quality(arch, kind == "ptx", info.major, info.minor), -i)
-                          for i, (arch, kind) in enumerate(src.bins))
-            best = -best  # the first of the best
-            fit = dev_model.device_quality(q, src.requirements, props)
-            if fit <= 0:
-                missing.append(pos)
-                if q > 0:
-                    unmet[src.index] = ""  # why: made when a launch needs to say it (_unmet_text)
-                continue
-            plan, ls = s.layouts[src.layout_of[best]], src.launch_of(best)
-            entries.append(DeviceEntry(s, best, fit, plan, ls, s.label, pos, s.first_plan + src.layout_of[best],
-                                       tuple(d.param.role for d in plan.device_slots), ls.pdl, ls.cooperative))
-        entries.sort(key=lambda e: (*order_key(self.specs[e.pos].specificity), -e.quality, self.specs[e.pos].index))
-        return DeviceState(info, entries, missing, unmet)
-
-    def _record_device(self, info: DeviceInfo, props: dict[str, int]) -> DeviceState:
-        """:meth:`_load_device` from the family's dispatch record (the same rule; each distinct set of binaries
-        and requirements judged once)."""
         r = self.record
-        assert r is not None
-        entries: list[tuple[int, int, int, int, bool, bool]] = []
+        specs = self.specs if r is None else ()
+        rows: list[tuple[int, int, int, int, bool, bool]] = []
         missing, unmet = [], {}
         judged: dict[tuple[int, int], tuple[int, int, int]] = {}
-        for pos, (bins, req) in enumerate(zip(r.bins, r.requires)):
+        bins: Any  # each binary's (arch, kind, ...): a record's rows are longer
+        for pos in range(len(r.label) if r is not None else len(specs)):
+            if r is not None:
+                bins, req, index = r.bins[pos], r.requires[pos], r.index[pos]
+            else:
+                src = specs[pos].src
+                bins, req, index = src.bins, src.requirements, src.index
             key = (id(bins), id(req))
             got = judged.get(key)
             if got is None:
@@ -314,12 +297,29 @@ class KernelFamily:
             if fit <= 0:
                 missing.append(pos)
                 if q > 0:
-                    unmet[r.index[pos]] = ""
+                    unmet[index] = ""  # why: made when a launch needs to say it (_unmet_text)
                 continue
-            entries.append((pos, best, fit, r.first[pos] + bins[best][3], *r.launch[bins[best][4]]))
-        rank, index = r.rank, r.index
-        entries.sort(key=lambda e: (rank[e[0]], -e[2], index[e[0]]))
-        return DeviceState(info, _Entries(self, entries), missing, unmet)
+            if r is not None:
+                rows.append((pos, best, fit, r.first[pos] + bins[best][3], *r.launch[bins[best][4]]))
+            else:
+                ls = src.launch_of(best)
+                rows.append((pos, best, fit, specs[pos].first_plan + src.layout_of[best], ls.pdl, ls.cooperative))
+        rank: Sequence[Any] = r.rank if r is not None else [order_key(s.specificity) for s in specs]
+        order: Sequence[int] = r.index if r is not None else [s.index for s in specs]
+        rows.sort(key=lambda e: (rank[e[0]], -e[2], order[e[0]]))
+        return DeviceState(info, _Entries(self, rows), missing, unmet)
+
+    def _entry(self, pos: int, best: int, fit: int, c_plan: int, pdl: bool, coop: bool) -> DeviceEntry:
+        """The device entry of specialization ``pos`` (dispatch order) running its binary ``best``."""
+        r, roles = self.record, self.plan_roles[c_plan]
+        if r is not None:
+            e = DeviceEntry(None, best, fit, None, None, r.label[pos], pos, c_plan, roles, pdl, coop)
+            if self._specs is not None:
+                _link(e, self._specs)
+            return e
+        s = self.specs[pos]
+        return DeviceEntry(s, best, fit, s.layouts[s.src.layout_of[best]], s.src.launch_of(best), s.label, pos,
+                           c_plan, roles, pdl, coop)
 
     def load_entry(self, state: DeviceState, entry: DeviceEntry) -> None:
         """Build, verify and load the entry's binary on its device (once; the first launch that chooses it), and
@@ -420,22 +420,15 @@ class KernelFamily:
         prepare_fast_path()
         info = state.info
         ents = state.entries
-        flags = [(r[4], r[5]) for r in ents.rows] if isinstance(ents, _Entries) else [(e.pdl, e.cooperative)
-                                                                                        for e in ents]
-        if any(coop or (pdl and info.major < PDL_MIN_MAJOR) for pdl, coop in flags):
+        if any(coop or (pdl and info.major < PDL_MIN_MAJOR) for _, _, _, _, pdl, coop in ents.rows):
             return  # a cooperative grid is checked against the occupancy, an unsupported PDL refused, in Python
         rows: list[tuple[Any, ...]] = []
-        roles = self.record.roles if self.record is not None else ()
-        for j, e in enumerate(ents.made if isinstance(ents, _Entries) else ents):
-            if e is None:  # an entry of the record not asked for yet: not loaded (C asks _fast_load)
-                _, _, _, c_plan, pdl, _ = ents.rows[j]  # type: ignore[attr-defined]
+        for (_, _, _, c_plan, pdl, _), e in zip(ents.rows, ents.made):
+            f = e.facts if e is not None else None
+            if e is None or f is None or not e.ready or e.error is not None:
+                # not loaded yet (or unusable): C asks _fast_load
                 rows.append((c_plan, 0, (0, 0, 0), (0, 0, 0), 0, (0, 0, 0), (0, 0, 0), 0, 0, 0,
-                             (0,) * len(roles[c_plan]), pdl))
-                continue
-            f = e.facts
-            if f is None or not e.ready or e.error is not None:  # not loaded yet (or unusable): C asks _fast_load
-                rows.append((e.c_plan, 0, (0, 0, 0), (0, 0, 0), 0, (0, 0, 0), (0, 0, 0), 0, 0, 0,
-                             (0,) * len(e.roles), e.pdl))
+                             (0,) * len(self.plan_roles[c_plan]), pdl))
                 continue
             values = tuple(e.values[r] for r in e.roles)
             rows.append((e.c_plan, e.kernel, f.fixed_block or (0, 0, 0), f.reqntid or (0, 0, 0),
