@@ -493,12 +493,19 @@ def read_span(span: Any, data: bytes, what: str) -> bytes:
     """The text of a span of ``data`` (``{offset, size, sha256, raw_size}``: a zlib stream), its bounds, SHA-256
     and expansion checked (BundleError naming ``what``)."""
     off, size, digest, raw = _span(span, what)
-    if off < HEADER_SIZE or off + size > len(data):
+    stored = _stored(data, off, size, digest, what, f"{what}: SHA-256 mismatch (the file was altered)")
+    return _expand(stored, raw, raw, what, "the file was altered")
+
+
+def _stored(data: bytes, off: int, size: int, digest: str, what: str, mismatch: str) -> bytes:
+    """Bytes [off, off + size) of ``data`` (a blob or a chunk, as stored), inside the file after the header and
+    matching their SHA-256 ``digest`` (BundleError naming ``what``, or saying ``mismatch``)."""
+    if off < HEADER_SIZE or size <= 0 or off + size > len(data):
         raise BundleError(f"{what} (offset {off}, size {size}) lies outside the file")
     stored = data[off:off + size]
     if hashlib.sha256(stored).hexdigest() != digest:
-        raise BundleError(f"{what}: SHA-256 mismatch (the file was altered)")
-    return _expand(stored, raw, raw, what, "the file was altered")
+        raise BundleError(mismatch)
+    return stored
 
 
 def _span(span: Any, what: str) -> tuple[int, int, str, int]:
@@ -620,11 +627,8 @@ def check_blob(i: int, b: Any, data: bytes, source: str, *, zlib_blobs: bool) ->
         raw_size = int(b["raw_size"]) if encoding is not None else None
     except (KeyError, TypeError, ValueError, OverflowError, AttributeError):
         raise BundleError(f"{source}: blob {i} entry is malformed: {b!r:.300}") from None
-    if off < HEADER_SIZE or size <= 0 or off + size > len(data):
-        raise BundleError(f"{source}: blob {i} (offset {off}, size {size}) lies outside the file")
-    blob = data[off:off + size]
-    if hashlib.sha256(blob).hexdigest() != digest:
-        raise BundleError(f"{source}: blob {i} SHA-256 mismatch (the binary was altered)")
+    blob = _stored(data, off, size, digest, f"{source}: blob {i}",
+                   f"{source}: blob {i} SHA-256 mismatch (the binary was altered)")
     if encoding is not None:
         if encoding != "zlib" or not zlib_blobs:
             raise BundleError(f"{source}: blob {i} has encoding {encoding!r}; this bundle allows "

@@ -248,7 +248,6 @@ class BundleIndex:
         if version != 1:  # the manifest names each family's stream: read when the family is first used
             manifest = bd.parse_manifest(body, source)
             self._fams = bd.FamilyTable(manifest, data, source)
-            groups = dict.fromkeys(self._fams.names, [])
             self._count = sum(self._fams.counts)
         elif tail > 0:  # format 1 as its writer laid it out: one line per artifact, its name first, a family one run
             spans = {}
@@ -287,8 +286,8 @@ class BundleIndex:
         self._zlib = bool(_HEADER.unpack_from(data)[2] & FLAG_ZLIB_BLOBS)
         self._blobs = _Blobs(manifest["blobs"], data, source, self._zlib)
         self._spans = spans
-        self._groups = dict(sorted(groups.items())) if spans is None else {}
-        self._names = sorted(spans) if spans is not None else list(self._groups)
+        self._groups = groups  # format 1 in another layout: name -> its entries
+        self._names = sorted(spans if spans is not None else self._fams.names if self._fams is not None else groups)
         self._families: dict[str, tuple[KernelArtifact, ...]] = {}
         self._specs: dict[str, tuple[SpecSource, ...]] = {}
         self._memo: dict[tuple[str, bytes], Any] = {}  # (what, JSON text) -> what it gives (parsed once per bundle)
@@ -521,7 +520,7 @@ class BundleIndex:
         version. KeyError for a name the bundle lacks; BundleError naming the bundle and kernel when it is altered
         or malformed."""
         if self._fams is None:
-            if name not in self._names:
+            if name not in self._groups and (self._spans is None or name not in self._spans):
                 raise KeyError(name)
             return None
         text = self._fams.record(name)
@@ -530,7 +529,7 @@ class BundleIndex:
         from .runtime.record import read_record
 
         try:
-            return read_record(text, name, len(self._blobs))
+            return read_record(text, len(self._blobs))
         except BundleError as e:
             raise BundleError(f"{self.source}: kernel {name}: {e.message}") from None
 

@@ -133,7 +133,7 @@ class FamilyRecord:
         self.requires: list[tuple[tuple[str, int], ...]] = []
 
 
-def read_record(text: bytes, name: str, nblobs: int) -> FamilyRecord | None:
+def read_record(text: bytes, nblobs: int) -> FamilyRecord | None:
     """A record's text parsed and checked (types, indices, counts); None for a record of another version (another
     kernelpack's C plans: the family is built from its entries); BundleError saying what is malformed (the caller
     names the bundle and kernel). The C launcher checks what each plan's slots write (inside its buffer)."""
