@@ -1503,7 +1503,8 @@ static kp_slot_x* slot_x(kp_family* f, kp_slot* s) {
 static int parse_slot(kp_family* f, PyObject* t, kp_slot* s, int* ok) {
     long long op, arg, offset, size, dtype, align, divisor;
     PyObject *tensor, *ranges;
-    if (!is_tuple(t, "a slot") || !PyArg_ParseTuple(t, "LLLLLLLOO", &op, &arg, &offset, &size, &dtype, &align, &divisor, &tensor, &ranges))
+    if (!is_tuple(t, "a slot") ||
+        !PyArg_ParseTuple(t, "LLLLLLLOO", &op, &arg, &offset, &size, &dtype, &align, &divisor, &tensor, &ranges))
         return -1;
     memset(s, 0, sizeof *s);
     if (!PyTuple_Check(ranges)) {
@@ -1538,7 +1539,9 @@ static int parse_slot(kp_family* f, PyObject* t, kp_slot* s, int* ok) {
         long long tma, rank, et, es, sw, fp4, field, pos;
         PyObject* box;
         if (op == KP_OP_DESC) {
-            if (!is_tuple(tensor, "a descriptor") || !PyArg_ParseTuple(tensor, "LLLLLLO", &tma, &rank, &et, &es, &sw, &fp4, &box)) return -1;
+            if (!is_tuple(tensor, "a descriptor") ||
+                !PyArg_ParseTuple(tensor, "LLLLLLO", &tma, &rank, &et, &es, &sw, &fp4, &box))
+                return -1;
             if (rank < 1 || rank > KP_MAX_TMA_RANK || (tma && (es < 1 || es > 8 || offset + 128 > KP_BUF))) {
                 *ok = 0;
                 return 0;
@@ -1564,7 +1567,8 @@ static int parse_slot(kp_family* f, PyObject* t, kp_slot* s, int* ok) {
     if (s->op == KP_OP_TENSOR) {
         PyObject *shape, *stride, *shape_off, *stride_off;
         long long data_off, shape_dt, stride_dt;
-        if (!is_tuple(tensor, "a tensor") || !PyArg_ParseTuple(tensor, "OOLOOLL", &shape, &stride, &data_off, &shape_off, &stride_off, &shape_dt,
+        if (!is_tuple(tensor, "a tensor") ||
+            !PyArg_ParseTuple(tensor, "OOLOOLL", &shape, &stride, &data_off, &shape_off, &stride_off, &shape_dt,
                               &stride_dt))
             return -1;
         if (!is_tuple(shape, "a tensor's shape")) return -1;
@@ -1668,10 +1672,10 @@ static int parse_grid(PyObject* t, kp_plan* pl) {
 }
 
 typedef struct {
-    PyObject* obj; /* borrowed from the plans tuple, alive for the call */
+    PyObject* obj; /* the table's slot it was parsed from (borrowed: the table is alive for the call); NULL: not yet */
     kp_slot slot;  /* as parse_slot made it */
     int ok;
-} kp_last_slot;
+} kp_parsed_slot;
 
 /* make_family(slow, nargs, plans, labels[, grids, names, load, slots]): plans[i] = tuple of slot tuples
  * (launch/plan.py Plan.to_c), one per parameter layout of each specialization, or with slots (a tuple of slot tuples:
@@ -1701,7 +1705,7 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
         return NULL;
     }
     allocfunc alloc = (allocfunc)PyType_GetSlot(FamilyType, Py_tp_alloc);
-    kp_last_slot *last = NULL, *parsed = NULL;
+    kp_parsed_slot one, *parsed = NULL;
     PyObject* seq = NULL;
     const Py_ssize_t ntable = table != Py_None ? PyTuple_Size(table) : 0;
     kp_family* f = (kp_family*)alloc(FamilyType, 0);
@@ -1710,12 +1714,9 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
     f->nargs = nargs > KP_MAX_SLOTS ? -1 : nargs; /* more arguments than slots: always the Python path */
     f->nplan = (int)nspec;
     f->plans = (kp_plan*)PyMem_Calloc((size_t)nspec, sizeof(kp_plan));
-    /* the slot parsed at each position of the previous plan (and whether the fast path can pack it): a family's
-     * plans share most of their slot objects (a dispatch record's plans are made from one table of slots) */
-    last = (kp_last_slot*)PyMem_Calloc(KP_MAX_SLOTS, sizeof(kp_last_slot));
     /* with a table of slots, plans are its indices: each slot of the table parsed once, when a plan first names it */
-    parsed = (kp_last_slot*)PyMem_Calloc((size_t)(ntable ? ntable : 1), sizeof(kp_last_slot));
-    if (f->plans == NULL || last == NULL || parsed == NULL) goto fail;
+    parsed = (kp_parsed_slot*)PyMem_Calloc((size_t)(ntable ? ntable : 1), sizeof(kp_parsed_slot));
+    if (f->plans == NULL || parsed == NULL) goto fail;
     for (Py_ssize_t i = 0; i < nspec; i++) {
         Py_CLEAR(seq);
         PyObject* plan = PyTuple_GetItem(plans, i);
@@ -1731,7 +1732,6 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
             }
             n /= 4;
         } else if (table == Py_None ? !PyTuple_Check(plan) : !PyTuple_Check(plan) && !PyList_Check(plan)) {
-            /* (a plan's items stay alive while plans holds them: a slot object is known by its address) */
             PyErr_SetString(PyExc_TypeError, "make_family: a plan must be a tuple (of indices: a tuple, list or text)");
             goto fail;
         } else {
@@ -1748,7 +1748,8 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
         for (Py_ssize_t s = 0; s < pl->nslots; s++) {
             kp_slot* sl = &pl->slots[s];
             PyObject* t = hex != NULL ? NULL : PyTuple_Check(seq) ? PyTuple_GetItem(seq, s) : PyList_GetItem(seq, s);
-            kp_last_slot* c = &last[s];
+            kp_parsed_slot* c = &one;
+            one.obj = NULL;
             if (table != Py_None) {
                 long long k = 0;
                 if (hex != NULL) {
@@ -1824,7 +1825,6 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
             PyTuple_SetItem(f->names, i, name);
         }
     }
-    PyMem_Free(last);
     PyMem_Free(parsed);
     Py_XDECREF(seq);
     Py_INCREF(slow);
@@ -1832,7 +1832,6 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
     if (load != Py_None) f->load = Py_NewRef(load);
     return (PyObject*)f;
 fail:
-    PyMem_Free(last);
     PyMem_Free(parsed);
     Py_XDECREF(seq);
     if (!PyErr_Occurred()) PyErr_NoMemory();
