@@ -18,12 +18,9 @@ import statistics
 import subprocess
 import sys
 
-CHILD = r"""
+# each child's phases: a function wrapped adds its inclusive time to T[label]
+WRAP = r"""
 import json, sys, time
-import torch
-torch.cuda.init()
-a = torch.randn(4096, device="cuda"); b = torch.randn(4096, device="cuda"); c = torch.empty(4096, device="cuda")
-torch.cuda.synchronize()
 T = {}
 def wrap(owner, name, label):
     f = getattr(owner, name)
@@ -34,6 +31,13 @@ def wrap(owner, name, label):
         finally:
             T[label] = T.get(label, 0.0) + time.perf_counter() - t
     setattr(owner, name, w)
+"""
+
+CHILD = WRAP + r"""
+import torch
+torch.cuda.init()
+a = torch.randn(4096, device="cuda"); b = torch.randn(4096, device="cuda"); c = torch.empty(4096, device="cuda")
+torch.cuda.synchronize()
 t0 = time.perf_counter()
 import kernelpack
 from kernelpack.runtime import driver, fast, family, loader, module
@@ -67,21 +71,10 @@ print(json.dumps(T))
 """
 
 
-SYNTH_CHILD = r"""
-import json, sys, time
+SYNTH_CHILD = WRAP + r"""
 import kernelpack
 from kernelpack import bundle_index
 from kernelpack.runtime import driver, fast, family, loader, module
-T = {}
-def wrap(owner, name, label):
-    f = getattr(owner, name)
-    def w(*args, **kw):
-        t = time.perf_counter()
-        try:
-            return f(*args, **kw)
-        finally:
-            T[label] = T.get(label, 0.0) + time.perf_counter() - t
-    setattr(owner, name, w)
 m = kernelpack.load(sys.argv[1])
 d = driver.get()
 d.set_current(d.device(0).context)
