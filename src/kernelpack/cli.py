@@ -14,7 +14,6 @@ import json
 import sys
 import traceback
 from collections.abc import Sequence
-from pathlib import Path
 
 from .errors import KernelpackError
 
@@ -27,7 +26,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from .bundle import Bundle
     from .describe import describe, device_choice, disassemble, load_any, render, render_device
 
-    obj = load_any(args.file)  # a bundle's artifacts verify every cubin against their ABI as they are built
+    obj = load_any(args.file, verify=args.verify)  # a bundle's artifacts verify every cubin against their ABI
     if args.device is not None:
         choice = device_choice(obj, args.device)
         if args.json:
@@ -36,13 +35,6 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
             render_device(choice)
         return 0
     if args.verify and isinstance(obj, Bundle):
-        from .bundle import MAGIC
-
-        data = Path(args.file).read_bytes()
-        if data.startswith(MAGIC):  # a .kpack file: its dispatch records too
-            from .bundle_index import BundleIndex
-
-            BundleIndex(data, str(args.file)).verify()
         bins = {id(b) for a in obj for b in a.binaries if b.kind == "cubin"}
         print(f"verified: {len(obj)} specialization{'s' * (len(obj) != 1)}, {len(bins)} cubin"
               f"{'s' * (len(bins) != 1)}: every kernel's ABI and launch block match its cubins", file=sys.stderr)

@@ -27,11 +27,18 @@ def find_cuda_tool(name: str) -> str | None:
     return str(candidates[0]) if candidates else None
 
 
-def load_any(path: str | os.PathLike[str]) -> Cubin | Bundle:
+def load_any(path: str | os.PathLike[str], *, verify: bool = False) -> Cubin | Bundle:
     """Read a cubin, a .kpack bundle, or a library built by kernelpack (its embedded bundle): a regular file within
-    ``KERNELPACK_MAX_FILE_BYTES`` (``kernelpack.files``), read once."""
+    ``KERNELPACK_MAX_FILE_BYTES`` (``kernelpack.files``), read once. ``verify``: a .kpack's dispatch records are
+    compared with the ones its entries give too (``BundleIndex.verify``)."""
     data = read_bounded(path, "file", check_head=lambda head, size: _known_head(head, size, str(path)))
     if data.startswith(MAGIC):
+        if verify:
+            from .bundle_index import BundleIndex
+
+            index = BundleIndex(data, str(path))
+            index.verify()  # every blob, chunk, binary and dispatch record
+            return index.bundle()
         return Bundle.from_bytes(data, source=str(path))
     if is_cubin(data):
         return read_cubin(data)
