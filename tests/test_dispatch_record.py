@@ -152,8 +152,13 @@ MALFORMED = {
     "facts_out_of_range": lambda doc: doc["binsets"][0][0].__setitem__(4, -1),
     "arch_not_an_arch": lambda doc: doc["binsets"][0][0].__setitem__(0, "sm_xx"),
     "label_not_a_string": lambda doc: doc["specs"]["label"].__setitem__(0, 7),
-    "column_short": lambda doc: doc["specs"]["rank"].pop(),
-    "binset_out_of_range": lambda doc: doc["specs"]["bins"].__setitem__(0, 99),
+    "column_short": lambda doc: doc["specs"].__setitem__("rank", doc["specs"]["rank"][:-4]),
+    "column_as_a_list": lambda doc: doc["specs"].__setitem__("rank", [0] * len(doc["specs"]["label"])),
+    "column_not_hex": lambda doc: doc["specs"].__setitem__("first", "zz" + doc["specs"]["first"][2:]),
+    "column_with_spaces": lambda doc: doc["specs"].__setitem__("index", " 0" + doc["specs"]["index"][2:]),
+    "column_missing": lambda doc: doc["specs"].pop("index"),
+    "binset_out_of_range": lambda doc: doc["specs"].__setitem__("bins", "0063" + doc["specs"]["bins"][4:]),
+    "requires_out_of_range": lambda doc: doc["specs"].__setitem__("requires", "ffff" + doc["specs"]["requires"][4:]),
     "requires_not_pairs": lambda doc: doc["requires"].append([["sm_count"]]),
     "grid_of_no_plan": lambda doc: doc["grids"].append([99, False]),
     "roles_not_names": lambda doc: doc["roles"].append([0, [1, 2]]),
@@ -245,3 +250,64 @@ def test_small_families_share_their_chunks_and_a_large_one_has_its_own(runtime_b
     (own,) = [c for n, c in zip(fams["name"], fams["entries"]) if n == "big"]
     assert fams["entries"].count(own) == 1 and chunks[own]["raw_size"] > CHUNK, "a family over a chunk is alone"
     assert 0 <= min(fams["dispatch"]) and len(set(fams["dispatch"])) < 300 // 10
+
+
+@pytest.mark.parametrize("values", [[0], [3, 0, 65535, 7], [1, 65536, 2], [0xFFFFFFFF, 0]])
+def test_integer_columns_are_hex_texts_of_4_or_8_digits_that_read_back(values):
+    text = rec._hex_column(values)
+    assert len(text) == (4 if max(values) <= 0xFFFF else 8) * len(values)
+    assert rec._int_column(text, len(values), "rank") == values
+    with pytest.raises(ValueError, match="rank is not a text of"):
+        rec._int_column(text, len(values) + 1, "rank")
+
+
+def test_a_device_table_is_published_once_and_its_loaded_row_replaced_in_place(fake, bundle, tmp_path):
+    mod = kernelpack.load(_write(tmp_path, "b.kpack", bundle.to_bytes()))
+    fam = mod.four.family
+    if fam.fast is None:
+        pytest.skip("the C extension is not built")
+    calls: list[str] = []
+    real = fam.fast
+
+    class Spy:
+        def __getattr__(self, name: str) -> Any:
+            calls.append(name) if name in ("_set_device", "_set_entry") else None
+            return getattr(real, name)
+
+    fam.fast = Spy()
+    try:
+        mod.four(P, P, P, 8, grid=1, block=32)
+        mod.four(P, P, P, 6, grid=1, block=32)  # a second specialization loads: one row again
+    finally:
+        fam.fast = real
+    assert calls == ["_set_device", "_set_entry", "_set_entry"]
+    assert fake.last()["kernel"] == "add"
+    assert real._set_entry(5, 0, 0) is False, "a device with no table: the caller publishes the whole table"
+    assert real._set_entry(0, 99, 0) is False, "no such row"
+    with pytest.raises(ValueError, match="the row's plan is not the one it replaces"):
+        real._set_entry(0, 0, 3)
+    with pytest.raises(TypeError, match="a device table row"):
+        real._set_entry(0, 0, [0])
+
+
+def test_a_device_orders_a_record_by_fit_within_a_rank_and_leaves_out_what_it_cannot_run(fake, bundle, tmp_path):
+    """Specializations alike but for device requirements: the one the device meets (132 SMs) goes first, the one it
+    cannot meet is left out; the record and the family built from its entries agree, row for row."""
+    add = next(a for a in bundle if a.label == "add")
+    arts = [dataclasses.replace(add, name="req", variant=v, requires=r)
+            for v, r in (("any", {}), ("sm108", {"sm_count": 108}), ("sm132", {"sm_count": 132}), ("any2", {}))]
+    data = Bundle(tuple(arts)).to_bytes()
+    mod = kernelpack.load(_write(tmp_path, "r.kpack", data))
+    fam = mod.req.family
+    assert fam.record is not None
+    mod.req(P, P, P, 8, grid=1, block=32)
+    state = fam.device_state(0)
+    assert [fam.record.label[row[0]] for row in state.entries.rows] == ["req[sm132]", "req[any]", "req[any2]"]
+    assert [fam.record.label[pos] for pos in state.missing] == ["req[sm108]"]
+    v1 = kernelpack.load(_write(tmp_path, "r1.kpack", _edit_record(data, "req", lambda doc: doc.update(v=1))))
+    other = v1.req.family
+    assert other.record is None, "a version-1 record is not read: built from its entries"
+    other_state = other.device_state(0)
+    assert list(other_state.entries.rows) == list(state.entries.rows)
+    assert other_state.missing == state.missing and other_state.unmet == state.unmet
+    assert other_state.entries.rows.c_plans() == state.entries.rows.c_plans()

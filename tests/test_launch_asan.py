@@ -54,8 +54,10 @@ def test_the_launch_path_runs_clean_under_asan_and_ubsan(tmp_path):
              f"'--basetemp={tmp_path / 'run'}', *{[str(ROOT / 'tests' / t) for t in TESTS]!r}]))")
     out = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, check=False,
                          timeout=900)
-    tail = (out.stdout + out.stderr)[-4000:]
+    text = out.stdout + out.stderr
+    first = re.search(r"ERROR: AddressSanitizer|runtime error:|Fatal Python error", text)  # the report, not its end
+    tail = text[first.start():][:4000] if first else text[-4000:]
     assert out.returncode == 0, tail
-    assert "ERROR: AddressSanitizer" not in tail and "runtime error:" not in out.stderr, tail
+    assert "ERROR: AddressSanitizer" not in text and "runtime error:" not in out.stderr, tail
     passed = re.search(r"(\d+) passed", out.stdout)
     assert passed is not None and int(passed.group(1)) >= 100, tail

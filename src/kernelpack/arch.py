@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from .errors import KernelpackError
 
 _ARCH_RE = re.compile(r"(sm_|compute_)?([1-9][0-9]?)([0-9])([af]?)")  # fullmatch; ASCII digits only
+_PARSED: dict[str, Arch] = {}  # Arch.parse memo: names read again and again (a first launch reads a few)
 
 # Every SM number NVIDIA has shipped a toolkit target for (CUDA 12.x/13.x --list-gpu-arch, sm_101 being CUDA 12.9's
 # name for what CUDA 13 calls sm_110), and which of them have arch-specific ("a", sm_90 on) and family-specific
@@ -42,6 +43,9 @@ class Arch:
         naming the value."""
         if isinstance(text, Arch):
             return text
+        got = _PARSED.get(text) if isinstance(text, str) else None
+        if got is not None:
+            return got
         if not isinstance(text, str):
             hint = f"; write 'sm_{text}'" if isinstance(text, int) and not isinstance(text, bool) else ""
             raise KernelpackError(f"a CUDA arch must be a string such as 'sm_80' or 'sm_90a' (got "
@@ -60,7 +64,10 @@ class Arch:
             have = ", ".join(f"sm_{k}{suffix}" for k in sorted(HAS_SUFFIX[suffix]))
             raise KernelpackError(f"not a CUDA arch: {text!r:.60} (sm_{sm} has no {kind} '{suffix}' target; those "
                                   f"are {have})")
-        return cls(major, minor, suffix, m.group(1) == "compute_")
+        arch = cls(major, minor, suffix, m.group(1) == "compute_")
+        if cls is Arch and len(_PARSED) < 1024:  # a few names per process; a flood of odd spellings is not kept
+            _PARSED[text] = arch
+        return arch
 
     @property
     def sm(self) -> int:

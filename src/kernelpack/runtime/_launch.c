@@ -1131,15 +1131,15 @@ dispatch:;
         }
     }
     if (e == NULL) goto slow;
-    if (e->kernel == NULL) { /* chosen for the first time: Python builds, verifies and loads it, then republishes */
-        int j = (int)(e - dev->e), pidx = e->plan; /* e is freed when the table is replaced */
+    if (e->kernel == NULL) { /* chosen for the first time: Python loads it and replaces its row (or the table) */
+        int j = (int)(e - dev->e), pidx = e->plan; /* e is freed if the table is replaced */
         if (loaded > 1) goto slow;
         int ok = call_load(self, device, j);
         if (ok < 0) return NULL; /* its error names the kernel */
         if (!ok) goto slow;
         loaded = 2;
         if (plan->ndev > 0) goto dispatch; /* its device values were packed as 0: pack again */
-        dev = self->devs[device]; /* the table was replaced: the same entries, this one loaded now */
+        dev = self->devs[device]; /* its row replaced in place, or the table: the same entries, this one loaded */
         if (dev == NULL || j >= dev->n || dev->e[j].kernel == NULL || dev->e[j].plan != pidx) goto slow;
         e = &dev->e[j]; /* the arguments packed for its plan stay as they are (tensor maps are encoded once) */
     }
@@ -1209,10 +1209,14 @@ dispatch:;
         for (int s = 0; s < plan->nslots; s++) cap->ptrs[s] = cap->buf + ((unsigned char*)ptrs[s] - buf);
         Py_RETURN_NONE;
     }
+    /* copies: the stream getter may run Python, and another thread may then replace the device's table */
+    void* const ctx = dev->ctx;
+    void* const kernel = e->kernel;
+    const int pdl = e->pdl;
     uint64_t hstream;
     if (!launch_stream(stream, a.ntensors, device, &hstream)) goto slow;
     const char* call;
-    CUresult r = launch_nogil(dev->ctx, e->kernel, g, b, nsmem, hstream, c, e->pdl, ptrs, &call);
+    CUresult r = launch_nogil(ctx, kernel, g, b, nsmem, hstream, c, pdl, ptrs, &call);
     if (KP_UNLIKELY(r != 0)) return driver_error(self, plan, device, r, call);
     Py_RETURN_NONE;
 
@@ -1846,7 +1850,42 @@ static int dim3_arg(PyObject* t, uint32_t out[3]) {
     return 0;
 }
 
-/* family._set_device(ordinal, ctx, max_grid, max_block, max_threads, smem_optin, cluster_ok, rows) */
+/* One row of a device's table: a plan index (an entry not loaded yet: C asks load() when dispatch chooses it) or
+ * (plan, kernel, fixed_block, reqntid, max_threads, cluster, spec_cluster, static_smem, dyn_smem, smem_raised,
+ * device values, pdl) */
+static int parse_entry(const kp_family* self, PyObject* row, kp_entry* e) {
+    memset(e, 0, sizeof *e);
+    if (PyLong_Check(row)) {
+        long v = PyLong_AsLong(row);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        e->plan = v < 0 || v > INT32_MAX ? -1 : (int)v;
+    } else {
+        unsigned long long kernel;
+        long long mt, ss, ds, raised;
+        PyObject *fb, *rq, *cl, *scl, *dv;
+        if (!is_tuple(row, "a device table row") ||
+            !PyArg_ParseTuple(row, "iKOOLOOLLLOp", &e->plan, &kernel, &fb, &rq, &mt, &cl, &scl, &ss, &ds, &raised,
+                              &dv, &e->pdl))
+            return -1;
+        if (e->plan >= 0 && e->plan < self->nplan) {
+            int ndv = self->plans[e->plan].ndev;
+            if (ndv > 0 && get_i64s(dv, e->dv, ndv, "device values") < 0) return -1;
+        }
+        e->kernel = (void*)(uintptr_t)kernel, e->max_threads = (uint32_t)mt, e->static_smem = (uint32_t)ss;
+        e->dyn_smem = (uint32_t)ds, e->smem_raised = (uint32_t)raised;
+        if (dim3_arg(fb, e->fixed_block) < 0 || dim3_arg(rq, e->reqntid) < 0 || dim3_arg(cl, e->cluster) < 0 ||
+            dim3_arg(scl, e->spec_cluster) < 0)
+            return -1;
+    }
+    if (e->plan < 0 || e->plan >= self->nplan) {
+        PyErr_SetString(PyExc_ValueError, "_set_device: plan index out of range");
+        return -1;
+    }
+    return 0;
+}
+
+/* family._set_device(ordinal, ctx, max_grid, max_block, max_threads, smem_optin, cluster_ok, rows): rows in dispatch
+ * order, each as parse_entry reads it */
 static PyObject* family_set_device(PyObject* op, PyObject* args) {
     kp_family* self = (kp_family*)op;
     int ordinal, cluster_ok;
@@ -1869,26 +1908,8 @@ static PyObject* family_set_device(PyObject* op, PyObject* args) {
     d->ctx = (void*)(uintptr_t)ctx, d->max_threads = (uint32_t)max_threads, d->smem_optin = (uint32_t)optin;
     d->cluster_ok = cluster_ok, d->n = (int)n;
     if (dim3_arg(max_grid, d->max_grid) < 0 || dim3_arg(max_block, d->max_block) < 0) goto fail;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        kp_entry* e = &d->e[i];
-        unsigned long long kernel;
-        long long mt, ss, ds, raised;
-        PyObject *fb, *rq, *cl, *scl, *dv;
-        if (!PyArg_ParseTuple(PyTuple_GetItem(rows, i), "iKOOLOOLLLOp", &e->plan, &kernel, &fb, &rq, &mt, &cl, &scl,
-                              &ss, &ds, &raised, &dv, &e->pdl))
-            goto fail;
-        if (e->plan < 0 || e->plan >= self->nplan) {
-            PyErr_SetString(PyExc_ValueError, "_set_device: plan index out of range");
-            goto fail;
-        }
-        int ndv = self->plans[e->plan].ndev;
-        if (ndv > 0 && get_i64s(dv, e->dv, ndv, "device values") < 0) goto fail;
-        e->kernel = (void*)(uintptr_t)kernel, e->max_threads = (uint32_t)mt, e->static_smem = (uint32_t)ss;
-        e->dyn_smem = (uint32_t)ds, e->smem_raised = (uint32_t)raised;
-        if (dim3_arg(fb, e->fixed_block) < 0 || dim3_arg(rq, e->reqntid) < 0 || dim3_arg(cl, e->cluster) < 0 ||
-            dim3_arg(scl, e->spec_cluster) < 0)
-            goto fail;
-    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (parse_entry(self, PyTuple_GetItem(rows, i), &d->e[i]) < 0) goto fail;
     kp_dev* old = self->devs[ordinal];
     self->devs[ordinal] = d; /* under the GIL; a launch in flight holds copies, never this table */
     if (old != NULL) PyMem_Free(old->e), PyMem_Free(old);
@@ -1897,6 +1918,25 @@ fail:
     PyMem_Free(d->e);
     PyMem_Free(d);
     return NULL;
+}
+
+/* family._set_entry(ordinal, j, row): row j of the device's table replaced in place (an entry loaded now), its plan
+ * unchanged; False when the device has no table or no such row (the caller publishes the whole table) */
+static PyObject* family_set_entry(PyObject* op, PyObject* args) {
+    kp_family* self = (kp_family*)op;
+    int ordinal, j;
+    PyObject* row;
+    if (!PyArg_ParseTuple(args, "iiO", &ordinal, &j, &row)) return NULL;
+    kp_dev* d = ordinal >= 0 && ordinal < KP_MAX_DEVICES ? self->devs[ordinal] : NULL;
+    if (d == NULL || j < 0 || j >= d->n) Py_RETURN_FALSE;
+    kp_entry e;
+    if (parse_entry(self, row, &e) < 0) return NULL;
+    if (e.plan != d->e[j].plan) {
+        PyErr_SetString(PyExc_ValueError, "_set_entry: the row's plan is not the one it replaces");
+        return NULL;
+    }
+    d->e[j] = e; /* under the GIL, as launches read it */
+    Py_RETURN_TRUE;
 }
 
 static PyObject* family_fast_devices(PyObject* op, PyObject* unused) {
@@ -2013,6 +2053,7 @@ static PyMemberDef family_members[] = {
 
 static PyMethodDef family_methods[] = {
     {"_set_device", family_set_device, METH_VARARGS, "Install the dispatch table of one device."},
+    {"_set_entry", family_set_entry, METH_VARARGS, "Replace one loaded row of a device's dispatch table."},
     {"_fast_devices", family_fast_devices, METH_NOARGS, "Devices with a dispatch table."},
     {"prepare", (PyCFunction)(void (*)(void))family_prepare, METH_FASTCALL | METH_KEYWORDS,
      "prepare(*args, grid=, block=, smem=, cluster=): the call checked and packed once; the returned object launches "

@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import add, itemgetter, neg
 from typing import TYPE_CHECKING, Any
 
 from .. import verify as _verify  # noqa: F401 - a first launch verifies its binary: imported with the runtime
@@ -112,6 +113,7 @@ class DeviceEntry:
     roles: tuple[str, ...]  # the device roles its layout's hidden device-derived params take, in order
     pdl: bool  # its launch spec's
     cooperative: bool
+    row: int  # its place in the device's dispatch order (the C launcher's table row)
     binary: Binary | None = None  # the rest is filled when the entry is first chosen (load_entry)
     kernel: int = 0
     facts: LaunchFacts | None = None
@@ -131,14 +133,49 @@ class DeviceEntry:
         return self.launch
 
 
-class _Entries(Sequence[DeviceEntry]):
-    """A device's dispatch order: ``rows`` (per entry: its place in the family's order, binary, how well it fits, C
-    plan, PDL, cooperative), each :class:`DeviceEntry` made when first asked for (:meth:`KernelFamily._entry`; a
-    first launch asks for one) and kept in ``made``; the C launcher's table is made from the rows."""
+Row = tuple[int, int, int, int, bool, bool]  # a specialization (its place in the family's order), the binary it runs
+#                                            there, how well it fits, its C plan, PDL, cooperative
+Verdict = tuple[int, int, int, int, bool, bool]  # of a specialization on a device: its best binary's quality, that
+#                                                binary, how well it fits (<= 0: it cannot run there), its layout, PDL,
+#                                                cooperative
 
-    def __init__(self, family: KernelFamily, rows: list[tuple[int, int, int, int, bool, bool]]) -> None:
+
+class _Rows(Sequence[Row]):
+    """A device's rows: ``order`` (each row's specialization, by its place in the family's order), from each
+    specialization's :data:`Verdict` and first C plan; a row is made when asked for (a first launch asks for one), and
+    the C launcher's plans are read as columns."""
+
+    def __init__(self, order: Sequence[int], verdicts: Sequence[Verdict], firsts: Sequence[int]) -> None:
+        self.order, self.verdicts, self.firsts = order, verdicts, firsts
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, j: Any) -> Any:
+        if isinstance(j, slice):
+            return [self[k] for k in range(*j.indices(len(self)))]
+        pos = self.order[j]
+        _, best, fit, layout, pdl, coop = self.verdicts[pos]
+        return (pos, best, fit, self.firsts[pos] + layout, pdl, coop)
+
+    def c_plans(self) -> list[int]:
+        """Each row's C plan."""
+        verdict = map(self.verdicts.__getitem__, self.order)
+        return list(map(add, map(self.firsts.__getitem__, self.order), map(itemgetter(3), verdict)))
+
+    def launch_flags(self) -> set[tuple[bool, bool]]:
+        """The rows' (PDL, cooperative) pairs."""
+        return {(v[4], v[5]) for v in set(self.verdicts) if v[2] > 0}
+
+
+class _Entries(Sequence[DeviceEntry]):
+    """A device's dispatch order: ``rows`` (:data:`Row`), each :class:`DeviceEntry` made when first asked for
+    (:meth:`KernelFamily._entry`; a first launch asks for one) and kept in ``made`` (by row); the C launcher's table
+    is made from the rows."""
+
+    def __init__(self, family: KernelFamily, rows: _Rows) -> None:
         self.family, self.rows = family, rows
-        self.made: list[DeviceEntry | None] = [None] * len(rows)
+        self.made: dict[int, DeviceEntry] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -147,17 +184,18 @@ class _Entries(Sequence[DeviceEntry]):
     def __getitem__(self, j: Any) -> Any:
         if isinstance(j, slice):
             return [self[k] for k in range(*j.indices(len(self)))]
-        got = self.made[j]
+        got = self.made.get(j)
         if got is None:
             with self._lock:
-                got = self.made[j]
+                got = self.made.get(j)
                 if got is None:
-                    got = self.made[j] = self.family._entry(*self.rows[j])
+                    row = self.rows[j]  # IndexError past the end
+                    j = range(len(self.rows))[j]
+                    got = self.made[j] = self.family._entry(j, *row)
         return got
 
     def __iter__(self) -> Iterator[DeviceEntry]:
         return (self[j] for j in range(len(self.rows)))
-
 
 @dataclass
 class DeviceState:
@@ -226,9 +264,8 @@ class KernelFamily:
                 raise BundleError(f"{self._index.source}: kernel {self.name}: its dispatch record disagrees with "
                                   f"its manifest entries (the file was altered)")
             for state in self._states.values():  # the device entries made from the record get the whole objects
-                for e in state.entries.made:
-                    if e is not None:
-                        _link(e, specs)
+                for e in state.entries.made.values():
+                    _link(e, specs)
         return tuple(specs)
 
     @property
@@ -273,53 +310,64 @@ class KernelFamily:
 
     def _load_device(self, ordinal: int) -> DeviceState:
         """The device's dispatch order (from the family's record, or from its specializations); each entry's binary
-        is loaded when a launch first chooses it. Each distinct set of binaries and requirements is judged once."""
+        is loaded when a launch first chooses it. Each distinct set of binaries and requirements is judged once:
+        the first of its best binaries, and how well the device fits it (<= 0: it cannot run there)."""
         info = self.loader.driver.device(ordinal)
         props = device_properties(info)
-        r = self.record
-        specs = self.specs if r is None else ()
-        rows: list[tuple[int, int, int, int, bool, bool]] = []
-        missing, unmet = [], {}
-        judged: dict[tuple[int, int], tuple[int, int, int]] = {}
-        bins: Any  # each binary's (arch, kind, ...): a record's rows are longer
-        for pos in range(len(r.label) if r is not None else len(specs)):
-            if r is not None:
-                bins, req, index = r.bins[pos], r.requires[pos], r.index[pos]
-            else:
-                src = specs[pos].src
-                bins, req, index = src.bins, src.requirements, src.index
-            key = (id(bins), id(req))
-            got = judged.get(key)
-            if got is None:
-                q, best = max((quality(b[0], b[1] == "ptx", info.major, info.minor), -i) for i, b in enumerate(bins))
-                got = judged[key] = (q, -best, dev_model.device_quality(q, req, props))  # the first of the best
-            q, best, fit = got
-            if fit <= 0:
-                missing.append(pos)
-                if q > 0:
-                    unmet[index] = ""  # why: made when a launch needs to say it (_unmet_text)
-                continue
-            if r is not None:
-                rows.append((pos, best, fit, r.first[pos] + bins[best][3], *r.launch[bins[best][4]]))
-            else:
-                ls = src.launch_of(best)
-                rows.append((pos, best, fit, specs[pos].first_plan + src.layout_of[best], ls.pdl, ls.cooperative))
-        rank: Sequence[Any] = r.rank if r is not None else [order_key(s.specificity) for s in specs]
-        order: Sequence[int] = r.index if r is not None else [s.index for s in specs]
-        rows.sort(key=lambda e: (rank[e[0]], -e[2], order[e[0]]))
-        return DeviceState(info, _Entries(self, rows), missing, unmet)
 
-    def _entry(self, pos: int, best: int, fit: int, c_plan: int, pdl: bool, coop: bool) -> DeviceEntry:
-        """The device entry of specialization ``pos`` (dispatch order) running its binary ``best``."""
+        def judge(bins: Any, req: Any) -> tuple[int, int, int]:
+            q, best = max((quality(b[0], b[1] == "ptx", info.major, info.minor), -i) for i, b in enumerate(bins))
+            return q, -best, dev_model.device_quality(q, req, props)
+
+        r = self.record
+        verdicts: list[Verdict]  # per specialization, in the family's order
+        if r is not None:
+            judged: dict[tuple[int, int], Verdict] = {}
+            for k in set(zip(r.bins, r.requires)):
+                q, best, fit = judge(r.binsets[k[0]], r.requirements[k[1]])
+                b = r.binsets[k[0]][best]
+                judged[k] = (q, best, fit, b[3], *r.launch[b[4]])
+            verdicts = list(map(judged.__getitem__, zip(r.bins, r.requires)))
+            firsts, index = r.first, r.index
+        else:
+            specs = self.specs
+            seen: dict[tuple[int, int], tuple[int, int, int]] = {}
+            verdicts = []
+            for s in specs:
+                src = s.src
+                key = (id(src.bins), id(src.requirements))
+                got = seen.get(key)
+                if got is None:
+                    got = seen[key] = judge(src.bins, src.requirements)
+                ls = src.launch_of(got[1])
+                verdicts.append((*got, src.layout_of[got[1]], ls.pdl, ls.cooperative))
+            firsts, index = [s.first_plan for s in specs], [s.index for s in specs]
+        # the device's order: the family's (by rank, then bundle index) but by how well each fits within a rank
+        # (written with map and zip, per specialization: a first launch orders thousands)
+        n, fits = len(verdicts), {v[2] for v in set(verdicts)}
+        missing = [] if min(fits) > 0 else [pos for pos, v in enumerate(verdicts) if v[2] <= 0]
+        unmet = {index[pos]: "" for pos in missing if verdicts[pos][0] > 0}  # why: made when a launch says it
+        order: Sequence[int] = range(n)
+        if len({f for f in fits if f > 0}) > 1:
+            rank: Sequence[Any] = r.rank if r is not None else [order_key(s.specificity) for s in self.specs]
+            order = list(map(itemgetter(3), sorted(zip(rank, map(neg, map(itemgetter(2), verdicts)), index, range(n)))))
+        if missing:
+            gone = set(missing)
+            order = [pos for pos in order if pos not in gone]
+        return DeviceState(info, _Entries(self, _Rows(order, verdicts, firsts)), missing, unmet)
+
+    def _entry(self, row: int, pos: int, best: int, fit: int, c_plan: int, pdl: bool, coop: bool) -> DeviceEntry:
+        """Row ``row`` of a device's dispatch order: specialization ``pos`` (the family's order) running its binary
+        ``best``."""
         r, roles = self.record, self.plan_roles[c_plan]
         if r is not None:
-            e = DeviceEntry(None, best, fit, None, None, r.label[pos], pos, c_plan, roles, pdl, coop)
+            e = DeviceEntry(None, best, fit, None, None, r.label[pos], pos, c_plan, roles, pdl, coop, row)
             if self._specs is not None:
                 _link(e, self._specs)
             return e
         s = self.specs[pos]
         return DeviceEntry(s, best, fit, s.layouts[s.src.layout_of[best]], s.src.launch_of(best), s.label, pos,
-                           c_plan, roles, pdl, coop)
+                           c_plan, roles, pdl, coop, row)
 
     def load_entry(self, state: DeviceState, entry: DeviceEntry) -> None:
         """Build, verify and load the entry's binary on its device (once; the first launch that chooses it), and
@@ -333,7 +381,7 @@ class KernelFamily:
             i = entry.bin_index
             if self.record is not None:  # what the build verified, read from the record; the blob hash-checked
                 r = self.record
-                _, kind, blob, layout, facts, arch = r.bins[entry.pos][i]
+                _, kind, blob, layout, facts, arch = r.binsets[r.bins[entry.pos]][i]
                 name = r.entry[entry.pos]
                 b = self._index.record_binary(entry.label, self.name, blob, arch, kind)
                 entry.kernel = self.loader.kernel(entry.label, name, b, info)
@@ -354,7 +402,7 @@ class KernelFamily:
                 entry.smem_raised = f.dyn_smem
             self._device_values(entry, info, device_properties(info))
             entry.ready = True
-            self._publish(info.ordinal, state)
+            self._publish(info.ordinal, state, entry)
 
     def _fast_load(self, ordinal: int, j: int) -> bool:
         """The C launcher chose entry ``j`` of device ``ordinal``, not loaded yet: load it (True when the C path
@@ -411,29 +459,24 @@ class KernelFamily:
                               f"(cuOccupancyMaxActiveClusters gave {n}) for its max_active_clusters parameter")
         return n
 
-    def _publish(self, ordinal: int, state: DeviceState) -> None:
-        """Hand the device's dispatch table to the C launcher."""
+    def _publish(self, ordinal: int, state: DeviceState, loaded: DeviceEntry | None = None) -> None:
+        """Hand the device's dispatch table to the C launcher (``loaded``: the one entry that changed, its row
+        replaced in place when the C launcher holds the table)."""
         if self.fast is None:
             return
         from .fast import prepare_fast_path
 
         prepare_fast_path()
+        if loaded is not None and self.fast._set_entry(ordinal, loaded.row, _c_row(loaded)):
+            return
         info = state.info
         ents = state.entries
-        if any(coop or (pdl and info.major < PDL_MIN_MAJOR) for _, _, _, _, pdl, coop in ents.rows):
+        if any(coop or (pdl and info.major < PDL_MIN_MAJOR) for pdl, coop in ents.rows.launch_flags()):
             return  # a cooperative grid is checked against the occupancy, an unsupported PDL refused, in Python
-        rows: list[tuple[Any, ...]] = []
-        for (_, _, _, c_plan, pdl, _), e in zip(ents.rows, ents.made):
-            f = e.facts if e is not None else None
-            if e is None or f is None or not e.ready or e.error is not None:
-                # not loaded yet (or unusable): C asks _fast_load
-                rows.append((c_plan, 0, (0, 0, 0), (0, 0, 0), 0, (0, 0, 0), (0, 0, 0), 0, 0, 0,
-                             (0,) * len(self.plan_roles[c_plan]), pdl))
-                continue
-            values = tuple(e.values[r] for r in e.roles)
-            rows.append((e.c_plan, e.kernel, f.fixed_block or (0, 0, 0), f.reqntid or (0, 0, 0),
-                         f.max_threads, f.cluster or (0, 0, 0), f.spec_cluster or (0, 0, 0), f.static_smem,
-                         f.dyn_smem, e.smem_raised, values, e.pdl))
+        # an entry not loaded yet (or unusable) is its plan alone: C asks _fast_load when dispatch chooses it
+        rows: list[Any] = ents.rows.c_plans()
+        for j, e in list(ents.made.items()):  # a copy: another thread may make an entry meanwhile
+            rows[j] = _c_row(e)
         self.fast._set_device(ordinal, info.context, info.max_grid, info.max_block, info.max_threads,
                               info.smem_optin, int(info.cluster_launch), tuple(rows))
 
@@ -627,6 +670,17 @@ class KernelFamily:
         finally:
             if saved and saved != info.context:
                 d.set_current(saved)
+
+
+def _c_row(e: DeviceEntry) -> Any:
+    """The C launcher's row of a device entry: its plan alone until it is loaded (and usable), then its kernel and
+    launch facts."""
+    f = e.facts
+    if f is None or not e.ready or e.error is not None:
+        return e.c_plan
+    return (e.c_plan, e.kernel, f.fixed_block or (0, 0, 0), f.reqntid or (0, 0, 0), f.max_threads,
+            f.cluster or (0, 0, 0), f.spec_cluster or (0, 0, 0), f.static_smem, f.dyn_smem, e.smem_raised,
+            tuple(e.values[r] for r in e.roles), e.pdl)
 
 
 def _link(e: DeviceEntry, specs: Sequence[Specialization]) -> None:

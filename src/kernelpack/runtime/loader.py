@@ -31,8 +31,10 @@ class Loader:
         self.source = source
         self.lock = threading.RLock()
         self._driver: drv.Driver | None = None
-        self._libraries: dict[str, int] = {}  # binary sha256 -> CUlibrary
-        self._kernels: dict[tuple[str, str], int] = {}  # (sha256, entry) -> CUkernel
+        # by the Binary object, which the cache keeps (so its id is not reused): a bundle's readers give one object
+        # per blob, and hashing a large cubin again would cost a first launch ~1 ms per MB
+        self._libraries: dict[int, tuple[int, Binary]] = {}  # id(binary) -> (CUlibrary, binary)
+        self._kernels: dict[tuple[int, str], int] = {}  # (id(binary), entry) -> CUkernel
         self._in_context: set[tuple[int, int]] = set()  # (device, CUkernel) already loaded in its context
 
     @property
@@ -48,11 +50,12 @@ class Loader:
     def kernel(self, label: str, entry: str, b: Binary, device: drv.DeviceInfo) -> int:
         """The CUkernel ``entry`` (of kernel ``label``) in binary ``b``, loaded into ``device``'s primary context
         (callers hold no lock)."""
-        key = (b.sha256, entry)
+        key = (id(b), entry)
         with self.lock:
             k = self._kernels.get(key)
             if k is None:
-                lib = self._libraries.get(b.sha256)
+                got = self._libraries.get(id(b))
+                lib = got[0] if got is not None else None
                 where = f"kernel {label} ({b.arch} {b.kind} from {self.source})"
                 if lib is None:
                     image = b.data + b"\0" if b.kind == "ptx" else b.data  # the driver reads PTX up to a NUL
@@ -64,7 +67,7 @@ class Loader:
                         raise drv.DriverError(f"{where}: cuLibraryLoadData failed with {e.name} ({e.code}): "
                                               f"{ptx_too_new_hint(b.ptx_isa or '?', self.driver.version)}",
                                               code=e.code, name=e.name, status=e.status) from None
-                    self._libraries[b.sha256] = lib
+                    self._libraries[id(b)] = (lib, b)
                 k = self.driver.get_kernel(lib, entry, where)
                 self._kernels[key] = k
             if (device.ordinal, k) not in self._in_context:

@@ -21,8 +21,11 @@ Text (canonical JSON; tables hold each distinct row once, the specializations ar
      "grids": [[plan, grid program | false], ...], "roles": [[plan, [device role, ...]], ...],
      "facts": [[pdl, cooperative, block, reqntid, max_threads, cluster, spec_cluster, static_smem, dyn_smem], ...],
      "binsets": [[[arch, kind, blob, layout, facts index], ...], ...], "requires": [[[name, value], ...], ...],
-     "specs": {"index": [...], "label": [...], "entry": [...], "rank": [...], "first": [...], "bins": [binset
-               index, ...], "requires": [requires index, ...]}}
+     "specs": {"label": [...], "entry": [...], "index": hex, "rank": hex, "first": hex, "bins": hex (binset
+               indices), "requires": hex (requires indices)}}
+
+The integer columns are texts of 4 hex digits per value (8 when one exceeds 0xFFFF): one JSON string reads many times
+faster than a list of numbers, and a first launch reads them all.
 
 ``plans`` are the C launcher's (each specialization's layouts, in dispatch order; a specialization's binary of
 ``layout`` launches plan ``first + layout``), each its slots' indices in the table, as text of 4 hex digits per
@@ -36,6 +39,8 @@ version is not read.
 from __future__ import annotations
 
 import json
+import sys
+from array import array
 from collections.abc import Callable, Sequence
 from itertools import chain
 from typing import Any
@@ -47,7 +52,7 @@ from ..launch.facts import binary_facts
 from ..launch.family import order_key
 from ..launch.plan import grid_program
 
-VERSION = 1
+VERSION = 2  # 2: integer columns as hex text
 
 
 def family_record(arts: Sequence[KernelArtifact], blob_of: Callable[[Binary], int]) -> bytes | None:
@@ -98,10 +103,34 @@ def family_record(arts: Sequence[KernelArtifact], blob_of: Callable[[Binary], in
                 cols[k].append(v)
     except (KernelpackError, ValueError, KeyError, TypeError):
         return None
+    specs = {k: _hex_column(v) if k in INT_COLUMNS else v for k, v in cols.items()}
     record = {"v": VERSION, "args": list(fam.arg_names), "slots": list(slots), "plans": plans, "grids": grids,
               "roles": roles, "facts": list(facts), "binsets": list(binsets), "requires": list(requires),
-              "specs": cols}
+              "specs": specs}
     return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+INT_COLUMNS = ("index", "rank", "first", "bins", "requires")  # stored as hex text (_hex_column)
+
+
+def _hex_column(values: list[int]) -> str:
+    """Non-negative ints as one text: 4 hex digits each, or 8 when one exceeds 0xFFFF (json reads one string much
+    faster than a list of numbers)."""
+    width = 4 if max(values, default=0) <= 0xFFFF else 8
+    return "".join(f"{v:0{width}x}" for v in values)
+
+
+def _int_column(text: Any, n: int, what: str) -> list[int]:
+    """A column of ``n`` ints from its text (:func:`_hex_column`)."""
+    if not isinstance(text, str) or len(text) not in (4 * n, 8 * n):
+        raise ValueError(f"{what} is not a text of {n} hex numbers")
+    raw = bytes.fromhex(text)  # ValueError: not hex digits
+    if 2 * len(raw) != len(text):  # fromhex skips whitespace
+        raise ValueError(f"{what} is not a text of {n} hex numbers")
+    column = array("H" if len(text) == 4 * n else "I", raw)  # 2 and 4 bytes on every platform CPython runs on
+    if sys.byteorder == "little":
+        column.byteswap()  # the text is big-endian
+    return column.tolist()
 
 
 Bins = tuple[tuple[Arch, str, int, int, int, str], ...]  # per binary: arch, kind, blob, layout, facts, arch text
@@ -110,10 +139,11 @@ Bins = tuple[tuple[Arch, str, int, int, int, str], ...]  # per binary: arch, kin
 class FamilyRecord:
     """A dispatch record read from its text and checked to be well formed (:func:`read_record`). The
     specializations, in dispatch order, are columns: ``index`` (bundle order), ``label``, ``entry``, ``rank``,
-    ``first`` (its first C plan), ``bins`` (its binaries) and ``requires`` (its device requirements)."""
+    ``first`` (its first C plan), ``bins`` (its binaries: an index in ``binsets``) and ``requires`` (its device
+    requirements: an index in ``requirements``)."""
 
-    __slots__ = ("arg_names", "plans", "slots", "labels", "grids", "roles", "launch", "facts", "index", "label",
-                 "entry", "rank", "first", "bins", "requires")
+    __slots__ = ("arg_names", "plans", "slots", "labels", "grids", "roles", "launch", "facts", "binsets",
+                 "requirements", "index", "label", "entry", "rank", "first", "bins", "requires")
 
     def __init__(self) -> None:
         self.arg_names: tuple[str, ...] = ()
@@ -129,8 +159,10 @@ class FamilyRecord:
         self.entry: list[str] = []
         self.rank: list[int] = []
         self.first: list[int] = []
-        self.bins: list[Bins] = []
-        self.requires: list[tuple[tuple[str, int], ...]] = []
+        self.binsets: tuple[Bins, ...] = ()  # the distinct sets of binaries
+        self.requirements: tuple[tuple[tuple[str, int], ...], ...] = ()  # the distinct device requirements
+        self.bins: list[int] = []  # each specialization's binaries: its index in binsets
+        self.requires: list[int] = []  # and its requirements: its index in requirements
 
 
 def read_record(text: bytes, nblobs: int) -> FamilyRecord | None:
@@ -164,9 +196,6 @@ def _dim3(x: Any) -> tuple[int, int, int] | None:
 def _tuples(x: Any) -> Any:
     """JSON lists as tuples, all the way down (the C launcher reads tuples)."""
     return tuple(map(_tuples, x)) if isinstance(x, list) else x
-
-
-_ARCHS: dict[str, Arch] = {}  # arch text -> Arch (parsed once per process)
 
 
 def _record(doc: Any, nblobs: int) -> FamilyRecord:
@@ -204,14 +233,13 @@ def _record(doc: Any, nblobs: int) -> FamilyRecord:
         facts.append((_dim3(block), _dim3(reqntid), max_threads, _dim3(cluster), _dim3(spec_cluster), static_smem,
                       dyn_smem))
     r.launch, r.facts = tuple(launch), tuple(facts)
-    arch_memo = _ARCHS
     binsets: list[Bins] = []
     for bs in _only(doc["binsets"], list, "binsets"):
         out = []
         for arch_t, kind, blob, layout, fi in bs:
-            arch = arch_memo.get(arch_t)
-            if arch is None:
-                arch = arch_memo[arch_t] = Arch.parse(_only([arch_t], str, "arch")[0]).real
+            arch = Arch.parse(_only([arch_t], str, "arch")[0])
+            if arch.virtual:
+                raise ValueError(f"binary arch {arch_t!r:.20} is not a real arch")
             if kind not in ("cubin", "ptx") or type(blob) is not int or not 0 <= blob < nblobs:
                 raise ValueError(f"binary {arch_t!r:.20} {kind!r:.20} blob {blob!r:.20}")
             if type(layout) is not int or layout < 0 or type(fi) is not int or not 0 <= fi < len(facts):
@@ -227,23 +255,22 @@ def _record(doc: Any, nblobs: int) -> FamilyRecord:
     cols = doc["specs"]
     if not isinstance(cols, dict):
         raise ValueError("specs is not an object of columns")
-    n = len(_only(cols["index"], int, "index"))
+    n = len(_only(cols["label"], str, "label"))
     if not n:
         raise ValueError("no specialization")
-    r.index, r.rank, r.first = cols["index"], _only(cols["rank"], int, "rank", n), _only(cols["first"], int, "first", n)
-    r.label, r.entry = _only(cols["label"], str, "label", n), _only(cols["entry"], str, "entry", n)
+    r.label, r.entry = cols["label"], _only(cols["entry"], str, "entry", n)
     if not all(r.entry):
         raise ValueError("an empty entry symbol")
-    if min(_only(cols["bins"], int, "bins", n)) < 0 or min(_only(cols["requires"], int, "requires", n)) < 0:
-        raise ValueError("a negative binset or requires index")
-    r.bins = [binsets[i] for i in cols["bins"]]  # IndexError: a binset it lacks
-    r.requires = [requires[i] for i in cols["requires"]]
+    r.index, r.rank, r.first, r.bins, r.requires = (_int_column(cols[k], n, k) for k in INT_COLUMNS)
+    if max(r.bins) >= len(binsets) or max(r.requires) >= len(requires):
+        raise ValueError("a binset or requires index past its table")
+    r.binsets, r.requirements = tuple(binsets), tuple(requires)
     if len(plans) == n and r.first == list(range(n)) and not any(b[3] for bs in binsets for b in bs):
         r.labels = tuple(r.label)  # one layout per specialization (the common case): plan k is specialization k's
     else:
         labels = [""] * len(plans)
         for first, bins, label in zip(r.first, r.bins, r.label):
-            for b in bins:
+            for b in binsets[bins]:
                 if not 0 <= first + b[3] < len(plans):
                     raise ValueError(f"{label}: layout {b[3]} of plan {first}: no such plan")
                 labels[first + b[3]] = label
