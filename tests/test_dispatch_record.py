@@ -138,6 +138,16 @@ def _slot_field(k: int, value: int) -> Any:
     return edit
 
 
+def _int_value(column: str, text: str) -> Any:
+    """An edit: the first value of integer column ``column`` (4 hex digits each in these records) made ``text``."""
+    def edit(doc: dict[str, Any]) -> None:
+        at = rec.INT_COLUMNS.index(column) * len(doc["specs"]["label"]) * 4
+        ints = doc["specs"]["ints"]
+        doc["specs"]["ints"] = ints[:at] + text + ints[at + 4:]
+
+    return edit
+
+
 MALFORMED = {
     "not_json": lambda doc: b"{not json",
     "not_an_object": lambda doc: b"[1, 2]",
@@ -152,13 +162,13 @@ MALFORMED = {
     "facts_out_of_range": lambda doc: doc["binsets"][0][0].__setitem__(4, -1),
     "arch_not_an_arch": lambda doc: doc["binsets"][0][0].__setitem__(0, "sm_xx"),
     "label_not_a_string": lambda doc: doc["specs"]["label"].__setitem__(0, 7),
-    "column_short": lambda doc: doc["specs"].__setitem__("rank", doc["specs"]["rank"][:-4]),
-    "column_as_a_list": lambda doc: doc["specs"].__setitem__("rank", [0] * len(doc["specs"]["label"])),
-    "column_not_hex": lambda doc: doc["specs"].__setitem__("first", "zz" + doc["specs"]["first"][2:]),
-    "column_with_spaces": lambda doc: doc["specs"].__setitem__("index", " 0" + doc["specs"]["index"][2:]),
-    "column_missing": lambda doc: doc["specs"].pop("index"),
-    "binset_out_of_range": lambda doc: doc["specs"].__setitem__("bins", "0063" + doc["specs"]["bins"][4:]),
-    "requires_out_of_range": lambda doc: doc["specs"].__setitem__("requires", "ffff" + doc["specs"]["requires"][4:]),
+    "ints_short": lambda doc: doc["specs"].__setitem__("ints", doc["specs"]["ints"][:-4]),
+    "ints_as_a_list": lambda doc: doc["specs"].__setitem__("ints", [0] * 5 * len(doc["specs"]["label"])),
+    "ints_not_hex": _int_value("first", "zz00"),
+    "ints_with_spaces": _int_value("index", " 000"),
+    "ints_missing": lambda doc: doc["specs"].pop("ints"),
+    "binset_out_of_range": _int_value("bins", "0063"),
+    "requires_out_of_range": _int_value("requires", "ffff"),
     "requires_not_pairs": lambda doc: doc["requires"].append([["sm_count"]]),
     "grid_of_no_plan": lambda doc: doc["grids"].append([99, False]),
     "roles_not_names": lambda doc: doc["roles"].append([0, [1, 2]]),
@@ -237,7 +247,7 @@ def test_records_are_small_next_to_the_entries(bundle):
 def test_small_families_share_their_chunks_and_a_large_one_has_its_own(runtime_bundle):
     """Entries and records are grouped in streams of ~16 KiB: a table of many one-specialization families stays
     small, and a family's first use expands one stream, not the whole manifest."""
-    from kernelpack.bundle import CHUNK
+    from kernelpack.bundle import CHUNK, RECORD_CHUNK
 
     add = next(a for a in runtime_bundle if a.label == "add")
     many = [dataclasses.replace(add, name=f"k{i}") for i in range(300)]
@@ -249,7 +259,9 @@ def test_small_families_share_their_chunks_and_a_large_one_has_its_own(runtime_b
     assert all(chunks[c]["raw_size"] <= CHUNK for c in entries)
     (own,) = [c for n, c in zip(fams["name"], fams["entries"]) if n == "big"]
     assert fams["entries"].count(own) == 1 and chunks[own]["raw_size"] > CHUNK, "a family over a chunk is alone"
-    assert 0 <= min(fams["dispatch"]) and len(set(fams["dispatch"])) < 300 // 10
+    records = [c for n, c in zip(fams["name"], fams["dispatch"]) if n != "big"]
+    assert 0 <= min(records) and len(set(records)) < 300 // 3, "their records share chunks too"
+    assert all(chunks[c]["raw_size"] <= RECORD_CHUNK for c in records)
 
 
 @pytest.mark.parametrize("values", [[0], [3, 0, 65535, 7], [1, 65536, 2], [0xFFFFFFFF, 0]])

@@ -101,7 +101,7 @@ def pack(blob_meta: Sequence[Mapping[str, Any]], stored: Sequence[bytes], arts: 
         body = manifest_json(1, generator, [dict(m) for m in blob_meta], [dict(a) for a in arts])
     else:
         chunks: list[dict[str, Any]] = []
-        entries, records = _Chunks(out, chunks), _Chunks(out, chunks)
+        entries, records = _Chunks(out, chunks, CHUNK), _Chunks(out, chunks, RECORD_CHUNK)
         cols: dict[str, list[Any]] = {k: [] for k in ("name", "count", "entries", "line", "dispatch", "record")}
         for name, lines in _grouped(arts):
             chunk, line = entries.add(lines)
@@ -132,16 +132,17 @@ def _grouped(arts: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[bytes]]]
     return out
 
 
-CHUNK = 16 << 10  # raw bytes of a stream that several families' texts share (a larger family's is alone)
+CHUNK = 16 << 10  # raw bytes of a stream that several families' entry lines share (a larger family's is alone)
+RECORD_CHUNK = 4 << 10  # and of their dispatch records: a family's first launch expands and hashes its stream
 
 
 class _Chunks:
-    """Texts of one kind (entry lines, dispatch records) grouped into zlib streams of about :data:`CHUNK` bytes
-    appended to ``out``, each named by its span in ``spans``: small families share a stream (a table of tens of
-    thousands of one-specialization families stays small), a family's first use expands one stream."""
+    """Texts of one kind (entry lines, dispatch records) grouped into zlib streams of about ``limit`` bytes appended
+    to ``out``, each named by its span in ``spans``: small families share a stream (a table of tens of thousands of
+    one-specialization families stays small), a family's first use expands one stream."""
 
-    def __init__(self, out: bytearray, spans: list[Any]) -> None:
-        self.out, self.spans = out, spans
+    def __init__(self, out: bytearray, spans: list[Any], limit: int) -> None:
+        self.out, self.spans, self.limit = out, spans, limit
         self.lines: list[bytes] = []
         self.size = 0
         self.at = -1  # the index in spans of the stream being filled (reserved when it is started)
@@ -150,7 +151,7 @@ class _Chunks:
         """``lines`` in the stream being filled (a new one when they would overflow it): its index in ``spans``
         and the first line's number."""
         size = sum(map(len, lines)) + len(lines)
-        if self.lines and self.size + size > CHUNK:
+        if self.lines and self.size + size > self.limit:
             self.flush()
         if not self.lines:
             self.at = len(self.spans)

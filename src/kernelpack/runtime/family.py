@@ -19,7 +19,8 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from operator import add, itemgetter, neg
+from itertools import compress
+from operator import add, itemgetter, neg, not_
 from typing import TYPE_CHECKING, Any
 
 from .. import verify as _verify  # noqa: F401 - a first launch verifies its binary: imported with the runtime
@@ -315,18 +316,23 @@ class KernelFamily:
         info = self.loader.driver.device(ordinal)
         props = device_properties(info)
 
-        def judge(bins: Any, req: Any) -> tuple[int, int, int]:
+        def pick(bins: Any) -> tuple[int, int]:  # the first of the best binaries, and its quality
             q, best = max((quality(b[0], b[1] == "ptx", info.major, info.minor), -i) for i, b in enumerate(bins))
-            return q, -best, dev_model.device_quality(q, req, props)
+            return q, -best
+
+        def judge(bins: Any, req: Any) -> tuple[int, int, int]:
+            q, best = pick(bins)
+            return q, best, dev_model.device_quality(q, req, props)
 
         r = self.record
         verdicts: list[Verdict]  # per specialization, in the family's order
         if r is not None:
+            picked = {i: pick(r.binsets[i]) for i in set(r.bins)}
             judged: dict[tuple[int, int], Verdict] = {}
             for k in set(zip(r.bins, r.requires)):
-                q, best, fit = judge(r.binsets[k[0]], r.requirements[k[1]])
+                q, best = picked[k[0]]
                 b = r.binsets[k[0]][best]
-                judged[k] = (q, best, fit, b[3], *r.launch[b[4]])
+                judged[k] = (q, best, dev_model.device_quality(q, r.requirements[k[1]], props), b[3], *r.launch[b[4]])
             verdicts = list(map(judged.__getitem__, zip(r.bins, r.requires)))
             firsts, index = r.first, r.index
         else:
@@ -342,18 +348,23 @@ class KernelFamily:
                 ls = src.launch_of(got[1])
                 verdicts.append((*got, src.layout_of[got[1]], ls.pdl, ls.cooperative))
             firsts, index = [s.first_plan for s in specs], [s.index for s in specs]
-        # the device's order: the family's (by rank, then bundle index) but by how well each fits within a rank
-        # (written with map and zip, per specialization: a first launch orders thousands)
-        n, fits = len(verdicts), {v[2] for v in set(verdicts)}
-        missing = [] if min(fits) > 0 else [pos for pos, v in enumerate(verdicts) if v[2] <= 0]
-        unmet = {index[pos]: "" for pos in missing if verdicts[pos][0] > 0}  # why: made when a launch says it
-        order: Sequence[int] = range(n)
-        if len({f for f in fits if f > 0}) > 1:
+        # the device's order: the family's (by rank, then bundle index) but by how well each fits within a rank, less
+        # what cannot run there. Written with map, zip and compress, per distinct verdict: a first launch orders
+        # thousands of specializations, and a Python loop over them would cost it a millisecond
+        n, distinct = len(verdicts), set(verdicts)
+        runs = {v: v[2] > 0 for v in distinct}
+        keep = None if all(runs.values()) else list(map(runs.__getitem__, verdicts))  # None: every one runs here
+        missing = [] if keep is None else list(compress(range(n), map(not_, keep)))
+        built = {v: v[0] > 0 for v in distinct}  # a binary runs: its device requirements fail (say why on demand)
+        unmet = dict.fromkeys(compress(map(index.__getitem__, missing),
+                                       map(built.__getitem__, map(verdicts.__getitem__, missing))), "")
+        order: Sequence[int]
+        if len({v[2] for v in distinct if v[2] > 0}) > 1:
             rank: Sequence[Any] = r.rank if r is not None else [order_key(s.specificity) for s in self.specs]
-            order = list(map(itemgetter(3), sorted(zip(rank, map(neg, map(itemgetter(2), verdicts)), index, range(n)))))
-        if missing:
-            gone = set(missing)
-            order = [pos for pos in order if pos not in gone]
+            keys = zip(rank, map(neg, map(itemgetter(2), verdicts)), index, range(n))
+            order = list(map(itemgetter(3), sorted(keys if keep is None else compress(keys, keep))))
+        else:
+            order = range(n) if keep is None else list(compress(range(n), keep))
         return DeviceState(info, _Entries(self, _Rows(order, verdicts, firsts)), missing, unmet)
 
     def _entry(self, row: int, pos: int, best: int, fit: int, c_plan: int, pdl: bool, coop: bool) -> DeviceEntry:

@@ -21,11 +21,11 @@ Text (canonical JSON; tables hold each distinct row once, the specializations ar
      "grids": [[plan, grid program | false], ...], "roles": [[plan, [device role, ...]], ...],
      "facts": [[pdl, cooperative, block, reqntid, max_threads, cluster, spec_cluster, static_smem, dyn_smem], ...],
      "binsets": [[[arch, kind, blob, layout, facts index], ...], ...], "requires": [[[name, value], ...], ...],
-     "specs": {"label": [...], "entry": [...], "index": hex, "rank": hex, "first": hex, "bins": hex (binset
-               indices), "requires": hex (requires indices)}}
+     "specs": {"label": [...], "entry": [...], "ints": hex}}
 
-The integer columns are texts of 4 hex digits per value (8 when one exceeds 0xFFFF): one JSON string reads many times
-faster than a list of numbers, and a first launch reads them all.
+``ints`` holds the integer columns one after the other -- ``index``, ``rank``, ``first``, ``bins`` (binset indices),
+``requires`` (requires indices) -- as one text of 4 hex digits per value (8 when one exceeds 0xFFFF): one JSON string
+reads many times faster than lists of numbers, and a first launch reads them all.
 
 ``plans`` are the C launcher's (each specialization's layouts, in dispatch order; a specialization's binary of
 ``layout`` launches plan ``first + layout``), each its slots' indices in the table, as text of 4 hex digits per
@@ -103,14 +103,15 @@ def family_record(arts: Sequence[KernelArtifact], blob_of: Callable[[Binary], in
                 cols[k].append(v)
     except (KernelpackError, ValueError, KeyError, TypeError):
         return None
-    specs = {k: _hex_column(v) if k in INT_COLUMNS else v for k, v in cols.items()}
+    specs = {"label": cols["label"], "entry": cols["entry"],
+             "ints": _hex_column([v for k in INT_COLUMNS for v in cols[k]])}
     record = {"v": VERSION, "args": list(fam.arg_names), "slots": list(slots), "plans": plans, "grids": grids,
               "roles": roles, "facts": list(facts), "binsets": list(binsets), "requires": list(requires),
               "specs": specs}
     return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
-INT_COLUMNS = ("index", "rank", "first", "bins", "requires")  # stored as hex text (_hex_column)
+INT_COLUMNS = ("index", "rank", "first", "bins", "requires")  # stored one after the other as one hex text
 
 
 def _hex_column(values: list[int]) -> str:
@@ -261,7 +262,8 @@ def _record(doc: Any, nblobs: int) -> FamilyRecord:
     r.label, r.entry = cols["label"], _only(cols["entry"], str, "entry", n)
     if not all(r.entry):
         raise ValueError("an empty entry symbol")
-    r.index, r.rank, r.first, r.bins, r.requires = (_int_column(cols[k], n, k) for k in INT_COLUMNS)
+    ints = _int_column(cols["ints"], len(INT_COLUMNS) * n, "ints")
+    r.index, r.rank, r.first, r.bins, r.requires = (ints[k * n:(k + 1) * n] for k in range(len(INT_COLUMNS)))
     if max(r.bins) >= len(binsets) or max(r.requires) >= len(requires):
         raise ValueError("a binset or requires index past its table")
     r.binsets, r.requirements = tuple(binsets), tuple(requires)
