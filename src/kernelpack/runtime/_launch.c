@@ -1747,7 +1747,7 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
         Py_INCREF(pl->label);
         pl->ok = n <= KP_MAX_SLOTS;
         pl->nslots = pl->ok ? (int)n : 0;
-        pl->slots = (kp_slot*)PyMem_Calloc((size_t)(n ? n : 1), sizeof(kp_slot));
+        pl->slots = (kp_slot*)PyMem_Malloc((size_t)(n ? n : 1) * sizeof(kp_slot)); /* each is copied in below */
         if (pl->slots == NULL) goto fail;
         for (Py_ssize_t s = 0; s < pl->nslots; s++) {
             kp_slot* sl = &pl->slots[s];

@@ -50,6 +50,7 @@ from .errors import (
     NoBinaryForDevice,
     NoMatchingSpecialization,
 )
+from .fast import prepare_fast_path
 from .loader import LaunchFacts, Loader
 from .record import FamilyRecord
 
@@ -419,8 +420,6 @@ class KernelFamily:
         """The C launcher chose entry ``j`` of device ``ordinal``, not loaded yet: load it (True when the C path
         can launch it now)."""
         if ordinal < 0:  # the process's first launch: the driver's entry points (fast.prepare_fast_path)
-            from .fast import prepare_fast_path
-
             try:
                 prepare_fast_path()
             except Exception:  # noqa: BLE001 - no driver: the Python path reports it, naming the kernel
@@ -475,8 +474,6 @@ class KernelFamily:
         replaced in place when the C launcher holds the table)."""
         if self.fast is None:
             return
-        from .fast import prepare_fast_path
-
         prepare_fast_path()
         if loaded is not None and self.fast._set_entry(ordinal, loaded.row, _c_row(loaded)):
             return
