@@ -7,11 +7,12 @@ Layout (little-endian)::
     blobs    each binary once (deduplicated by content), each starting at a 64-byte boundary;
              stored as a zlib stream when that is smaller (blob entry "encoding": "zlib", "raw_size"; header flag
              0x2): cubins shrink 3.7-5.6x, PTX more
-    chunks   (format 2) zlib streams of lines, each of about 16 KiB expanded (a larger family's alone): the families'
+    chunks   (format 2) zlib streams of lines (a family larger than one stream has its own): the families'
              manifest entries, one artifact per line (canonical JSON, each beginning with its "name" key), in name
-             order, and in streams of their own the families' dispatch records (:mod:`kernelpack.runtime.record`),
-             one line each. The manifest names each stream's offset, size, SHA-256 (as stored) and raw size: a
-             loader reads the manifest alone at load, and the streams a family's first use needs
+             order, in streams of about 16 KiB expanded, and in streams of their own of about 4 KiB the families'
+             dispatch records (:mod:`kernelpack.runtime.record`), one line each (a first launch expands one). The
+             manifest names each stream's offset, size, SHA-256 (as stored) and raw size: a loader reads the
+             manifest alone at load, and the streams a family's first use needs
     manifest JSON, canonical (sorted keys, no whitespace), zlib-compressed (flag 0x1): format, generator,
              blobs [{offset, size, sha256, encoding?, raw_size?}] (size and SHA-256 of the bytes as stored: every
              byte of the file is checked, the unused bits of a zlib stream's last byte too), and (format 2)
