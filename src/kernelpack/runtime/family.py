@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import compress
-from operator import add, itemgetter, neg, not_
+from operator import add, itemgetter, not_
 from typing import TYPE_CHECKING, Any
 
 from .. import verify as _verify  # noqa: F401 - a first launch verifies its binary: imported with the runtime
@@ -144,11 +144,12 @@ Verdict = tuple[int, int, int, int, bool, bool]  # of a specialization on a devi
 
 class _Rows(Sequence[Row]):
     """A device's rows: ``order`` (each row's specialization, by its place in the family's order), from each
-    specialization's :data:`Verdict` and first C plan; a row is made when asked for (a first launch asks for one), and
-    the C launcher's plans are read as columns."""
+    specialization's verdict (``vids``: its index in ``verdicts``, the distinct :data:`Verdict` s) and first C plan;
+    a row is made when asked for (a first launch asks for one), and the C launcher's plans are read as columns."""
 
-    def __init__(self, order: Sequence[int], verdicts: Sequence[Verdict], firsts: Sequence[int]) -> None:
-        self.order, self.verdicts, self.firsts = order, verdicts, firsts
+    def __init__(self, order: Sequence[int], vids: Sequence[int], verdicts: Sequence[Verdict],
+                 firsts: Sequence[int]) -> None:
+        self.order, self.vids, self.verdicts, self.firsts = order, vids, verdicts, firsts
 
     def __len__(self) -> int:
         return len(self.order)
@@ -157,17 +158,18 @@ class _Rows(Sequence[Row]):
         if isinstance(j, slice):
             return [self[k] for k in range(*j.indices(len(self)))]
         pos = self.order[j]
-        _, best, fit, layout, pdl, coop = self.verdicts[pos]
+        _, best, fit, layout, pdl, coop = self.verdicts[self.vids[pos]]
         return (pos, best, fit, self.firsts[pos] + layout, pdl, coop)
 
     def c_plans(self) -> list[int]:
         """Each row's C plan."""
-        verdict = map(self.verdicts.__getitem__, self.order)
-        return list(map(add, map(self.firsts.__getitem__, self.order), map(itemgetter(3), verdict)))
+        layouts = [v[3] for v in self.verdicts]
+        layout = map(layouts.__getitem__, map(self.vids.__getitem__, self.order))
+        return list(map(add, map(self.firsts.__getitem__, self.order), layout))
 
     def launch_flags(self) -> set[tuple[bool, bool]]:
         """The rows' (PDL, cooperative) pairs."""
-        return {(v[4], v[5]) for v in set(self.verdicts) if v[2] > 0}
+        return {(v[4], v[5]) for v in self.verdicts if v[2] > 0}
 
 
 class _Entries(Sequence[DeviceEntry]):
@@ -326,20 +328,25 @@ class KernelFamily:
             return q, best, dev_model.device_quality(q, req, props)
 
         r = self.record
-        verdicts: list[Verdict]  # per specialization, in the family's order
-        if r is not None:
+        verdicts: list[Verdict] = []  # the distinct verdicts; vids: each specialization's (the family's order)
+        if r is not None:  # a specialization's (binset, requires) pair, as one int
+            pairs = list(map(add, map(len(r.requirements).__mul__, r.bins), r.requires))
             picked = {i: pick(r.binsets[i]) for i in set(r.bins)}
-            judged: dict[tuple[int, int], Verdict] = {}
-            for k in set(zip(r.bins, r.requires)):
-                q, best = picked[k[0]]
-                b = r.binsets[k[0]][best]
-                judged[k] = (q, best, dev_model.device_quality(q, r.requirements[k[1]], props), b[3], *r.launch[b[4]])
-            verdicts = list(map(judged.__getitem__, zip(r.bins, r.requires)))
+            vid: dict[int, int] = {}
+            for k in set(pairs):
+                bi, ri = divmod(k, len(r.requirements))
+                q, best = picked[bi]
+                b = r.binsets[bi][best]
+                vid[k] = len(verdicts)
+                verdicts.append((q, best, dev_model.device_quality(q, r.requirements[ri], props), b[3],
+                                 *r.launch[b[4]]))
+            vids = list(map(vid.__getitem__, pairs))
             firsts, index = r.first, r.index
         else:
             specs = self.specs
             seen: dict[tuple[int, int], tuple[int, int, int]] = {}
-            verdicts = []
+            vid2: dict[Verdict, int] = {}
+            vids = []
             for s in specs:
                 src = s.src
                 key = (id(src.bins), id(src.requirements))
@@ -347,26 +354,29 @@ class KernelFamily:
                 if got is None:
                     got = seen[key] = judge(src.bins, src.requirements)
                 ls = src.launch_of(got[1])
-                verdicts.append((*got, src.layout_of[got[1]], ls.pdl, ls.cooperative))
+                v = (*got, src.layout_of[got[1]], ls.pdl, ls.cooperative)
+                vids.append(vid2.setdefault(v, len(vid2)))
+            verdicts = list(vid2)
             firsts, index = [s.first_plan for s in specs], [s.index for s in specs]
         # the device's order: the family's (by rank, then bundle index) but by how well each fits within a rank, less
-        # what cannot run there. Written with map, zip and compress, per distinct verdict: a first launch orders
+        # what cannot run there. Written with map, zip and compress over verdict ids: a first launch orders
         # thousands of specializations, and a Python loop over them would cost it a millisecond
-        n, distinct = len(verdicts), set(verdicts)
-        runs = {v: v[2] > 0 for v in distinct}
-        keep = None if all(runs.values()) else list(map(runs.__getitem__, verdicts))  # None: every one runs here
+        n = len(vids)
+        runs = [v[2] > 0 for v in verdicts]
+        keep = None if all(runs) else list(map(runs.__getitem__, vids))  # None: every one runs here
         missing = [] if keep is None else list(compress(range(n), map(not_, keep)))
-        built = {v: v[0] > 0 for v in distinct}  # a binary runs: its device requirements fail (say why on demand)
+        built = [v[0] > 0 for v in verdicts]  # a binary runs: its device requirements fail (say why on demand)
         unmet = dict.fromkeys(compress(map(index.__getitem__, missing),
-                                       map(built.__getitem__, map(verdicts.__getitem__, missing))), "")
+                                       map(built.__getitem__, map(vids.__getitem__, missing))), "")
         order: Sequence[int]
-        if len({v[2] for v in distinct if v[2] > 0}) > 1:
+        if len({v[2] for v in verdicts if v[2] > 0}) > 1:
             rank: Sequence[Any] = r.rank if r is not None else [order_key(s.specificity) for s in self.specs]
-            keys = zip(rank, map(neg, map(itemgetter(2), verdicts)), index, range(n))
+            unfit = [-v[2] for v in verdicts]
+            keys = zip(rank, map(unfit.__getitem__, vids), index, range(n))
             order = list(map(itemgetter(3), sorted(keys if keep is None else compress(keys, keep))))
         else:
             order = range(n) if keep is None else list(compress(range(n), keep))
-        return DeviceState(info, _Entries(self, _Rows(order, verdicts, firsts)), missing, unmet)
+        return DeviceState(info, _Entries(self, _Rows(order, vids, verdicts, firsts)), missing, unmet)
 
     def _entry(self, row: int, pos: int, best: int, fit: int, c_plan: int, pdl: bool, coop: bool) -> DeviceEntry:
         """Row ``row`` of a device's dispatch order: specialization ``pos`` (the family's order) running its binary

@@ -64,6 +64,7 @@ class _State:
     hosts: dict[str, HostFamily] = field(default_factory=dict)
     callables: dict[str, Any] = field(default_factory=dict)  # the host programs and families built so far
     attrs: dict[str, str] = field(default_factory=dict)  # attribute -> the kernel or host program it holds
+    attr_of: dict[str, str] = field(default_factory=dict)  # and back (a kernel has one attribute, or none)
     lock: threading.RLock = field(default_factory=threading.RLock)
     ext: Any = None  # the launch extension the families use (None: the Python path)
 
@@ -120,6 +121,7 @@ class KernelModule(types.ModuleType):
             if hname not in names:
                 st.callables[hname] = _host_callable(hfam, self.__name__, source)
         st.attrs = _attributes([*names, *st.callables])
+        st.attr_of = {n: attr for attr, n in st.attrs.items()}
         for attr, n in st.attrs.items():
             if n in st.callables:
                 vars(self)[attr] = st.callables[n]
@@ -155,9 +157,9 @@ class KernelModule(types.ModuleType):
             launcher.binary_for = fam.binary_for  # which binary a device (here or not) gets
             st.families[fname] = fam
             st.callables[fname] = launcher
-            for attr, n in st.attrs.items():
-                if n == fname:
-                    vars(self)[attr] = launcher
+            attr = st.attr_of.get(fname)
+            if attr is not None:
+                vars(self)[attr] = launcher
         return launcher
 
     def _all_families(self) -> dict[str, KernelFamily]:
