@@ -197,16 +197,21 @@ def test_a_malformed_record_is_refused_naming_the_kernel(fake, bundle, tmp_path,
 
 
 @pytest.mark.parametrize("edit", sorted(UNSAFE))
-def test_a_record_whose_plans_would_write_outside_the_buffer_launches_through_the_python_path(fake, bundle, tmp_path,
-                                                                                             edit):
-    data = bundle.to_bytes()
-    good = kernelpack.load(_write(tmp_path, "good.kpack", data))
-    path = _write(tmp_path, "odd.kpack", _edit_record(data, "four", UNSAFE[edit]))
+def test_a_record_whose_plans_would_write_outside_the_buffer_is_refused_and_never_packed(fake, bundle, tmp_path, edit):
+    """The C launcher does not take such a plan (the launch goes to the Python path, which builds the family from its
+    entries); the entries and the record then disagree, and the launch is refused naming the kernel: nothing is
+    packed or launched."""
+    path = _write(tmp_path, "odd.kpack", _edit_record(bundle.to_bytes(), "four", UNSAFE[edit]))
     mod = kernelpack.load(path)
-    want = _launch(fake, good, "four", (P, P, P, 8), {"grid": 1, "block": 32})
-    assert _launch(fake, mod, "four", (P, P, P, 8), {"grid": 1, "block": 32}) == want
+    before = fake.count()
+    with pytest.raises(BundleError, match=r"odd.kpack: kernel four: its dispatch record disagrees with its manifest "
+                                          r"entries \(the file was altered\)"):
+        mod.four(P, P, P, 8, grid=1, block=32)
+    assert fake.count() == before
     if mod.four.family.fast is not None:
-        assert mod.four.family.python_calls == 1, "the C launcher refused the plan: the Python path launched it"
+        assert mod.four.family.python_calls == 1, "the C launcher refused the plan: the Python path took the launch"
+    mod.add(P, P, P, 8, grid=1, block=32)
+    assert fake.last()["kernel"] == "add"
 
 
 def test_a_record_of_another_version_is_not_read(fake, bundle, tmp_path):
@@ -323,3 +328,40 @@ def test_a_device_orders_a_record_by_fit_within_a_rank_and_leaves_out_what_it_ca
     assert list(other_state.entries.rows) == list(state.entries.rows)
     assert other_state.missing == state.missing and other_state.unmet == state.unmet
     assert other_state.entries.rows.c_plans() == state.entries.rows.c_plans()
+
+
+def _short_plans(doc: dict[str, Any]) -> None:
+    """Every plan cut to its first slot: the kernel takes four parameters, the launch would pack one."""
+    doc["plans"] = [p[:4] for p in doc["plans"]]
+
+
+def test_a_record_whose_plan_is_not_the_kernels_parameters_is_refused_at_its_first_launch_not_launched(fake, bundle,
+                                                                                                       tmp_path):
+    """The driver reads every parameter of the kernel from what a launch hands it: a plan of fewer (or other) slots
+    than the kernel's parameters, in an altered file whose hashes are intact, would have it read unpacked memory.
+    The first load checks the plan against the driver's own parameter table (cuKernelGetParamInfo)."""
+    mod = kernelpack.load(_write(tmp_path, "s.kpack", _edit_record(bundle.to_bytes(), "add", _short_plans)))
+    before = fake.count()
+    with pytest.raises(AbiMismatch, match=r"s.kpack: kernel add \(sm_90a\): the parameters of its dispatch record "
+                                          r"are not the kernel's \(the file was altered\)"):
+        mod.add(P, P + 0x100, P + 0x200, 8, grid=1, block=32)
+    assert fake.count() == before, "nothing was launched"
+    mod.four(P, P, P, 8, grid=1, block=32)  # other families launch
+    assert fake.last()["kernel"] == "add"
+
+
+def test_without_the_drivers_parameter_table_the_binary_is_checked_against_the_entries(fake, bundle, tmp_path):
+    """A driver older than CUDA 12.4 cannot describe a kernel's parameters: a first launch from a record then builds
+    the family from its entries (which must agree with the record, plan for plan) and verifies the binary against
+    them, as a bundle without records does."""
+    good = _write(tmp_path, "g.kpack", bundle.to_bytes())
+    bad = _write(tmp_path, "s.kpack", _edit_record(bundle.to_bytes(), "add", _short_plans))
+    fake.reset(missing="cuKernelGetParamInfo")
+    with fake.installed():
+        mod = kernelpack.load(good)
+        mod.add(P, P + 0x100, P + 0x200, 8, grid=1, block=32)
+        assert fake.last()["kernel"] == "add" and mod.add.family._specs is not None, "checked against its entries"
+        mod = kernelpack.load(bad)
+        with pytest.raises(BundleError, match=r"s.kpack: kernel add: its dispatch record disagrees with its "
+                                              r"manifest entries \(the file was altered\)"):
+            mod.add(P, P + 0x100, P + 0x200, 8, grid=1, block=32)

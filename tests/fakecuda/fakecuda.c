@@ -646,6 +646,19 @@ static CUresult cuKernelSetAttribute(int attr, int val, void* kernel, int dev) {
     return OK;
 }
 
+/* Parameter `index` of a kernel: its offset and size from the cubin's parameter info (CUDA 12.4); INVALID_VALUE past
+ * the last one, NOT_SUPPORTED for a kernel whose parameters the fake cannot know (PTX). */
+static CUresult cuKernelGetParamInfo(void* kernel, size_t index, size_t* offset, size_t* size) {
+    ENTER("cuKernelGetParamInfo");
+    NEED_INIT();
+    fk_kernel* k = (fk_kernel*)kernel;
+    if (k == NULL || offset == NULL || size == NULL) return INVALID_VALUE;
+    if (k->nparams < 0) return NOT_SUPPORTED;
+    if (index >= (size_t)k->nparams) return INVALID_VALUE;
+    *offset = k->offset[index], *size = k->size[index];
+    return OK;
+}
+
 static CUresult cuPointerGetAttribute(void* data, int attr, uint64_t ptr) {
     (void)attr, (void)ptr;
     ENTER("cuPointerGetAttribute");
@@ -931,7 +944,7 @@ EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
         E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuStreamGetCtx), E(cuLibraryLoadData), E(cuLibraryGetKernel),
         E(cuKernelGetFunction), E(cuKernelSetAttribute), E(cuPointerGetAttribute), E(cuLaunchKernel),
         E(cuLaunchKernelEx), E(cuMemAllocAsync), E(cuMemFreeAsync), E(cuTensorMapEncodeTiled),
-        E(cuOccupancyMaxActiveClusters), E(cuOccupancyMaxActiveBlocksPerMultiprocessor),
+        E(cuOccupancyMaxActiveClusters), E(cuOccupancyMaxActiveBlocksPerMultiprocessor), E(cuKernelGetParamInfo),
 #undef E
     };
     ready();

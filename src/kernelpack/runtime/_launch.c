@@ -77,6 +77,7 @@ static CUresult (*cu_launch_ex)(const kp_config*, void*, void**, void**);
 static CUresult (*cu_error_name)(CUresult, const char**);
 static CUresult (*cu_tmap_encode)(void*, int, unsigned, void*, const uint64_t*, const uint64_t*, const uint32_t*,
                                   const uint32_t*, int, int, int, int); /* cuTensorMapEncodeTiled; NULL: Python */
+static CUresult (*cu_param_info)(void*, size_t, size_t*, size_t*); /* cuKernelGetParamInfo (12.4); NULL: none */
 static int driver_version;        /* cuDriverGetVersion: the bit-21 fixup of old drivers (kernelpack.tma) */
 static uint64_t driver_gen = 1;   /* bumped by set_driver: encoded tensor maps of another driver are stale */
 
@@ -1939,6 +1940,31 @@ static PyObject* family_set_entry(PyObject* op, PyObject* args) {
     Py_RETURN_TRUE;
 }
 
+/* family._check_layout(plan, kernel): 1 when the kernel's parameters, as the driver reports them, are the plan's slots
+ * (count, offsets, sizes), so a launch hands the driver exactly what it reads; 0 when they differ (a plan from an
+ * altered dispatch record: the driver would read past what is packed); -1 when the driver cannot say (no
+ * cuKernelGetParamInfo, a kernel it cannot describe) or the C path never launches the plan */
+static PyObject* family_check_layout(PyObject* op, PyObject* args) {
+    kp_family* self = (kp_family*)op;
+    int p;
+    unsigned long long kernel;
+    if (!PyArg_ParseTuple(args, "iK", &p, &kernel)) return NULL;
+    if (p < 0 || p >= self->nplan) {
+        PyErr_SetString(PyExc_ValueError, "_check_layout: plan index out of range");
+        return NULL;
+    }
+    const kp_plan* pl = &self->plans[p];
+    if (cu_param_info == NULL || kernel == 0 || !pl->ok) return PyLong_FromLong(-1);
+    for (int s = 0; s <= pl->nslots; s++) {
+        size_t off = 0, size = 0;
+        const CUresult r = cu_param_info((void*)(uintptr_t)kernel, (size_t)s, &off, &size);
+        if (r == 1) return PyLong_FromLong(s == pl->nslots); /* CUDA_ERROR_INVALID_VALUE: past the last parameter */
+        if (r != 0) return PyLong_FromLong(-1);
+        if (s == pl->nslots || off != pl->slots[s].offset || size != pl->slots[s].size) return PyLong_FromLong(0);
+    }
+    return PyLong_FromLong(-1); /* not reached */
+}
+
 static PyObject* family_fast_devices(PyObject* op, PyObject* unused) {
     kp_family* self = (kp_family*)op;
     (void)unused;
@@ -2054,6 +2080,7 @@ static PyMemberDef family_members[] = {
 static PyMethodDef family_methods[] = {
     {"_set_device", family_set_device, METH_VARARGS, "Install the dispatch table of one device."},
     {"_set_entry", family_set_entry, METH_VARARGS, "Replace one loaded row of a device's dispatch table."},
+    {"_check_layout", family_check_layout, METH_VARARGS, "Do a kernel's parameters match a plan's slots?"},
     {"_fast_devices", family_fast_devices, METH_NOARGS, "Devices with a dispatch table."},
     {"prepare", (PyCFunction)(void (*)(void))family_prepare, METH_FASTCALL | METH_KEYWORDS,
      "prepare(*args, grid=, block=, smem=, cluster=): the call checked and packed once; the returned object launches "
@@ -2116,6 +2143,10 @@ static PyObject* set_driver(PyObject* mod, PyObject* addresses) {
     long version = ver != NULL ? PyLong_AsLong(ver) : 0;
     if (version == -1 && PyErr_Occurred()) return NULL;
     memcpy(&cu_tmap_encode, &fn, sizeof fn);
+    PyObject* info = PyDict_GetItemString(addresses, "cuKernelGetParamInfo"); /* optional too: checks layouts */
+    fn = info != NULL && info != Py_None ? PyLong_AsVoidPtr(info) : NULL;
+    if (fn == NULL && PyErr_Occurred()) return NULL;
+    memcpy(&cu_param_info, &fn, sizeof fn);
     driver_version = (int)version;
     driver_gen++;
     Py_RETURN_NONE;

@@ -78,7 +78,9 @@ _OPTIONAL: dict[str, tuple[Any, ...]] = {
                                _c.POINTER(_u), _c.POINTER(_u), _i, _i, _i, _i),
     "cuOccupancyMaxActiveClusters": (_c.POINTER(_i), _vp, _vp),
     "cuOccupancyMaxActiveBlocksPerMultiprocessor": (_c.POINTER(_i), _vp, _i, _c.c_size_t),
+    "cuKernelGetParamInfo": (_vp, _c.c_size_t, _c.POINTER(_c.c_size_t), _c.POINTER(_c.c_size_t)),
 }
+_SINCE = {"cuKernelGetParamInfo": 12040}  # entry points newer than API_VERSION, requested at the version they came in
 
 # entry points the C extension calls per launch (their addresses are handed to it)
 FAST_ENTRY_POINTS = ("cuCtxGetCurrent", "cuCtxSetCurrent", "cuLaunchKernel", "cuLaunchKernelEx", "cuGetErrorName")
@@ -138,7 +140,7 @@ class Driver:
         self.fn: dict[str, Callable[..., int]] = {}
         for name, argtypes in (*_PROTOS.items(), *_OPTIONAL.items()):
             ptr, found = _vp(), _i(-1)
-            r = gpa(name.encode(), ctypes.byref(ptr), API_VERSION, 0, ctypes.byref(found))
+            r = gpa(name.encode(), ctypes.byref(ptr), _SINCE.get(name, API_VERSION), 0, ctypes.byref(found))
             if (r != 0 or found.value != 0 or not ptr.value) and name in _OPTIONAL:
                 continue
             if r != 0 or found.value != 0 or not ptr.value:

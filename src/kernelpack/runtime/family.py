@@ -28,7 +28,7 @@ from .._reprs import clip, listing
 from ..abi import Scalar, Struct
 from ..artifact import Binary, KernelArtifact, LaunchSpec, evaluate_grid, grid_params
 from ..bundle_index import SpecSource
-from ..errors import BundleError, KernelpackError, LaunchError
+from ..errors import AbiMismatch, BundleError, KernelpackError, LaunchError
 from ..launch import device as dev_model
 from ..launch.binaries import describe_binaries, device_arch, family_choice, quality
 from ..launch.codes import PDL_MIN_MAJOR, SMEM_DEFAULT_LIMIT
@@ -264,7 +264,9 @@ class KernelFamily:
         if record is not None:  # what the family's first launches used must be what its entries give
             names = py_arg_names([s.name for s in specs[0].plan.args], LAUNCH_KEYWORDS)
             if (names != record.arg_names or [(s.label, s.index, s.first_plan) for s in specs]
-                    != list(zip(record.label, record.index, record.first))):
+                    != list(zip(record.label, record.index, record.first))
+                    or any(record.plan_slots(s.first_plan + k) != p.c_form for s in specs
+                           for k, p in enumerate(s.layouts))):
                 raise BundleError(f"{self._index.source}: kernel {self.name}: its dispatch record disagrees with "
                                   f"its manifest entries (the file was altered)")
             for state in self._states.values():  # the device entries made from the record get the whole objects
@@ -407,6 +409,17 @@ class KernelFamily:
                 name = r.entry[entry.pos]
                 b = self._index.record_binary(entry.label, self.name, blob, arch, kind)
                 entry.kernel = self.loader.kernel(entry.label, name, b, info)
+                # the record's plan is what launches hand the driver: its parameters must be the kernel's. The
+                # driver says (cuKernelGetParamInfo, ~1 us); without it, the cubin is checked against the entries
+                same = self.fast._check_layout(entry.c_plan, entry.kernel) if self.fast is not None else -1
+                if same == 0:
+                    raise AbiMismatch(f"{self._index.source}: kernel {entry.label} ({arch}): the parameters of its "
+                                      f"dispatch record are not the kernel's (the file was altered)")
+                if same < 0:  # the family from its entries (under the lock held here): the record agrees with them
+                    if self._specs is None:
+                        self._specs = self._build_specs()
+                    src = self._specs[entry.pos].src
+                    src.verify_binary(i, *src.binary(i))
                 block, reqntid, threads, cluster, spec_cluster, static, dyn = self.record.facts[facts]
                 f = entry.facts = LaunchFacts(block, reqntid, threads, cluster, spec_cluster, static, dyn, layout)
             else:
