@@ -9,11 +9,13 @@ programs, each specialization in dispatch order with its binaries (arch, kind, b
 binary's launch facts (from its cubin: required block, launch bounds, compile-time cluster, static shared memory;
 from its launch spec: block, cluster, dynamic shared memory, PDL, cooperative) -- so a first launch reads one small
 JSON text, hands the plans to the C launcher and loads the one binary it runs, its blob hash-checked. What the
-record says is trusted as the build verified it (the bundle's hashes prove the bytes unchanged): the C launcher
-checks each plan keeps its writes inside its buffer, whatever the record says; ``kernelpack.load(...,
-verify=True)`` and ``kernelpack inspect --verify`` compare every record with one computed again from the entries.
-Anything else -- the Python launch path, an error to explain, docs -- builds the family from its entries as
-before, and its dispatch order must be the record's.
+record says is trusted as the build verified it (the bundle's hashes prove the bytes unchanged), with two checks
+that cost nothing like a cubin parse: the C launcher keeps each plan's writes inside its buffer, whatever the record
+says, and a binary's first load compares the plan its launches use with the kernel's parameters as the driver reports
+them (``KernelFamily.load_entry``; a driver without that query has the binary verified against the entries).
+``kernelpack.load(..., verify=True)`` and ``kernelpack inspect --verify`` compare every record with one computed again
+from the entries. Anything else -- the Python launch path, an error to explain, docs -- builds the family from its
+entries as before, and its dispatch order and plans must be the record's.
 
 Text (canonical JSON; tables hold each distinct row once, the specializations are columns, in dispatch order)::
 
