@@ -32,14 +32,15 @@ SOURCE = Path(__file__).parent / "fakecuda" / "fakecuda.c"
 C_NAME = "libcuda.so.1"  # what a C program opens (dlopen("libcuda.so.1")), found through LD_LIBRARY_PATH
 IN_PROCESS_NAME = "libkpfakecuda.so"  # its own soname: never shadows a real libcuda.so.1 opened later
 LAUNCH_CALLS = ("cuLaunchKernel", "cuLaunchKernelEx")
-KEYS = ("cc", "sms", "version", "current", "fail", "missing", "load_us", "log")
+KEYS = ("cc", "sms", "version", "current", "fail", "missing", "load_us", "log", "param_base")
 Launch = dict[str, Any]
 
 
 def settings(**config: Any) -> dict[str, str]:
     """The fake's configuration keys from keyword arguments: ``cc="8.0,9.0"`` or ``cc=[(8, 0), (9, 0)]`` (``"none"``
     for no device), ``sms="132,108"`` or ``sms=[132, 108]`` (SMs per device), ``version=11080``, ``current=1``,
-    ``fail="cuInit:999"`` or ``fail=("cuInit", 999)``, ``missing="cuMemAllocAsync"``, ``load_us=500``, ``log=path``."""
+    ``fail="cuInit:999"`` or ``fail=("cuInit", 999)``, ``missing="cuMemAllocAsync"``, ``load_us=500``, ``log=path``,
+    ``param_base=48`` (added to the offsets cuKernelGetParamInfo reports, as the real driver does for some kernels)."""
     out = {}
     for key, value in config.items():
         if key not in KEYS:

@@ -365,3 +365,17 @@ def test_without_the_drivers_parameter_table_the_binary_is_checked_against_the_e
         with pytest.raises(BundleError, match=r"s.kpack: kernel add: its dispatch record disagrees with its "
                                               r"manifest entries \(the file was altered\)"):
             mod.add(P, P + 0x100, P + 0x200, 8, grid=1, block=32)
+
+
+def test_the_drivers_parameter_offsets_are_compared_from_the_first_parameters(fake, bundle, tmp_path):
+    """The H200's driver reports a Triton TMA kernel's parameter offsets from 48, not 0 (its sizes and count are the
+    cubin's): the layout check compares offsets relative to the first parameter's, and still refuses a short plan."""
+    good = _write(tmp_path, "g.kpack", bundle.to_bytes())
+    bad = _write(tmp_path, "s.kpack", _edit_record(bundle.to_bytes(), "add", _short_plans))
+    fake.reset(param_base=48)
+    with fake.installed():
+        mod = kernelpack.load(good)
+        mod.add(P, P + 0x100, P + 0x200, 8, grid=1, block=32)
+        assert fake.last()["kernel"] == "add" and mod.add.family._specs is None, "checked by the driver's table"
+        with pytest.raises(AbiMismatch, match="the parameters of its dispatch record are not the kernel's"):
+            kernelpack.load(bad).add(P, P + 0x100, P + 0x200, 8, grid=1, block=32)

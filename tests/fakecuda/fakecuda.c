@@ -16,6 +16,8 @@
  *   FAIL     "cuName:code": that entry point returns code
  *   MISSING  an entry point cuGetProcAddress_v2 does not find
  *   LOAD_US  microseconds cuLibraryLoadData sleeps (widens first-launch races)
+ *   PARAM_BASE  added to the offsets cuKernelGetParamInfo reports (the H200's driver starts a kernel taking a
+ *            CUtensorMap at 48)
  *   LOG      file to append one line per call to (none = no log)
  *
  * Records, in memory (fk_* below) and, when LOG is set, as log lines: every launch attempt (kernel, grid, block,
@@ -106,7 +108,7 @@ typedef struct {
 /* ------------------------------------------------------------------ state */
 
 typedef struct {
-    int ndev, cc[MAX_DEV][2], sms[MAX_DEV], version, current, fail_code, load_us;
+    int ndev, cc[MAX_DEV][2], sms[MAX_DEV], version, current, fail_code, load_us, param_base;
     char fail[64], missing[64], log[4096];
 } fk_config;
 
@@ -178,6 +180,7 @@ static int configure(const char* key, const char* value) {
     if (!strcmp(key, "VERSION")) cfg.version = *value ? atoi(value) : 13000;
     else if (!strcmp(key, "CURRENT")) cfg.current = *value ? atoi(value) : -1;
     else if (!strcmp(key, "LOAD_US")) cfg.load_us = atoi(value);
+    else if (!strcmp(key, "PARAM_BASE")) cfg.param_base = atoi(value);
     else if (!strcmp(key, "MISSING")) snprintf(cfg.missing, sizeof cfg.missing, "%s", value);
     else if (!strcmp(key, "LOG")) snprintf(cfg.log, sizeof cfg.log, "%s", value);
     else if (!strcmp(key, "FAIL")) {
@@ -189,7 +192,8 @@ static int configure(const char* key, const char* value) {
     return 0;
 }
 
-static const char* const KEYS[] = {"CC", "SMS", "VERSION", "CURRENT", "LOAD_US", "MISSING", "LOG", "FAIL"};
+static const char* const KEYS[] = {"CC", "SMS", "VERSION", "CURRENT", "LOAD_US", "MISSING", "LOG", "FAIL",
+                                   "PARAM_BASE"};
 
 static void defaults_then_env(void) {
     memset(&cfg, 0, sizeof cfg);
@@ -655,7 +659,7 @@ static CUresult cuKernelGetParamInfo(void* kernel, size_t index, size_t* offset,
     if (k == NULL || offset == NULL || size == NULL) return INVALID_VALUE;
     if (k->nparams < 0) return NOT_SUPPORTED;
     if (index >= (size_t)k->nparams) return INVALID_VALUE;
-    *offset = k->offset[index], *size = k->size[index];
+    *offset = k->offset[index] + (size_t)cfg.param_base, *size = k->size[index]; /* the H200's driver: 48 for some */
     return OK;
 }
 

@@ -1955,12 +1955,15 @@ static PyObject* family_check_layout(PyObject* op, PyObject* args) {
     }
     const kp_plan* pl = &self->plans[p];
     if (cu_param_info == NULL || kernel == 0 || !pl->ok) return PyLong_FromLong(-1);
+    size_t base = 0; /* the driver's offsets may start past 0 (a kernel taking a CUtensorMap: 48 on sm_90): compared
+                      * relative to the first parameter's */
     for (int s = 0; s <= pl->nslots; s++) {
         size_t off = 0, size = 0;
         const CUresult r = cu_param_info((void*)(uintptr_t)kernel, (size_t)s, &off, &size);
         if (r == 1) return PyLong_FromLong(s == pl->nslots); /* CUDA_ERROR_INVALID_VALUE: past the last parameter */
         if (r != 0) return PyLong_FromLong(-1);
-        if (s == pl->nslots || off != pl->slots[s].offset || size != pl->slots[s].size) return PyLong_FromLong(0);
+        if (s == 0 && pl->nslots > 0) base = off - pl->slots[0].offset;
+        if (s == pl->nslots || off - base != pl->slots[s].offset || size != pl->slots[s].size) return PyLong_FromLong(0);
     }
     return PyLong_FromLong(-1); /* not reached */
 }
