@@ -201,6 +201,7 @@ class _Entries(Sequence[DeviceEntry]):
     def __iter__(self) -> Iterator[DeviceEntry]:
         return (self[j] for j in range(len(self.rows)))
 
+
 @dataclass
 class DeviceState:
     info: DeviceInfo
