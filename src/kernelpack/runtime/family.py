@@ -230,7 +230,7 @@ class KernelFamily:
         self._index = index
         self._sources = sources
         self._specs: tuple[Specialization, ...] | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: a first load may need the family whole (load_entry)
         # Python keyword names: a parameter called like a launch option or a Python keyword gets a trailing _
         self.arg_names: tuple[str, ...] = record.arg_names if record is not None else py_arg_names(
             [s.name for s in self.specs[0].plan.args], LAUNCH_KEYWORDS)
@@ -326,10 +326,6 @@ class KernelFamily:
             q, best = max((quality(b[0], b[1] == "ptx", info.major, info.minor), -i) for i, b in enumerate(bins))
             return q, -best
 
-        def judge(bins: Any, req: Any) -> tuple[int, int, int]:
-            q, best = pick(bins)
-            return q, best, dev_model.device_quality(q, req, props)
-
         r = self.record
         verdicts: list[Verdict] = []  # the distinct verdicts; vids: each specialization's (the family's order)
         if r is not None:  # a specialization's (binset, requires) pair, as one int
@@ -355,7 +351,8 @@ class KernelFamily:
                 key = (id(src.bins), id(src.requirements))
                 got = seen.get(key)
                 if got is None:
-                    got = seen[key] = judge(src.bins, src.requirements)
+                    q, best = pick(src.bins)
+                    got = seen[key] = (q, best, dev_model.device_quality(q, src.requirements, props))
                 ls = src.launch_of(got[1])
                 v = (*got, src.layout_of[got[1]], ls.pdl, ls.cooperative)
                 vids.append(vid2.setdefault(v, len(vid2)))
@@ -416,10 +413,8 @@ class KernelFamily:
                 if same == 0:
                     raise AbiMismatch(f"{self._index.source}: kernel {entry.label} ({arch}): the parameters of its "
                                       f"dispatch record are not the kernel's (the file was altered)")
-                if same < 0:  # the family from its entries (under the lock held here): the record agrees with them
-                    if self._specs is None:
-                        self._specs = self._build_specs()
-                    src = self._specs[entry.pos].src
+                if same < 0:  # the family from its entries: the record agrees with them
+                    src = self.specs[entry.pos].src
                     src.verify_binary(i, *src.binary(i))
                 block, reqntid, threads, cluster, spec_cluster, static, dyn = self.record.facts[facts]
                 f = entry.facts = LaunchFacts(block, reqntid, threads, cluster, spec_cluster, static, dyn, layout)

@@ -140,16 +140,14 @@ class KernelModule(types.ModuleType):
             if got is not None:
                 return got
             index = st.index
-            record = index.family_record(fname)
-            if record is None:
-                fam = KernelFamily(fname, index.family_specs(fname), st.loader)
+            record = index.family_record(fname)  # with one, first launches read it alone: the rest on first need
+            fam = KernelFamily(fname, lambda: index.family_specs(fname), st.loader, record, index)
+            try:
                 launcher = make_launcher(fam, st.ext)
-            else:  # its first launches read the record alone; the rest of the family is built on first need
-                fam = KernelFamily(fname, lambda: index.family_specs(fname), st.loader, record, index)
-                try:
-                    launcher = make_launcher(fam, st.ext)
-                except (TypeError, ValueError, OverflowError) as e:  # the C launcher refused the record's plans
-                    raise BundleError(f"{st.source}: kernel {fname}: malformed dispatch record: {e}") from None
+            except (TypeError, ValueError, OverflowError) as e:  # the C launcher refused the record's plans
+                if record is None:
+                    raise
+                raise BundleError(f"{st.source}: kernel {fname}: malformed dispatch record: {e}") from None
             launcher.__name__ = launcher.__qualname__ = fname
             launcher.__module__ = self.__name__
             launcher._kp_docs = _Docs(fam, st.source)  # __doc__, __signature__ and repr: made on first access

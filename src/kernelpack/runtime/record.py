@@ -168,17 +168,13 @@ class FamilyRecord:
         self.requires: list[int] = []  # and its requirements: its index in requirements
 
     def plan_slots(self, k: int) -> tuple[tuple[Any, ...], ...]:
-        """C plan ``k``'s slots, as ``Plan.to_c`` gives them (BundleError naming the plan when it is malformed)."""
-        return _plan_slots(self, k)
-
-
-def _plan_slots(r: FamilyRecord, k: int) -> tuple[tuple[Any, ...], ...]:
-    """Plan ``k``'s slots (its slot table rows, in order); BundleError for a plan that names a slot the table lacks."""
-    p = r.plans[k]
-    try:
-        return tuple(r.slots[i] for i in (p if isinstance(p, list) else _int_column(p, len(p) // 4, "a plan")))
-    except (ValueError, IndexError, TypeError) as e:
-        raise BundleError(f"malformed dispatch record: plan {k}: {e!s:.100}") from None
+        """C plan ``k``'s slots, as ``Plan.to_c`` gives them (BundleError naming the plan when it names a slot the
+        table lacks)."""
+        p = self.plans[k]
+        try:
+            return tuple(self.slots[i] for i in (p if isinstance(p, list) else _int_column(p, len(p) // 4, "a plan")))
+        except (ValueError, IndexError, TypeError) as e:
+            raise BundleError(f"malformed dispatch record: plan {k}: {e!s:.100}") from None
 
 
 def read_record(text: bytes, nblobs: int) -> FamilyRecord | None:
