@@ -49,7 +49,8 @@ from .abi import Abi
 from .arch import Arch
 from .artifact import ArchLaunch, Binary, KernelArtifact, LaunchSpec, Provenance
 from .errors import BundleError, KernelpackError
-from .files import read_bounded
+from .files import json_loads as loads  # the manifest's entries: one strict decoder (bundle_index too)
+from .files import no_json_constant, read_bounded
 from .merge import merge, origin, set_origin
 
 MAGIC = b"\x7fKPACK\r\n"
@@ -403,7 +404,7 @@ def parse_manifest(body: bytes, source: str) -> dict[str, Any]:
     """A manifest's JSON text parsed and its top level checked (format, blob list, artifact list (format 1) or
     family list (format 2))."""
     try:
-        manifest = json.loads(body, parse_constant=_no_constant)
+        manifest = json.loads(body, parse_constant=no_json_constant)
     except (ValueError, RecursionError) as e:  # bad JSON, bad UTF-8, NaN/Infinity, too many digits, too deep
         raise BundleError(f"{source}: manifest is not valid JSON: {e!s:.300}") from None
     if not isinstance(manifest, dict):
@@ -546,17 +547,6 @@ def split_manifest(body: bytes, source: str) -> tuple[dict[str, Any], list[tuple
     return head, out
 
 
-def loads(text: bytes) -> Any:
-    """JSON text (UTF-8) parsed as the manifest is: NaN and Infinity refused (one decoder, made once)."""
-    global _DECODER
-    if _DECODER is None:
-        _DECODER = json.JSONDecoder(parse_constant=_no_constant)
-    return _DECODER.decode(text.decode())
-
-
-_DECODER: json.JSONDecoder | None = None
-
-
 def artifact_entry(text: bytes, name: str, source: str) -> dict[str, Any]:
     """One artifact's manifest entry parsed from its JSON text (see :func:`split_manifest`); it must name ``name``."""
     try:
@@ -585,10 +575,6 @@ def _expand(stored: bytes, limit: int, exact: int | None, what: str, altered: st
     if not d.eof or d.unused_data:
         raise BundleError(f"{what}: zlib stream is truncated or followed by extra bytes ({altered})")
     return out
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def _blobs(manifest: dict[str, Any], data: bytes, source: str, *, zlib_blobs: bool) -> list[tuple[bytes, bytes | None]]:

@@ -20,14 +20,19 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from .errors import KernelpackError
+from .files import read_bounded
+
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.MULTILINE)
 
 
 def file_digest(path: Path) -> str:
-    """SHA-256 of a file's bytes; ``"missing"`` when it cannot be read (a later build sees it appear)."""
+    """SHA-256 of a file's bytes; ``"missing"`` when it cannot be read (a later build sees it appear), also when it
+    is no regular file or above ``KERNELPACK_MAX_FILE_BYTES`` (a FIFO, a device: the reader that needs it refuses
+    it, naming it; hashing must neither hang nor fill memory first)."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
+        return hashlib.sha256(read_bounded(path, "file")).hexdigest()
+    except KernelpackError:
         return "missing"
 
 

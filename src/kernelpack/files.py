@@ -1,18 +1,27 @@
-"""Reading the files kernelpack is handed (bundles, built libraries, cubins) without hanging or swallowing memory.
+"""Reading the files kernelpack is handed (bundles, built libraries, cubins, tuning tables, a wheel's readme) without
+hanging or swallowing memory.
 
 A path can name a FIFO (``open`` would wait for a writer forever), a device (``/dev/zero`` never ends), or a
 sparse file claiming terabytes. :func:`read_bounded` opens without blocking, looks at what it opened (``fstat`` of
 that descriptor, so the check and the read concern the same file), refuses anything but a regular file of at most
 ``KERNELPACK_MAX_FILE_BYTES`` (:mod:`kernelpack.config`) before reading a byte, and reads exactly the size it was
 told, refusing a file that changes size meanwhile.
+
+JSON from such files (a bundle's manifest, a tuning table) is parsed by one strict decoder (:func:`json_loads`):
+UTF-8 only, ``NaN``/``Infinity`` refused, nesting deeper than the interpreter's recursion limit refused as
+``RecursionError``, integers of more than 4300 digits refused (Python's own limit). :func:`read_json` is the two
+together.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat
+import sys
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from . import config
 from .errors import KernelpackError
@@ -84,8 +93,8 @@ def _opened(path: str | os.PathLike[str], what: str, limit: int | None,
 
 
 def _not_regular(path: str | os.PathLike[str], what: str, mode: int, error: type[KernelpackError]) -> KernelpackError:
-    return error(f"{what} {path} is {_kind(mode)}, not a regular file; kernelpack reads bundles, libraries and "
-                 f"cubins only from regular files")
+    return error(f"{what} {path} is {_kind(mode)}, not a regular file; kernelpack reads its inputs only from "
+                 f"regular files")
 
 
 def _read_exactly(fd: int, size: int, path: str | os.PathLike[str], what: str,
@@ -102,3 +111,45 @@ def _read_exactly(fd: int, size: int, path: str | os.PathLike[str], what: str,
                     f"once it is complete")
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
+
+# ------------------------------------------------------------------ strict JSON
+
+_JSON_STARTS = frozenset(b'{["-0123456789tfn')  # the first byte of any JSON value
+_JSON_SPACE = b" \t\r\n"
+
+
+def json_loads(text: bytes) -> Any:
+    """JSON text (UTF-8) parsed strictly: NaN and Infinity refused (one decoder, made once). ValueError for bad
+    JSON, bad UTF-8, those constants and too many digits; RecursionError for nesting too deep."""
+    global _DECODER
+    if _DECODER is None:
+        _DECODER = json.JSONDecoder(parse_constant=no_json_constant)
+    return _DECODER.decode(text.decode())
+
+
+_DECODER: json.JSONDecoder | None = None
+
+
+def no_json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def read_json(path: str | os.PathLike[str], what: str, limit: int | None = None, *,
+              error: type[KernelpackError] = KernelpackError) -> Any:
+    """The JSON value in regular file ``path`` (:func:`read_bounded`, then :func:`json_loads`); ``error`` naming
+    ``what`` and the path when it cannot be read or parsed. A file whose first bytes cannot start JSON (a sparse
+    file's zeros) is refused before the rest is read."""
+
+    def head(first: bytes, size: int) -> None:
+        start = first.lstrip(_JSON_SPACE)[:1]
+        if start and start[0] not in _JSON_STARTS:
+            raise error(f"{what} {path}: cannot read it as JSON: it starts with {first[:16]!r}")
+
+    data = read_bounded(path, what, limit, error=error, check_head=head)
+    try:
+        return json_loads(data)
+    except RecursionError:
+        raise error(f"{what} {path}: cannot read it as JSON: arrays or objects nested deeper than Python's "
+                    f"recursion limit ({sys.getrecursionlimit()})") from None
+    except ValueError as e:  # bad JSON, bad UTF-8, NaN/Infinity, too many digits
+        raise error(f"{what} {path}: cannot read it as JSON: {e!s:.300}") from None

@@ -1,34 +1,27 @@
 """AOT tuning tables: time every config specialization of a family on declared problem shapes (on a GPU machine,
-``kernelpack tune``), write the winners to a JSON tuning file, and turn that file into shape-range dispatch rules
-(:mod:`kernelpack.launch.ranges`) when a bundle is built (``kernelpack build``, any machine).
-
-Tuning file (JSON, ``format`` 1)::
-
-    {"format": 1, "bundle_sha256": "<sha256 of the untuned bundle file>", "arch": "sm_90a",
-     "device": "NVIDIA H200",
-     "families": {"matmul": {"key": ["M", "N", "K"],
-                             "shapes": [{"shape": {"M": 128, "N": 128, "K": 64}, "chosen": "matmul[c2]",
-                                         "timings_ms": {"matmul[c0]": 0.031, ...}}, ...]}}}
+``kernelpack tune``), write the winners to a JSON tuning file (:mod:`kernelpack.tuning_table`: the format and its
+checked reader), and turn that file into shape-range dispatch rules (:mod:`kernelpack.launch.ranges`) when a bundle
+is built (``kernelpack build``, any machine).
 
 Rules (:func:`rules`): each tuned shape falls in a **bucket**, per key argument the power-of-two interval holding
 its value (``(2**(k-1), 2**k]``; values <= 1: ``[.., 1]``); the winner of a bucket is the config with the least total
 median time over the bucket's shapes. Each bucket becomes one specialization: a copy of its winner (variant
 ``<variant>_t<i>``) with the bucket as range constraints. Buckets are disjoint, so no two rules overlap; the config
 with the least total time over all shapes stays, without ranges, for shapes outside every bucket; the other
-untuned configs are dropped from the family. A table for another bundle (hash mismatch) or an arch the bundle does
-not carry is refused (:class:`TuningError`).
+untuned configs are dropped from the family. A table for another bundle (hash mismatch), an arch the bundle does
+not carry, a family, config or key argument the bundle lacks is refused (:class:`TuningError`).
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
-import json
 import math
+import operator
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,72 +29,11 @@ from .artifact import KernelArtifact
 from .bundle import Bundle
 from .errors import KernelpackError
 from .launch.ranges import INT64_MAX, INT64_MIN
+from .tuning_table import FORMAT, FamilyTable, TunedShape, TuningError, TuningTable
 
-FORMAT = 1
-
-
-class TuningError(KernelpackError):
-    """A tuning file that cannot be used for this bundle (another bundle, another arch, malformed)."""
-
-
-@dataclass(frozen=True)
-class TunedShape:
-    shape: dict[str, int]  # key argument -> value
-    chosen: str  # the label of the fastest config
-    timings_ms: dict[str, float]  # config label -> median kernel time
-
-
-@dataclass(frozen=True)
-class FamilyTable:
-    key: tuple[str, ...]  # the integer arguments the shapes are over
-    shapes: tuple[TunedShape, ...]
-
-
-@dataclass(frozen=True)
-class TuningTable:
-    bundle_sha256: str
-    arch: str
-    device: str
-    families: dict[str, FamilyTable] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"format": FORMAT, "bundle_sha256": self.bundle_sha256, "arch": self.arch, "device": self.device,
-                "families": {name: {"key": list(f.key), "shapes": [
-                    {"shape": s.shape, "chosen": s.chosen,
-                     "timings_ms": {k: v if math.isfinite(v) else None for k, v in s.timings_ms.items()}}
-                    for s in f.shapes]}
-                    for name, f in sorted(self.families.items())}}
-
-    def write(self, path: str | Path) -> Path:
-        p = Path(path)
-        p.write_text(json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n")
-        return p
-
-    @classmethod
-    def from_json(cls, d: Any, where: str = "tuning file") -> TuningTable:
-        try:
-            if d.get("format") != FORMAT:
-                raise TuningError(f"{where}: format {d.get('format')!r} is not {FORMAT} (a kernelpack tuning file)")
-            fams = {}
-            for name, f in d["families"].items():
-                shapes = tuple(TunedShape({k: int(v) for k, v in s["shape"].items()}, str(s["chosen"]),
-                                          {k: math.inf if v is None else float(v) for k, v in s["timings_ms"].items()})
-                               for s in f["shapes"])
-                fams[str(name)] = FamilyTable(tuple(str(k) for k in f["key"]), shapes)
-            return cls(str(d["bundle_sha256"]), str(d["arch"]), str(d.get("device", "")), fams)
-        except TuningError:
-            raise
-        except (AttributeError, KeyError, TypeError, ValueError) as e:
-            raise TuningError(f"{where}: not a kernelpack tuning file ({type(e).__name__}: {e})") from None
-
-    @classmethod
-    def read(cls, path: str | Path) -> TuningTable:
-        p = Path(path)
-        try:
-            data = json.loads(p.read_text())
-        except (OSError, ValueError) as e:
-            raise TuningError(f"tuning file {p}: cannot read it ({e})") from None
-        return cls.from_json(data, f"tuning file {p}")
+__all__ = ["FORMAT", "FamilyTable", "Problem", "Timer", "TunedShape", "TuningError", "TuningTable", "bucket",
+           "bundle_sha256", "constexprs", "cuda_event_timer", "device_arch", "embed", "load_problems", "rules",
+           "run_tune", "tune"]
 
 
 def bundle_sha256(bundle: Bundle) -> str:
@@ -139,14 +71,14 @@ def rules(name: str, table: FamilyTable, labels: Sequence[str]) -> tuple[str, li
     known = set(labels)
     total: dict[str, float] = {}
     buckets: dict[tuple[tuple[int, int], ...], dict[str, float]] = {}
-    for s in table.shapes:
+    for i, s in enumerate(table.shapes):
         missing = [k for k in table.key if k not in s.shape]
         if missing:
             raise TuningError(f"tuning of {name}: shape {s.shape} lacks key argument(s) {', '.join(missing)}")
         unknown = sorted(set(s.timings_ms) - known)
         if unknown:
-            raise TuningError(f"tuning of {name}: timings for {', '.join(unknown)}, not in the bundle (its "
-                              f"specializations: {', '.join(labels)})")
+            raise TuningError(f"families.{name}.shapes[{i}].timings_ms: {', '.join(unknown)}: not a specialization "
+                              f"of {name} in the bundle (its specializations: {', '.join(labels)})")
         box = tuple(bucket(s.shape[k]) for k in table.key)
         sums = buckets.setdefault(box, {})
         for label, ms in s.timings_ms.items():
@@ -190,11 +122,18 @@ def embed(bundle: Bundle, table: TuningTable, *, source: str = "tuning file") ->
             raise TuningError(f"{source}: family {name} already has range constraints; tune a family of plain "
                               f"config specializations")
         by_label = {a.label: a for a in arts}
-        fallback, picked = rules(name, ft, list(by_label))
+        try:
+            fallback, picked = rules(name, ft, list(by_label))
+        except TuningError as e:
+            raise TuningError(f"{source}: {e.message}") from None
         out.append(by_label[fallback])
         for i, (label, texts) in enumerate(picked):
             a = by_label[label]
-            out.append(replace(a, variant=f"{a.variant or 'base'}_t{i}", ranges=texts))
+            try:
+                out.append(replace(a, variant=f"{a.variant or 'base'}_t{i}", ranges=texts))
+            except KernelpackError as e:  # a key argument the kernel cannot be dispatched on
+                raise TuningError(f"{source}: families.{name}.key: expected integer arguments of {name}, got "
+                                  f"{list(ft.key)}: {e.message}") from None
     unknown = sorted(set(table.families) - set(fams))
     if unknown:
         raise TuningError(f"{source}: no family {', '.join(unknown)} in the bundle")
@@ -285,9 +224,10 @@ def tune(bundle: Bundle, problems: Mapping[str, Problem], *, timer: Timer | None
             raise TuningError(f"kernelpack tune: no family {name} in the bundle (families: {', '.join(fams)})")
         if len(arts) < 2:
             raise TuningError(f"kernelpack tune: family {name} has one specialization; nothing to choose")
+        keyed = _problem_shapes(name, problem)
         mods = {a.label: getattr(loader(Bundle((replace(a, variant="", ranges=()),))), name) for a in arts}
         shapes = []
-        for shape in problem.shapes:
+        for shape, values in zip(problem.shapes, keyed, strict=True):
             times: dict[str, float] = {}
             for _ in range(rounds):  # interleaved rounds, the best median of each config: drift hits all alike
                 for a in arts:
@@ -306,15 +246,37 @@ def tune(bundle: Bundle, problems: Mapping[str, Problem], *, timer: Timer | None
                         t = math.inf
                         if log:
                             log(f"{a.label} {dict(shape)}: {e}")
+                    if not t > 0:  # NaN, 0 or negative: the timer is broken, and its times would decide
+                        raise TuningError(f"kernelpack tune: the timer gave {t} ms for {a.label} on shape "
+                                          f"{dict(shape)}; kernel times are > 0")
                     times[a.label] = min(times.get(a.label, math.inf), t)
             chosen = min(times, key=lambda lb: times[lb])
             if not math.isfinite(times[chosen]):
                 raise TuningError(f"kernelpack tune: no config of {name} runs shape {dict(shape)}")
             if log:
                 log(f"{name} {dict(shape)}: {chosen} ({times[chosen]:.4f} ms)")
-            shapes.append(TunedShape({k: int(shape[k]) for k in problem.key}, chosen, times))
+            shapes.append(TunedShape(dict(zip(problem.key, values, strict=True)), chosen, times))
         tables[name] = FamilyTable(tuple(problem.key), tuple(shapes))
-    return TuningTable(bundle_sha256(bundle), arch, device, tables)
+    table = TuningTable(bundle_sha256(bundle), arch, device, tables)
+    TuningTable.from_json(table.to_json(), "kernelpack tune")  # what the build will accept: one rule both ways
+    return table
+
+
+def _problem_shapes(name: str, problem: Problem) -> list[tuple[int, ...]]:
+    """Each shape's key values (integers), refused before anything is timed when one is not an integer or a shape
+    comes twice."""
+    out: list[tuple[int, ...]] = []
+    for i, shape in enumerate(problem.shapes):
+        try:
+            values = tuple(operator.index(shape[k]) for k in problem.key)
+        except (KeyError, TypeError) as e:
+            raise TuningError(f"kernelpack tune: {name} shapes[{i}] {dict(shape)}: expected an integer for each key "
+                              f"argument {list(problem.key)} ({type(e).__name__}: {e})") from None
+        if values in out:
+            raise TuningError(f"kernelpack tune: {name} shapes[{out.index(values)}] and shapes[{i}] are the same "
+                              f"shape {dict(shape)}; list each shape once")
+        out.append(values)
+    return out
 
 
 # ------------------------------------------------------------------ kernelpack tune

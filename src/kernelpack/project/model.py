@@ -72,7 +72,8 @@ else:  # pragma: no cover - Python 3.10
 
 OUTPUTS = ("library", "bundle")
 LIBRARY: dict[str, fl.Check] = {"name": fl.STRING, "archs": fl.ARCHS, "out": fl.PATH, "outputs": fl.STRINGS,
-                                "version": fl.STRING, "cflags": fl.STRINGS, "include": fl.STRINGS, "tuning": fl.PATH}
+                                "version": fl.STRING, "cflags": fl.STRINGS, "include": fl.STRINGS, "tuning": fl.PATH,
+                                "claim_name": fl.STRING}  # a wheel's name that is also another package's (wheel.taken)
 EXECUTORS = ("local", "ray")  # [build] executor / kernelpack build --executor
 BUILD: dict[str, fl.Check] = {"executor": fl.STRING, "address": fl.STRING}
 PYPROJECT = "pyproject.toml"  # a project when it has a [tool.kernelpack] table

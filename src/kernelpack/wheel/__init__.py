@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bundle import Bundle
+from ..files import read_bounded
 from ..project.model import Project, load_project
 from ..project.runner import BuildReport, Events, build
 from ..publish import Stage, output_dir
@@ -218,7 +219,7 @@ def sdist_files(where: str | os.PathLike[str] | None = None) -> tuple[WheelMeta,
         out = project.out.resolve()
         if rp.is_relative_to(out):
             continue
-        files[rel] = rp.read_bytes()
+        files[rel] = read_bounded(rp, "sdist file", error=WheelError)  # a 10 GiB sparse source: refused, not read
     return meta, files
 
 

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import KernelpackError
+from ..files import read_bounded
 from ..project.model import PYPROJECT, Project, declared_library, read_toml
 from .meta import WheelError, WheelMeta, canonical_name, check_package_name, normalize_version
+from .taken import CLAIM_KEY, check_not_taken
 
 PROJECT_KEYS = ("name", "version", "description", "readme", "license", "authors", "maintainers", "keywords",
                 "classifiers", "urls")
@@ -25,6 +27,7 @@ def wheel_meta(project: Project) -> tuple[WheelMeta, list[Path]]:
     declared = declared_library(project.path)
     pep621 = _pep621(project.path)
     name = check_package_name(project.library.name)
+    check_not_taken(name, declared.get(CLAIM_KEY), str(project.path))
     if "name" in pep621 and canonical_name(str(pep621["name"])) != canonical_name(name):
         raise WheelError(f"{project.path}: [project] name {pep621['name']!r} differs from the library name "
                          f"{name!r}; the package is imported as the library's name: make them the same")
@@ -124,9 +127,10 @@ def _file_text(name: Any, root: Path, read: list[Path], key: str) -> str:
     path = (root / name).resolve()
     if not path.is_relative_to(root.resolve()):
         raise WheelError(f"[project] {key} file {name!r} lies outside the project directory {root}")
+    data = read_bounded(path, f"[project] {key} file", error=WheelError)  # a FIFO, a device: refused, not read
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise WheelError(f"[project] {key}: cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise WheelError(f"[project] {key} file {path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
     read.append(path)
     return text
