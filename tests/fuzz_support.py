@@ -5,6 +5,11 @@ Inputs are real files (NVRTC cubins, a compiled bundle, a built ``.so`` and ``.a
 byte sets, truncations, splices, edits of length/offset fields, and JSON-structure edits of a bundle manifest with the
 SHA-256 recomputed so the loader gets past the hash check. The only outcomes allowed are a parse or the parser's
 documented exception; every example runs under a time box (SIGALRM) and an address-space cap (RLIMIT_AS).
+
+Dispatch records (what the C launcher reads) are forged through the same hash-recomputing writer
+(:func:`edit_family_stream`): at random (the ``dispatch-record`` target, boundary integers among its values) and by a
+deterministic sweep (:func:`record_sweep`) of every integer field of records holding a C slot of each kind through the
+values that wrap each width the launcher stores them in.
 """
 
 from __future__ import annotations
@@ -376,6 +381,120 @@ def check(target: str, fn: Callable[[], None]) -> str:
     return "parsed"
 
 
+# ------------------------------------------------------------------ dispatch records: every integer at its boundaries
+
+# Values around every width a record's integers are stored in (int8/16/32/64, their unsigned kinds) and past them
+BOUNDARY = (-(2**63) - 1, -(2**63), -(2**31) - 1, -(2**31), -(2**15) - 1, -(2**15), -129, -128, -2, -1, 0, 1, 127, 128,
+            255, 256, 2**15 - 1, 2**15, 2**15 + 1, 2**16 - 1, 2**16, 2**16 + 1, 2**31 - 1, 2**31, 2**32 - 1, 2**32,
+            2**32 + 1, 2**63 - 1, 2**63, 2**64 - 1, 2**64)
+# the suite's share: a value that wraps at each width (int16 to negative, uint16 to 1, int32, uint32 to 1), one whose
+# sum with an offset overflows int64, one past int64, and -1
+CI_BOUNDARY = (-1, 2**15, 2**16 + 1, 2**31, 2**32 + 1, 2**63 - 1, 2**63)
+HEX_BOUNDARY = ("7fff", "8000", "8001", "ffff", "7fffffff", "80000000", "ffffffff")  # what a hex text can hold
+DYN = -(2**63)  # a tensor mode passed at run time (KP_DYN)
+# One C slot of each kind (Plan.to_c's rows) for a family of 4 arguments (pointer, pointer, bytes, int), each made a
+# family's only plan, with the record's other integers (grid program, launch facts, binaries, requirements) beside it
+SLOT_KINDS: dict[str, list[Any]] = {
+    "ptr": [1, 0, 0, 8, 11, 16, 1, None, []],
+    "scalar": [2, 3, 8, 4, 3, 1, 4, None, [[-1, 0, 1 << 20]]],
+    "bytes": [4, 2, 16, 12, 0, 1, 1, None, []],
+    "null": [0, -1, 32, 8, 0, 1, 1, None, []],
+    "tensor": [3, 1, 40, 24, 11, 16, 1, [[DYN, 64], [DYN, 1], 0, [8, -1], [16, -1], 3, 4], [[0, 1, 1 << 20]]],
+    "desc": [6, 2, 64, 128, 11, 1, 1, [1, 2, 7, 4, 0, 0, [16, 16]], [[1, 1, 1 << 20]]],
+    "desc_field": [7, 2, 192, 4, 3, 1, 1, [0, 1, 2], []],
+    "device": [8, 0, 200, 4, 3, 1, 1, None, []],
+}
+GRID = [[[0, 1, 0]], [[1, 8, 3], [0, 64, 0], [6, 0, 0]], [[0, 1, 0]]]  # (1, ceil_div(the int at offset 8, 64), 1)
+FACTS = [False, False, [32, 1, 1], [32, 1, 1], 1024, [1, 1, 1], [1, 1, 1], 0, 0]  # every launch fact set
+SWEEP_FAMILY = "affine"  # of the seeds: x, y (pointers), p (12 bytes), n (int)
+
+
+def seed_record(seeds: Seeds, family: str = SWEEP_FAMILY) -> bytes:
+    """The dispatch record of the seed bundle's ``family``."""
+    from kernelpack.bundle_index import BundleIndex
+
+    record = BundleIndex(seeds.bundle, "seeds")._fams.record(family)
+    assert record is not None, f"the seed family {family} has a dispatch record"
+    return bytes(record)
+
+
+def sweep_base(record: bytes, kind: str) -> dict[str, Any]:
+    """A family's dispatch record made to hold slot ``kind`` as its one plan, with a grid program, every launch fact,
+    a device role and a device requirement: a well-formed record whose integers the sweep sets one at a time."""
+    doc = json.loads(record)
+    doc.update(slots=[SLOT_KINDS[kind]], plans=["0000"], grids=[[0, GRID]], facts=[FACTS],
+               requires=[*doc["requires"], [["sm_count", 132]]], roles=[[0, ["sm_count"]]] if kind == "device" else [])
+    return doc
+
+
+def _int_paths(obj: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Where ``obj`` holds an int (not a bool): every integer field of a record."""
+    if type(obj) is int:
+        yield prefix
+    elif isinstance(obj, (list, dict)):
+        for k, v in (obj.items() if isinstance(obj, dict) else enumerate(obj)):
+            yield from _int_paths(v, (*prefix, k))
+
+
+def _set_path(doc: Any, path: tuple[Any, ...], value: Any) -> Any:
+    doc = json.loads(json.dumps(doc))
+    parent = doc
+    for k in path[:-1]:
+        parent = parent[k]
+    parent[path[-1]] = value
+    return doc
+
+
+def record_sweep(record: bytes, values: tuple[int, ...] = BOUNDARY,
+                 hex_values: tuple[str, ...] = HEX_BOUNDARY) -> Iterator[tuple[str, str, bytes]]:
+    """Every forgery of the sweep, as (slot kind, field, record text): each integer of each slot kind's record
+    (:func:`sweep_base`; the fields outside the slot with the first kind only) set to each of ``values``, and each
+    4-digit group of the record's hex texts (its plan, its integer columns) to each of ``hex_values``."""
+    for n, kind in enumerate(SLOT_KINDS):
+        base = sweep_base(record, kind)
+        for path in _int_paths(base):
+            if n == 0 or path[0] == "slots":
+                for value in values:
+                    yield kind, "/".join(map(str, path)), encode(_set_path(base, path, value))
+        if n:
+            continue
+        ints = base["specs"]["ints"]
+        for at in range(0, len(ints), 4):
+            for h in hex_values:  # 8 digits: the whole column is written with 8
+                text = ints[:at] + h + ints[at + 4:] if len(h) == 4 else "".join(
+                    h if k == at else "0000" + ints[k:k + 4] for k in range(0, len(ints), 4))
+                yield kind, f"specs/ints/{at // 4}", encode(_set_path(base, ("specs", "ints"), text))
+        for h in hex_values:
+            if len(h) == 4:
+                yield kind, "plans/0", encode(_set_path(base, ("plans", 0), h))
+            yield kind, "plans/0 (a list)", encode(_set_path(base, ("plans", 0), [int(h, 16)]))
+
+
+def launch_one(data: bytes, family: str) -> None:
+    """``kernelpack.load`` of ``data`` lazily, then ``family`` launched once with integer arguments through the C
+    launcher (as :func:`load_and_launch` does each family) and its every binary loaded."""
+    import kernelpack
+
+    with _as_file(data) as name:
+        fn = kernelpack.load(name)[family]
+        try:
+            fn(*[0x10000] * len(fn.family.arg_names), grid=1, block=32)
+        except KernelpackError:
+            pass  # an argument that does not fit (the record may say anything): refused, not packed
+        fn.family.preload(0)
+
+
+def with_record(seeds: Seeds, record: bytes, family: str = SWEEP_FAMILY) -> bytes:
+    """The seed bundle with ``family``'s dispatch record replaced by ``record``, written through the hash-recomputing
+    writer (:func:`edit_family_stream`): every hash consistent, so the loader reaches the record's parsers."""
+    return edit_family_stream(seeds.bundle, family, lambda _: record, key="dispatch")
+
+
+def sweep_input(seeds: Seeds, record: bytes) -> None:
+    """One forgery of the sweep, loaded and launched."""
+    launch_one(with_record(seeds, record), SWEEP_FAMILY)
+
+
 # ------------------------------------------------------------------ the fuzz targets: (parser, strategy, runner)
 
 
@@ -405,12 +524,18 @@ def _bundle_load(seeds: Seeds, args: tuple[str, list[Any]]) -> None:
 
 
 def _dispatch_record(seeds: Seeds, args: tuple[int, list[Any]]) -> None:
-    which, edits = args  # a family's dispatch record, its JSON edited (hashes consistent), loaded and launched
+    """A family's dispatch record (or one of the sweep's, holding a slot of each kind: :func:`sweep_base`), its JSON
+    edited, written with every hash consistent, loaded and every family launched."""
+    which, edits = args
     fams = read_manifest(seeds.bundle)["families"]
     names = [n for n, c in zip(fams["name"], fams["dispatch"]) if c >= 0]
-    name = names[which % len(names)]
-    load_and_launch(edit_family_stream(seeds.bundle, name, lambda text: encode(edit_manifest(json.loads(text), edits)),
-                                       key="dispatch"))
+    kinds = list(SLOT_KINDS)
+    pick = which % (len(names) + len(kinds))
+    name = names[pick] if pick < len(names) else SWEEP_FAMILY
+    base = None if pick < len(names) else sweep_base(seed_record(seeds), kinds[pick - len(names)])
+    load_and_launch(edit_family_stream(
+        seeds.bundle, name, lambda text: encode(edit_manifest(json.loads(text) if base is None else base, edits)),
+        key="dispatch"))
 
 
 def _embedded_bytes(seeds: Seeds, args: tuple[bool, list[Any]]) -> None:
@@ -428,6 +553,9 @@ def _embedded_manifest(seeds: Seeds, args: tuple[bool, list[Any]]) -> None:
     parse_embedded(data, ".a" if static else ".so")
 
 
+# a record's edits: any JSON value, or (as often) an integer at a width's boundary, anywhere in the record
+RECORD_EDIT = st.tuples(st.integers(0, 2**31), st.sampled_from(["replace", "delete", "wrap", "dup"]),
+                        st.one_of(JSON_VALUE, st.sampled_from(BOUNDARY)))
 _BYTE_EDITS = st.lists(st.one_of(EDIT, HEADER_EDIT), min_size=1, max_size=5)
 TARGETS: dict[str, tuple[str, st.SearchStrategy[Any], Callable[[Seeds, Any], None]]] = {
     "cubin": ("cubin", st.tuples(st.integers(0, 10), _BYTE_EDITS), _cubin),
@@ -436,7 +564,7 @@ TARGETS: dict[str, tuple[str, st.SearchStrategy[Any], Callable[[Seeds, Any], Non
                         _bundle_manifest),
     "bundle-load": ("load", st.tuples(st.sampled_from(["families", "lines", "whole"]),
                                       st.lists(MANIFEST_EDIT, min_size=1, max_size=3)), _bundle_load),
-    "dispatch-record": ("load", st.tuples(st.integers(0, 2**16), st.lists(MANIFEST_EDIT, min_size=1, max_size=3)),
+    "dispatch-record": ("load", st.tuples(st.integers(0, 2**16), st.lists(RECORD_EDIT, min_size=1, max_size=3)),
                         _dispatch_record),
     "embedded-bytes": ("embedded", st.tuples(st.booleans(), _BYTE_EDITS), _embedded_bytes),
     "embedded-manifest": ("embedded", st.tuples(st.booleans(), st.lists(MANIFEST_EDIT, min_size=1, max_size=2)),

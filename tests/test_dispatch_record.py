@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -212,6 +216,105 @@ def test_a_record_whose_plans_would_write_outside_the_buffer_is_refused_and_neve
         assert mod.four.family.python_calls == 1, "the C launcher refused the plan: the Python path took the launch"
     mod.add(P, P, P, 8, grid=1, block=32)
     assert fake.last()["kernel"] == "add"
+
+
+def _slot_at(k: int, field: int, value: Any) -> Any:
+    """An edit: field ``field`` of the table's slot ``k`` (``add``: pointers a, b, out at 0-2, the int n at 3) set."""
+    return lambda doc: doc["slots"][k].__setitem__(field, value)
+
+
+# values a 64-bit check let through and a narrower field then turned into a bad one: each crashed the process
+# (SIGSEGV) when the C launcher packed the family's first launch
+CRASHED = {
+    "arg_32768": _slot_at(3, 1, 2**15),  # int16 -32768: args[-32768] read
+    "arg_98304": _slot_at(3, 1, 3 * 2**15),  # int16 -32768 too
+    "offset_int64_max": _slot_at(0, 2, 2**63 - 1),  # offset + 8 overflowed the bound check: the pointer at 4 GiB
+    "size_int64_max": lambda doc: doc["slots"][3].__setitem__(slice(0, 4), [0, -1, 24, 2**63 - 1]),  # a NULL slot
+    # zeroing 2**32 - 1 bytes
+    "range_of_an_int_reads_an_extent": _slot_at(3, 8, [[0, 0, 100]]),  # an int's range over mode 0: NULL shape read
+}
+
+# ... and values narrowed into ones that looked right: launched with another argument or launch fact than the file
+# said (the record is what the family's first launches use)
+NARROWED = {
+    "arg_65537_read_argument_1": _slot_at(3, 1, 2**16 + 1),  # int16 1: the int n taken from the pointer b
+    "divisor_negative": _slot_at(3, 6, -4),  # no divisor at all (> 1 only is one)
+    "dtype_259": _slot_at(3, 4, 256 + 3),  # int8 3 (int32)
+    "align_2_32_plus_16": _slot_at(0, 5, 2**32 + 16),  # uint32 16
+    "range_mode_minus_2": _slot_at(3, 8, [[-2, 0, 100]]),  # taken as the value's range (mode -1)
+}
+# launch facts past 32 bits: the C launcher's table is 32-bit
+FACTS = {
+    "dyn_smem_2_32_plus_16": lambda doc: doc["facts"][0].__setitem__(8, 2**32 + 16),
+    "fixed_block_2_32_plus_32": lambda doc: doc["facts"][0].__setitem__(2, [2**32 + 32, 1, 1]),
+    "max_threads_2_32": lambda doc: doc["facts"][0].__setitem__(4, 2**32),
+    "grid_of_plan_minus_1": lambda doc: doc["grids"].append([-1, False]),
+    "role_unknown": lambda doc: doc["roles"].append([0, ["bogus"]]),
+    "requirement_unknown": lambda doc: doc["requires"].append([["bogus", 1]]),
+}
+
+_CHILD = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+import kernelpack
+from fake_cuda import InProcessFake
+from kernelpack.errors import KernelpackError
+fake = InProcessFake(Path({lib!r}))
+fake.reset()
+P = 0x10000
+with fake.installed():
+    for path in {paths!r}:
+        print("forgery", Path(path).stem, flush=True)
+        try:
+            kernelpack.load(path).add(P, P + 0x100, P + 0x200, 8, grid=1, block=32)
+            print("launched", fake.count(), flush=True)
+        except KernelpackError as e:
+            print(type(e).__name__, e, flush=True)
+"""
+
+
+def test_a_record_whose_integers_wrap_in_their_fields_is_refused_not_a_crash(fake_cuda, bundle, tmp_path):
+    """Integers of a hash-consistent forged record that pass a 64-bit check but not the field they are stored in
+    (an argument index of 2**15 is int16 -32768): the C launcher read args[-32768] and the process died (SIGSEGV,
+    exit 139). In a child process, so a crash fails this test: each forgery is refused naming the kernel, nothing
+    launched."""
+    data = bundle.to_bytes()
+    paths = [str(_write(tmp_path, f"{name}.kpack", _edit_record(data, "add", edit))) for name, edit in CRASHED.items()]
+    tests = str(Path(__file__).parent)
+    child = _CHILD.format(tests=tests, lib=str(fake_cuda.library), paths=paths)
+    env = dict(os.environ)
+    if "KERNELPACK_TEST_SANITIZER_PRELOAD" in env:  # under tests/test_launch_asan.py: the child is sanitized too
+        env["LD_PRELOAD"] = env["KERNELPACK_TEST_SANITIZER_PRELOAD"]
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300, check=False,
+                         env=env)
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0, f"exit {out.returncode} after {lines[-1:]}\n{out.stderr[-2000:]}"
+    results = dict(zip(lines[::2], lines[1::2]))
+    for name in CRASHED:
+        got = results[f"forgery {name}"]
+        assert got.startswith("BundleError") and f"{name}.kpack: kernel add: its dispatch record disagrees" in got, \
+            (name, got)
+
+
+@pytest.mark.parametrize("edit", sorted(NARROWED))
+def test_a_record_integer_narrowed_into_a_plausible_one_is_refused_not_launched(fake, bundle, tmp_path, edit):
+    path = _write(tmp_path, "n.kpack", _edit_record(bundle.to_bytes(), "add", NARROWED[edit]))
+    before = fake.count()
+    with pytest.raises(BundleError, match=r"n.kpack: kernel add: its dispatch record disagrees with its manifest"):
+        kernelpack.load(path).add(P, P + 0x100, P + 0x200, 8, grid=1, block=32)
+    assert fake.count() == before, "nothing was launched"
+
+
+@pytest.mark.parametrize("edit", sorted(FACTS))
+def test_launch_facts_and_indices_out_of_their_range_make_a_malformed_record(fake, bundle, tmp_path, edit):
+    """Before: a dynamic shared memory of 2**32 + 16 launched with 16, a block of 2**32 + 32 with 32, a grid program
+    for plan -1 went to the last plan; an unknown device role or requirement escaped as TypeError / KeyError."""
+    path = _write(tmp_path, "f.kpack", _edit_record(bundle.to_bytes(), "add", FACTS[edit]))
+    before = fake.count()
+    with pytest.raises(BundleError, match=r"f.kpack: kernel add: malformed dispatch record"):
+        kernelpack.load(path).add(P, P + 0x100, P + 0x200, 8, grid=1, block=32)
+    assert fake.count() == before, "nothing was launched"
 
 
 def test_a_record_of_another_version_is_not_read(fake, bundle, tmp_path):

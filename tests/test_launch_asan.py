@@ -2,7 +2,8 @@
 both, then the launch tests that drive it hardest run against it in a child interpreter on the fake driver -- every
 call of the runtime bundle, tensor descriptors, derived values, the dispatch records (malformed ones and plans that
 would write outside the buffer included) and the dispatch-record fuzz target (400 records edited at random, every
-family launched through the C launcher with the plans they state). Any sanitizer report fails the child.
+family launched through the C launcher with the plans they state; and the suite's share of its boundary sweep: every
+integer of a record at the values that wrap its C field). Any sanitizer report fails the child.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CC = shutil.which("gcc")
+SANITIZER_PRELOAD = "KERNELPACK_TEST_SANITIZER_PRELOAD"  # the sanitizer runtimes, for the tests' own child interpreters
 TESTS = ["test_dispatch_record.py", "test_runtime_launch.py", "test_descriptor_launch.py", "test_runtime_derived.py",
-         "test_fuzz_parsers.py::test_fuzz_dispatch_record"]
+         "test_fuzz_parsers.py::test_fuzz_dispatch_record",
+         "test_fuzz_parsers.py::test_every_integer_of_a_dispatch_record_at_a_width_boundary_is_refused_or_launched"]
 
 
 def _runtime(name: str) -> str | None:
@@ -47,8 +50,10 @@ def test_the_launch_path_runs_clean_under_asan_and_ubsan(tmp_path):
                                                              "libnvrtc-builtins.so*")]
     if nvrtc:  # the sanitizer runtime's dlopen does not search the library's own RPATH
         env["LD_LIBRARY_PATH"] = os.pathsep.join([*nvrtc, env.get("LD_LIBRARY_PATH", "")])
-    # the preload is for this interpreter only: compilers it runs (nvcc) must not load the sanitizer runtime
-    child = ("import os, sys; os.environ.pop('LD_PRELOAD'); import kernelpack.runtime._launch as L; "
+    # the preload is for this interpreter only: compilers it runs (nvcc) must not load the sanitizer runtime; a test
+    # that runs the launch path in a child interpreter of its own puts it back from SANITIZER_PRELOAD
+    child = (f"import os, sys; os.environ[{SANITIZER_PRELOAD!r}] = os.environ.pop('LD_PRELOAD'); "
+             "import kernelpack.runtime._launch as L; "
              f"assert L.__file__ == {str(ext)!r}, L.__file__; import pytest; "
              f"sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', '--rootdir={ROOT}', "
              f"'--basetemp={tmp_path / 'run'}', *{[str(ROOT / 'tests' / t) for t in TESTS]!r}]))")

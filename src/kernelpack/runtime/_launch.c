@@ -45,6 +45,21 @@
 #define KP_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define KP_INLINE inline __attribute__((always_inline)) /* the per-argument steps of a launch */
 #define KP_NOINLINE __attribute__((noinline)) /* rarer steps kept out of the per-argument loop */
+#define KP_DT_LAST KP_DT_F8E5M2 /* the highest kp_dtype code (kp_model.h) */
+
+/* Checked narrowing of an integer a plan, a dispatch record or a device table gives (a record is data: anyone who
+ * writes a .kpack can recompute its hashes, so it may say anything). The wide value v (long long, as parsed) is
+ * stored in field dst when it survives the conversion to the field's own type unchanged -- the width it is stored
+ * in -- and then lies in [lo, hi], the real bound (an argument index below the slots, an offset inside the buffer,
+ * a dtype code, ...). 1: stored; 0: not, and dst = lo (a value every reader of the field takes). */
+#define KP_NARROW(dst, v, lo, hi)                                                                                   \
+    __extension__({                                                                                                  \
+        const long long kp_v_ = (v);                                                                                 \
+        const __typeof__(dst) kp_n_ = (__typeof__(dst))kp_v_;                                                        \
+        const int kp_ok_ = (long long)kp_n_ == kp_v_ && kp_v_ >= (long long)(lo) && kp_v_ <= (long long)(hi);        \
+        (dst) = kp_ok_ ? kp_n_ : (__typeof__(dst))(lo);                                                              \
+        kp_ok_;                                                                                                      \
+    })
 
 
 /* ------------------------------------------------------------------ driver */
@@ -1505,6 +1520,70 @@ static kp_slot_x* slot_x(kp_family* f, kp_slot* s) {
     return s->x;
 }
 
+/* Does each range constraint of slot s bound what its packing reads: an integer's value (mode -1) for a scalar, an
+ * extent (mode < rank) for a tensor or tensor descriptor? (No other slot reads its ranges.) */
+static int ranges_fit(const kp_slot* s) {
+    for (int k = 0; k < s->nranges; k++) {
+        const int m = s->x->rmode[k];
+        if (s->op == KP_OP_SCALAR ? m != -1 : (s->op == KP_OP_TENSOR || s->op == KP_OP_DESC) && (m < 0 || m >= s->rank))
+            return 0;
+    }
+    return 1;
+}
+
+/* A tensor-descriptor slot's facts (KP_OP_DESC: (tma, rank, elem_type, elem_size, swizzle, fp4, box); KP_OP_DESC_FIELD:
+ * (field, pos, rank): launch/plan.py Plan.to_c). 1: they are in bounds; 0: not (the plan takes the Python path); -1: an
+ * exception (not such a tuple). */
+static int parse_desc(PyObject* tensor, kp_slot* s) {
+    long long tma, rank, et, es, sw, fp4, field, pos;
+    PyObject* box;
+    if (s->op == KP_OP_DESC_FIELD) {
+        if (!is_tuple(tensor, "a descriptor field") || !PyArg_ParseTuple(tensor, "LLL", &field, &pos, &rank))
+            return -1;
+        const int good = KP_NARROW(s->rank, rank, 1, KP_MAX_TMA_RANK) & KP_NARROW(s->field, field, 0, 2);
+        return good & KP_NARROW(s->pos, pos, 0, s->rank - 1); /* after the rank */
+    }
+    if (!is_tuple(tensor, "a descriptor") || !PyArg_ParseTuple(tensor, "LLLLLLO", &tma, &rank, &et, &es, &sw, &fp4, &box))
+        return -1;
+    int good = KP_NARROW(s->tma, tma, 0, 1) & KP_NARROW(s->rank, rank, 1, KP_MAX_TMA_RANK) &
+               KP_NARROW(s->elem_type, et, 0, 255) & KP_NARROW(s->swizzle, sw, 0, 15) & KP_NARROW(s->fp4, fp4, 0, 1);
+    if (!s->tma) return good;
+    /* the 128-byte map, elements of 1..8 bytes, a box of 1..256 elements per mode (cuTensorMapEncodeTiled's) */
+    good &= KP_NARROW(s->elem_size, es, 1, 8) & (s->offset + 128 <= KP_BUF); /* s->offset <= KP_BUF already */
+    int64_t b[KP_MAX_TMA_RANK];
+    if (get_i64s(box, b, s->rank, "box") < 0) return -1;
+    for (int i = 0; i < s->rank; i++) good &= KP_NARROW(s->box[i], b[i], 1, 256);
+    return good;
+}
+
+/* A tensor-struct slot's facts (KP_OP_TENSOR: (shape, stride, data_off, shape_off, stride_off, shape_dtype,
+ * stride_dtype)): 1 when every field it writes lies in the buffer, 0 when not, -1 for an exception. */
+static int parse_tensor(kp_family* f, PyObject* tensor, kp_slot* s) {
+    PyObject *shape, *stride, *shape_off, *stride_off;
+    long long data_off, shape_dt, stride_dt;
+    if (!is_tuple(tensor, "a tensor") ||
+        !PyArg_ParseTuple(tensor, "OOLOOLL", &shape, &stride, &data_off, &shape_off, &stride_off, &shape_dt, &stride_dt))
+        return -1;
+    if (!is_tuple(shape, "a tensor's shape")) return -1;
+    Py_ssize_t rank = PyTuple_Size(shape);
+    if (rank < 0) return -1;
+    if (rank > KP_MAX_RANK) return 0;
+    int64_t so[KP_MAX_RANK], st[KP_MAX_RANK];
+    kp_slot_x* x = slot_x(f, s);
+    if (x == NULL || get_i64s(shape, x->shape, (int)rank, "shape") < 0 ||
+        get_i64s(stride, x->stride, (int)rank, "stride") < 0 || get_i64s(shape_off, so, (int)rank, "shape offsets") < 0 ||
+        get_i64s(stride_off, st, (int)rank, "stride offsets") < 0)
+        return -1;
+    const long long room = KP_BUF - 8 - (long long)s->offset; /* an 8-byte field at most, inside the buffer */
+    s->rank = (int8_t)rank;
+    int good = KP_NARROW(s->data_off, data_off, 0, room) & KP_NARROW(s->shape_dt, shape_dt, KP_DT_ANY, KP_DT_LAST) &
+               KP_NARROW(s->stride_dt, stride_dt, KP_DT_ANY, KP_DT_LAST);
+    for (int i = 0; i < rank; i++) /* a run-time mode's field is written: within the buffer (a static one's: -1) */
+        good &= KP_NARROW(x->shape_off[i], so[i], x->shape[i] == KP_DYN ? 0 : -1, room) &
+                KP_NARROW(x->stride_off[i], st[i], x->stride[i] == KP_DYN ? 0 : -1, room);
+    return good;
+}
+
 static int parse_slot(kp_family* f, PyObject* t, kp_slot* s, int* ok) {
     long long op, arg, offset, size, dtype, align, divisor;
     PyObject *tensor, *ranges;
@@ -1516,90 +1595,39 @@ static int parse_slot(kp_family* f, PyObject* t, kp_slot* s, int* ok) {
         PyErr_SetString(PyExc_TypeError, "plan slot: ranges must be a tuple");
         return -1;
     }
+    /* Every field narrowed to its type and bounded (KP_NARROW): each byte a slot's packing writes lies in the buffer,
+     * a slot that reads an argument names one of at most KP_MAX_SLOTS (make_family: one of the family's), each code
+     * is one kernelpack defines. A plan that does not keep to this takes the Python path (op -1: a value derived at
+     * launch), which, for a plan of a bundle's dispatch record, builds the family from its entries and refuses a
+     * record that disagrees with them. */
+    int good = KP_NARROW(s->op, op, KP_OP_NULL, KP_OP_DEVICE) && op != KP_OP_SCRATCH;
+    if (!good) s->op = KP_OP_NULL; /* packs nothing, reads no argument */
+    const int dev = s->op == KP_OP_DEVICE;
+    good &= KP_NARROW(s->arg, arg, s->op == KP_OP_NULL ? -1 : 0, dev ? KP_MAX_DEVICE_VALUES - 1 : KP_MAX_SLOTS - 1);
+    good &= KP_NARROW(s->size, size, 0, KP_BUF);
+    good &= !dev || s->size == 4 || s->size == 8;
+    good &= KP_NARROW(s->offset, offset, 0, KP_BUF - (s->size > 8 ? s->size : 8));
+    good &= KP_NARROW(s->dtype, dtype, KP_DT_ANY, KP_DT_LAST) & KP_NARROW(s->align, align, 0, UINT32_MAX) &
+            KP_NARROW(s->divisor, divisor, 0, INT64_MAX);
+    s->apow2 = s->align > 0 && (s->align & (s->align - 1)) == 0;
+    s->dpow2 = s->divisor > 0 && (s->divisor & (s->divisor - 1)) == 0;
     Py_ssize_t nr = PyTuple_Size(ranges);
     if (nr < 0) return -1;
-    if (nr > KP_MAX_RANK + 1) {
-        *ok = 0;
-        nr = 0;
-    }
+    if (nr > KP_MAX_RANK + 1) good = 0, nr = 0;
     if (nr > 0 && slot_x(f, s) == NULL) return -1;
     for (Py_ssize_t k = 0; k < nr; k++) {
         long long mode, lo, hi;
         PyObject* row = PyTuple_GetItem(ranges, k); /* borrowed */
         if (!is_tuple(row, "a range") || !PyArg_ParseTuple(row, "LLL", &mode, &lo, &hi)) return -1;
-        if (mode >= KP_MAX_RANK) *ok = 0;
-        s->x->rmode[k] = (int8_t)(mode < 0 ? -1 : mode < KP_MAX_RANK ? mode : 0), s->x->rlo[k] = lo, s->x->rhi[k] = hi;
+        good &= KP_NARROW(s->x->rmode[k], mode, -1, KP_MAX_RANK - 1);
+        s->x->rlo[k] = lo, s->x->rhi[k] = hi;
     }
     s->nranges = (int8_t)nr;
-    s->op = (uint8_t)op, s->arg = (int16_t)arg, s->offset = (uint32_t)offset, s->size = (uint32_t)size;
-    s->dtype = (int8_t)dtype, s->align = (uint32_t)align, s->divisor = divisor;
-    s->apow2 = align > 0 && (align & (align - 1)) == 0, s->dpow2 = divisor > 0 && (divisor & (divisor - 1)) == 0;
-    /* every byte a slot's packing writes lies in the buffer (a plan from a bundle's dispatch record is data: one
-     * that does not keep to this takes the Python path); a slot that reads an argument names one */
-    if (offset < 0 || size < 0 || offset + (size > 8 ? size : 8) > KP_BUF || op < 0 || op == KP_OP_SCRATCH ||
-        op > KP_OP_DEVICE || (op != KP_OP_NULL && op != KP_OP_DEVICE && arg < 0))
-        *ok = 0; /* op -1: a value derived at launch (Python) */
-    if (op == KP_OP_DESC || op == KP_OP_DESC_FIELD) {
-        /* (tma, rank, elem_type, elem_size, swizzle, fp4, box) / (field, pos, rank): launch/plan.py Plan.to_c */
-        long long tma, rank, et, es, sw, fp4, field, pos;
-        PyObject* box;
-        if (op == KP_OP_DESC) {
-            if (!is_tuple(tensor, "a descriptor") ||
-                !PyArg_ParseTuple(tensor, "LLLLLLO", &tma, &rank, &et, &es, &sw, &fp4, &box))
-                return -1;
-            if (rank < 1 || rank > KP_MAX_TMA_RANK || (tma && (es < 1 || es > 8 || offset + 128 > KP_BUF))) {
-                *ok = 0;
-                return 0;
-            }
-            int64_t b[KP_MAX_TMA_RANK];
-            if (tma && get_i64s(box, b, (int)rank, "box") < 0) return -1;
-            for (int i = 0; tma && i < rank; i++) s->box[i] = (uint32_t)b[i];
-            s->tma = (int8_t)(tma != 0), s->elem_type = (int32_t)et, s->elem_size = (int8_t)es;
-            s->swizzle = (int8_t)sw, s->fp4 = (int8_t)(fp4 != 0);
-        } else {
-            if (!is_tuple(tensor, "a descriptor field") || !PyArg_ParseTuple(tensor, "LLL", &field, &pos, &rank))
-                return -1;
-            if (rank < 1 || rank > KP_MAX_TMA_RANK || field < 0 || field > 2 || pos < 0 || pos >= rank) {
-                *ok = 0;
-                return 0;
-            }
-            s->field = (int8_t)field, s->pos = (int32_t)pos;
-        }
-        s->rank = (int8_t)rank;
-        return 0;
-    }
-    if (op == KP_OP_DEVICE && (arg < 0 || arg >= KP_MAX_DEVICE_VALUES || (size != 4 && size != 8))) *ok = 0;
-    if (s->op == KP_OP_TENSOR) {
-        PyObject *shape, *stride, *shape_off, *stride_off;
-        long long data_off, shape_dt, stride_dt;
-        if (!is_tuple(tensor, "a tensor") ||
-            !PyArg_ParseTuple(tensor, "OOLOOLL", &shape, &stride, &data_off, &shape_off, &stride_off, &shape_dt,
-                              &stride_dt))
-            return -1;
-        if (!is_tuple(shape, "a tensor's shape")) return -1;
-        Py_ssize_t rank = PyTuple_Size(shape);
-        if (rank < 0) return -1;
-        if (rank > KP_MAX_RANK) {
-            *ok = 0;
-            return 0;
-        }
-        int64_t tmp[KP_MAX_RANK];
-        kp_slot_x* x = slot_x(f, s);
-        if (x == NULL) return -1;
-        s->rank = (int8_t)rank, s->data_off = (uint32_t)data_off;
-        s->shape_dt = (int8_t)shape_dt, s->stride_dt = (int8_t)stride_dt;
-        if (get_i64s(shape, x->shape, (int)rank, "shape") < 0 || get_i64s(stride, x->stride, (int)rank, "stride") < 0)
-            return -1;
-        if (get_i64s(shape_off, tmp, (int)rank, "shape offsets") < 0) return -1;
-        for (int i = 0; i < rank; i++) x->shape_off[i] = (int32_t)tmp[i];
-        if (get_i64s(stride_off, tmp, (int)rank, "stride offsets") < 0) return -1;
-        for (int i = 0; i < rank; i++) x->stride_off[i] = (int32_t)tmp[i];
-        int inside = data_off >= 0 && offset + data_off + 8 <= KP_BUF;
-        for (int i = 0; i < rank && inside; i++) /* a run-time mode's field is written: within the buffer */
-            inside = (x->shape[i] != KP_DYN || (x->shape_off[i] >= 0 && offset + x->shape_off[i] + 8 <= KP_BUF)) &&
-                     (x->stride[i] != KP_DYN || (x->stride_off[i] >= 0 && offset + x->stride_off[i] + 8 <= KP_BUF));
-        if (!inside) *ok = 0;
-    }
+    int r = 1;
+    if (s->op == KP_OP_DESC || s->op == KP_OP_DESC_FIELD) r = parse_desc(tensor, s);
+    else if (s->op == KP_OP_TENSOR) r = parse_tensor(f, tensor, s);
+    if (r < 0) return -1;
+    if (!(good & r) || !ranges_fit(s)) *ok = 0;
     if (s->op == KP_OP_PTR) {
         s->fop = F_PTR;
         s->kwant = ((uint32_t)(uint8_t)s->dtype << 16) | (1u << 24);
@@ -1657,14 +1685,12 @@ static int parse_grid(PyObject* t, kp_plan* pl) {
         PyObject* steps = PyTuple_GetItem(t, d);
         int depth = 0, ok = 1;
         for (int i = 0; i < pl->glen[d]; i++, g++) {
-            int op, dtype;
-            long long v;
+            long long op, v, dtype;
             PyObject* step = PyTuple_GetItem(steps, i);
-            if (!is_tuple(step, "a grid step") || !PyArg_ParseTuple(step, "iLi", &op, &v, &dtype)) return -1;
-            g->op = (uint8_t)op, g->v = v, g->dtype = (int8_t)dtype;
-            if (op < KP_G_CONST || op > KP_G_MAX) ok = 0;
-            else if (op == KP_G_LOAD && (v < 0 || v + 8 > KP_BUF)) ok = 0;
-            depth += op <= KP_G_LOAD ? 1 : -1;
+            if (!is_tuple(step, "a grid step") || !PyArg_ParseTuple(step, "LLL", &op, &v, &dtype)) return -1;
+            ok &= KP_NARROW(g->op, op, KP_G_CONST, KP_G_MAX) & KP_NARROW(g->dtype, dtype, KP_DT_ANY, KP_DT_LAST);
+            ok &= KP_NARROW(g->v, v, g->op == KP_G_LOAD ? 0 : INT64_MIN, g->op == KP_G_LOAD ? KP_BUF - 8 : INT64_MAX);
+            depth += g->op <= KP_G_LOAD ? 1 : -1;
             if (depth < 1 || depth > KP_GRID_STACK) ok = 0;
         }
         if (!ok || depth != 1) {
@@ -1692,6 +1718,10 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
     (void)mod;
     if (!PyArg_ParseTuple(args, "OiOO|OOOO", &slow, &nargs, &plans, &labels, &grids, &names, &load, &table))
         return NULL;
+    if (nargs < 0) {
+        PyErr_Format(PyExc_ValueError, "make_family: nargs must be >= 0 (got %d)", nargs);
+        return NULL;
+    }
     if (table != Py_None && !PyTuple_Check(table)) {
         PyErr_SetString(PyExc_TypeError, "make_family: slots must be None or a tuple of slots");
         return NULL;
@@ -1844,10 +1874,19 @@ fail:
     return NULL;
 }
 
-static int dim3_arg(PyObject* t, uint32_t out[3]) {
+/* A device table's 32-bit unsigned field (a launch fact, a device limit; KP_NARROW): ValueError naming it when v is
+ * none. */
+static int u32_arg(long long v, uint32_t* out, const char* what) {
+    if (KP_NARROW(*out, v, 0, UINT32_MAX)) return 0;
+    PyErr_Format(PyExc_ValueError, "_set_device: %s must be in [0, 2**32) (got %lld)", what, v);
+    return -1;
+}
+
+static int dim3_arg(PyObject* t, uint32_t out[3], const char* what) {
     int64_t v[3];
-    if (get_i64s(t, v, 3, "dims") < 0) return -1;
-    for (int i = 0; i < 3; i++) out[i] = (uint32_t)v[i];
+    if (get_i64s(t, v, 3, what) < 0) return -1;
+    for (int i = 0; i < 3; i++)
+        if (u32_arg(v[i], &out[i], what) < 0) return -1;
     return 0;
 }
 
@@ -1872,10 +1911,11 @@ static int parse_entry(const kp_family* self, PyObject* row, kp_entry* e) {
             int ndv = self->plans[e->plan].ndev;
             if (ndv > 0 && get_i64s(dv, e->dv, ndv, "device values") < 0) return -1;
         }
-        e->kernel = (void*)(uintptr_t)kernel, e->max_threads = (uint32_t)mt, e->static_smem = (uint32_t)ss;
-        e->dyn_smem = (uint32_t)ds, e->smem_raised = (uint32_t)raised;
-        if (dim3_arg(fb, e->fixed_block) < 0 || dim3_arg(rq, e->reqntid) < 0 || dim3_arg(cl, e->cluster) < 0 ||
-            dim3_arg(scl, e->spec_cluster) < 0)
+        e->kernel = (void*)(uintptr_t)kernel;
+        if (u32_arg(mt, &e->max_threads, "max_threads") < 0 || u32_arg(ss, &e->static_smem, "static_smem") < 0 ||
+            u32_arg(ds, &e->dyn_smem, "dyn_smem") < 0 || u32_arg(raised, &e->smem_raised, "smem_raised") < 0 ||
+            dim3_arg(fb, e->fixed_block, "fixed_block") < 0 || dim3_arg(rq, e->reqntid, "reqntid") < 0 ||
+            dim3_arg(cl, e->cluster, "cluster") < 0 || dim3_arg(scl, e->spec_cluster, "spec_cluster") < 0)
             return -1;
     }
     if (e->plan < 0 || e->plan >= self->nplan) {
@@ -1906,9 +1946,14 @@ static PyObject* family_set_device(PyObject* op, PyObject* args) {
         PyMem_Free(d);
         return PyErr_NoMemory();
     }
-    d->ctx = (void*)(uintptr_t)ctx, d->max_threads = (uint32_t)max_threads, d->smem_optin = (uint32_t)optin;
-    d->cluster_ok = cluster_ok, d->n = (int)n;
-    if (dim3_arg(max_grid, d->max_grid) < 0 || dim3_arg(max_block, d->max_block) < 0) goto fail;
+    d->ctx = (void*)(uintptr_t)ctx, d->cluster_ok = cluster_ok;
+    if (!KP_NARROW(d->n, n, 0, INT32_MAX)) {
+        PyErr_SetString(PyExc_ValueError, "_set_device: too many rows");
+        goto fail;
+    }
+    if (u32_arg(max_threads, &d->max_threads, "max_threads") < 0 || u32_arg(optin, &d->smem_optin, "smem_optin") < 0 ||
+        dim3_arg(max_grid, d->max_grid, "max_grid") < 0 || dim3_arg(max_block, d->max_block, "max_block") < 0)
+        goto fail;
     for (Py_ssize_t i = 0; i < n; i++)
         if (parse_entry(self, PyTuple_GetItem(rows, i), &d->e[i]) < 0) goto fail;
     kp_dev* old = self->devs[ordinal];

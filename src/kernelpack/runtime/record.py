@@ -50,6 +50,7 @@ from typing import Any
 from ..arch import Arch
 from ..artifact import Binary, KernelArtifact
 from ..errors import BundleError, KernelpackError
+from ..launch.device import check_role, normalize_requires, role_property
 from ..launch.facts import binary_facts
 from ..launch.family import order_key
 from ..launch.plan import grid_program
@@ -201,8 +202,20 @@ def _only(xs: Any, kind: type, what: str, n: int | None = None) -> list[Any]:
     return xs
 
 
+U32 = (0, 2**32 - 1)  # the C launcher's launch facts (kp_entry) are 32-bit unsigned
+
+
+def _ints(xs: Any, bound: tuple[int, int], what: str, n: int | None = None) -> list[int]:
+    """``xs``: a list (of ``n`` items) of ints, each within ``bound`` (inclusive): the width the C launcher stores
+    them in, or the table they index."""
+    out = _only(xs, int, what, n)
+    if out and not bound[0] <= min(out) <= max(out) <= bound[1]:
+        raise ValueError(f"{what} {out!r:.60} not within [{bound[0]}, {bound[1]}]")
+    return out
+
+
 def _dim3(x: Any) -> tuple[int, int, int] | None:
-    return None if x is None else tuple(_only(x, int, "a dim3", 3))  # type: ignore[return-value]
+    return None if x is None else tuple(_ints(x, U32, "a dim3", 3))  # type: ignore[return-value]
 
 
 def _tuples(x: Any) -> Any:
@@ -229,18 +242,21 @@ def _record(doc: Any, nblobs: int) -> FamilyRecord:
         raise ValueError("plans are not lists of slot indices or their texts")
     r.plans, r.slots = tuple(plans), tuple(c_slots)  # the C launcher reads each slot of the table once
     grids: list[Any] = [None] * len(plans)
+    at = (0, len(plans) - 1)  # a plan's index (a negative one would name a plan from the end)
     for i, program in _only(doc["grids"], list, "grids"):
-        grids[i] = _tuples(program)  # IndexError, TypeError: no such plan
+        grids[_ints([i], at, "a grid's plan")[0]] = _tuples(program)
     roles: list[tuple[str, ...]] = [()] * len(plans)
     for i, names in _only(doc["roles"], list, "roles"):
-        roles[i] = tuple(_only(names, str, "roles"))
+        roles[_ints([i], at, "a role's plan")[0]] = tuple(_only(names, str, "roles"))
+        for name in names:
+            if role_property(name) is None or check_role(name, "") is not None:
+                raise ValueError(f"device role {name!r:.40} is none kernelpack reads")
     r.grids, r.roles = tuple(grids), tuple(roles)
     launch, facts = [], []
     for f in _only(doc["facts"], list, "facts"):
         pdl, coop, block, reqntid, max_threads, cluster, spec_cluster, static_smem, dyn_smem = f
         _only([pdl, coop], bool, "facts flags")
-        if min(_only([max_threads, static_smem, dyn_smem], int, "facts sizes")) < 0:
-            raise ValueError(f"facts row {f!r:.80}")
+        _ints([max_threads, static_smem, dyn_smem], U32, "facts sizes")
         launch.append((pdl, coop))
         facts.append((_dim3(block), _dim3(reqntid), max_threads, _dim3(cluster), _dim3(spec_cluster), static_smem,
                       dyn_smem))
@@ -254,7 +270,8 @@ def _record(doc: Any, nblobs: int) -> FamilyRecord:
                 raise ValueError(f"binary arch {arch_t!r:.20} is not a real arch")
             if kind not in ("cubin", "ptx") or type(blob) is not int or not 0 <= blob < nblobs:
                 raise ValueError(f"binary {arch_t!r:.20} {kind!r:.20} blob {blob!r:.20}")
-            if type(layout) is not int or layout < 0 or type(fi) is not int or not 0 <= fi < len(facts):
+            if type(layout) is not int or not 0 <= layout < len(plans) or type(fi) is not int or \
+                    not 0 <= fi < len(facts):
                 raise ValueError(f"binary {arch_t} layout {layout!r:.20} facts {fi!r:.20}")
             out.append((arch, kind, blob, layout, fi, arch_t))
         if not out:
@@ -264,6 +281,7 @@ def _record(doc: Any, nblobs: int) -> FamilyRecord:
                 for rq in _only(doc["requires"], list, "requires")]
     if any(len(a) != len(b) for a, b in zip(requires, doc["requires"])):
         raise ValueError("requires rows are not [name, value] pairs")
+    requires = [normalize_requires(rq, "requires") for rq in requires]  # properties kernelpack reads, values >= 0
     cols = doc["specs"]
     if not isinstance(cols, dict):
         raise ValueError("specs is not an object of columns")
