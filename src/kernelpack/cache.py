@@ -1,28 +1,49 @@
-"""The compile cache: content-addressed entries, atomic writes, corrupt entries recompiled, never served.
+"""The compile cache: content-addressed entries, atomic writes, corrupt entries recompiled, never served; a cache
+someone else could write is not used.
 
 An entry is one file ``<root>/<key[:2]>/<key>``::
 
     b"KPCACHE1\\n" + JSON header line {"sha256", "size", "meta"} + b"\\n" + payload bytes
+    b"KPCACHM1\\n" + hex HMAC-SHA256(team key, cache key + b"\\n" + header line) + b"\\n" + the same   (team cache)
 
 It is written to a temp file in the same directory and renamed into place, so readers see either no
 entry or a whole one, whatever other processes do (several compiling the same key just race to rename
 identical content). A reader re-hashes the payload; anything that does not check out is deleted.
+
+The header's hash detects corruption, not tampering: whoever can write the directory chooses what ``cuda.compile``
+returns. So the root, each shard directory and each entry must be the user's and writable by nobody else
+(:func:`kernelpack.trust.problem`); below the root nothing is reached through a link (directory descriptors,
+``O_NOFOLLOW``), and entries are read bounded (:func:`kernelpack.files.read_opened`: a FIFO or a link to
+``/dev/zero`` at an entry's path is refused, not waited on). A root that fails is bypassed with one warning naming it
+and why, and the compile goes on uncached; a shard directory or an entry that fails is ignored the same way. With a
+key (``KERNELPACK_CACHE_KEY_FILE``) the cache can be a team's: other owners and group write are allowed, and an entry
+is served only when its MAC checks out under the key — bound to the entry's cache key, so an entry copied to
+another key's path fails too.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
+import hmac
 import json
 import os
-import tempfile
+import secrets
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import config
+from . import config, files, trust
+from .errors import KernelpackError
 
 _MAGIC = b"KPCACHE1\n"
+_MAGIC_MAC = b"KPCACHM1\n"  # same length as _MAGIC
+_MAC_HEX = 64
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_ENTRY = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def cache_key(**parts: Any) -> str:
@@ -55,11 +76,24 @@ class CacheEntry:
     data: bytes
 
 
-class CompileCache:
-    """A directory of entries; ``root=None`` is a disabled cache that stores nothing."""
+@dataclass(frozen=True)
+class _Shard:
+    fd: int  # the shard directory, open (the caller closes it)
+    path: str  # for messages
+    mac_key: bytes | None
+    root_mode: int
 
-    def __init__(self, root: Path | None) -> None:
+
+class CompileCache:
+    """A directory of entries; ``root=None`` is a disabled cache that stores nothing. ``key``: the team key (default:
+    the ``KERNELPACK_CACHE_KEY_FILE`` knob's, read at first use)."""
+
+    def __init__(self, root: Path | None, *, key: bytes | None = None) -> None:
         self.root = root
+        self._mac_key = key
+        self._settled = False  # the key file and the size limit read (once: knobs() parses the environment)
+        self._limit = 0
+        self._bypassed = False
 
     @classmethod
     def default(cls) -> CompileCache:
@@ -69,51 +103,192 @@ class CompileCache:
     def enabled(self) -> bool:
         return self.root is not None
 
-    def _path(self, key: str) -> Path:
-        assert self.root is not None
-        return self.root / key[:2] / key
-
     def get(self, key: str) -> CacheEntry | None:
-        if self.root is None:
+        shard = self._shard(key, create=False)
+        if shard is None:
             return None
-        path = self._path(key)
         try:
-            raw = path.read_bytes()
-        except OSError:
-            return None
-        entry = _decode(raw)
-        if entry is None:
-            path.unlink(missing_ok=True)  # corrupt or partial: recompile instead of serving it
-        return entry
+            raw = self._read(shard, key)
+            entry = None if raw is None else _decode(raw, key, shard.mac_key)
+            if entry is None and raw is not None:
+                _unlink(shard.fd, key)  # corrupt, partial, or without a valid MAC: recompile instead of serving it
+            return entry
+        finally:
+            os.close(shard.fd)
 
     def put(self, key: str, meta: dict[str, Any], data: bytes) -> None:
-        """Store an entry; an unwritable cache is skipped silently (caching is an optimization)."""
-        if self.root is None:
-            return
-        path = self._path(key)
+        """Store an entry; an unwritable or untrusted cache is skipped (caching is an optimization)."""
         header = json.dumps({"sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "meta": meta},
                             sort_keys=True, separators=(",", ":")).encode()
+        shard = self._shard(key, create=True)
+        if shard is None:
+            return
+        tmp = f".{key[:8]}.{secrets.token_hex(8)}.tmp"
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:8]}.", suffix=".tmp")
+            fd = os.open(tmp, _NEW, 0o600, dir_fd=shard.fd)
         except OSError:
+            os.close(shard.fd)
             return
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(_MAGIC + header + b"\n" + data)
-            os.replace(tmp, path)
+                if shard.mac_key is not None:  # team members read it through the group, as the root allows
+                    os.fchmod(f.fileno(), 0o600 | (shard.root_mode & 0o040))
+                f.write(_encode(key, header, data, shard.mac_key))
+            os.replace(tmp, key, src_dir_fd=shard.fd, dst_dir_fd=shard.fd)
         except OSError:
-            Path(tmp).unlink(missing_ok=True)
+            _unlink(shard.fd, tmp)
+        finally:
+            os.close(shard.fd)
 
-
-def _decode(raw: bytes) -> CacheEntry | None:
-    if not raw.startswith(_MAGIC):
+    def _read(self, shard: _Shard, key: str) -> bytes | None:
+        """The entry's bytes; None when absent, or when it is no regular file of a writer the cache trusts (then it is
+        removed, and warned about once)."""
+        path = f"{shard.path}{os.sep}{key}"
+        try:
+            fd = os.open(key, _ENTRY, dir_fd=shard.fd)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            why = "a symbolic link" if e.errno == errno.ELOOP else e.strerror
+        else:
+            try:
+                st = os.fstat(fd)
+                why = "not a regular file" if not stat.S_ISREG(st.st_mode) else trust.problem(
+                    st, shared=shard.mac_key is not None)
+                if why is None:
+                    return files.read_opened(fd, path, "compile cache entry", self._limit)
+            except KernelpackError as e:
+                why = e.message
+            finally:
+                os.close(fd)
+        trust.warn_once(f"cache-entry:{self.root}:{why}",
+                        f"kernelpack: ignored and removed the compile cache entry {path}: it is {why} (the kernel is "
+                        f"compiled again)")
+        _unlink(shard.fd, key)
         return None
-    end = raw.find(b"\n", len(_MAGIC))
+
+    def _shard(self, key: str, *, create: bool) -> _Shard | None:
+        """The shard directory of ``key``, open, when the cache is usable and the directory trusted; None when the cache
+        is off, bypassed, the directory absent (and not ``create``) or not trusted (warned once)."""
+        if self.root is None or self._bypassed:
+            return None
+        mac_key = self._settle()
+        if self._bypassed:
+            return None
+        shared = mac_key is not None
+        try:
+            if create:
+                os.makedirs(self.root, mode=0o700, exist_ok=True)
+            rfd = os.open(self.root, _DIR)  # the root may be a link (to another disk): what it names is checked
+        except OSError:
+            return None
+        try:
+            root_st = os.fstat(rfd)
+            why = trust.problem(root_st, shared=shared)
+            if why is not None:
+                return self._bypass(f"it is {why}, so someone else could place compiled code in it",
+                                    "Use a directory that only you can write (KERNELPACK_CACHE_DIR; chmod go-w for one "
+                                    "of yours), or give a team's cache a key (KERNELPACK_CACHE_KEY_FILE, "
+                                    "docs/reliability.md)")
+            sfd = _open_shard(rfd, key[:2], create, root_st.st_mode if shared else None)
+        finally:
+            os.close(rfd)
+        if sfd is None:
+            return None
+        where = f"{self.root}{os.sep}{key[:2]}"
+        why = _dir_problem(os.fstat(sfd), shared)
+        if why is not None:
+            os.close(sfd)
+            trust.warn_once(f"cache-shard:{where}:{why}",
+                            f"kernelpack: not using the compile cache directory {where}: it is {why}; its entries are "
+                            f"compiled again, not stored, until it is fixed (chmod go-w, or remove it: kernelpack "
+                            f"makes it again)")
+            return None
+        return _Shard(sfd, where, mac_key, root_st.st_mode)
+
+    def _settle(self) -> bytes | None:
+        """The team key (None: a cache of the user's own), the knobs read at this cache's first use."""
+        if not self._settled:
+            self._settled = True
+            k = config.knobs()
+            self._limit, path = k.max_file_bytes, k.cache_key_file
+            if path is not None and self._mac_key is None:
+                try:
+                    self._mac_key = trust.read_key_file(path)
+                except KernelpackError as e:
+                    self._bypass(f"KERNELPACK_CACHE_KEY_FILE is set but unusable: {e.message}",
+                                 "Fix the key file, or unset KERNELPACK_CACHE_KEY_FILE for a cache of your own")
+        return self._mac_key
+
+    def _bypass(self, why: str, fix: str) -> None:
+        """Do without this cache from now on, saying so once per process."""
+        self._bypassed = True
+        trust.warn_once(f"cache:{self.root}:{why}",
+                        f"kernelpack: not using the compile cache {self.root}: {why}; compiling without it. {fix}")
+
+
+def _open_shard(rfd: int, name: str, create: bool, shared_mode: int | None) -> int | None:
+    """Shard directory ``name`` of the root open at ``rfd``, not through a link; made when ``create`` (in a team cache
+    with the root's group permissions and set-group-id bit, whatever the umask)."""
+    made = False
+    if create:
+        try:
+            os.mkdir(name, 0o700, dir_fd=rfd)
+            made = True
+        except FileExistsError:
+            pass
+        except OSError:
+            return None
+    try:
+        sfd = os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=rfd)
+    except OSError:  # absent, a link (ELOOP) or not a directory: no entries from it; put's mkdir left it alone
+        return None
+    if made and shared_mode is not None:
+        try:
+            os.fchmod(sfd, 0o700 | (shared_mode & (0o070 | stat.S_ISGID)))
+        except OSError:
+            pass
+    return sfd
+
+
+def _dir_problem(st: os.stat_result, shared: bool) -> str | None:
+    return "not a directory" if not stat.S_ISDIR(st.st_mode) else trust.problem(st, shared=shared)
+
+
+def _unlink(dir_fd: int, name: str) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass
+
+
+def _mac(mac_key: bytes, key: str, header: bytes) -> bytes:
+    return hmac.new(mac_key, key.encode() + b"\n" + header, hashlib.sha256).hexdigest().encode()
+
+
+def _encode(key: str, header: bytes, data: bytes, mac_key: bytes | None) -> bytes:
+    if mac_key is None:
+        return _MAGIC + header + b"\n" + data
+    return _MAGIC_MAC + _mac(mac_key, key, header) + b"\n" + header + b"\n" + data
+
+
+def _decode(raw: bytes, key: str, mac_key: bytes | None) -> CacheEntry | None:
+    """The entry in ``raw`` (stored under cache key ``key``); None when it does not check out — with a team key, also
+    when it carries no MAC or another one."""
+    start = len(_MAGIC)
+    if raw.startswith(_MAGIC_MAC) and raw[start + _MAC_HEX:start + _MAC_HEX + 1] == b"\n":
+        mac, start = raw[start:start + _MAC_HEX], start + _MAC_HEX + 1
+    elif raw.startswith(_MAGIC):
+        mac = None
+    else:
+        return None
+    end = raw.find(b"\n", start)
     if end < 0:
         return None
+    if mac_key is not None and (mac is None or not hmac.compare_digest(mac, _mac(mac_key, key, raw[start:end]))):
+        return None
     try:
-        header = json.loads(raw[len(_MAGIC):end])
+        header = json.loads(raw[start:end])
         digest, size, meta = header["sha256"], int(header["size"]), header["meta"]
     except (ValueError, KeyError, TypeError):
         return None

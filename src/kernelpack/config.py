@@ -1,6 +1,11 @@
 """Every environment variable kernelpack reads, in one typed place, with scoped overrides for tests.
 
-``KERNELPACK_CACHE_DIR``      compile cache directory (default ``~/.cache/kernelpack``); ``off`` disables it
+``KERNELPACK_CACHE_DIR``      compile cache directory (default ``~/.cache/kernelpack``); ``off`` disables it. It must be
+                              the user's own and writable by nobody else, else it is bypassed with one warning
+                              (:mod:`kernelpack.cache`, :mod:`kernelpack.trust`)
+``KERNELPACK_CACHE_KEY_FILE`` a file holding a secret key (at least 16 bytes, not readable by others) that makes the
+                              cache a team cache: every entry carries an HMAC-SHA256 under the key, entries without
+                              a valid one are ignored, and a directory writable by its group is allowed
 ``KERNELPACK_CUDA_COMPILER``  ``auto`` (NVRTC when importable, else nvcc), ``nvrtc`` or ``nvcc``
 ``KERNELPACK_NVCC``           path of nvcc (default: ``$CUDA_HOME/bin/nvcc``, then ``nvcc`` on PATH)
 ``CUDA_HOME``/``CUDA_PATH``   toolkit root, for nvcc and the CUDA headers
@@ -40,6 +45,7 @@ class Knobs:
     ar: str = "ar"
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     source_date_epoch: str | None = None  # as given; kernelpack.wheel.archive checks it where it is used
+    cache_key_file: Path | None = None
 
 
 _overrides: dict[str, object] = {}
@@ -62,7 +68,13 @@ def _from_env() -> Knobs:
     return Knobs(cache_dir, compiler, os.environ.get("KERNELPACK_NVCC") or None, cuda_home,
                  os.environ.get("CC") or "cc", os.environ.get("AR") or "ar",
                  max_file_bytes=_byte_count("KERNELPACK_MAX_FILE_BYTES", DEFAULT_MAX_FILE_BYTES),
-                 source_date_epoch=os.environ.get("SOURCE_DATE_EPOCH", "").strip() or None)
+                 source_date_epoch=os.environ.get("SOURCE_DATE_EPOCH", "").strip() or None,
+                 cache_key_file=_path("KERNELPACK_CACHE_KEY_FILE"))
+
+
+def _path(name: str) -> Path | None:
+    raw = os.environ.get(name, "").strip()
+    return Path(raw).expanduser() if raw else None
 
 
 def _byte_count(name: str, default: int) -> int:

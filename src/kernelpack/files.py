@@ -79,17 +79,34 @@ def _opened(path: str | os.PathLike[str], what: str, limit: int | None,
     except OSError as e:
         raise error(f"cannot read {what} {path}: {e.strerror}") from None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):  # replaced since the stat above
-            raise _not_regular(path, what, st.st_mode, error)
-        if st.st_size > limit:
-            raise error(f"{what} {path} is {human(st.st_size)}, above the limit of {human(limit)} per file; set "
-                        f"KERNELPACK_MAX_FILE_BYTES (e.g. 8G) to read larger files")
-        yield fd, st.st_size
+        yield fd, _size(fd, path, what, limit, error)  # fstat again: the path may have been replaced since
     except OSError as e:
         raise error(f"cannot read {what} {path}: {e.strerror}") from None
     finally:
         os.close(fd)
+
+
+def read_opened(fd: int, path: str | os.PathLike[str], what: str, limit: int | None = None, *,
+                error: type[KernelpackError] = KernelpackError) -> bytes:
+    """The bytes of the file open at ``fd`` (opened by the caller, e.g. relative to a directory descriptor with
+    ``O_NOFOLLOW | O_NONBLOCK``), with :func:`read_bounded`'s refusals; ``path`` names it in errors. ``fd`` stays
+    open."""
+    limit = config.knobs().max_file_bytes if limit is None else limit
+    try:
+        return _read_exactly(fd, _size(fd, path, what, limit, error), path, what, error)
+    except OSError as e:
+        raise error(f"cannot read {what} {path}: {e.strerror}") from None
+
+
+def _size(fd: int, path: str | os.PathLike[str], what: str, limit: int, error: type[KernelpackError]) -> int:
+    """The size of the regular file open at ``fd``, at most ``limit``; ``error`` otherwise."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise _not_regular(path, what, st.st_mode, error)
+    if st.st_size > limit:
+        raise error(f"{what} {path} is {human(st.st_size)}, above the limit of {human(limit)} per file; set "
+                    f"KERNELPACK_MAX_FILE_BYTES (e.g. 8G) to read larger files")
+    return st.st_size
 
 
 def _not_regular(path: str | os.PathLike[str], what: str, mode: int, error: type[KernelpackError]) -> KernelpackError:

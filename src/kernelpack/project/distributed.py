@@ -3,8 +3,11 @@
 No shared filesystem is assumed: the driver sends the project's files (the project file, every file its entries read,
 the Python modules it includes) once as bytes (``ray.put``); a task writes them into a private directory of its
 worker (one per snapshot, reused by that worker's later tasks), runs the step there with :func:`.jobs.execute` and
-returns the :class:`.jobs.Outcome` (its output as bytes). The driver writes the state, the bundle and the library
-exactly as a local build does (:mod:`.runner`).
+returns the :class:`.jobs.Outcome` (its output as bytes) with the digest of the files it compiled from, which the
+driver compares with its snapshot's. The worker's directory is made with ``mkdtemp`` inside
+``$TMPDIR/kernelpack-ray-<uid>`` when that is the user's private directory (checked with ``lstat``: not a link, the
+user's, writable by nobody else), else beside it: files planted in a shared temp directory are never compiled. The
+driver writes the state, the bundle and the library exactly as a local build does (:mod:`.runner`).
 
 A worker lost mid-step (its process or node died) is retried by Ray (``max_retries``, system failures only); a step
 that fails to compile comes back as a failed Outcome, is not retried, and is reported as a local failure is.
@@ -16,15 +19,18 @@ import dataclasses
 import hashlib
 import logging
 import os
+import re
 import shutil
 import socket
+import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import trust
 from ..deps import python_deps
 from ..errors import KernelpackError
 from ..frontends.refs import rename_code
@@ -33,7 +39,7 @@ from .model import Project
 
 MAX_RETRIES = 3  # a step whose worker dies is run again up to this many times
 CONNECT_TIMEOUT_S = 5.0  # an --address that does not answer within this is an error, not a hang
-__all__ = ["MAX_RETRIES", "RayUnavailable", "Snapshot", "run_ray", "snapshot"]
+__all__ = ["MAX_RETRIES", "RayUnavailable", "Snapshot", "run_ray", "snapshot", "verified"]
 
 
 class RayUnavailable(KernelpackError):
@@ -60,35 +66,85 @@ def snapshot(project: Project) -> Snapshot:
     paths = {p for p in paths if p.is_file()}
     base = Path(os.path.commonpath([str(p.parent) for p in paths]))
     files = tuple(sorted((str(p.relative_to(base)), p.read_bytes()) for p in paths))
-    h = hashlib.sha256()
-    for name, data in files:
-        h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
-    return Snapshot(str(project.path.resolve().relative_to(base)), files, h.hexdigest(), str(base))
+    return Snapshot(str(project.path.resolve().relative_to(base)), files, _digest(files), str(base))
 
 
 # ------------------------------------------------------------------------------------------------ the worker side
 
+_OWN: dict[int, Path] = {}  # this worker process's directory, by pid (a forked child makes its own)
+_WORKER_DIR = re.compile(r"(\d+)(?:-\w+)?")  # "<pid>-<mkdtemp suffix>" (and "<pid>", an older kernelpack's)
 
-def _workdir(snap: Snapshot) -> Path:
-    """The snapshot's files in this worker's private directory (written once; other snapshots removed)."""
-    home = Path(tempfile.gettempdir()) / f"kernelpack-ray-{os.getuid()}"
-    home.mkdir(mode=0o700, exist_ok=True)
-    mine = home / str(os.getpid())
-    mine.mkdir(mode=0o700, exist_ok=True)
-    for d in home.iterdir():  # other workers' directories whose process is gone
-        if d.name.isdigit() and d.name != mine.name and not _alive(int(d.name)):
-            shutil.rmtree(d, ignore_errors=True)
+
+def _home() -> Path | None:
+    """``kernelpack-ray-<uid>`` in the temp directory when it is this user's private directory (made here when absent);
+    None, warned once, when something else is there: a link, a file, another user's, one others can write."""
+    home = Path(tempfile.gettempdir()) / f"kernelpack-ray-{trust.uid()}"
+    try:
+        os.mkdir(home, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(home)
+    why = trust.problem(st) or (None if stat.S_ISDIR(st.st_mode) else "not a directory")
+    if why is None:
+        return home
+    trust.warn_once(f"ray-home:{home}:{why}", f"kernelpack: not using {home}: it is {why}; this Ray worker writes the "
+                                              f"project's files into a new private directory beside it instead")
+    return None
+
+
+def _own_dir() -> Path:
+    """This worker process's directory: made with mkdtemp (mode 0700 under a fresh name, so nothing was planted in it
+    before), in the private home when there is one (where what dead workers left is swept), else in the temp
+    directory itself."""
+    pid = os.getpid()
+    got = _OWN.get(pid)
+    if got is not None and got.is_dir():
+        return got
+    home = _home()
+    if home is None:
+        got = Path(tempfile.mkdtemp(prefix=f"kernelpack-ray-{trust.uid()}-{pid}-"))
+    else:
+        got = Path(tempfile.mkdtemp(prefix=f"{pid}-", dir=home))
+        _sweep(home, got.name)
+    _OWN[pid] = got
+    return got
+
+
+def _sweep(home: Path, mine: str) -> None:
+    """Remove the directories that this user's workers which are gone left in the private home; never through a link
+    (a link there is left alone), never anything but a worker's directory."""
+    with os.scandir(home) as entries:
+        for d in entries:
+            m = _WORKER_DIR.fullmatch(d.name)
+            if m and d.name != mine and d.is_dir(follow_symlinks=False) and not _alive(int(m.group(1))):
+                shutil.rmtree(d.path, ignore_errors=True)  # fd-based on Linux: links inside are not followed
+
+
+def _workdir(snap: Snapshot) -> tuple[Path, str]:
+    """The snapshot's files in this worker's own directory (written once per snapshot; older snapshots removed), and
+    the digest of those files as read back from there: what the step compiles, for the driver to compare."""
+    mine = _own_dir()
     root = mine / snap.digest
-    if (root / ".complete").exists():
-        return root
-    for d in mine.iterdir():
-        shutil.rmtree(d, ignore_errors=True)
-    for name, data in snap.files:
-        f = root / name
-        f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_bytes(data)
-    (root / ".complete").write_bytes(b"")
-    return root
+    if not (root / ".complete").is_file():
+        with os.scandir(mine) as entries:
+            for d in entries:
+                if d.is_dir(follow_symlinks=False):
+                    shutil.rmtree(d.path, ignore_errors=True)
+                else:
+                    os.unlink(d.path)
+        for name, data in snap.files:
+            f = root / name
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_bytes(data)
+        (root / ".complete").write_bytes(b"")
+    return root, _digest((name, (root / name).read_bytes()) for name, _ in snap.files)
+
+
+def _digest(files: Iterable[tuple[str, bytes]]) -> str:
+    h = hashlib.sha256()
+    for name, data in files:
+        h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return h.hexdigest()
 
 
 def _alive(pid: int) -> bool:
@@ -103,13 +159,14 @@ def _alive(pid: int) -> bool:
 
 def remote_step(snap: Snapshot, job_id: str, cache_dir: str | None) -> Outcome:
     """A Ray task: one step of the snapshot's project, compiled in this worker (``cache_dir``: this node's compile
-    cache, the driver's path; None: the node's configured one)."""
+    cache, the driver's path; None: the node's configured one). The Outcome carries the digest of the files compiled
+    from (``inputs``)."""
     try:
-        root = _workdir(snap)
+        root, inputs = _workdir(snap)
     except OSError as err:
         return Outcome(job_id, False, error=f"the worker cannot write the project's files: {err}")
     rename_code(str(root), snap.origin)  # kernels' code carries the driver's paths, as in a local build
-    o = execute(str(root / snap.project), job_id, cache_dir)
+    o = dataclasses.replace(execute(str(root / snap.project), job_id, cache_dir), inputs=inputs)
     if o.ok:
         return o
     return dataclasses.replace(o, error=o.error.replace(str(root), snap.origin),
@@ -168,6 +225,17 @@ def connected(address: str | None, jobs: int | None) -> Iterator[Any]:
         ray.shutdown()
 
 
+def verified(o: Outcome, snap: Snapshot) -> Outcome:
+    """``o`` when its worker compiled from the files the driver sent (its ``inputs`` digest is the snapshot's), or
+    when it failed anyway; else a failed Outcome naming the job and both digests, whose output is not used."""
+    if not o.ok or o.inputs == snap.digest:
+        return o
+    return Outcome(o.job, False, seconds=o.seconds,
+                   error=f"{o.job}: the Ray worker compiled from project files of digest {o.inputs or '(none given)'}, "
+                         f"not from those the driver sent (digest {snap.digest}); its output is not used (the "
+                         f"worker's copy of the files changed, or the worker runs other kernelpack code)")
+
+
 def run_ray(project: Project, stale: list[Job], jobs: int | None, address: str | None, cache_dir: str | None,
             events: Any) -> list[Outcome]:
     """Run ``stale`` as Ray tasks; their Outcomes in completion order (``events``: :class:`.runner.Events`)."""
@@ -197,6 +265,7 @@ def run_ray(project: Project, stale: list[Job], jobs: int | None, address: str |
                                                        f"for lost workers): {type(err).__name__}: "
                                                        f"{str(err).splitlines()[0] if str(err) else ''}",
                                     log=str(err))
+                    o = verified(o, snap)
                     events.done(j, o)
                     results.append(o)
         except BaseException:  # interrupted: stop the tasks rather than leave them running on the cluster

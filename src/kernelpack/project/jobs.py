@@ -57,6 +57,7 @@ class Outcome:
     cache_misses: int = 0
     error: str = ""
     log: str = ""
+    inputs: str = ""  # a Ray worker's: the digest of the project files it compiled from (Snapshot.digest's recipe)
 
     @property
     def status(self) -> str:
