@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ FORMAT = 1
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _ARG = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TOP = ("format", "bundle_sha256", "arch", "device", "families")
+_MAX_FLOAT = sys.float_info.max
 
 
 class TuningError(KernelpackError):
@@ -119,7 +121,8 @@ def _is_int(v: Any) -> bool:
 
 
 def _is_time(v: Any) -> bool:
-    return type(v) in (int, float) and math.isfinite(v) and v > 0
+    """A kernel time: a float or int > 0 that is finite as a float (10**400 is not: float() would overflow)."""
+    return type(v) in (int, float) and 0 < v <= _MAX_FLOAT
 
 
 class _Reader:
