@@ -190,6 +190,28 @@ def test_cuda_compile_does_not_serve_a_cubin_swapped_in_a_world_writable_cache(t
     assert [w for w in seen if re.search(f"{re.escape(str(cache_root))}.*writable by every user", str(w.message))]
 
 
+@needs_nvrtc
+def test_a_build_with_an_unsafe_cache_warns_once_and_its_workers_get_no_cache(tmp_path, cache_root, capfd):
+    """``kernelpack build -j 2``: the driver checks the cache once and gives its worker processes none (before, each
+    spawned worker found the cache unsafe and warned again on stderr)."""
+    from kernelpack import config
+    from kernelpack.project import build
+    from test_project_build import write_project
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    write_project(proj)
+    cache_root.mkdir(mode=0o700)
+    os.chmod(cache_root, 0o777)
+    with config.override(cache_dir=cache_root), warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        build(proj, jobs=2, executor="local")
+    ours = [w for w in seen if issubclass(w.category, trust.UnsafeDirectoryWarning)]
+    assert len(ours) == 1 and str(cache_root) in str(ours[0].message)
+    assert "not using the compile cache" not in capfd.readouterr().err
+    assert list(cache_root.iterdir()) == []
+
+
 # ------------------------------------------------------------------------------------------------ the team cache
 
 

@@ -167,36 +167,54 @@ class CompileCache:
         _unlink(shard.fd, key)
         return None
 
-    def _shard(self, key: str, *, create: bool) -> _Shard | None:
-        """The shard directory of ``key``, open, when the cache is usable and the directory trusted; None when the cache
-        is off, bypassed, the directory absent (and not ``create``) or not trusted (warned once)."""
+    def usable(self) -> bool:
+        """Whether the cache is on and not bypassed for its key file or its root (when that exists), warning once if
+        it is: a build asks this in the driver, whose workers are then given no cache rather than each warning."""
+        opened = self._open_root(create=False)
+        if opened is not None:
+            os.close(opened[0])
+        return self.root is not None and not self._bypassed
+
+    def _open_root(self, create: bool) -> tuple[int, os.stat_result] | None:
+        """The root directory, open (the caller closes it) and trusted, with its status; None when the cache is off,
+        bypassed (now, warned once, or before) or absent."""
         if self.root is None or self._bypassed:
             return None
-        mac_key = self._settle()
+        shared = self._settle() is not None
         if self._bypassed:
             return None
-        shared = mac_key is not None
         try:
             if create:
                 os.makedirs(self.root, mode=0o700, exist_ok=True)
             rfd = os.open(self.root, _DIR)  # the root may be a link (to another disk): what it names is checked
         except OSError:
             return None
+        st = os.fstat(rfd)
+        why = trust.problem(st, shared=shared)
+        if why is None:
+            return rfd, st
+        os.close(rfd)
+        self._bypass(f"it is {why}, so someone else could place compiled code in it",
+                     "Use a directory that only you can write (KERNELPACK_CACHE_DIR; chmod go-w for one of yours), or "
+                     "give a team's cache a key (KERNELPACK_CACHE_KEY_FILE, docs/reliability.md)")
+        return None
+
+    def _shard(self, key: str, *, create: bool) -> _Shard | None:
+        """The shard directory of ``key``, open, when the cache is usable and the directory trusted; None when the cache
+        is off, bypassed, the directory absent (and not ``create``) or not trusted (warned once)."""
+        opened = self._open_root(create)
+        if opened is None:
+            return None
+        rfd, root_st = opened
+        mac_key = self._mac_key
         try:
-            root_st = os.fstat(rfd)
-            why = trust.problem(root_st, shared=shared)
-            if why is not None:
-                return self._bypass(f"it is {why}, so someone else could place compiled code in it",
-                                    "Use a directory that only you can write (KERNELPACK_CACHE_DIR; chmod go-w for one "
-                                    "of yours), or give a team's cache a key (KERNELPACK_CACHE_KEY_FILE, "
-                                    "docs/reliability.md)")
-            sfd = _open_shard(rfd, key[:2], create, root_st.st_mode if shared else None)
+            sfd = _open_shard(rfd, key[:2], create, root_st.st_mode if mac_key is not None else None)
         finally:
             os.close(rfd)
         if sfd is None:
             return None
         where = f"{self.root}{os.sep}{key[:2]}"
-        why = _dir_problem(os.fstat(sfd), shared)
+        why = _dir_problem(os.fstat(sfd), mac_key is not None)
         if why is not None:
             os.close(sfd)
             trust.warn_once(f"cache-shard:{where}:{why}",

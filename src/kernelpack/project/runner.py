@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import __version__, config
 from .._reprs import clip_left
+from ..cache import CompileCache
 from ..deps import digest_files, python_deps
 from ..errors import BundleError, KernelpackError
 from ..frontends.registry import FRONTENDS
@@ -175,6 +176,8 @@ def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | N
         outcomes[j.id] = Outcome(j.id, True, prev["kind"], seconds=prev.get("seconds", 0.0))
         report.jobs[j.id] = "reused"
     cache_dir = config.knobs().cache_dir
+    if cache_dir is not None and not CompileCache(cache_dir).usable():
+        cache_dir = None  # warned once here, not once per worker
     (events or Events()).planned(stale, len(all_jobs) - len(stale))
     if spec.executor == "ray":
         from .distributed import run_ray
