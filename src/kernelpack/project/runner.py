@@ -176,7 +176,7 @@ def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | N
         outcomes[j.id] = Outcome(j.id, True, prev["kind"], seconds=prev.get("seconds", 0.0))
         report.jobs[j.id] = "reused"
     cache_dir = config.knobs().cache_dir
-    if cache_dir is not None and not CompileCache(cache_dir).usable():
+    if stale and cache_dir is not None and not CompileCache(cache_dir).usable():
         cache_dir = None  # warned once here, not once per worker
     (events or Events()).planned(stale, len(all_jobs) - len(stale))
     if spec.executor == "ray":
