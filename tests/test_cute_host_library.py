@@ -181,7 +181,7 @@ def test_host_objects_have_short_reprs(programs, both) -> None:
     check_repr(gemm.params[0], "tensor_f16", "data % 16 == 0")
     check_repr(gemm.params[3], "stream")
     check_repr(gemm.kernels[0], "gemm_kernel[f16]", "sm_90a")
-    check_repr(wrapper, "libkpcute.so", "8 exports")
+    check_repr(wrapper, "libkpcute.so", "10 exports")
     check_repr(verb, "libkpcute.so")
     check_repr(kernelpack.Library("kpcute", *programs), "5 host programs", "ew_add[f32]")
     mod = kernelpack.load(verb.shared)

@@ -123,7 +123,7 @@ def py_arg_names(names: Sequence[str], reserved: Collection[str] = ()) -> tuple[
 
 # the library's own entry points (NAME_preload, ...): an entry a user's name would give the same name gets a trailing _
 LIBRARY_API = ("preload", "last_error", "last_cuda_error", "status_name", "bundle", "set_default_device",
-               "binary_for_device")
+               "binary_for_device", "build_id", "check_build_id", "check_build")
 
 
 def entry_name(lib: str, name: str) -> str:

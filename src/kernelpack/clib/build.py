@@ -13,6 +13,7 @@ pkg-config files locate everything relative to themselves.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
@@ -34,6 +35,7 @@ from ..merge import merge_programs, origin
 from ..names import check_library_name, check_version, cmake_string, version_major
 from ..publish import Stage, output_dir
 from ..toolchain import run_tool
+from .buildid import build_id, cmake_check, note_asm, offset_in, stamp, stamp_text
 from .generate import Sources, generate
 
 Item = KernelArtifact | Bundle | HostProgram | str | os.PathLike
@@ -52,6 +54,7 @@ class BuildResult:
     cmake_config: Path
     pkgconfig: Path
     sources: Path | None  # directory with NAME.c, NAME_data.s and NAME.kpack when kept
+    build_id: str = ""  # what every output carries (kernelpack.clib.buildid)
 
     def __repr__(self) -> str:
         kept = ", sources kept" if self.sources else ""
@@ -172,7 +175,8 @@ class Library:
     def write_sources(self, directory: str | os.PathLike[str]) -> Path:
         """Write NAME.c, NAME_data.s, NAME.kpack, NAME.h and NAME.hpp into ``directory`` (for inspection or custom
         builds: compile both source files there with ``-Wa,-I<directory>`` so ``.incbin`` finds NAME.kpack)."""
-        return self._write_sources(Path(directory), self.generate())
+        src = self.generate()
+        return self._write_sources(Path(directory), _stamped(src, self.build_id(src.bundle)))
 
     def _write_sources(self, d: Path, src: Sources) -> Path:
         d.mkdir(parents=True, exist_ok=True)
@@ -226,54 +230,76 @@ class Library:
             return self._stage_programs(stage, t, keep_sources)
         cache = CompileCache.default() if cache is None else cache
         src = sources if sources is not None else self._sources(cache, data)
-        self._write_sources(t, src)
+        ident = self.build_id(src.bundle)
+        final = _stamped(src, ident)
+        # NAME.c is compiled with the header that has no id (the object does not use it, and is cached by that text)
+        self._write_sources(t, dataclasses.replace(final, header=src.header))
         self._compile_c(t, src, cache)
         run_tool(self.assemble_command(), f"assembling the data of library {name}", t)
-        objs = [t / f"{name}.o", t / f"{name}_data.o"]
+        # the data object first: its ELF note (the build id) lies near the start of the archive too
+        objs = [t / f"{name}_data.o", t / f"{name}.o"]
         if self.programs:
             objs = [self._link_programs(t, objs, src)]
         _run_all([([self.cc, "-shared", "-o", str(t / f"lib{name}.so"), *map(str, objs),
                     f"-Wl,-soname,lib{name}.so", "-Wl,--no-undefined", "-Wl,-z,noexecstack", "-ldl"],
                    f"linking lib{name}.so"),
                   ([self.ar, "rcsD", str(t / f"lib{name}.a"), *map(str, objs)], f"archiving lib{name}.a")], t)
-        for f, dest in [(f"{name}.h", "include"), (f"{name}.hpp", "include"), (f"lib{name}.so", "lib"),
-                        (f"lib{name}.a", "lib")]:
+        stage.write(f"include/{name}.h", final.header)
+        for f, dest in [(f"{name}.hpp", "include"), (f"lib{name}.so", "lib"), (f"lib{name}.a", "lib")]:
             os.replace(t / f, stage.path(f"{dest}/{f}"))
         kept = None
         if keep_sources:
             kept = out / "share" / name / "src"
             for f in (f"{name}.c", f"{name}_data.s", f"{name}.kpack"):
                 os.replace(t / f, stage.path(f"share/{name}/src/{f}"))
-        return self._finish(stage, kept)
+        return self._finish(stage, kept, ident, final.header)
+
+    def build_id(self, bundle: bytes | None) -> str:
+        """The id every output of this library's build carries (:mod:`kernelpack.clib.buildid`); ``bundle``: the
+        bytes of its bundle (None for host programs alone)."""
+        return build_id(self.name, bundle=bundle, programs=self.programs, version=self.version, cflags=self.cflags,
+                        cc=self.cc)
 
     def _stage_programs(self, stage: Stage, t: Path, keep_sources: bool) -> BuildResult:
         """Host programs alone: their entries, the shim and the last-error API, linked from their objects."""
         from ..cute_host.build import stage_programs
 
         name = self.name
-        built = stage_programs(name, self.programs, t, cc=self.cc, ar=self.ar, ld=self.ld, objcopy=self.objcopy)
+        ident = self.build_id(None)
+        built = stage_programs(name, self.programs, t, cc=self.cc, ar=self.ar, ld=self.ld, objcopy=self.objcopy,
+                               build_id=ident)
         for f, dest in [(built.shared, "lib"), (built.static, "lib"), (built.object, "lib")]:
             os.replace(f, stage.path(f"{dest}/{f.name}"))
-        stage.write(f"include/{name}.h", built.header)
-        stage.write(f"include/{name}.hpp", built.cpp_header)
+        header = stamp(built.header, ident, f"{name}.h")
+        stage.write(f"include/{name}.h", header)
+        stage.write(f"include/{name}.hpp", stamp(built.cpp_header, ident, f"{name}.hpp"))
         kept = None
         if keep_sources:
             kept = stage.out / "share" / name / "src"
             for f in built.sources:
                 os.replace(f, stage.path(f"share/{name}/src/{f.name}"))
-        return self._finish(stage, kept)
+        return self._finish(stage, kept, ident, header)
 
-    def _finish(self, stage: Stage, kept: Path | None) -> BuildResult:
-        """The CMake and pkg-config files, and the paths of everything built."""
+    def _finish(self, stage: Stage, kept: Path | None, ident: str, header: str) -> BuildResult:
+        """The CMake and pkg-config files, and the paths of everything built. ``ident``: the build id; ``header``:
+        the text of NAME.h."""
         out, name = stage.out, self.name
         what = _contents(len(self.bundle), len(self.programs))
         cmake = f"lib/cmake/{name}"
-        stage.write(f"{cmake}/{name}Config.cmake", cmake_config(name, what))
-        stage.write(f"{cmake}/{name}ConfigVersion.cmake", cmake_version(self.version))
-        stage.write(f"lib/pkgconfig/{name}.pc", pkgconfig(name, self.version, what))
+        version, pc = cmake_version(self.version, ident, name), pkgconfig(name, self.version, what, ident)
+        stage.write(f"{cmake}/{name}ConfigVersion.cmake", version)
+        stage.write(f"lib/pkgconfig/{name}.pc", pc)
+        texts = {f"include/{name}.h": header, f"{cmake}/{name}ConfigVersion.cmake": version,
+                 f"lib/pkgconfig/{name}.pc": pc}
+        where = [(rel, texts[rel].encode().index(stamp_text(name, ident).encode()) if rel in texts
+                  else offset_in(stage.staged(out / rel), name, ident))
+                 for rel in (f"include/{name}.h", f"include/{name}.hpp", f"lib/lib{name}.so", f"lib/lib{name}.a",
+                             f"{cmake}/{name}ConfigVersion.cmake", f"lib/pkgconfig/{name}.pc")]
+        stage.write(f"{cmake}/{name}Config.cmake",
+                    cmake_config(name, what, cmake_check(name, ident, self.version, where), ident))
         return BuildResult(name, out, out / "lib" / f"lib{name}.so", out / "lib" / f"lib{name}.a",
                            out / "include" / f"{name}.h", out / "include" / f"{name}.hpp",
-                           out / cmake / f"{name}Config.cmake", out / "lib" / "pkgconfig" / f"{name}.pc", kept)
+                           out / cmake / f"{name}Config.cmake", out / "lib" / "pkgconfig" / f"{name}.pc", kept, ident)
 
     def _compile_c(self, t: Path, src: Sources, cache: CompileCache) -> None:
         """NAME.o in ``t``: from the cache when the same text was compiled by the same compiler with the same flags."""
@@ -315,6 +341,13 @@ def _compiler_identity(cc: str) -> str:
     return f"{os.path.realpath(path)} {st.st_size} {st.st_mtime_ns} {version}"
 
 
+def _stamped(src: Sources, ident: str) -> Sources:
+    """``src`` as this build publishes it: the headers holding build id ``ident``, the data object its ELF note."""
+    return dataclasses.replace(src, header=stamp(src.header, ident, f"{src.name}.h"),
+                               cpp_header=stamp(src.cpp_header, ident, f"{src.name}.hpp"),
+                               data=note_asm(src.name, ident) + src.data)
+
+
 def build_library(name: str, inputs: Iterable[Item], out_dir: str | os.PathLike[str], **opts: object) -> BuildResult:
     """Build library ``name`` from artifacts, bundles or .kpack paths into ``out_dir`` (the CLI's ``build``)."""
     keep = bool(opts.pop("keep_sources", False))
@@ -329,25 +362,29 @@ def _contents(kernels: int, programs: int) -> str:
     return ", ".join(parts)
 
 
-def cmake_config(name: str, contents: int | str) -> str:
-    """``contents``: what the library holds (a number is of kernel specializations)."""
+def cmake_config(name: str, contents: int | str, check: str = "", ident: str = "") -> str:
+    """``contents``: what the library holds (a number is of kernel specializations); ``check``: the build-id check
+    (:func:`kernelpack.clib.buildid.cmake_check`); ``ident``: the build id, which the targets hand to the compiler
+    (NAME.h stops the compile if it is of another build)."""
     what = _contents(contents, 0) if isinstance(contents, int) else contents
+    expect = (f'\n    INTERFACE_COMPILE_DEFINITIONS "{name.upper()}_KP_EXPECT_BUILD_ID64=0x{ident[:16]}ULL"'
+              if ident else "")
     return f"""# Generated by kernelpack: CMake package for library {name} ({what}).
 # Imported targets: {name}::{name} (shared library) and {name}::{name}_static (static archive; links libdl).
 get_filename_component(_kp_{name}_prefix "${{CMAKE_CURRENT_LIST_DIR}}/../../.." ABSOLUTE)
-if(NOT TARGET {name}::{name})
+{check}if(NOT TARGET {name}::{name})
   add_library({name}::{name} SHARED IMPORTED)
   set_target_properties({name}::{name} PROPERTIES
     IMPORTED_LOCATION "${{_kp_{name}_prefix}}/lib/lib{name}.so"
     IMPORTED_SONAME "lib{name}.so"
-    INTERFACE_INCLUDE_DIRECTORIES "${{_kp_{name}_prefix}}/include")
+    INTERFACE_INCLUDE_DIRECTORIES "${{_kp_{name}_prefix}}/include"{expect})
 endif()
 if(NOT TARGET {name}::{name}_static)
   add_library({name}::{name}_static STATIC IMPORTED)
   set_target_properties({name}::{name}_static PROPERTIES
     IMPORTED_LOCATION "${{_kp_{name}_prefix}}/lib/lib{name}.a"
     INTERFACE_INCLUDE_DIRECTORIES "${{_kp_{name}_prefix}}/include"
-    INTERFACE_LINK_LIBRARIES "${{CMAKE_DL_LIBS}}")
+    INTERFACE_LINK_LIBRARIES "${{CMAKE_DL_LIBS}}"{expect})
 endif()
 set({name}_INCLUDE_DIRS "${{_kp_{name}_prefix}}/include")
 set({name}_LIBRARIES {name}::{name})
@@ -355,10 +392,12 @@ unset(_kp_{name}_prefix)
 """
 
 
-def cmake_version(version: str) -> str:
+def cmake_version(version: str, ident: str = "", name: str = "") -> str:
+    """``ident``: the build id of library ``name`` (a comment line, read by NAMEConfig.cmake)."""
     version = check_version(version)  # a PEP 440 version: nothing CMake could read as code, quoted all the same
+    stamp_line = f"# {stamp_text(name, ident)}\n" if ident else ""
     return f"""# Generated by kernelpack: compatible when the major version matches and the version is not older.
-set(PACKAGE_VERSION {cmake_string(version)})
+{stamp_line}set(PACKAGE_VERSION {cmake_string(version)})
 if(PACKAGE_FIND_VERSION_MAJOR STREQUAL "" OR (PACKAGE_FIND_VERSION_MAJOR EQUAL {cmake_string(version_major(version))}
    AND NOT PACKAGE_VERSION VERSION_LESS PACKAGE_FIND_VERSION))
   set(PACKAGE_VERSION_COMPATIBLE TRUE)
@@ -371,11 +410,13 @@ endif()
 """
 
 
-def pkgconfig(name: str, version: str, contents: int | str) -> str:
-    """``contents``: what the library holds (a number is of kernel specializations)."""
+def pkgconfig(name: str, version: str, contents: int | str, ident: str = "") -> str:
+    """``contents``: what the library holds (a number is of kernel specializations); ``ident``: the build id
+    (variable ``kernelpack_build_id``)."""
     version = check_version(version)  # pkg-config expands ${...} and stops at #: a checked version holds neither
     what = _contents(contents, 0) if isinstance(contents, int) else contents
-    return f"""prefix=${{pcfiledir}}/../..
+    stamp_lines = f"# {stamp_text(name, ident)}\nkernelpack_build_id={ident}\n" if ident else ""
+    return f"""{stamp_lines}prefix=${{pcfiledir}}/../..
 includedir=${{prefix}}/include
 libdir=${{prefix}}/lib
 

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from ..abi import DType, Opaque, Pointer, Scalar, Struct, TensorSpec
 from ..artifact import KernelArtifact
-from ..launch.codes import DTYPE_CODE, DTYPES, DTYPES_V1, LAUNCH_FLAGS, STATUS, dtype_enum_name  # noqa: E402 - the launch model
+from ..launch.codes import (  # noqa: E402 - the launch model
+    DTYPE_CODE,
+    DTYPES,
+    DTYPES_V1,
+    LAUNCH_FLAGS,
+    STATUS,
+    STATUS_V1,
+    dtype_enum_name,
+)
 from ..launch.codes import INT64_RANGE as INT_RANGE  # noqa: E402,F401 - values a kp_tensor field can carry
 from ..names import LIBRARY_API, c_comment, c_name, entry_name  # noqa: F401 - LIBRARY_API re-exported
 
@@ -16,7 +24,8 @@ from ..names import LIBRARY_API, c_comment, c_name, entry_name  # noqa: F401 - L
 def status_name_body() -> str:
     """The C body of NAME_status_name(kp_status status), from STATUS (the one table of status codes)."""
     cases = "".join(f'    case {st.name}: return "{st.name}";\n' for st in STATUS)
-    return f'    switch (status) {{\n{cases}    }}\n    return "KP_ERROR_UNKNOWN";\n'
+    # on int: statuses added after the kp_status enum (KP_STATUS_V2) are not in it (-Wswitch)
+    return f'    switch ((int)status) {{\n{cases}    }}\n    return "KP_ERROR_UNKNOWN";\n'
 
 
 LAUNCH_FLAG_DOCS = {
@@ -35,7 +44,8 @@ _FP8_DOC = {DType.f8e4m3: "FP8 E4M3 (__nv_fp8_e4m3)", DType.f8e5m2: "FP8 E5M2 (_
 
 def common_header() -> str:
     """Types shared by every kernelpack library; guarded, so several libraries' headers can be included together."""
-    status = "\n".join(f"    {st.name} = {st.value}, /**< {st.doc} */" for st in STATUS)
+    status = "\n".join(f"    {st.name} = {st.value}, /**< {st.doc} */" for st in STATUS[:STATUS_V1])
+    status_v2 = "\n".join(f"/** {st.doc} */\n#define {st.name} ((kp_status){st.value})" for st in STATUS[STATUS_V1:])
     dtypes = "\n".join(f"    {dtype_enum_name(d)} = {DTYPE_CODE[d]}, /**< {d.c_type} */" for d in DTYPES[:DTYPES_V1])
     fp8 = "\n".join(f"/** {d.c_type} elements holding the bits of an {_FP8_DOC[d]}. */\n"
                      f"#define {dtype_enum_name(d)} ((kp_dtype){DTYPE_CODE[d]})" for d in DTYPES[DTYPES_V1:])
@@ -78,6 +88,11 @@ typedef struct kp_tensor {{
  *  fp8 type: such elements are passed as uint8_t, the raw bits (cuda_fp8.h's __nv_fp8_storage_t). */
 {fp8}
 #endif /* KP_DTYPE_FP8_V1 */
+#ifndef KP_STATUS_V2
+#define KP_STATUS_V2
+/* kp_status values added after the enum above (which every kernelpack library's header shares, unchanged). */
+{status_v2}
+#endif /* KP_STATUS_V2 */
 #ifndef KP_LAUNCH_TYPE_V2
 #define KP_LAUNCH_TYPE_V2
 {flags}

@@ -18,6 +18,7 @@ from .. import __version__
 from ..abi import Pointer, Struct
 from ..launch.codes import DTYPES, DTYPES_V1
 from ..names import c_name, cpp_namespace
+from .buildid import cpp_check, cpp_check_build
 from .cdecl import dtype_enum, entry_name, param_decl, renamed_params, wrapper_name
 from .launchgen import LAUNCH, CallerArg, DescArg
 
@@ -32,7 +33,7 @@ CPP_TYPES = [(d, d.c_type) for d in DTYPES[:DTYPES_V1]]  # the C spelling of eac
 CPP_FP8_TYPES = {"f8e4m3": "__nv_fp8_e4m3", "f8e5m2": "__nv_fp8_e5m2"}
 
 # what the C++ layer declares in a library's namespace itself: an entry so named gets a trailing _ in C++
-LAYER_NAMES = frozenset(("Library", "check", "last_error", "status_name", "preload"))
+LAYER_NAMES = frozenset(("Library", "check", "last_error", "status_name", "preload", "check_build"))
 
 
 def cpp_name(name: str) -> str:
@@ -395,7 +396,7 @@ def cpp_header(g: Gen) -> str:
 #include <utility>
 
 #include "{lib}.h"
-
+{cpp_check(lib)}
 {_COMMON_V1.replace("DTYPES", dtypes)}
 {_FP8_V1.replace("@FP8_DTYPES@", _fp8_dtypes())}
 {_COMMON_V2}
@@ -410,6 +411,7 @@ inline void check(kp_status status) {{
 /// This thread's message for its last failed call.
 inline const char* last_error() noexcept {{ return {lib}_last_error(); }}
 
+{cpp_check_build(lib)}
 /// The name of a status, e.g. "KP_ERROR_NO_DRIVER".
 inline const char* status_name(kp_status status) noexcept {{ return {lib}_status_name(status); }}
 
@@ -453,7 +455,7 @@ def host_cpp_header(lib: str, programs: Sequence[HostProgram], names: TypeNames)
 #include <utility>
 
 #include "{lib}.h"
-
+{cpp_check(lib)}
 {_COMMON_V1.replace("DTYPES", dtypes)}
 {_FP8_V1.replace("@FP8_DTYPES@", _fp8_dtypes())}
 {_COMMON_V2}
@@ -468,6 +470,7 @@ inline void check(kp_status status) {{
 /// This thread's message for its last failed call.
 inline const char* last_error() noexcept {{ return {lib}_last_error(); }}
 
+{cpp_check_build(lib)}
 {chr(10).join([*_converters(g), *_host_cpp(g)])}
 
 }}  // namespace {ns}

@@ -18,6 +18,7 @@ from ..cute_host.manifest import HostEntryInfo
 from ..cute_host.manifest import parse as parse_hosts
 from ..errors import BundleError
 from ..files import read_bounded
+from .buildid import NOTE_SECTION, ids_in_note
 from .dataobj import SECTION
 
 _AR_MAGIC = b"!<arch>\n"
@@ -104,6 +105,7 @@ class Embedded:
     bundles: tuple[Bundle, ...]
     host_programs: tuple[HostEntryInfo, ...]
     archive: bool  # a static archive: Python can read it but not call its host programs
+    build_ids: tuple[tuple[str, str], ...] = ()  # (library, build id) of each kernelpack library in it (buildid.py)
 
 
 def read_embedded(path: str | os.PathLike[str], *, data: bytes | None = None) -> Embedded:
@@ -116,7 +118,7 @@ def read_embedded(path: str | os.PathLike[str], *, data: bytes | None = None) ->
                             check_head=lambda head, size: check_library_head(head, size, source))
     archive = data.startswith(_AR_MAGIC)
     objects = list(_ar_members(data, source)) if archive else [(Path(path).name, data)]
-    bundles, hosts = [], []
+    bundles, hosts, ids = [], [], {}
     for member, blob in objects:
         where = f"{source}({member})" if archive else source
         section = _elf_section(blob, SECTION, where)
@@ -125,7 +127,8 @@ def read_embedded(path: str | os.PathLike[str], *, data: bytes | None = None) ->
         host = _elf_section(blob, HOST_SECTION, where)
         if host is not None:
             hosts += parse_hosts(host, where)
-    return Embedded(tuple(bundles), tuple(hosts), archive)
+        ids.update(ids_in_note(_elf_section(blob, NOTE_SECTION, where) or b""))
+    return Embedded(tuple(bundles), tuple(hosts), archive, tuple(sorted(ids.items())))
 
 
 def read_embedded_bundles(path: str | os.PathLike[str], *, data: bytes | None = None) -> list[Bundle]:

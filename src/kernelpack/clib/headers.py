@@ -8,6 +8,7 @@ from .. import __version__
 from ..artifact import KernelArtifact
 from ..launch.device import requires_text
 from ..names import c_comment
+from .buildid import header_block
 from .cdecl import archs_text as _archs
 from .cdecl import common_header, renamed_params, wrapper_name
 from .family import FamilyArg
@@ -74,6 +75,7 @@ extern "C" {{
 /** The embedded kernelpack bundle (.kpack bytes: every binary plus the manifest); its size goes to *size. */
 {api} const void* {lib}_bundle(size_t* size);
 
+{header_block(lib, api)}
 {chr(10).join(decls)}{_host_decls(g)}
 #ifdef __cplusplus
 }}

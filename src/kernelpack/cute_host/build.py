@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .. import config
 from .._reprs import clip_left
+from ..clib.buildid import note_asm
 from ..clib.cdecl import TypeNames
 from ..names import entry_name
 from ..toolchain import run_tool
@@ -57,13 +58,15 @@ def support_files() -> dict[str, str]:
 
 def link_object(lib: str, programs: Sequence[HostProgram], workdir: Path, *, cc: str | None = None,
                 ld: str = "ld", objcopy: str = "objcopy", names: TypeNames | None = None,
-                library_header: str | None = None) -> tuple[Path, tuple[str, ...], str]:
+                library_header: str | None = None, build_id: str | None = None) -> tuple[Path, tuple[str, ...], str]:
     """Build ``workdir/lib<lib>_cute.o``: programs' objects + shim + entries, only ``<lib>_*`` global.
 
     Returns the object, the exported symbols and the header text. This is the hook for the C library generator:
     link the object into its own library and append the header. With ``library_header`` (the generator's NAME.h,
     which already declares the entries, with ``names`` its TypeNames) the entries report errors through the
     library's own last-error state and the header returned is only the declarations (see ``entry.generate``).
+    ``build_id``: the library's build id, when the programs make the library alone (its ELF note is linked in; a
+    kernel library's data object carries its own).
     """
     cc = cc or config.knobs().cc
     integrated = library_header is not None
@@ -76,6 +79,11 @@ def link_object(lib: str, programs: Sequence[HostProgram], workdir: Path, *, cc:
     run_tool([cc, *flags, "-c", f"{lib}_entry.c", "-o", "entry.o"], f"compiling {lib}_entry.c", workdir)
     run_tool([cc, *flags, "-c", "kp_cute_shim.c", "-o", "shim.o"], "compiling the kernelpack CuTe shim", workdir)
     objs = []
+    if build_id is not None:
+        (workdir / f"{lib}_kp_build.s").write_text(note_asm(lib, build_id) +
+                                                  '\t.section .note.GNU-stack, "", %progbits\n')
+        run_tool([cc, "-c", f"{lib}_kp_build.s", "-o", "kp_build.o"], f"assembling the build id of {lib}", workdir)
+        objs.append("kp_build.o")
     for prog in programs:
         for o in prog.objects:
             path = workdir / f"{o.prefix}.o"
@@ -93,7 +101,8 @@ def link_object(lib: str, programs: Sequence[HostProgram], workdir: Path, *, cc:
 def exported(lib: str, programs: Sequence[HostProgram], *, integrated: bool = False) -> tuple[str, ...]:
     """The symbols the programs' object exports: their entries and, alone (not ``integrated`` into a kernel
     library, which defines its own), the last-error API."""
-    api = ["set_default_device"] if integrated else ["last_error", "last_cuda_error", "set_default_device"]
+    api = ["set_default_device"] if integrated else ["last_error", "last_cuda_error", "set_default_device",
+                                                      "build_id", "check_build_id"]
     return tuple(sorted([entry_name(lib, p.symbol) for p in programs] + [f"{lib}_{n}" for n in api]))
 
 
@@ -111,11 +120,13 @@ class Staged:
 
 
 def stage_programs(lib: str, programs: Sequence[HostProgram], work: Path, *, cc: str, ar: str, ld: str = "ld",
-                   objcopy: str = "objcopy") -> Staged:
+                   objcopy: str = "objcopy", build_id: str | None = None) -> Staged:
     """Link ``programs`` alone into ``work/lib<lib>.so`` and ``.a`` (what :class:`kernelpack.Library` builds from
-    host programs without kernels): their entries, the shim and the last-error API; nothing else global."""
+    host programs without kernels): their entries, the shim and the last-error API; nothing else global.
+    ``build_id``: the library's (its headers keep the slot for it, :func:`kernelpack.clib.buildid.stamp`)."""
     names = TypeNames(lib)  # one set of C type names for NAME.h and NAME.hpp
-    combined, exports, header = link_object(lib, programs, work, cc=cc, ld=ld, objcopy=objcopy, names=names)
+    combined, exports, header = link_object(lib, programs, work, cc=cc, ld=ld, objcopy=objcopy, names=names,
+                                            build_id=build_id)
     run_tool([cc, "-shared", "-o", f"lib{lib}.so", combined.name, f"-Wl,-soname,lib{lib}.so", "-ldl", "-lpthread",
               "-Wl,-z,noexecstack", "-Wl,-z,defs", "-Wl,--no-undefined"], f"linking lib{lib}.so", work)
     run_tool([ar, "rcsD", f"lib{lib}.a", combined.name], f"archiving lib{lib}.a", work)

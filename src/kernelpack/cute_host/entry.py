@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..abi import Struct
+from ..clib.buildid import c_definitions, header_block
 from ..clib.cdecl import TypeNames, common_header
 from ..errors import KernelpackError
 from ..names import c_name, check_library_name, entry_name
@@ -104,6 +105,8 @@ const char* {lib}_last_error(void);
 int {lib}_last_cuda_error(void);
 /** Device whose primary context is made current on threads that have no current context (default 0). */
 void {lib}_set_default_device(int device);
+
+{header_block(lib, "")}
 #ifdef __cplusplus
 }}
 #endif
@@ -126,7 +129,8 @@ def _source(lib: str, programs: Sequence[HostProgram], names: TypeNames, integra
             f"__attribute__((visibility(\"hidden\"))) void {lib}_kp_host_error(int cuda, const char* message);\n"
             f"#define KP_ERROR_HOOK {lib}_kp_host_error\n" if integrated else "")
     error_api = "" if integrated else (f"KP_EXPORT const char* {lib}_last_error(void) {{ return kp_tls_msg; }}\n"
-                                       f"KP_EXPORT int {lib}_last_cuda_error(void) {{ return kp_tls_cuerr; }}\n")
+                                       f"KP_EXPORT int {lib}_last_cuda_error(void) {{ return kp_tls_cuerr; }}\n"
+                                       f"{c_definitions(lib, 'KP_EXPORT')}")
     bodies, first = [], 0
     for prog in programs:
         bodies.append(_entry(lib, prog, names, first))

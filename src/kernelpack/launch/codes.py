@@ -79,7 +79,11 @@ STATUS: tuple[Status, ...] = (
     Status("KP_ERROR_OUT_OF_MEMORY", 9, "Host memory ran out.", "MemoryError"),
     Status("KP_ERROR_CORRUPT_LIBRARY", 10,
            "The library's embedded data is damaged (a compressed binary did not expand).", "BundleError"),
+    Status("KP_ERROR_BUILD_MISMATCH", 11,
+           "The header a program was compiled with and the library it runs with come from two kernelpack builds.",
+           "BundleError"),
 )
+STATUS_V1 = 11  # the kp_status enum of the C header lists the first STATUS_V1 (a guarded block every library shares)
 STATUS_BY_NAME: dict[str, Status] = {s.name: s for s in STATUS}
 STATUS_BY_VALUE: dict[int, Status] = {s.value: s for s in STATUS}
 KP_SUCCESS = STATUS_BY_NAME["KP_SUCCESS"].value

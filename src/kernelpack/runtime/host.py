@@ -23,7 +23,7 @@ from typing import Any
 
 from .._reprs import clip, listing
 from ..cute_host.manifest import HostEntryInfo
-from ..errors import LaunchError
+from ..errors import BundleError, LaunchError
 from ..launch.codes import STATUS
 from ..launch.family import order_key
 from . import streams
@@ -43,12 +43,17 @@ STATUS_NAMES = {st.value: st.name for st in STATUS}
 
 
 class SharedLibrary:
-    """The built library, ``dlopen``-ed on first use; refuses a static archive with the reason."""
+    """The built library, ``dlopen``-ed on first use; refuses a static archive with the reason. ``build_ids``: the
+    build id of each kernelpack library that the file's bytes held when they were read (``kernelpack.load``): the
+    library ``dlopen`` gives must be the same builds, or no entry is called (the host programs' descriptions were
+    read from those bytes; see :mod:`kernelpack.clib.buildid`)."""
 
-    def __init__(self, path: str, archive: bool) -> None:
+    def __init__(self, path: str, archive: bool, build_ids: dict[str, str] | None = None) -> None:
         self.path = os.path.abspath(path)
         self.archive = archive
+        self.build_ids = dict(build_ids or {})
         self._lib: ctypes.CDLL | None = None
+        self._mismatch: str | None = None
         self._lock = threading.Lock()
 
     def function(self, symbol: str, argtypes: list[Any], label: str) -> Any:
@@ -57,17 +62,39 @@ class SharedLibrary:
                               f"load the shared library (lib*.so) built with it to call CuTe host programs (the "
                               f"archive's kernel families work)")
         with self._lock:
-            if self._lib is None:
+            if self._lib is None and self._mismatch is None:
                 try:
-                    self._lib = ctypes.CDLL(self.path, mode=ctypes.RTLD_LOCAL)
+                    lib = ctypes.CDLL(self.path, mode=ctypes.RTLD_LOCAL)
                 except OSError as e:
                     raise LaunchError(f"host program {label}: cannot load {self.path}: {e}") from None
+                self._mismatch = self._other_build(lib)
+                self._lib = lib if self._mismatch is None else None
+        if self._mismatch is not None:
+            raise BundleError(f"host program {label}: {self._mismatch}")
         try:
             fn = getattr(self._lib, symbol)
         except AttributeError:
             raise LaunchError(f"host program {label}: {self.path} does not export {symbol}") from None
         fn.argtypes, fn.restype = argtypes, ctypes.c_int
         return fn
+
+    def _other_build(self, lib: ctypes.CDLL) -> str | None:
+        """Why the library ``dlopen`` gave is not the build whose bytes were read (None when it is)."""
+        for name, expected in sorted(self.build_ids.items()):
+            try:
+                fn = getattr(lib, f"{name}_build_id")
+            except AttributeError:
+                got = "a build with no build id"
+            else:
+                fn.argtypes, fn.restype = [], ctypes.c_char_p
+                got = f"build {(fn() or b'').decode(errors='replace')}"
+            if got != f"build {expected}":
+                return (f"{self.path} was read as lib{name} of kernelpack build {expected}, but the library this "
+                        f"process runs from that path is {got}: the file was replaced after it was read (a build "
+                        f"published while it was loaded), or this process had already loaded another build of it "
+                        f"(dlopen reuses a library it loaded from the same path); load it again once the build has "
+                        f"finished, in a new process if it was loaded before")
+        return None
 
     def text(self, symbol: str, restype: Any) -> Any:
         fn = getattr(self._lib, symbol)

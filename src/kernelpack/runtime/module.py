@@ -107,7 +107,7 @@ class KernelModule(types.ModuleType):
     """
 
     def __init__(self, bundle: Bundle | BundleIndex, source: str, host: Sequence[HostEntryInfo] = (),
-                 archive: bool = False) -> None:
+                 archive: bool = False, build_ids: Sequence[tuple[str, str]] = ()) -> None:
         name = Path(source).name.split(".")[0] if source != "<bundle>" else "bundle"
         super().__init__(f"kernelpack.loaded.{name}")
         self.__file__ = source
@@ -116,7 +116,7 @@ class KernelModule(types.ModuleType):
         vars(self)[_STATE] = st
         st.ext = extension()  # the launch path of this module's kernels, chosen now (warned once when missing)
         names = index.names()
-        st.hosts = _host_families(host, source, archive)
+        st.hosts = _host_families(host, source, archive, dict(build_ids))
         for hname, hfam in st.hosts.items():
             if hname not in names:
                 st.callables[hname] = _host_callable(hfam, self.__name__, source)
@@ -291,19 +291,20 @@ def read_any(path: str | os.PathLike[str]) -> Bundle:
 
 
 def _read(path: str | os.PathLike[str], lazy: bool = False) -> tuple[Bundle | BundleIndex, tuple[HostEntryInfo, ...],
-                                                                        bool]:
-    """The bundle (a BundleIndex for a ``.kpack`` file when ``lazy``), the host programs' descriptions and whether
-    ``path`` is a static archive."""
+                                                                        bool, tuple[tuple[str, str], ...]]:
+    """The bundle (a BundleIndex for a ``.kpack`` file when ``lazy``), the host programs' descriptions, whether
+    ``path`` is a static archive, and the (library, build id) pairs a built library carries. The file is read once,
+    whole: everything returned comes from one build, even while a build replaces the file."""
     from ..files import read_bounded, read_head
 
     p = Path(path)
     if read_head(p, len(MAGIC), "bundle or library", error=BundleError) == MAGIC:  # regular files within the limit
         if not lazy:
-            return Bundle.read(p), (), False
+            return Bundle.read(p), (), False, ()
         source = str(path)
         data = read_bounded(p, "bundle", error=BundleError, head_size=HEADER_SIZE,
                             check_head=lambda head, size: check_header(head, size, source))
-        return BundleIndex(data, source), (), False
+        return BundleIndex(data, source), (), False, ()
     try:
         from ..clib.embedded import read_embedded
     except ImportError as e:
@@ -313,7 +314,7 @@ def _read(path: str | os.PathLike[str], lazy: bool = False) -> tuple[Bundle | Bu
     if not found.bundles and not found.host_programs:
         raise BundleError(f"{path}: no kernelpack bundle inside (no .kpack section; not built by kernelpack?)")
     bundle = found.bundles[0] if len(found.bundles) == 1 else Bundle.of(*found.bundles)
-    return bundle, found.host_programs, found.archive
+    return bundle, found.host_programs, found.archive, found.build_ids
 
 
 def load(source: str | os.PathLike[str] | Bundle, *, verify: bool = False) -> KernelModule:
@@ -340,22 +341,24 @@ def load(source: str | os.PathLike[str] | Bundle, *, verify: bool = False) -> Ke
             for a in source:
                 a.verify()
         return KernelModule(source, "<bundle>")
-    bundle, hosts, archive = _read(source, lazy=True)
+    bundle, hosts, archive, ids = _read(source, lazy=True)
     if verify and isinstance(bundle, BundleIndex):
         bundle.verify()  # every blob, binary and dispatch record
     elif verify and isinstance(bundle, Bundle):
         for a in bundle:
             a.verify()
-    return KernelModule(bundle, str(source), hosts, archive)
+    return KernelModule(bundle, str(source), hosts, archive, ids)
 
 
-def _host_families(infos: Sequence[HostEntryInfo], source: str, archive: bool) -> dict[str, HostFamily]:
-    """One callable per host-program name; variants that take different arguments get one each (``name_variant``)."""
+def _host_families(infos: Sequence[HostEntryInfo], source: str, archive: bool,
+                   build_ids: dict[str, str]) -> dict[str, HostFamily]:
+    """One callable per host-program name; variants that take different arguments get one each (``name_variant``).
+    ``build_ids``: the builds the library's bytes held (the code dlopen gives must be those)."""
     if not infos:
         return {}
     from .host import HostFamily, SharedLibrary  # imported for libraries with host programs only
 
-    lib = SharedLibrary(source, archive)
+    lib = SharedLibrary(source, archive, build_ids)
     groups: dict[str, list[HostEntryInfo]] = {}
     for i in infos:
         groups.setdefault(i.name, []).append(i)
