@@ -5,7 +5,7 @@ Parameter ``i`` of kernel ``argsN`` (N >= 1): ``float* out`` at 0, then by ``i %
 in real elementwise/attention kernels. Thread 0 of block 0 writes the sum of every input's first element and every
 scalar to ``out[0]``; the arguments :func:`arguments` makes give :func:`expected` (exact in float32).
 
-Used by bench/launch_overhead.py and bench/launch_instructions.py; scripts/gpu_prepare_launchcost.py compiles
+Used by bench/launch_overhead.py and bench/launch_instructions.py; `scripts/gpu.py prepare launchcost` compiles
 :func:`source` into ``.gpu/launchcost/``.
 """
 

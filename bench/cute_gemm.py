@@ -2,7 +2,7 @@
 """TFLOP/s of the CuTe DSL Hopper GEMM launched through kernelpack (libkpcute.so: CuTe's host launcher + the
 kernelpack driver shim, called with ctypes) next to ``torch.matmul`` on the same inputs.
 
-Run on the GPU machine after scripts/gpu_prepare_cute.py built .gpu/cute/ on the build machine:
+Run on the GPU machine after `scripts/gpu.py prepare cute` built .gpu/cute/ on the build machine:
     KERNELPACK_GPU_ARTIFACTS=$PWD/.gpu python3 bench/cute_gemm.py
 """
 
@@ -47,7 +47,7 @@ def timed(fn, iters: int) -> float:  # type: ignore[no-untyped-def]
 def main() -> int:
     root = Path(os.environ.get("KERNELPACK_GPU_ARTIFACTS", ".gpu")) / "cute" / "kpcute" / "lib" / "libkpcute.so"
     if not root.is_file():
-        print(f"no {root}: run scripts/gpu_prepare_cute.py on the build machine first", file=sys.stderr)
+        print(f"no {root}: run scripts/gpu.py prepare cute on the build machine first", file=sys.stderr)
         return 1
     lib = ctypes.CDLL(str(root))
     lib.kpcute_last_error.restype = ctypes.c_char_p

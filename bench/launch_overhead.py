@@ -223,7 +223,7 @@ def main() -> int:
     ap.add_argument("--json", default=None)
     ap.add_argument("--no-pin", action="store_true", help="do not pin the measuring thread to one CPU")
     ap.add_argument("--launchcost", default=os.environ.get("KERNELPACK_GPU_ARTIFACTS", ".gpu") + "/launchcost",
-                    help="the argument-count kernels (scripts/gpu_prepare_launchcost.py); rows skipped when absent")
+                    help="the argument-count kernels (scripts/gpu.py prepare launchcost); rows skipped when absent")
     ap.add_argument("--no-counts", action="store_true", help="skip the argument-count rows")
     args = ap.parse_args()
     art_dir = Path(args.artifacts)
@@ -465,7 +465,7 @@ def main() -> int:
                                  ctypes.c_void_p, ctypes.c_int)
         refs, count_fams = add_count_rows(add_row, raw, count_dir, tmp, sh, torch, np)
     elif not args.no_counts:
-        notes["argument-count rows"] = f"no {count_dir}/argcount.kpack (run scripts/gpu_prepare_launchcost.py)"
+        notes["argument-count rows"] = f"no {count_dir}/argcount.kpack (run scripts/gpu.py prepare launchcost)"
 
     print(f"measuring {len(candidates)} rows: {REPS} interleaved host-only batches of {BATCH} launches each, then "
           f"steady state", flush=True)

@@ -1,4 +1,4 @@
-"""cuTile kernels used by the frontend tests and scripts/gpu_prepare_frontends.py (source must be a real file)."""
+"""cuTile kernels used by the frontend tests and `scripts/gpu.py prepare frontends` (source must be a real file)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The example projects (examples/<dsl>/): which exist, building them, and compiling their C++ programs.
 
-Shared by tests/test_examples.py (GPU-less: build, link, bind; GPU: run) and scripts/gpu_prepare_examples.py
+Shared by tests/test_examples.py (GPU-less: build, link, bind; GPU: run) and scripts/gpu_steps/prepare.py
 (builds them here into .gpu/examples/ for the GPU machine, which has neither CuTe DSL nor cuTile).
 """
 

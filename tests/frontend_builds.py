@@ -1,6 +1,6 @@
 """The Triton and cuTile bundles the frontend tests check here and the GPU tests run on the H200.
 
-Built on the GPU-less machine (scripts/gpu_prepare_frontends.py writes them to .gpu/frontends/) because the GPU
+Built on the GPU-less machine (`scripts/gpu.py prepare frontends` writes them to .gpu/frontends/) because the GPU
 machine has neither cuTile nor Triton 3.9.
 """
 

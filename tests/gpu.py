@@ -2,7 +2,7 @@
 
 Use ``requires_gpu`` on tests that need one (``pytestmark = GPU_MARKS`` for a whole module): they are marked ``gpu``
 and skipped cleanly without a device. ``driver_present()`` says whether a CUDA driver can be opened at all.
-GPU tests run artifacts compiled on a GPU-less machine by scripts/gpu_prepare_*.py and carried over in
+GPU tests run artifacts compiled on a GPU-less machine by ``scripts/gpu.py prepare`` and carried over in
 ``$KERNELPACK_GPU_ARTIFACTS`` (``carried``, ``require_carried``).
 """
 
@@ -72,13 +72,14 @@ def carried(rel: str) -> Path | None:
     return path if path is not None and path.exists() else None
 
 
-def require_carried(rel: str, script: str, *, holding: str = "") -> Path:
-    """``$KERNELPACK_GPU_ARTIFACTS/<rel>`` (with ``holding`` inside it), built by ``scripts/<script>`` on the build
-    machine; skips the test when absent."""
+def require_carried(rel: str, step: str, *, holding: str = "") -> Path:
+    """``$KERNELPACK_GPU_ARTIFACTS/<rel>`` (with ``holding`` inside it), built by ``scripts/gpu.py prepare <step>`` on
+    the build machine; skips the test when absent."""
     path = carried(rel)
     if path is None or (holding and not (path / holding).exists()):
         what = f"{rel}/{holding}" if holding else rel
-        pytest.skip(f"no carried {what}: run scripts/{script} on the build machine, carry .gpu/ and set {ARTIFACTS}")
+        pytest.skip(f"no carried {what}: run `python scripts/gpu.py prepare {step}` on the build machine, carry .gpu/ "
+                    f"and set {ARTIFACTS}")
     return path
 
 

@@ -13,8 +13,9 @@ from kernelpack.bundle import Bundle
 
 
 def carried(name: str) -> Path:
-    """``$KERNELPACK_GPU_ARTIFACTS/frontends/<name>``: compiled by scripts/gpu_prepare_frontends.py (skip if absent)."""
-    return require_carried(f"frontends/{name}", "gpu_prepare_frontends.py")
+    """``$KERNELPACK_GPU_ARTIFACTS/frontends/<name>``: compiled by ``scripts/gpu.py prepare frontends`` (skip if
+    absent)."""
+    return require_carried(f"frontends/{name}", "frontends")
 
 
 def load_bundle(name: str) -> Bundle:

@@ -1,5 +1,5 @@
 """The kernels of the per-arch tests (tests/test_per_arch.py on the fake driver, tests/test_per_arch_gpu.py on the
-H200): built on the GPU-less machine (scripts/gpu_prepare_per_arch.py writes .gpu/per_arch/per_arch.kpack), since the
+H200): built on the GPU-less machine (`scripts/gpu.py prepare per_arch` writes .gpu/per_arch/per_arch.kpack), since the
 GPU machine has no cuTile and an older Triton.
 
 * ``ct_mm``: a cuTile fp16 matmul, tiles 128x256x64, for sm_80 and sm_90a: tileiras picks 128 threads on sm_80 and

@@ -1,5 +1,5 @@
 """On the H200: one library (kernelpack.Library) holding CuTe host programs, CuTe kernel-level artifacts and Triton
-kernels, built on the GPU-less machine by scripts/gpu_prepare_cute.py (.gpu/cute/kpmix), called from C++ through
+kernels, built on the GPU-less machine by `scripts/gpu.py prepare cute` (.gpu/cute/kpmix), called from C++ through
 the shared and the static library."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from toolchain_support import CXX
 
 
 def _lib() -> Path:
-    return require_carried("cute/kpmix", "gpu_prepare_cute.py", holding="lib/libkpmix.so")
+    return require_carried("cute/kpmix", "cute", holding="lib/libkpmix.so")
 
 
 @requires_gpu

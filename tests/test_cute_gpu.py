@@ -1,5 +1,5 @@
 """On a real GPU (no CuTe DSL installed): CuTe DSL kernels compiled on a GPU-less machine by
-scripts/gpu_prepare_cute.py, run from the artifacts in ``$KERNELPACK_GPU_ARTIFACTS/cute/``.
+`scripts/gpu.py prepare cute`, run from the artifacts in ``$KERNELPACK_GPU_ARTIFACTS/cute/``.
 
 * host programs (``kpcute``: CuTe's host launcher + kernelpack's driver shim, no cudart): elementwise add in fp32
   and bf16, the policy/self/scalars/custom-object kernel, and the Hopper TMA + cluster GEMM vs ``torch.matmul``
@@ -30,7 +30,7 @@ KP_SUCCESS, KP_ERROR_INVALID_ARGUMENT = 0, 7
 
 
 def artifacts() -> Path:
-    return require_carried("cute", "gpu_prepare_cute.py", holding="manifest.json")
+    return require_carried("cute", "cute", holding="manifest.json")
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """On a real GPU (no CuTe DSL installed): CuTe host programs called from Python through ``kernelpack.load`` on the
-libraries scripts/gpu_prepare_cute.py built (``$KERNELPACK_GPU_ARTIFACTS/cute/``): the Hopper TMA + cluster GEMM
+libraries `scripts/gpu.py prepare cute` built (``$KERNELPACK_GPU_ARTIFACTS/cute/``): the Hopper TMA + cluster GEMM
 vs ``torch.matmul`` (fp16 and bf16 dispatched by dtype, shapes that are not multiples of the tile, M = 0), the
 elementwise add with a strided operand, the policy kernel's scalars, torch's current stream, and the per-call cost.
 """
@@ -19,7 +19,7 @@ GEMM_SHAPES = [(128, 128, 64), (200, 136, 264), (1, 8, 8), (129, 264, 72), (1000
 
 
 def artifacts() -> Path:
-    return require_carried("cute", "gpu_prepare_cute.py", holding="kpcute/lib/libkpcute.so")
+    return require_carried("cute", "cute", holding="kpcute/lib/libkpcute.so")
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,8 @@ def mod(torch):  # type: ignore[no-untyped-def]
 
     m = kernelpack.load(artifacts() / "kpcute" / "lib" / "libkpcute.so")
     if "gemm" not in m.__all__:
-        pytest.skip("libkpcute.so carries no host-program description: rebuild it with scripts/gpu_prepare_cute.py")
+        pytest.skip("libkpcute.so carries no host-program description: rebuild it with "
+                    "`python scripts/gpu.py prepare cute`")
     return m
 
 

@@ -3,7 +3,7 @@
 GPU-less: each project builds, its C++ program compiles warning-free and links against the library (and runs up to
 the point where it needs the driver), its Python script loads the library and binds the kernels; the CUDA example
 also builds through CMake's find_package and pkg-config. On a GPU (artifacts carried in
-$KERNELPACK_GPU_ARTIFACTS/examples/<dsl>/ by scripts/gpu_prepare_examples.py): both run and check their results.
+$KERNELPACK_GPU_ARTIFACTS/examples/<dsl>/ by `scripts/gpu.py prepare examples`): both run and check their results.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def test_cuda_example_through_cmake_and_pkg_config(built, tmp_path: Path) -> Non
 
 
 def _carried(ex: Example) -> Path:
-    return require_carried(f"examples/{ex.dsl}", "gpu_prepare_examples.py", holding=f"lib/lib{ex.name}.so")
+    return require_carried(f"examples/{ex.dsl}", "examples", holding=f"lib/lib{ex.name}.so")
 
 
 @requires_gpu

@@ -1,5 +1,5 @@
 """On the H200: fp8 kernels (tests/fp8_kernels.cu, compiled with NVRTC on the build machine by
-scripts/gpu_prepare_fp8.py and carried as .gpu/fp8/fp8.kpack) take torch float8 tensors through the runtime's C path
+`scripts/gpu.py prepare fp8` and carried as .gpu/fp8/fp8.kpack) take torch float8 tensors through the runtime's C path
 and its Python path. Each widens fresh random fp8 bytes -- every bit pattern, NaNs and (e5m2) infinities included --
 to f32; the result must equal torch's own conversion bit for bit. The family ``widen`` dispatches on the tensor's
 fp8 format; ``widen_e4m3`` refuses an e5m2 tensor before any launch. Outputs start as a sentinel so an unwritten
@@ -24,7 +24,7 @@ N = 1 << 20
 
 @pytest.fixture(scope="module")
 def bundle() -> Bundle:
-    return Bundle.read(require_carried("fp8/fp8.kpack", "gpu_prepare_fp8.py"))
+    return Bundle.read(require_carried("fp8/fp8.kpack", "fp8"))
 
 
 @pytest.fixture(scope="module")

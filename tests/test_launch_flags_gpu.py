@@ -1,5 +1,5 @@
 """On the H200: launch flags with real kernels (tests/pdl_kernels.cu, compiled on the build machine by
-scripts/gpu_prepare_pdl.py and carried as .gpu/pdl/pdl.kpack), through the runtime's C path, its Python path and a C
+`scripts/gpu.py prepare pdl` and carried as .gpu/pdl/pdl.kpack), through the runtime's C path, its Python path and a C
 library built from the same bundle (called with ctypes, kp_launch.flags 0: the kernels' own flags).
 
 * a PDL pair: pdl_primary (y = 2x, then griddepcontrol.launch_dependents, then a spinning tail) and pdl_secondary
@@ -36,7 +36,7 @@ KP_ERROR_INVALID_LAUNCH = 8
 
 @pytest.fixture(scope="module")
 def bundle() -> Bundle:
-    return Bundle.read(require_carried("pdl/pdl.kpack", "gpu_prepare_pdl.py"))
+    return Bundle.read(require_carried("pdl/pdl.kpack", "pdl"))
 
 
 @pytest.fixture(scope="module")

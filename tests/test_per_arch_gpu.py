@@ -1,5 +1,5 @@
 """On the H200: per-arch launch facts, per-arch parameter layouts and device-derived values with real kernels
-compiled here (no GPU) by scripts/gpu_prepare_per_arch.py (tests/per_arch_builds.py) and carried over -- through the
+compiled here (no GPU) by `scripts/gpu.py prepare per_arch` (tests/per_arch_builds.py) and carried over -- through the
 runtime's C path, its Python path and a C library built from the same bundle (called with ctypes) -- computing what
 torch computes.
 
@@ -34,7 +34,7 @@ PATHS = ["runtime_c", "runtime_python", "c_library"]
 
 @pytest.fixture(scope="module")
 def bundle() -> Bundle:
-    return Bundle.read(require_carried("per_arch/per_arch.kpack", "gpu_prepare_per_arch.py"))
+    return Bundle.read(require_carried("per_arch/per_arch.kpack", "per_arch"))
 
 
 @pytest.fixture(scope="module")

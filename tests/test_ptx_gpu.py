@@ -1,4 +1,4 @@
-"""On the H200: kernels that carry only compute_80 PTX (scripts/gpu_prepare_ptx.py: CUDA C++ via nvcc, Triton, CuTe
+"""On the H200: kernels that carry only compute_80 PTX (`scripts/gpu.py prepare ptx`: CUDA C++ via nvcc, Triton, CuTe
 where it was installed at build time), JIT-compiled by the driver on first load, run correctly through the runtime's
 C and Python paths; the C library built from the same bundle names that binary and JIT-loads it (preload). The first
 launch (JIT) and a warm launch are timed in fresh processes and printed, not asserted: with the driver's JIT cache
@@ -27,7 +27,7 @@ HERE = Path(__file__).parent
 
 @pytest.fixture(scope="module")
 def bundle_path() -> Path:
-    return require_carried("ptx/ptx80.kpack", "gpu_prepare_ptx.py")
+    return require_carried("ptx/ptx80.kpack", "ptx")
 
 
 @pytest.fixture(scope="module")

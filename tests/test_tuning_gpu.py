@@ -5,7 +5,7 @@ process that never imports Triton: each shape's first call launches exactly one 
 Kernel times (CUDA events, median) must be within 3% of Triton's autotuned ones, shape by shape.
 
 The bundle is compiled on the GPU machine with its Triton (the one the comparison runs), and, when
-``$KERNELPACK_GPU_ARTIFACTS/ranges/matmul_configs.kpack`` was carried (scripts/gpu_prepare_tuning.py), that bundle
+``$KERNELPACK_GPU_ARTIFACTS/ranges/matmul_configs.kpack`` was carried (`scripts/gpu.py prepare tuning`), that bundle
 compiled on the build machine is tuned and checked for correct results too.
 
     KERNELPACK_GPU_ARTIFACTS=$PWD/.gpu PYTHONPATH=src python -m pytest -q -s tests/test_tuning_gpu.py
@@ -152,7 +152,7 @@ def test_kernelpack_tuned_matmul_matches_triton_autotune_without_tuning_at_start
     text = ("| M x N x K | kernelpack tuned, µs | Triton autotune, µs | ratio | kernelpack's config | Triton's |\n"
             "|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
     print("\n" + text)
-    if os.environ.get("OUT"):  # scripts/gpu_check.sh collects $OUT
+    if os.environ.get("OUT"):  # scripts/gpu.py run collects $OUT
         Path(os.environ["OUT"], "tuning_gpu.md").write_text(text + "\n" + json.dumps(table.to_json(), indent=1))
     assert worst <= 1.03, "\n".join(rows)
 
@@ -166,7 +166,8 @@ def _median(v):  # type: ignore[no-untyped-def]
 def test_a_bundle_compiled_on_the_build_machine_is_tuned_here():
     path = carried("ranges/matmul_configs.kpack")
     if path is None:
-        pytest.skip("no carried ranges/matmul_configs.kpack: run scripts/gpu_prepare_tuning.py on the build machine")
+        pytest.skip("no carried ranges/matmul_configs.kpack: run `python scripts/gpu.py prepare tuning` on the build "
+                    "machine")
     torch = cuda_torch()
     import kernelpack
     from kernelpack.bundle import Bundle

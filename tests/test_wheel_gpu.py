@@ -1,4 +1,4 @@
-"""On a GPU: the example wheels built by ``kernelpack wheel`` on the GPU-less machine (scripts/gpu_prepare_wheels.py,
+"""On a GPU: the example wheels built by ``kernelpack wheel`` on the GPU-less machine (`scripts/gpu.py prepare wheels`,
 carried in $KERNELPACK_GPU_ARTIFACTS/wheel/) installed offline from the files (``pip install --no-index --no-deps
 --target``) and imported from there; every kernel runs on fresh random inputs and matches torch, and importing and
 binding the packages imports neither torch nor Triton (tests/wheel_gpu_check.py)."""
@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def test_installed_example_wheels_run_every_kernel_against_torch(tmp_path: Path) -> None:
-    carried = require_carried("wheel", "gpu_prepare_wheels.py", holding="manifest.json")
+    carried = require_carried("wheel", "wheels", holding="manifest.json")
     manifest = json.loads((carried / "manifest.json").read_text())
     wheels = [carried / name for name in manifest["wheels"].values()]
     assert wheels, manifest

@@ -1,8 +1,8 @@
 """Where a process's first kernelpack launch with torch tensors spends its time (bench/launch_overhead.py's
 fresh-process line: ~10 ms on the H200 against 0.33 ms for a second kernel's first launch), phase by phase.
 
-    python3 scripts/gpu_first_launch.py .gpu/runtime/many.kpack [--runs 3]
-    python3 scripts/gpu_first_launch.py .gpu/loadscale/synth-100-10-sm_90a.kpack --synth k5:2
+    python3 scripts/gpu_steps/first_launch.py .gpu/runtime/many.kpack [--runs 3]
+    python3 scripts/gpu_steps/first_launch.py .gpu/loadscale/synth-100-10-sm_90a.kpack --synth k5:2
 
 Each run is a fresh process: torch and CUDA initialised and the tensors made before the clock (as the bench does),
 then ``import kernelpack``, ``kernelpack.load`` and the first launch of ``k7`` with every phase of that launch timed

@@ -1,6 +1,6 @@
 """Where loading a large bundle and the first launch spend their time, on the machine it runs on (GPU or fake).
 
-    python scripts/gpu_profile_load.py BUNDLE FAMILY > profile.txt
+    python scripts/gpu_steps/profile_load.py BUNDLE FAMILY > profile.txt
 
 Prints three parts: ``-X importtime`` of ``import kernelpack`` + the runtime (a fresh child, the 25 slowest
 modules), a cProfile of ``kernelpack.load`` (a fresh child), and a cProfile of the family's first use and its first
