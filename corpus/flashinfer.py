@@ -11,7 +11,7 @@
   ``flashinfer/cute_dsl/``) exported as host programs (``kernelpack.cute.export``) for the archs they target.
 
 ``python -m corpus.flashinfer --gpu-prepare`` copies the built library, bundle and a manifest into ``.gpu/corpus-fi/``
-for ``scripts/corpus_gpu_flashinfer.py``.
+for ``scripts/corpus_gpu.py --package flashinfer``.
 """
 
 from __future__ import annotations
@@ -285,7 +285,7 @@ GPU_DIR = ROOT / ".gpu" / "corpus-fi"
 
 def gpu_prepare(build: Path = ROOT / "build" / "corpus", dest: Path = GPU_DIR) -> dict[str, Any]:
     """Copy libflashinfer.so, flashinfer.kpack, the headers and a manifest (families, ABIs, launch facts, the
-    corpus results) into ``dest`` for scripts/corpus_gpu_flashinfer.py."""
+    corpus results) into ``dest`` for scripts/corpus_gpu.py --package flashinfer."""
     lib = build / "flashinfer" / "lib"
     so = lib / "lib" / "libflashinfer.so"
     if not so.is_file():

@@ -122,13 +122,19 @@ def parse_prototypes(header: str, lib: str) -> dict[str, list[Param]]:
     for m in _PROTO.finditer(header):
         if m.group("lib") != lib:
             continue
-        params = []
-        for raw in (p.strip() for p in m.group("params").split(",") if p.strip()):
-            ctype, _, name = raw.rpartition(" ")
-            if name.startswith("*"):
-                ctype, name = ctype + "*", name.lstrip("*")
-            params.append(Param(ctype.strip(), name))
-        out[m.group("fam")] = params
+        out[m.group("fam")] = [Param(ctype, name) for ctype, name in split_params(m.group("params"))]
+    return out
+
+
+def split_params(text: str) -> list[tuple[str, str]]:
+    """A C parameter list as (type, name) pairs, a declarator's ``*`` moved to the type (``void`` alone: none)."""
+    out = []
+    for raw in (p.strip() for p in text.split(",")):
+        if raw in ("", "void"):
+            continue
+        ctype, name = raw.rsplit(None, 1)
+        stars = len(name) - len(name.lstrip("*"))
+        out.append((ctype.strip() + "*" * stars, name[stars:]))
     return out
 
 
@@ -155,14 +161,8 @@ def parse_host_prototypes(header: str, lib: str) -> dict[str, list[Param]]:
     for m in _HOST_PROTO.finditer(header):
         if m.group("lib") != lib or m.group("params").lstrip().startswith("const kp_launch*"):
             continue
-        params = []
-        for raw in (p.strip() for p in m.group("params").split(",") if p.strip() and p.strip() != "void"):
-            ctype, _, name = raw.rpartition(" ")
-            if name.startswith("*"):
-                ctype, name = ctype + "*", name.lstrip("*")
-            ctype = ctype.strip()
-            params.append(Param(ctype, name, structs.get(ctype, ())))
-        out[m.group("fam")] = params
+        out[m.group("fam")] = [Param(ctype, name, structs.get(ctype, ()))
+                               for ctype, name in split_params(m.group("params"))]
     return out
 
 
@@ -239,9 +239,9 @@ def driver_source(lib: str, entries: Mapping[str, Sequence[Param]], hosts: Mappi
 
 def driver_command(src: Path, lib_dir: Path, lib: str, out: Path, cxx: str = "g++") -> list[str]:
     """g++ -Werror, against the library's C header and shared library (rpath: its directory)."""
+    libs = (lib_dir / "lib").resolve()
     return [cxx, "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC",
-            f"-I{lib_dir / 'include'}", str(src), f"-L{lib_dir / 'lib'}", f"-l{lib}",
-            f"-Wl,-rpath,{lib_dir / 'lib'}", "-o", str(out)]
+            f"-I{lib_dir / 'include'}", str(src), f"-L{libs}", f"-l{lib}", f"-Wl,-rpath,{libs}", "-o", str(out)]
 
 
 def pack_slots(params: Sequence[Param], values: Mapping[str, Any], keep: list[Any] | None = None) -> list[int]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import inspect
-import subprocess
 import tempfile
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -36,7 +35,6 @@ from .gpu_check import (
     Entry,
     Row,
     compare,
-    driver_command,
     driver_source,
     launch_precision,
     match_family,
@@ -46,6 +44,7 @@ from .gpu_check import (
     runs_on,
     supported,
 )
+from .gpu_runner import python_then_cpp
 
 OPTION_KEYS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
@@ -54,16 +53,17 @@ class Cpp:
     """The C++ driver over the library's C entries (compiled here with g++)."""
 
     def __init__(self, lib_dir: Path, lib: str, work: Path) -> None:
+        from .gpu_runner import compile_harness
+
         header = (lib_dir / "include" / f"{lib}.h").read_text()
         self.protos = parse_prototypes(header, lib)
         hosts = parse_host_prototypes(header, lib)
         self.protos.update({k: v for k, v in hosts.items() if k not in self.protos})
-        src = work / "corpus_driver.cpp"
-        src.write_text(driver_source(lib, self.protos, hosts))
-        so = work / "libcorpus_driver.so"
-        p = subprocess.run(driver_command(src, lib_dir, lib, so), capture_output=True, text=True)
-        self.error = "" if p.returncode == 0 else f"driver did not compile: {(p.stderr or p.stdout)[:300]}"
-        self.dll = ctypes.CDLL(str(so)) if not self.error else None
+        self.error, self.dll = "", None
+        try:
+            self.dll = compile_harness(driver_source(lib, self.protos, hosts), lib_dir, lib, work, "corpus_driver")
+        except RuntimeError as e:
+            self.error = f"driver did not compile: {str(e)[:300]}"
 
     def why_not(self, family: str) -> str:
         if self.error:
@@ -324,21 +324,10 @@ def run_recorded(entries: Sequence[Entry], module: Any, cpp: Cpp, progress: Call
             if len(args) != len(names):
                 raise RuntimeError(f"{len(args)} recorded arguments for {len(names)} parameters")
             grid = tuple(e.launch["grid"])
-            tensors = [a for a in args if isinstance(a, torch.Tensor)]
-            start = [t.clone() for t in tensors]
-            fam(*args, grid=grid)
-            torch.cuda.synchronize()
-            py = [t.clone() for t in tensors]
+            tensors = [(f"arg{i}", a) for i, a in enumerate(t for t in args if isinstance(t, torch.Tensor))]
             row.python = "ran (no reference: liger's cuTile path needs cuTile)"
-            why = cpp.why_not(e.family)
-            if why:
-                row.cpp = f"n/a: {why}"
-            else:
-                restore_tensors(tensors, start)
-                err = cpp.call(e.family, dict(zip(names, args)), grid, torch.cuda.current_stream().cuda_stream)
-                torch.cuda.synchronize()
-                bad = [m for i, (t, p) in enumerate(zip(tensors, py)) if (m := compare(f"arg{i}", p, t))]
-                row.cpp = f"FAIL: {err}" if err else ("pass (== Python)" if not bad else "FAIL: " + "; ".join(bad))
+            _, _, row.cpp = python_then_cpp(tensors, _launcher(fam, args, grid), cpp, e.family,
+                                            dict(zip(names, args)), grid, _stream(), exact=False)
             time_row(row, None, _launcher(fam, args, grid), 10)
         except Exception as ex:  # noqa: BLE001 - reported, the next family runs
             row.python = f"FAIL: {type(ex).__name__}: {str(ex)[:200]}"
@@ -350,10 +339,10 @@ def _launcher(fam: Any, args: list[Any], grid: tuple[int, ...]) -> Callable[[], 
     return lambda: fam(*args, grid=grid)
 
 
-def not_launched(entries: Sequence[Entry]) -> list[Row]:
-    """Kept for callers of the earlier script: every CuTe family as not launched."""
-    fams = sorted({e.family for e in entries if e.dsl == "cute"})
-    return [Row("cute", f, "", python="n/a: not launched", cpp="n/a") for f in fams]
+def _stream() -> int:
+    import torch
+
+    return int(torch.cuda.current_stream().cuda_stream)
 
 
 def run_cute(entries: Sequence[Entry], module: Any, cpp: Cpp, reps: int = 10,
@@ -411,22 +400,10 @@ def _cute_kernel(name: str, k: dict[str, Any], e: Entry, module: Any, cpp: Cpp, 
         args = [rebuild(d, gen) for d in k["args"]]
         grid = tuple(k["grid"])
         tensors = [(n, a) for n, a in zip(names, args) if isinstance(a, torch.Tensor)]
-        start = [t.clone() for _, t in tensors]
-        fam(*args, grid=grid)
-        torch.cuda.synchronize()
-        py = [t.clone() for _, t in tensors]
+        start, py, row.cpp = python_then_cpp(tensors, _launcher(fam, args, grid), cpp, name, dict(zip(names, args)),
+                                             grid, _stream())
         row.python = _check_reference(reference_for(name), dict(zip(names, args)), dict(zip(names, start)),
                                       dict(zip(names, py)), e.launch.get("host_args", {}))
-        why = cpp.why_not(name)
-        if why:
-            row.cpp = f"n/a: {why}"
-        else:
-            restore_tensors([t for _, t in tensors], start)
-            err = cpp.call(name, dict(zip(names, args)), grid, torch.cuda.current_stream().cuda_stream)
-            torch.cuda.synchronize()
-            bad = [m for (n, t), p in zip(tensors, py) if (m := compare(n, p, t, exact=True))]
-            row.cpp = f"FAIL: {err}" if err else ("pass (== Python, bit for bit)" if not bad else
-                                                  "FAIL: " + "; ".join(bad))
         if reps:
             time_row(row, None, _launcher(fam, args, grid), reps)
         restore_tensors([t for _, t in tensors], start)
@@ -463,22 +440,10 @@ def _cute_host(e: Entry, module: Any, cpp: Cpp, gen: Any, reps: int, where: str)
         fn = module[e.family]
         values = {d["name"]: rebuild(d, gen) for d in prog["args"]}
         tensors = [(n, a) for n, a in values.items() if isinstance(a, torch.Tensor)]
-        start = [t.clone() for _, t in tensors]
-        fn(**values)
-        torch.cuda.synchronize()
-        py = [t.clone() for _, t in tensors]
+        stream = _stream()
+        start, _, row.cpp = python_then_cpp(tensors, lambda: fn(**values), cpp, e.family, {**values, "stream": stream},
+                                            (0, 0, 0), stream)
         row.python = "ran (no reference: Python == C++ is the check)"
-        why = cpp.why_not(e.family)
-        if why:
-            row.cpp = f"n/a: {why}"
-        else:
-            restore_tensors([t for _, t in tensors], start)
-            err = cpp.call(e.family, {**values, "stream": torch.cuda.current_stream().cuda_stream}, (0, 0, 0),
-                           torch.cuda.current_stream().cuda_stream)
-            torch.cuda.synchronize()
-            bad = [m for (n, t), p in zip(tensors, py) if (m := compare(n, p, t, exact=True))]
-            row.cpp = f"FAIL: {err}" if err else ("pass (== Python, bit for bit)" if not bad else
-                                                  "FAIL: " + "; ".join(bad))
         if reps:
             time_row(row, None, lambda: fn(**values), reps)
         restore_tensors([t for _, t in tensors], start)
@@ -487,5 +452,29 @@ def _cute_host(e: Entry, module: Any, cpp: Cpp, gen: Any, reps: int, where: str)
     return row
 
 
-def work_dir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="kp-corpus-gpu-"))
+def run_liger(gpu_dir: Path, case_ids: Sequence[str], dsls: set[str], shard: tuple[int, int], reps: int) -> str:
+    """The liger corpus's GPU run over ``gpu_dir`` (.gpu/corpus): the Triton cases of ``shard`` (K, N: every N-th
+    from the K-th; only ``case_ids`` when given), then -- with shard 1 and no case named -- the recorded cuTile and
+    CuTe launches, of the DSLs in ``dsls``; returns the markdown report."""
+    import sys
+
+    sys.path.insert(0, str(gpu_dir / "site"))  # liger's pure-Python sources, carried
+    import kernelpack
+
+    from .cases import CORPUS, load_cases
+    from .gpu_check import read_manifest, render
+
+    libs, entries = read_manifest(gpu_dir / "manifest.json")
+    info = libs["liger"]
+    module = kernelpack.load(str(gpu_dir / info["shared"]))
+    cpp = Cpp(gpu_dir / "liger" / "lib", info["name"], Path(tempfile.mkdtemp(prefix="kp-corpus-gpu-")))
+    if cpp.error:
+        print(f"C++ driver: {cpp.error}", flush=True)
+    _, cases = load_cases(CORPUS / "liger_triton.toml")
+    k, n = shard
+    cases = [c for i, c in enumerate(cases) if (not case_ids or c.id in case_ids) and i % n == k - 1]
+    rows = run_triton(cases, entries, module, cpp, reps) if "triton" in dsls else []
+    if not case_ids and k == 1:
+        rows += run_recorded(entries, module, cpp) if "cutile" in dsls else []
+        rows += run_cute(entries, module, cpp, min(reps, 10)) if "cute" in dsls else []
+    return render(rows)

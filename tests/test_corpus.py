@@ -386,8 +386,9 @@ def test_report_block_per_package_leaves_other_packages_results(tmp_path: Path) 
     assert "| liger-kernel | triton | 1 | 0/1 (0%) | 1/1 (100%) | 1/1 (100%) |" in text
 
 
-def _flashinfer_gpu_script_on_cpu(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """scripts/corpus_gpu_flashinfer.py with its "cuda" tensors made on the CPU (its cases' references run here)."""
+def _flashinfer_cases_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The FlashInfer GPU cases (corpus/flashinfer_cases.py, corpus/flashinfer_sampling.py) with their "cuda" tensors
+    made on the CPU (their references run here)."""
     torch = pytest.importorskip("torch")
     for fn in ("randn", "full", "zeros", "tensor", "arange", "randint", "randperm", "ones"):
         orig = getattr(torch, fn)
@@ -397,17 +398,15 @@ def _flashinfer_gpu_script_on_cpu(monkeypatch: pytest.MonkeyPatch) -> Any:
                 k["device"] = "cpu"
             return _orig(*a, **k)
         monkeypatch.setattr(torch, fn, on_cpu)
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
-    import corpus_gpu_flashinfer as gpu
-
-    return gpu
 
 
 def test_flashinfer_online_softmax_map_reference_uses_the_kernels_slices(monkeypatch: pytest.MonkeyPatch) -> None:
     """OnlineSoftmaxMapKernel's slice y is [y * stride, (y + 1) * stride) with stride = round_up(ceil_div(d,
     num_slices), 4) (8000 for d = 32000, 4 slices), not DEFAULT_SLICE_SIZE (8192): the GPU run's "WRONG max"."""
 
-    gpu = _flashinfer_gpu_script_on_cpu(monkeypatch)
+    from corpus import flashinfer_sampling as gpu
+
+    _flashinfer_cases_on_cpu(monkeypatch)
     case = gpu.case_online_softmax_map("1024_4_float")
     logits, partial, _, temp, d, n = case.args
 
@@ -429,8 +428,9 @@ def test_flashinfer_layernorm_case_launches_as_norm_cuh_layernorm_does(monkeypat
     """generalLayerNorm<__nv_bfloat162, ...> walks hidden_dim / 2 packed pairs per row: LayerNorm passes the scalar
     hidden size (the case passed half of it, and half the output was never written), block min(H, 1024)."""
     import torch
+    from corpus import flashinfer_cases as gpu
 
-    gpu = _flashinfer_gpu_script_on_cpu(monkeypatch)
+    _flashinfer_cases_on_cpu(monkeypatch)
     case = gpu.case_layernorm("nv_bfloat162_float2_int8_t_true_false")
     x, g, b, out, eps, tokens, hidden = case.args[:7]
     assert (tokens, hidden, case.grid, case.block, case.smem) == (gpu.M_ROWS, gpu.H, (gpu.M_ROWS, 1, 1),

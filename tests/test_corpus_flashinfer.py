@@ -114,8 +114,9 @@ def test_gpu_prepare_carries_what_the_gpu_script_checks(corpus_run: tuple[Path, 
     assert info["bytes"] <= 25 << 20
     assert set(json.loads((tmp_path / "corpus-fi" / "manifest.json").read_text())["families"]) >= {"rmsnorm"}
     # the GPU script loads the library, reads every entry's prototype from flashinfer.h and finds a GPU case for it
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "corpus_gpu_flashinfer.py"), "--dry-run", "--dir",
-                        str(tmp_path / "corpus-fi")], capture_output=True, text=True, timeout=300)
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "corpus_gpu.py"), "--package", "flashinfer", "--dry-run",
+                        "--dir", str(tmp_path / "corpus-fi"), "--out", str(tmp_path / "out")], capture_output=True,
+                       text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "problems: none" in p.stdout
 
@@ -140,8 +141,7 @@ def test_every_gpu_case_matches_its_entrys_prototype(corpus_run: tuple[Path, dic
             return _orig(*a, **k)  # type: ignore[operator]
         monkeypatch.setattr(torch, fn, on_cpu)
     monkeypatch.setattr(torch.Tensor, "cuda", lambda self, *a, **k: self)
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
-    import corpus_gpu_flashinfer as gpu
+    from corpus import flashinfer_gpu as gpu
 
     d = tmp_path / "corpus-fi"
     manifest = json.loads((d / "manifest.json").read_text())

@@ -93,7 +93,7 @@ STEPS: tuple[Step, ...] = (
          optional=True),
     Step("corpus_fi", "the FlashInfer corpus library; runs every entry from C++ and Python", p.corpus_fi,
          ("corpus-fi/manifest.json",), optional=True,
-         run=(py("scripts/corpus_gpu_flashinfer.py", "--reps", "10", "--out", "{out}"),), cap=40),
+         run=(py("scripts/corpus_gpu.py", "--package", "flashinfer", "--reps", "10", "--out", "{out}"),), cap=40),
     # ---- runs over the artifacts above
     Step("tests", "every GPU test of the suite", needs=("demo", "frontends", "cute", "runtime", "examples", "per_arch",
                                                        "wheels", "ptx", "pdl", "tuning", "fp8"),
