@@ -182,6 +182,30 @@ def test_a_damaged_compressed_binary_is_refused_as_a_corrupt_library(clib_env, t
     assert not r.calls("cuLibraryLoadData")
 
 
+def test_a_blob_table_row_past_the_embedded_bundle_is_refused_not_read(clib_env, tmp_path):
+    """The library reads each binary from its embedded bundle at the offset its blob table gives (32-bit fields the
+    generator checks: clib/widths.py); a row that points past the bundle -- a data object that is not the bundle's --
+    is refused as KP_ERROR_CORRUPT_LIBRARY when the blob is first loaded, never read (before: read 4 GB past it)."""
+    so = bytearray(Path(clib_env.demo.shared).read_bytes())
+    pos = so.find(MAGIC)
+    moff, msize = struct.unpack_from("<QQ", so, pos + 16)
+    end = pos + moff + msize
+    for blob in read_manifest(bytes(so[pos:end]))["blobs"]:
+        row = struct.pack("<II", blob["offset"], blob["size"])  # its kp_blobs row (.rodata), found once
+        (at,) = [i for i in range(len(so)) if so.startswith(row, i) and not pos <= i < end]
+        struct.pack_into("<I", so, at, 0xF0000000)
+    libs = tmp_path / "libs"  # first on LD_LIBRARY_PATH (the harness's rpath is a RUNPATH)
+    libs.mkdir()
+    (libs / Path(clib_env.demo.shared).name).write_bytes(bytes(so))
+    shutil.copy(clib_env.fake.c_library, libs)
+    r = run(clib_env.harness, tmp_path, libs, "preload")
+    assert r.returncode == 0, f"the harness died (exit {r.returncode})"
+    status, msg = results(r)["preload0"]
+    assert status == "KP_ERROR_CORRUPT_LIBRARY", (status, msg)
+    assert "lies past the embedded bundle's" in msg and "the library is damaged" in msg
+    assert not r.calls("cuLibraryLoadData")
+
+
 def test_no_driver(clib_env):
     r = run(clib_env.harness, clib_env.root, None, "add")
     status, msg = results(r)["add"]

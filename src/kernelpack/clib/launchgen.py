@@ -19,6 +19,7 @@ from ..launch.plan import OP_DESC
 from ..launch.plan import Plan as LaunchPlan
 from ..names import c_name
 from ..tma import TensorDescSpec, expected_params
+from .widths import U8, U32, check_layout, fit
 
 LAUNCH = "kp_cfg"  # the generated entries' launch-configuration parameter (kp_-prefixed, as every generated name)
 
@@ -45,6 +46,7 @@ class Layout:
     def __init__(self, art: KernelArtifact, abi: Abi, launch: LaunchSpec, first_desc: int) -> None:
         self.art, self.abi, self.launch = art, abi, launch
         self.model = LaunchPlan.of(abi, launch, art.range_rules)
+        check_layout(art.label, launch, self.model.slots, art.requirements)  # each fits its C field (widths.py)
         self.descs = [DescArg(s.arg, s, first_desc + i) for i, s in enumerate(launch.tensor_descs)]
         self.filled: dict[str, str] = {}  # kernel param -> C lvalue the descriptor fill writes
         for k, d in enumerate(self.descs):
@@ -201,8 +203,11 @@ def desc_table(plans: list[Plan], string: object) -> list[str]:
         for d in plan.descs:
             s = d.spec
             dt = s.element_dtype
-            box = ", ".join(str(b) for b in s.block_shape)
-            rows.append(f"{{{string(d.name)}u, {{{box}}}, {s.rank}, {int(s.lowering != 'tma')}, {s.elem_size}, "  # type: ignore[operator]
-                        f"{s.elem_type}, {s.swizzle}, {int(s.fp4_padded)}, {DTYPE_CODE[dt] if dt else 0}}}")
+            where = f"kernel {plan.art.label}: tensor descriptor {s.arg}"
+            box = ", ".join(str(fit(b, U32, where, "box")) for b in s.block_shape)
+            rows.append(f"{{{string(d.name)}u, {{{box}}}, {fit(s.rank, U8, where, 'rank')}, "  # type: ignore[operator]
+                        f"{int(s.lowering != 'tma')}, {fit(s.elem_size, U8, where, 'elem_size')}, "
+                        f"{fit(s.elem_type, U8, where, 'elem_type')}, {fit(s.swizzle, U8, where, 'swizzle')}, "
+                        f"{int(s.fp4_padded)}, {DTYPE_CODE[dt] if dt else 0}}}")
             assert len(expected_params(s.lowering, s.rank, len(s.flags))) == len(s.params)
     return rows

@@ -291,6 +291,11 @@ static void kp_ptx_isa(const char* ptx, char* out, size_t size) {
 
 static kp_status kp_load_library(const char* fn, const char* label, uint32_t blob) {
     const kp_blob_info* bl = &kp_blobs[blob];
+    if ((uint64_t)bl->offset + bl->size > KP_BUNDLE_SIZE) /* the generator checked it (clib/dataobj.py): never read past */
+        return kp_fail(KP_ERROR_CORRUPT_LIBRARY, "%s: kernel %s: its binary (blob %u, bytes %u..%llu) lies past the "
+                       "embedded bundle's %llu bytes: the library is damaged", fn, label, (unsigned)blob,
+                       (unsigned)bl->offset, (unsigned long long)bl->offset + bl->size,
+                       (unsigned long long)KP_BUNDLE_SIZE);
     const unsigned char* image = kp_bundle + bl->offset;
     unsigned char* copy = NULL;
     if (bl->raw_size != 0 || bl->is_ptx) { /* a zlib stream to expand, or PTX to NUL-terminate */
