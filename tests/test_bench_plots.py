@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -54,3 +55,18 @@ def test_draws_what_exists_and_skips_the_rest(tmp_path: Path, capsys) -> None:
     assert "wrote launch_overhead.png" in out and "skipped cold_start.png" in out and "skipped build_times.png" in out
     assert (tmp_path / "img" / "launch_overhead.png").stat().st_size > 1000
     assert p.main(["--md", str(tmp_path / "missing.md"), "--out", str(tmp_path / "img")]) == 0
+
+
+def test_the_benchmarks_page_gives_every_plot_its_table_and_its_links_resolve() -> None:
+    """docs/benchmarks.md (today's figures) keeps the tables bench/plots.py draws the page's three images from, and its
+    links to the history and the images resolve."""
+    p = _plots()
+    page = ROOT / "docs" / "benchmarks.md"
+    secs = p.sections(page.read_text())
+    overhead = [t for _, ts in p.find(secs, r"launch overhead") for t in ts if t.col("host-only") is not None]
+    assert len(overhead) == 1 and any("kernelpack" in r[0] for r in overhead[0].rows)
+    assert [t for _, ts in p.find(secs, r"build times") for t in ts if t.col("wall") is not None]
+    cold = [r for ts in secs.values() for t in ts for r in t.rows if "cold start" in r[0]]
+    assert cold and all(p.ms(r[1]) is not None for r in cold)
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+        assert (page.parent / target).exists(), f"benchmarks.md: broken link {target}"
