@@ -293,6 +293,9 @@ def test_a_library_replaced_after_it_was_read_is_refused_naming_both_builds(buil
 # ------------------------------------------------------------------------------------------------ the race
 
 
+_LINKS = itertools.count()  # each path dlopen-ed once per process (dlopen hands back what it loaded from a path)
+
+
 class Reader:
     """Reads the outputs in the order a publish renames them, again and again, and judges each snapshot by the bytes
     (which build each file is) and by the checked readers: the CMake package (the files find_package reads), the
@@ -300,6 +303,8 @@ class Reader:
 
     def __init__(self, builds: Builds, out: Path, work: Path) -> None:
         self.builds, self.out, self.work = builds, out, work
+        self.published = 0  # publishes completed (the publisher counts)
+        self.mixed_during: set[int] = set()  # the publishes in progress when a mixed snapshot began
         self.counts = dict.fromkeys(("snapshots", "mixed", "cmake_mixed", "cmake_refused", "pair_mixed",
                                      "pair_refused", "load_mixed", "load_refused", "kpack_or_state_only"), 0)
         self.done = threading.Condition()
@@ -307,14 +312,17 @@ class Reader:
 
     def snapshot(self) -> None:
         b, c = self.builds, self.counts
+        during = self.published + 1
         snap = {rel: b.which(rel, (self.out / rel).read_bytes()) for rel in b.order}
         c["snapshots"] += 1
         # dlopen now, of what the path holds now, as a new process would (a path never dlopen-ed in this one)
-        link = self.work / f"dl-{id(self)}-{c['snapshots']}.so"
+        link = self.work / f"dl{next(_LINKS)}.so"
         os.link(self.out / SO, link)
         dl = b.which(SO, link.read_bytes())
         mixed, cmake = len(set(snap.values())) > 1, tuple(snap[rel] for rel in CMAKE_READS)
         c["mixed"] += mixed
+        if mixed:
+            self.mixed_during.add(during)
         if len(set(cmake)) > 1:
             c["cmake_mixed"] += 1
             c["cmake_refused"] += not b.cmake(cmake)[0]
@@ -367,6 +375,7 @@ def _race(builds: Builds, out: Path, work: Path, publishes: int, pause: float) -
                 with output_dir(out) as d, Stage(d) as stage:
                     for rel, data in builds.files["AB"[i % 2]].items():
                         stage.write(rel, data)
+                reader.published = i + 1
         finally:
             running[0] = False
 
@@ -380,11 +389,11 @@ def _race(builds: Builds, out: Path, work: Path, publishes: int, pause: float) -
     finally:
         publish.os.replace = real  # type: ignore[assignment]
     assert publish.JOURNAL not in os.listdir(out)
-    return reader.counts
+    return {**reader.counts, "publishes_mixed": len(reader.mixed_during & set(range(1, publishes + 1)))}
 
 
 def test_a_reader_in_rename_order_during_publishes_detects_every_mix(builds: Builds, tmp_path: Path) -> None:
-    """The issue's measurement (a reader in the publish's rename order during 60 publishes), then 60 more publishes
+    """The issue's measurement (a reader in the publish's rename order during 60 publishes), then 30 more publishes
     that pause after a seeded quarter of their renames until the reader has read a whole snapshot (so mixes are
     certain): every mix a checked reader gets is refused, and nothing else is."""
     out = tmp_path / "out"
@@ -394,9 +403,10 @@ def test_a_reader_in_rename_order_during_publishes_detects_every_mix(builds: Bui
     builds.cmake(("A",) * len(CMAKE_READS))  # every verdict ready before the first publish
     for h, so in itertools.product("AB", repeat=2):
         builds.pair(h, so)
-    for name, pause in (("free-running", 0.0), ("pausing", 0.25)):
-        c = _race(builds, out, tmp_path, 60, pause)
-        print(f"\n{name}: 60 publishes, {c['snapshots']} snapshots read in rename order, {c['mixed']} mixed; refused: "
+    for name, publishes, pause in (("free-running", 60, 0.0), ("pausing", 30, 0.25)):
+        c = _race(builds, out, tmp_path, publishes, pause)
+        print(f"\n{name}: {publishes} publishes, {c['snapshots']} snapshots read in rename order, {c['mixed']} "
+              f"mixed (during {c['publishes_mixed']} of the publishes); refused: "
               f"CMake package {c['cmake_refused']} of {c['cmake_mixed']}, race.h + librace.so {c['pair_refused']} of "
               f"{c['pair_mixed']}, read then dlopen {c['load_refused']} of {c['load_mixed']}; mixed only in "
               f"race.kpack / state.json (which no reader reads with another file): {c['kpack_or_state_only']}")

@@ -224,6 +224,26 @@ def test_descriptors_scalars_and_stream_reach_the_entry(mod) -> None:
     assert (x.shape0, y.shape0) == (8, 8) and scalars == [3, 0.5, 2, 0.25, -1.0, 1.0]
 
 
+def test_a_library_published_again_after_load_is_refused_naming_both_builds(programs, library, tmp_path,
+                                                                          monkeypatch) -> None:
+    """kernelpack.load read the host programs' descriptions from one build's bytes; a build then published another
+    build of the library at that path (issue 25 item 5): no entry of the library dlopen gives is called."""
+    monkeypatch.setattr(host, "get_driver", lambda: _never())
+    other = Library("kpcute", *programs, version="2.0.0").build(tmp_path / "v2")
+    so = tmp_path / "lib" / "libkpcute.so"
+    so.parent.mkdir()
+    so.write_bytes(library.shared.read_bytes())
+    mod = kernelpack.load(so)
+    (tmp_path / "new.so").write_bytes(other.shared.read_bytes())
+    (tmp_path / "new.so").replace(so)
+    first, second = (dict(read_embedded(p).build_ids)["kpcute"] for p in (library.shared, other.shared))
+    assert first != second == other.build_id
+    with pytest.raises(BundleError, match=rf"host program gemm\[f16\]: .*libkpcute.so was read as libkpcute of "
+                                          rf"kernelpack build {first}, but the library this process runs from that "
+                                          rf"path is build {second}: the file was replaced after it was read"):
+        mod.gemm(*[CudaArray(0x10000, s, "<f2") for s in (A, B, C)])
+
+
 def test_entry_status_becomes_the_runtime_exception(mod, library) -> None:
     """The real entries: an empty tensor returns without host code (no driver needed), anything else reaches the
     shim, which finds no libcuda.so.1 here; the entry's status and message come back as a DriverError."""
