@@ -380,6 +380,19 @@ def struct_params(nnz: int, hq: int, hk: int, rope: int, nope: int, strides: lis
 
 
 
+CUDA_CASES: dict[str, Callable[[str], Case]] = {  # corpus.flashinfer_sampling.CASES holds the sampling ones
+    "rmsnorm": case_rmsnorm, "rmsnorm_quant": case_rmsnorm_quant, "qk_rmsnorm": case_qk_rmsnorm,
+    "fused_add_rmsnorm": case_fused_add_rmsnorm, "fused_add_rmsnorm_quant": case_fused_add_rmsnorm_quant,
+    "fused_add_rmsnorm_fp8_block_quant": case_fused_add_rmsnorm_fp8_block_quant, "layernorm": case_layernorm,
+    "silu_and_mul": case_act("silu"), "gelu_and_mul": case_act("gelu"), "gelu_tanh_and_mul": case_act("gelu_tanh"),
+    "rope_pos_ids_cos_sin_cache": case_rope(False, True),
+    "rope_pos_ids_cos_sin_cache_head_parallel": case_rope(True, True),
+    "rope_pos_ids": case_rope(False, False), "rope_pos_ids_head_parallel": case_rope(True, False),
+    "rope_indptr": case_rope_indptr, "rope_quantize": case_rope_quantize,
+    "rope_quantize_append_paged_kv_cache": case_rope_quantize_append_paged_kv_cache,
+}
+
+
 # ---- CuTe host programs: (args..., no stream: the entry takes the stream last)
 
 def host_rmsnorm(variant: str) -> Case:
@@ -461,3 +474,9 @@ def host_rmsnorm_fp4quant(variant: str) -> Case:
     return Case([x, w, y, sf, gs, M_ROWS, 1e-6], (0, 0, 0), None, 0, [], check, host=True)
 
 
+HOST_CASES: dict[str, Callable[[str], Case]] = {
+    "cute_rmsnorm_fp4quant": host_rmsnorm_fp4quant,
+    "cute_rmsnorm": host_rmsnorm, "cute_qk_rmsnorm": host_qk_rmsnorm, "cute_rmsnorm_quant": host_rmsnorm_quant,
+    "cute_fused_add_rmsnorm": host_fused_add_rmsnorm, "cute_layernorm": host_layernorm,
+    "cute_gemm_bf16_direct": host_gemm_direct,
+}

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import json
 import re
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -33,73 +34,16 @@ from typing import Any
 
 from kernelpack.clib.cstructs import KpLaunch
 
-from .flashinfer_cases import (
-    Case,
-    PagedKv,
-    _t,
-    case_act,
-    case_fused_add_rmsnorm,
-    case_fused_add_rmsnorm_fp8_block_quant,
-    case_fused_add_rmsnorm_quant,
-    case_layernorm,
-    case_qk_rmsnorm,
-    case_rmsnorm,
-    case_rmsnorm_quant,
-    case_rope,
-    case_rope_indptr,
-    case_rope_quantize,
-    case_rope_quantize_append_paged_kv_cache,
-    host_fused_add_rmsnorm,
-    host_gemm_direct,
-    host_layernorm,
-    host_qk_rmsnorm,
-    host_rmsnorm,
-    host_rmsnorm_fp4quant,
-    host_rmsnorm_quant,
-)
-from .flashinfer_sampling import (
-    case_chain_speculative,
-    case_min_p_sampling,
-    case_online_softmax_fused,
-    case_online_softmax_map,
-    case_online_softmax_reduce,
-    case_sampling_from_logits,
-    case_sampling_from_prob,
-    case_top_k_sampling,
-    case_top_k_top_p_sampling,
-    case_top_p_renorm,
-    case_top_p_sampling,
-)
+from . import flashinfer_cases as cases
+from . import flashinfer_sampling as sampling
+from .flashinfer_cases import Case, PagedKv, _t
 from .gpu_check import runs_on, split_params
 from .gpu_runner import compile_harness, ensure_extension, write_report
 
 LIB = "flashinfer"
 
-CUDA_CASES: dict[str, Callable[[str], Case]] = {
-    "rmsnorm": case_rmsnorm, "rmsnorm_quant": case_rmsnorm_quant, "qk_rmsnorm": case_qk_rmsnorm,
-    "fused_add_rmsnorm": case_fused_add_rmsnorm, "fused_add_rmsnorm_quant": case_fused_add_rmsnorm_quant,
-    "fused_add_rmsnorm_fp8_block_quant": case_fused_add_rmsnorm_fp8_block_quant, "layernorm": case_layernorm,
-    "silu_and_mul": case_act("silu"), "gelu_and_mul": case_act("gelu"), "gelu_tanh_and_mul": case_act("gelu_tanh"),
-    "rope_pos_ids_cos_sin_cache": case_rope(False, True),
-    "rope_pos_ids_cos_sin_cache_head_parallel": case_rope(True, True),
-    "rope_pos_ids": case_rope(False, False), "rope_pos_ids_head_parallel": case_rope(True, False),
-    "rope_indptr": case_rope_indptr, "rope_quantize": case_rope_quantize,
-    "rope_quantize_append_paged_kv_cache": case_rope_quantize_append_paged_kv_cache,
-    "sampling_from_logits": case_sampling_from_logits, "sampling_from_prob": case_sampling_from_prob,
-    "top_k_sampling_from_prob": case_top_k_sampling, "top_p_sampling_from_prob": case_top_p_sampling,
-    "min_p_sampling_from_prob": case_min_p_sampling, "top_k_top_p_sampling_from_prob": case_top_k_top_p_sampling,
-    "top_p_renorm_prob": case_top_p_renorm, "online_softmax_fused": case_online_softmax_fused,
-    "online_softmax_map": case_online_softmax_map, "online_softmax_reduce": case_online_softmax_reduce,
-    "chain_speculative_sampling": case_chain_speculative,
-}
-
-
-HOST_CASES: dict[str, Callable[[str], Case]] = {
-    "cute_rmsnorm_fp4quant": host_rmsnorm_fp4quant,
-    "cute_rmsnorm": host_rmsnorm, "cute_qk_rmsnorm": host_qk_rmsnorm, "cute_rmsnorm_quant": host_rmsnorm_quant,
-    "cute_fused_add_rmsnorm": host_fused_add_rmsnorm, "cute_layernorm": host_layernorm,
-    "cute_gemm_bf16_direct": host_gemm_direct,
-}
+CUDA_CASES: dict[str, Callable[[str], Case]] = {**cases.CUDA_CASES, **sampling.CASES}
+HOST_CASES: dict[str, Callable[[str], Case]] = cases.HOST_CASES
 
 
 
@@ -351,8 +295,8 @@ def run_one(kind: str, name: str, variant: str, make: Callable[[str], Case], lib
 
 
 def run(gpu_dir: Path, out: Path, reps: int, only: list[str] | None, dry_run: bool) -> int:
-    """The run over ``gpu_dir`` (.gpu/corpus-fi); reports and the harness under ``out``; with ``dry_run``, only load
-    the library, read every entry's prototype, find its case and build the harness."""
+    """The run over ``gpu_dir`` (.gpu/corpus-fi), its reports under ``out`` (the harness in a temporary folder); with
+    ``dry_run``, only load the library, read every entry's prototype, find its case and build the harness."""
     manifest = json.loads((gpu_dir / "manifest.json").read_text())
     PagedKv.manifest = manifest
     so_path = gpu_dir / "lib" / f"lib{LIB}.so"
@@ -373,7 +317,7 @@ def run(gpu_dir: Path, out: Path, reps: int, only: list[str] | None, dry_run: bo
     harness: Harness | None = None
     symbols = sorted({sym for _, _, _, sym in todo})
     try:
-        so = build_harness(gpu_dir, symbols, out / "harness")
+        so = build_harness(gpu_dir, symbols, Path(tempfile.mkdtemp(prefix="kp-flashinfer-harness-")))
         harness = Harness(so, symbols)
     except Exception as e:  # noqa: BLE001 - the Python path still runs; every C++ row says why not
         problems.append(f"C++ harness: {e}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from .flashinfer_cases import Case, _t, close, nan_like
@@ -183,3 +184,13 @@ def case_chain_speculative(variant: str) -> Case:
         return ""
     return Case([draft, draft_ids, target, out, acc, emitted, n, V, None, 0, None, 0, 0, 0], (B, 1, 1), None, 0,
                 [], check)
+
+
+CASES: dict[str, Callable[[str], Case]] = {
+    "sampling_from_logits": case_sampling_from_logits, "sampling_from_prob": case_sampling_from_prob,
+    "top_k_sampling_from_prob": case_top_k_sampling, "top_p_sampling_from_prob": case_top_p_sampling,
+    "min_p_sampling_from_prob": case_min_p_sampling, "top_k_top_p_sampling_from_prob": case_top_k_top_p_sampling,
+    "top_p_renorm_prob": case_top_p_renorm, "online_softmax_fused": case_online_softmax_fused,
+    "online_softmax_map": case_online_softmax_map, "online_softmax_reduce": case_online_softmax_reduce,
+    "chain_speculative_sampling": case_chain_speculative,
+}
