@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Long fuzz campaigns of kernelpack's parsers: the cubin reader, the bundle loader and the embedded-manifest reader
-(tests/fuzz_support.py holds the mutators and the targets). Unlike the in-suite tests a finding does not stop the
-campaign: each distinct one (exception type and raising line) is counted and printed with a reproducer.
+(tests/fuzz_support.py holds the mutators and the targets), and the fatbin decoders against the reference libraries
+(``zstd``, ``lz4``: tests/fuzz_decoders.py; a finding is what kernelpack accepts and the reference refuses, or other
+bytes; ``stricter`` counts what kernelpack refuses and the reference accepts). Unlike the in-suite tests a finding
+does not stop the campaign: each distinct one (exception type and raising line) is counted and printed with a
+reproducer.
 
     python scripts/fuzz.py                       # 2000 inputs per target
     python scripts/fuzz.py -n 20000 cubin bundle-manifest
@@ -34,9 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 
+import fuzz_decoders as fd  # noqa: E402
 import fuzz_support as fz  # noqa: E402
 
 CHUNK = 1000  # inputs per hypothesis run; runs repeat (fresh random seeds) until the count or the time is reached
+TARGETS = {**fz.TARGETS, **{f: ("decoder", fd.STRATEGY, fd.target(f)) for f in fd.FORMATS}}
 
 
 def outcome(parser: str, fn: Callable[[], None]) -> tuple[str, str]:
@@ -87,7 +92,7 @@ def sweep(seeds: fz.Seeds, fork: bool) -> tuple[Counter[str], dict[str, str]]:
 
 def campaign(name: str, seeds: fz.Seeds, inputs: int, seconds: float,
              fork: bool = False) -> tuple[Counter[str], dict[str, str]]:
-    parser, strategy, runner = fz.TARGETS[name]
+    parser, strategy, runner = TARGETS[name]
     counts: Counter[str] = Counter()
     findings: dict[str, str] = {}
     deadline = time.monotonic() + seconds
@@ -114,13 +119,16 @@ def campaign(name: str, seeds: fz.Seeds, inputs: int, seconds: float,
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("targets", nargs="*", default=list(fz.TARGETS), help=f"any of {', '.join(fz.TARGETS)}")
+    ap.add_argument("targets", nargs="*", default=list(TARGETS), help=f"any of {', '.join(TARGETS)}")
     ap.add_argument("-n", "--inputs", type=int, default=2000, help="inputs per target")
     ap.add_argument("--seconds", type=float, default=float("inf"), help="time limit per target")
     ap.add_argument("--seeds", type=Path, help="directory for the seed build (default: a temporary one)")
     ap.add_argument("--sweep", action="store_true", help="dispatch-record: the boundary sweep first, every input")
     ap.add_argument("--fork", action="store_true", help="each input in a forked child (a crash is a finding)")
     args = ap.parse_args()
+    if set(fd.FORMATS) & set(args.targets) and not fd.available():
+        print("the zstd and lz4 targets need zstandard and lz4 (pip install 'kernelpack[prebuilt]')", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="kpfuzz-") as tmp, ExitStack() as stack:
         t0 = time.monotonic()
         seeds = fz.make_seeds(args.seeds or Path(tmp))
@@ -149,8 +157,9 @@ def main() -> int:
             counts, findings = campaign(name, seeds, args.inputs, args.seconds, args.fork)
             total += len(findings)
             print(f"{name:18s} inputs={counts['inputs']:7d} parsed={counts['parsed']:6d} refused={counts['refused']:7d}"
-                  f" findings={counts['findings']} distinct={len(findings)} ({time.monotonic() - t0:.0f} s)",
-                  flush=True)
+                  f" findings={counts['findings']} distinct={len(findings)} ({time.monotonic() - t0:.0f} s)"
+                  + "".join(f" {k}={v}" for k, v in counts.items() if k not in ("inputs", "parsed", "refused",
+                                                                               "findings")), flush=True)
             for key, detail in findings.items():
                 print(f"  FINDING {key}: {detail}", flush=True)
     return 1 if total else 0

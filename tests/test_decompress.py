@@ -1,5 +1,6 @@
-"""The pure-Python LZ4 block and zstd frame decoders against the reference tools' output (the lz4 and zstd CLIs, where
-installed), on data shaped to reach every block and table mode; malformed input only ever raises DecompressError."""
+"""The LZ4 block and zstd frame decoders (the libraries and the pure-Python fallback, every test with both) against
+the reference tools' output (the lz4 and zstd CLIs, where installed), on data shaped to reach every block and table
+mode; malformed input only ever raises DecompressError."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import random
 import shutil
 import struct
 import subprocess
+from collections.abc import Iterator
 
 import pytest
 
-from kernelpack.decompress import lz4_block, xxh64, zstd
+from kernelpack.decompress import decoders, library, lz4_block, xxh64, zstd
 from kernelpack.errors import DecompressError
 
 ZSTD = shutil.which("zstd")
@@ -33,6 +35,15 @@ def _samples() -> dict[str, bytes]:
 
 
 SAMPLES = _samples()
+
+
+@pytest.fixture(autouse=True, params=["library", "python"])
+def decoder(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test runs against both decoders: zstandard / lz4 where installed, and the pure-Python fallback."""
+    if request.param == "library" and (library("zstd") is None or library("lz4") is None):
+        pytest.skip("zstandard / lz4 not installed (pip install 'kernelpack[prebuilt]')")
+    with decoders(request.param):
+        yield request.param
 
 
 def _zstd_cli(data: bytes, *args: str) -> bytes:
@@ -129,9 +140,10 @@ def test_lz4_decodes_blocks_of_the_reference_encoder(name: str, level: str) -> N
 
 
 def test_lz4_handles_overlapping_matches_and_long_lengths_and_refuses_garbage() -> None:
-    # "ab" then a match of 18 bytes at offset 2 (overlapping), then literals "cd"
-    block = bytes([0x2F, *b"ab", 2, 0, 0, 0x20, *b"cd"])
-    assert lz4_block(block, 2 + 19 + 2) == b"ab" * 10 + b"a" + b"cd"
+    # "ab" then a match of 19 bytes at offset 2 (overlapping), then the literals "cdefgh" (a block ends with at least
+    # 5 literals)
+    block = bytes([0x2F, *b"ab", 2, 0, 0, 0x60, *b"cdefgh"])
+    assert lz4_block(block, 2 + 19 + 6) == b"ab" * 10 + b"a" + b"cdefgh"
     long_lits = bytes([0xF0, 255, 10]) + b"z" * (15 + 255 + 10)
     assert lz4_block(long_lits, 280) == b"z" * 280
     for bad, size in [(bytes([0x10, *b"a", 5, 0]), 10), (bytes([0x10, *b"a", 0, 0]), 10), (bytes([0x50, *b"ab"]), 5),

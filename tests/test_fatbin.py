@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelpack import decompress, zstd_blocks
 from kernelpack.cubin import read_cubin
 from kernelpack.describe import find_cuda_tool
 from kernelpack.errors import CubinError
@@ -45,6 +46,35 @@ def test_every_mode_splits_into_the_cubins_nvcc_cubin_writes(built: Built, mode:
     assert [str(read_cubin(d).arch) for _, _, d in entries[:2]] == ["sm_80", "sm_90a"]
     assert entries == _entries(built.fatbin("none"))
     assert ptx_target(entries[2][2].decode()) == ptx_target(built.ptx90.read_text())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_both_decoders_split_alike_within_a_quarter_of_the_fallbacks_budget(built: Built, mode: str,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """libzstd/liblz4 and the pure-Python fallback give the same entries; the fallback's work on nvcc's frames (per
+    input byte) stays within a quarter of its budget, which is what holds hostile input to a few times real data's."""
+    budgets: list[zstd_blocks.Budget] = []
+
+    class Counted(zstd_blocks.Budget):
+        def __init__(self, input_bytes: int) -> None:
+            super().__init__(input_bytes)
+            budgets.append(self)
+
+    monkeypatch.setattr(decompress, "Budget", Counted)
+    data = built.fatbin(mode).read_bytes()
+    with decompress.decoders("python"):
+        fallback = _entries_of(data)
+    if decompress.library("zstd") is not None and decompress.library("lz4") is not None:
+        with decompress.decoders("library"):
+            assert _entries_of(data) == fallback
+    assert fallback == _entries(built.fatbin("none"))
+    for b in budgets:
+        used, input_bytes = b.total - b.left, (b.total - zstd_blocks.WORK_BASE) // zstd_blocks.WORK_PER_BYTE
+        assert used <= zstd_blocks.WORK_PER_BYTE // 4 * input_bytes + zstd_blocks.WORK_BASE // 4, (used, input_bytes)
+
+
+def _entries_of(data: bytes) -> list[tuple[str, int, bytes]]:
+    return [(e.kind, e.sm, e.data) for e in read_fatbin(data)]
 
 
 @pytest.mark.parametrize("mode", ["default", "size", "speed"])

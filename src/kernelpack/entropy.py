@@ -180,6 +180,9 @@ def huffman_table(weights: list[int]) -> Huffman:
     if left & (left - 1) or max_bits > 11:
         raise DecompressError("zstd: Huffman weights do not complete a prefix code")
     weights = [*weights, left.bit_length()]
+    if weights.count(1) < 2 or weights.count(1) % 2:  # the two longest codes come in pairs (libzstd holds this too)
+        raise DecompressError(f"zstd: Huffman weights with {weights.count(1)} symbols of weight 1 (at least 2, an "
+                              f"even number)")
     nbits = [max_bits + 1 - w if w else 0 for w in weights]
     count = [0] * (max_bits + 1)
     for b in nbits:

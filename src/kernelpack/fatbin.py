@@ -12,7 +12,11 @@ Layout (little-endian), read from nvcc 13.0 output and checked against ``cuobjdu
   family-specific (``f``);
 * compression by nvcc 13.0's ``-compress-mode``: ``default``/``balance`` zstd for PTX only, ``size`` (and
   ``-Xfatbin -compress-all``) zstd for every entry, ``speed`` LZ4 for PTX, ``none``/``-no-compress`` nothing;
-  both are decoded (:mod:`kernelpack.decompress`);
+  both are decoded (:mod:`kernelpack.decompress`), every zstd frame stating its content size;
+* what an entry may expand to is checked before it is decoded: no more than its format can expand its compressed
+  bytes to (:data:`~kernelpack.decompress.ZSTD_MAX_RATIO` = 32768 for zstd, 255 for LZ4: real nvcc output reaches
+  10,608 for a cubin holding a 16 MiB zero-filled ``__device__`` array, 40 for code alone), and no more than
+  ``limit`` bytes for one entry and for all of a file's entries together;
 * PTX payloads are NUL-terminated text (comments and indentation stripped by ``fatbinary``);
 * a host object, shared library or executable keeps its fatbins in an ELF section ``.nv_fatbin``: one container
   per translation unit, back to back (8-byte aligned). A ``-rdc`` build's cubins are relocatable: link them first.
@@ -24,7 +28,7 @@ import struct
 from dataclasses import dataclass
 
 from . import config
-from .decompress import lz4_block, zstd
+from .decompress import LZ4_MAX_RATIO, ZSTD_MAX_RATIO, lz4_block, zstd
 from .errors import CubinError, DecompressError
 from .files import human
 
@@ -56,9 +60,11 @@ def is_fatbin(data: bytes) -> bool:
 
 def read_fatbin(data: bytes, source: str = "fatbin", limit: int | None = None) -> list[FatbinEntry]:
     """Every entry of the containers in ``data`` (one, or several back to back as in ``.nv_fatbin``), expanded.
-    ``limit``: the most bytes an entry may expand to (default: the ``max_file_bytes`` knob)."""
+    ``limit``: the most bytes the compressed entries may expand to, each and all together (default: the
+    ``max_file_bytes`` knob)."""
     limit = config.knobs().max_file_bytes if limit is None else limit
     out: list[FatbinEntry] = []
+    budget = _Expansion(limit)
     pos = 0
     while pos < len(data):
         if pos % 8 == 0 and not any(data[pos:pos + 8]):
@@ -75,14 +81,21 @@ def read_fatbin(data: bytes, source: str = "fatbin", limit: int | None = None) -
         if end > len(data):
             raise FatbinError(f"{source}: truncated fatbin: the container at byte {pos} claims {size} bytes of "
                               f"entries, {len(data) - pos - hsize} are there")
-        out += _entries(data, pos + hsize, end, source, limit, len(out))
+        out += _entries(data, pos + hsize, end, source, budget, len(out))
         pos = end
     if not out:
         raise FatbinError(f"{source}: the fatbin holds no entries")
     return out
 
 
-def _entries(data: bytes, pos: int, end: int, source: str, limit: int, first: int) -> list[FatbinEntry]:
+class _Expansion:
+    """What the compressed entries of one file may still expand to."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = self.left = limit
+
+
+def _entries(data: bytes, pos: int, end: int, source: str, budget: _Expansion, first: int) -> list[FatbinEntry]:
     out: list[FatbinEntry] = []
     while pos < end:
         where = f"{source}: entry {first + len(out) + 1} (byte {pos})"
@@ -95,30 +108,39 @@ def _entries(data: bytes, pos: int, end: int, source: str, limit: int, first: in
         if kind not in _KINDS:
             pos += hsize + size  # a kind nvcc may add later (not device code kernelpack can ship): skipped
             continue
-        payload = data[pos + hsize:pos + hsize + size]
-        body, how = _expand(payload, csize, usize, flags, where, limit)
-        if _KINDS[kind] == "ptx":
-            body = body.rstrip(b"\0")
+        try:
+            body, how = _expand(data, pos + hsize, size, csize, usize, flags, where, budget)
+            if _KINDS[kind] == "ptx":
+                body = body.rstrip(b"\0")
+        except MemoryError:
+            raise FatbinError(f"{where}: cannot allocate the {usize} bytes it expands to") from None
         out.append(FatbinEntry(_KINDS[kind], sm, body, how, where))
         pos += hsize + size
     return out
 
 
-def _expand(payload: bytes, csize: int, usize: int, flags: int, where: str, limit: int) -> tuple[bytes, str]:
+def _expand(data: bytes, start: int, size: int, csize: int, usize: int, flags: int, where: str,
+            budget: _Expansion) -> tuple[bytes, str]:
     if not flags & (_LZ4 | _ZSTD):
-        return bytes(payload), ""
+        return data[start:start + size], ""
     how = "zstd" if flags & _ZSTD else "lz4"
-    if csize > len(payload) or usize > limit:
-        raise FatbinError(f"{where}: {how}-compressed entry of {csize} bytes expanding to {human(usize)} does not "
-                          f"fit its payload ({len(payload)} bytes) or the limit ({human(limit)}; "
-                          f"KERNELPACK_MAX_FILE_BYTES)")
+    ratio = ZSTD_MAX_RATIO if how == "zstd" else LZ4_MAX_RATIO
+    if csize > size:
+        raise FatbinError(f"{where}: its header's compressed size {csize} is larger than its payload ({size} bytes)")
+    if usize > ratio * csize:
+        raise FatbinError(f"{where}: its header says {csize} {how}-compressed bytes expand to {usize} bytes, more than "
+                          f"{how} can expand them to ({ratio} times; no real fatbin does)")
+    if usize > budget.left:
+        raise FatbinError(f"{where}: its {how}-compressed payload expands to {human(usize)}, past the "
+                          f"{human(budget.limit)} the compressed entries of one file may expand to together "
+                          f"({human(budget.limit - budget.left)} so far; KERNELPACK_MAX_FILE_BYTES)")
+    budget.left -= usize
     try:
-        body = zstd(bytes(payload[:csize]), usize) if how == "zstd" else lz4_block(bytes(payload[:csize]), usize)
+        payload = data[start:start + csize]
+        body = zstd(payload, usize, need_size=True) if how == "zstd" else lz4_block(payload, usize)
     except DecompressError as e:
         raise FatbinError(f"{where}: cannot expand its {how}-compressed payload: {e.message} (rebuild with nvcc "
                           f"-compress-mode=none to store it uncompressed)") from None
-    if len(body) != usize:
-        raise FatbinError(f"{where}: the {how} payload expands to {len(body)} bytes, its header says {usize}")
     return body, how
 
 

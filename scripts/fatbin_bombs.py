@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Time and peak memory of the fatbin decoders on the bombs and lenient inputs of issue 25 item 2, each in a fresh
+child process under an address-space cap (RLIMIT_AS) and a time limit, through ``kernelpack.prebuilt.compile`` (the
+path a user's fatbin takes). Prints one row per input and decoder: outcome, wall ms, peak RSS of the child.
+
+    python scripts/fatbin_bombs.py                      # both decoders (the library one where installed)
+    python scripts/fatbin_bombs.py --src /tmp/old/src   # another checkout's kernelpack (e.g. before the limits)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = ["rle 2 KiB", "rle 8 KiB claiming 4 GiB", "cpu 137 B", "cpu 12 KB", "checksum 64 MiB", "lenient zstd",
+         "lenient lz4"]
+
+CHILD = r"""
+import contextlib, json, resource, sys, time
+cap, case, decoder = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+import fatbin_bombs as fb
+from kernelpack import prebuilt
+try:
+    from kernelpack.decompress import decoders
+    scope = decoders(decoder)
+except ImportError:
+    scope = contextlib.nullcontext()
+ZSTD, LZ4 = fb.ZSTD, fb.LZ4
+
+def one(data):
+    return prebuilt.compile(data, {"k": "int n"})
+
+def inputs():
+    if case == "rle 2 KiB":
+        f, n = fb.rle_bomb(500); yield fb.fatbin([(f, ZSTD, n)])
+    elif case == "rle 8 KiB claiming 4 GiB":
+        f, n = fb.rle_bomb(2048); yield fb.fatbin([(f, ZSTD, min(n, 4 << 30))])
+    elif case == "cpu 137 B":
+        f, n = fb.cpu_bomb(10); yield fb.fatbin([(f, ZSTD, n)])
+    elif case == "cpu 12 KB":
+        f, n = fb.cpu_bomb(1000); yield fb.fatbin([(f, ZSTD, n)])
+    elif case == "checksum 64 MiB":
+        import zstandard
+        data = bytes(range(256)) * (1 << 18)
+        f = zstandard.ZstdCompressor(write_checksum=True, write_content_size=True).compress(data)
+        yield fb.fatbin([(f, ZSTD, len(data))])
+    elif case == "lenient zstd":
+        for f, n in fb.lenient_zstd().values(): yield fb.fatbin([(f, ZSTD, n)])
+    else:
+        for f, n in fb.lenient_lz4().values(): yield fb.fatbin([(f, LZ4, n)])
+
+outcomes = []
+t0 = time.perf_counter()
+with scope:
+    for data in inputs():
+        try:
+            one(data)
+            outcomes.append("accepted")
+        except BaseException as e:
+            outcomes.append(f"{type(e).__name__}: {str(e)[-90:]}")
+ms = (time.perf_counter() - t0) * 1000
+print(json.dumps({"ms": ms, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "outcomes": outcomes,
+                  "input_bytes": [len(d) for d in inputs()]}))
+"""
+
+
+def run(src: Path, case: str, decoder: str, cap: int, timeout: float) -> dict[str, object]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(src), str(ROOT / "tests")]), KERNELPACK_CACHE_DIR="off")
+    try:
+        p = subprocess.run([sys.executable, "-c", CHILD, str(cap), case, decoder], capture_output=True, text=True,
+                           timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"outcomes": [f"still running after {timeout:.0f} s (killed)"], "ms": timeout * 1000}
+    if p.returncode != 0:
+        return {"outcomes": [f"exit {p.returncode}: {p.stderr.strip()[-200:]}"]}
+    return dict(json.loads(p.stdout.strip().splitlines()[-1]))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--src", type=Path, default=ROOT / "src", help="the kernelpack package's parent folder")
+    ap.add_argument("--decoders", nargs="*", default=["library", "python"])
+    ap.add_argument("--cap-gib", type=float, default=3.0, help="address-space cap of each child (GiB)")
+    ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument("cases", nargs="*", default=CASES)
+    args = ap.parse_args()
+    for case in args.cases:
+        for decoder in args.decoders:
+            r = run(args.src, case, decoder, int(args.cap_gib * (1 << 30)), args.timeout)
+            print(f"{case:26s} {decoder:8s} {r.get('ms', 0):9.0f} ms {r.get('rss_mib', 0):8.0f} MiB  "
+                  f"in={r.get('input_bytes', '')}  {r['outcomes']}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
