@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = ["rle 2 KiB", "rle 8 KiB claiming 4 GiB", "cpu 137 B", "cpu 12 KB", "checksum 64 MiB", "lenient zstd",
-         "lenient lz4"]
+CASES = ["rle 2 KiB claiming 1 GiB", "rle 8 KiB claiming 4 GiB", "rle 8 KiB valid (255 MiB)", "cpu 10 blocks (144 B)",
+         "cpu 1,000 blocks (12 KB)", "cpu 175 KB valid", "checksum 64 MiB", "lenient zstd", "lenient lz4"]
 
 CHILD = r"""
 import contextlib, json, resource, sys, time
@@ -37,14 +37,21 @@ def one(data):
     return prebuilt.compile(data, {"k": "int n"})
 
 def inputs():
-    if case == "rle 2 KiB":
+    if case == "rle 2 KiB claiming 1 GiB":
         f, n = fb.rle_bomb(500); yield fb.fatbin([(f, ZSTD, n)])
     elif case == "rle 8 KiB claiming 4 GiB":
         f, n = fb.rle_bomb(2048); yield fb.fatbin([(f, ZSTD, min(n, 4 << 30))])
-    elif case == "cpu 137 B":
+    elif case == "rle 8 KiB valid (255 MiB)":  # 128 KiB blocks: the most zstd expands 8 KiB to
+        n = 2040 << 17
+        f = fb.frame([fb.block("rle", b"a", rle_size=1 << 17, last=i == 2039) for i in range(2040)], size=n,
+                     window_log=17)
+        yield fb.fatbin([(f, ZSTD, n)])
+    elif case == "cpu 10 blocks (144 B)":
         f, n = fb.cpu_bomb(10); yield fb.fatbin([(f, ZSTD, n)])
-    elif case == "cpu 12 KB":
+    elif case == "cpu 1,000 blocks (12 KB)":
         f, n = fb.cpu_bomb(1000); yield fb.fatbin([(f, ZSTD, n)])
+    elif case == "cpu 175 KB valid":  # blocks within every limit: 131,070 bytes from 12
+        f, n = fb.cpu_bomb(14_580, 43_690, window_log=17); yield fb.fatbin([(f, ZSTD, n)])
     elif case == "checksum 64 MiB":
         import zstandard
         data = bytes(range(256)) * (1 << 18)

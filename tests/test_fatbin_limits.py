@@ -69,6 +69,16 @@ def test_rle_blocks_past_the_block_maximum_are_refused_before_they_are_written(d
         zstd(frame, 4096 + 64 * ((2 << 20) - 1))
 
 
+def test_a_frame_stating_no_size_is_stopped_at_the_size_expected(decoder: str) -> None:
+    """2,000 valid blocks of 131,070 bytes (262 MB) in a frame that states no content size, 200,000 bytes expected:
+    libzstd would decode them all (its buffer is its window), so it is fed a block at a time and stopped."""
+    blocks = [fb.block("raw", b"abcdefgh")] + [fb.zero_bit_sequences_block(43_690, i == 1999) for i in range(2000)]
+    frame = fb.frame(blocks, window_log=17)
+    with fz.bounded(30, HEADROOM), pytest.raises(DecompressError, match=(
+            "expands past the 200000 bytes expected|43690 sequences cannot fit the 68922 bytes")):
+        zstd(frame, 200_000)
+
+
 def test_the_entries_of_one_file_expand_to_the_limit_together(decoder: str) -> None:
     """Each entry may be within the limit and all of them not: the total is held too (KERNELPACK_MAX_FILE_BYTES)."""
     frame, size = fb.rle_bomb(4, 1 << 17)  # 512 KiB of valid RLE blocks
@@ -91,6 +101,17 @@ def test_an_allocation_that_fails_is_a_fatbin_error(decoder: str) -> None:
             rf"k\.fatbin: entry 1 \(byte 16\): cannot (allocate the {size} bytes it expands to|expand its "
             rf"zstd-compressed payload: zstd: cannot allocate the {size} bytes)")):
         read_fatbin(_one_entry(frame, size, fb.ZSTD), "k.fatbin")
+
+
+def test_prebuilt_reports_an_entry_too_large_for_the_memory_left_as_a_cubin_error(decoder: str) -> None:
+    """127 MiB of valid PTX-kind data: decoded, its text is another 127 MiB; under a 200 MiB cap the prebuilt
+    frontend names the file (before: MemoryError)."""
+    size = 1016 << 17
+    frame = fb.frame([fb.block("rle", b"a", rle_size=1 << 17, last=i == 1015) for i in range(1016)], size=size,
+                     window_log=17)
+    with fz.bounded(30, 200 << 20), pytest.raises(CubinError, match=(
+            r"bytes #1(: not enough memory to read the binaries it holds|: entry 1 \(byte 16\): cannot expand)")):
+        prebuilt.compile(_one_entry(frame, size), {"k": "int n"})
 
 
 def test_the_command_line_reports_a_bomb_as_a_user_error(tmp_path: Path) -> None:

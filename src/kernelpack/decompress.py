@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from functools import cache
 from types import ModuleType
+from typing import Any
 
 from .errors import DecompressError
 from .zstd_blocks import Budget, Out, copy_back, decode_frame, output_buffer
@@ -118,15 +119,10 @@ def _zstd_library(zstandard: ModuleType, src: bytes, found: list[Frame], size: i
     view, parts, left = memoryview(src), [], size
     try:
         for f in found:
-            data = view[f.start:f.end]
             if f.size and f.window >= f.size:
-                part = dctx.decompress(data, max_output_size=f.size, allow_extra_data=False)
+                part = dctx.decompress(view[f.start:f.end], max_output_size=f.size, allow_extra_data=False)
             else:
-                chunk = max(f.window, 1 << 17) if f.size is None else min(max(f.window, 1 << 17), f.size - 1)
-                obj = dctx.decompressobj(write_size=max(chunk, 1))
-                part = obj.decompress(data)
-                if not obj.eof or obj.unused_data:
-                    raise DecompressError(f"zstd: the frame at byte {f.start} is truncated or has trailing data")
+                part = _zstd_streamed(dctx, view, f, left if f.size is None else f.size)
             left -= len(part)
             if left < 0:
                 raise DecompressError(f"zstd: the frames expand to more than the {size} bytes expected")
@@ -134,6 +130,26 @@ def _zstd_library(zstandard: ModuleType, src: bytes, found: list[Frame], size: i
     except zstandard.ZstdError as e:
         raise DecompressError(f"zstd: libzstd refused the data: {e}") from None
     return b"".join(parts)  # one frame (nvcc's case): that frame's bytes, not a copy
+
+
+def _zstd_streamed(dctx: Any, view: memoryview, f: Frame, most: int) -> bytes:
+    """One frame through libzstd's streaming decoder, fed a block at a time so that it stops once the output passes
+    ``most`` bytes (libzstd compares the content size only at the frame's end). Its output buffer is kept below the
+    content size, so libzstd cannot take the one-call path, which holds no window."""
+    chunk = max(f.window, 1 << 17) if f.size is None else min(max(f.window, 1 << 17), f.size - 1)
+    obj = dctx.decompressobj(write_size=max(chunk, 1))
+    parts, got, pos = [], 0, f.start
+    for end in [b.start + b.size for b in f.blocks] + [f.end]:
+        if end == pos:
+            continue
+        part = obj.decompress(view[pos:end])
+        pos, got = end, got + len(part)
+        if got > most:
+            raise DecompressError(f"zstd: the frame at byte {f.start} expands past the {most} bytes expected")
+        parts.append(part)
+    if not obj.eof or obj.unused_data:
+        raise DecompressError(f"zstd: the frame at byte {f.start} is truncated or has trailing data")
+    return b"".join(parts)
 
 
 # ------------------------------------------------------------------------------------------------ LZ4

@@ -146,12 +146,14 @@ def read_binaries(files: FileSpec | Sequence[FileSpec]) -> list[Image]:
         raise CompileError("no files given: pass cubins, fatbins or objects with device code")
     out: list[Image] = []
     for i, f in enumerate(items):
-        if isinstance(f, bytes):
-            out += _split(f"bytes #{i + 1}", f)
-        elif isinstance(f, (str, os.PathLike)):
-            out += _split(str(f), read_bounded(f, "prebuilt binary", error=CubinError))
-        else:
+        if not isinstance(f, (bytes, str, os.PathLike)):
             raise CompileError(f"files[{i}]: expected a path or bytes (got {type(f).__name__})")
+        name = f"bytes #{i + 1}" if isinstance(f, bytes) else str(f)
+        try:
+            out += _split(name, f if isinstance(f, bytes) else read_bounded(f, "prebuilt binary", error=CubinError))
+        except MemoryError:  # what its entries expand to is within KERNELPACK_MAX_FILE_BYTES, the memory here is not
+            raise CubinError(f"{name}: not enough memory to read the binaries it holds (their sizes are within "
+                             f"KERNELPACK_MAX_FILE_BYTES: lower it to refuse such files before reading them)") from None
     return out
 
 
