@@ -12,9 +12,13 @@ tomorrow -- can get files of two builds. Every output says which build it is of:
 - ``lib/libNAME.so`` and ``lib/libNAME.a``: an ELF note (section ``.note.kernelpack``, owner ``kernelpack``) whose
   text is ``kernelpack-build-id:NAME:<hex>``; ``NAME_build_id()`` returns the hex;
 - ``lib/cmake/NAME/NAMEConfig.cmake``: the id, and where each other file holds it (byte offsets); ``find_package``
-  reads those bytes and stops the configure (``FATAL_ERROR``) naming both ids when one differs;
+  reads those bytes and stops the configure (``FATAL_ERROR``) naming both ids when one differs; its targets define
+  ``NAME_KP_EXPECT_BUILD_ID64``, and NAME.h stops a compile (``#error``) where that is not its own build;
 - ``NAMEConfigVersion.cmake``, ``NAME.pc`` (variable ``kernelpack_build_id``): a ``kernelpack-build-id:NAME:<hex>``
   line.
+
+``kernelpack.load`` of a library keeps the ids its bytes held (``read_embedded(...).build_ids``) and refuses to call
+a host program when the library ``dlopen`` gives is another build (``runtime/host.py``).
 
 ``NAME.kpack`` carries no id of its own (its bytes are the bundle the library embeds, and the build id is computed
 from their SHA-256): Python reads it whole, once, so what it reads is always one build.
@@ -174,11 +178,6 @@ def ids_in_note(section: bytes) -> dict[str, str]:
                 out[m.group(1).decode()] = m.group(2).decode()
         pos = end + (-descsz % 4)
     return out
-
-
-def ids_in_text(data: bytes, lib: str) -> list[str]:
-    """Every build id of ``lib`` that ``data`` (a file's bytes) states, in order."""
-    return [m.decode() for m in re.findall(re.escape(f"{MARKER}{lib}:".encode()) + rb"([0-9a-f]{64})", data)]
 
 
 def offset_in(path: Path, lib: str, ident: str) -> int:
