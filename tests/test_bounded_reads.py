@@ -12,7 +12,6 @@ import os
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -69,10 +68,8 @@ def hostile(tmp_path: Path) -> dict[str, tuple[Path, str]]:
 @pytest.mark.parametrize("reader", list(READERS))
 def test_every_reader_refuses_what_is_no_regular_file_or_too_big(hostile, reader, kind):
     path, message = hostile[kind]
-    start = time.perf_counter()
-    with fz.bounded(TIME_BOX_S, HEADROOM), pytest.raises(KernelpackError, match=message) as e:
+    with fz.bounded(TIME_BOX_S, HEADROOM), pytest.raises(KernelpackError, match=message) as e:  # a hang: the box
         READERS[reader](path)
-    assert time.perf_counter() - start < 1.0
     assert str(path) in str(e.value)
     if reader != "inspect (load_any)":
         assert isinstance(e.value, BundleError)
@@ -144,10 +141,8 @@ def test_headers_are_checked_before_the_rest_is_read(tmp_path):
     ]
     for path, readers, message in cases:
         for reader in readers:
-            start = time.perf_counter()
             with fz.bounded(TIME_BOX_S, HEADROOM), pytest.raises(KernelpackError, match=message):
                 reader(path)
-            assert time.perf_counter() - start < 1.0, (reader, path)
 
 
 def test_a_file_that_changes_size_while_read_is_refused(tmp_path):
