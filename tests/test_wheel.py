@@ -117,6 +117,32 @@ def test_an_existing_wheel_is_kept_unless_overwrite(tmp_path: Path, fresh_cache)
         build_wheel(proj, tmp_path / "dist", jobs=1, overwrite=True)
 
 
+def test_the_build_directory_stays_locked_until_the_wheel_has_read_its_outputs(tmp_path: Path, fresh_cache,
+                                                                              monkeypatch) -> None:
+    """A build racing into the project's output directory waits until the wheel has read the outputs it packs."""
+    import fcntl
+
+    import kernelpack.wheel as kw
+
+    proj, seen = project(tmp_path / "p"), []
+    real = kw._contents
+
+    def contents(static, *args, **kwargs):
+        fd = os.open(static.out, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            seen.append("free")
+        except BlockingIOError:
+            seen.append("locked")
+        finally:
+            os.close(fd)
+        return real(static, *args, **kwargs)
+
+    monkeypatch.setattr(kw, "_contents", contents)
+    build_wheel(proj, tmp_path / "dist", jobs=1)
+    assert seen == ["locked"]
+
+
 def test_a_platform_without_cuda_is_refused(tmp_path: Path) -> None:
     with pytest.raises(WheelError, match="--platform.*x86_64 or aarch64"):
         build_wheel(project(tmp_path / "p"), tmp_path / "dist", platform="riscv64")

@@ -66,7 +66,9 @@ def build_wheel(where: str | os.PathLike[str] | None = None, dist: str | os.Path
     need = ("bundle", "library") if with_library else ("bundle",)
     outputs = need if exact_outputs else tuple(dict.fromkeys((*static.library.outputs, *need)))
     dist_dir = Path(dist) if dist is not None else static.root / "dist"
-    with output_dir(dist_dir, "wheel directory") as d:
+    # the build's own output directory stays locked until its outputs are read: a build racing into it waits,
+    # so the wheel never packs one build's bundle beside another's library
+    with output_dir(dist_dir, "wheel directory") as d, output_dir(static.out, "output directory"):
         _check_target(d / meta.wheel_name(kernels_tag(arch)), overwrite)
         report = build(where, jobs=jobs, force=force, events=events, outputs=outputs)
         data, tag, notes, left_out = _contents(static, meta, report, with_library, arch)
