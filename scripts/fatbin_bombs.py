@@ -18,7 +18,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ["rle 2 KiB claiming 1 GiB", "rle 8 KiB claiming 4 GiB", "rle 8 KiB valid (255 MiB)", "cpu 10 blocks (144 B)",
-         "cpu 1,000 blocks (12 KB)", "cpu 175 KB valid", "checksum 64 MiB", "lenient zstd", "lenient lz4"]
+         "cpu 1,000 blocks (12 KB)", "cpu 175 KB valid", "checksum 32 MiB", "checksum 64 MiB",
+         "lenient zstd", "lenient lz4"]
 
 CHILD = r"""
 import contextlib, json, resource, sys, time
@@ -52,9 +53,9 @@ def inputs():
         f, n = fb.cpu_bomb(1000); yield fb.fatbin([(f, ZSTD, n)])
     elif case == "cpu 175 KB valid":  # blocks within every limit: 131,070 bytes from 12
         f, n = fb.cpu_bomb(14_580, 43_690, window_log=17); yield fb.fatbin([(f, ZSTD, n)])
-    elif case == "checksum 64 MiB":
+    elif case.startswith("checksum"):  # the fallback verifies the first 32 MiB of content (CHECKSUM_MAX)
         import zstandard
-        data = bytes(range(256)) * (1 << 18)
+        data = bytes(range(256)) * (int(case.split()[1]) << 12)
         f = zstandard.ZstdCompressor(write_checksum=True, write_content_size=True).compress(data)
         yield fb.fatbin([(f, ZSTD, len(data))])
     elif case == "lenient zstd":

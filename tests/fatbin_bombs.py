@@ -97,6 +97,11 @@ def zero_bit_sequences_block(count: int = 98_047, last: bool = False) -> bytes:
     return block("compressed", b"\x00" + sequences([(0, 0, 0, 0)], count), last=last)
 
 
+def rle_literals_block(n: int = 1 << 17, last: bool = False) -> bytes:
+    """A compressed block of 8 bytes whose literals are one byte repeated ``n`` times, and no sequences."""
+    return block("compressed", (n << 4 | 0b1101).to_bytes(3, "little") + b"L\x00", last=last)
+
+
 def cpu_bomb(blocks: int, per_block: int = 98_047, window_log: int | None = None) -> tuple[bytes, int]:
     """A frame of 8 raw bytes, then ``blocks`` zero-bit-sequence blocks; and the size it expands to. With
     ``per_block=43_690, window_log=17`` every block is within the format's limits (131,070 bytes from 12)."""

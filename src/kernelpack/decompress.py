@@ -12,9 +12,15 @@ for a scope. Whichever decodes, the same limits apply, checked before any output
 * the expected size must be within what the format can expand the input to at all: :data:`ZSTD_MAX_RATIO` (an RLE
   block: 4 bytes for 128 KiB) and :data:`LZ4_MAX_RATIO` times the input (2 GiB at most for LZ4, liblz4's ``int``);
 * a zstd frame's structure is read first (:mod:`kernelpack.zstd_frames`): window, block sizes, the content sizes
-  frames state, against the expected size; the library is then given exactly that size to fill;
+  frames state, against the expected size; libzstd then fills a bytes object of exactly a frame's stated size (the
+  object handed on), and a frame stating none is fed to it a block at a time and stopped at the size expected;
 * the output is exactly the expected size, or the data is refused; the pure-Python decoders write it into one buffer
-  allocated up front and stop on a work budget proportional to the input.
+  mapped up front (copied once into the bytes handed on) and stop on a work budget proportional to the input.
+
+Where the pure-Python decoders are stricter than the libraries (the fallback holds a match offset to the frame's
+window, libzstd to the frame's start; the fallback refuses an LZ4 block whose last token announces a match, liblz4
+ignores that nibble) the differential fuzz counts it (tests/fuzz_decoders.py); no input is accepted by a kernelpack
+decoder and refused by the reference, or decoded to other bytes.
 
 Every failure is a :class:`~kernelpack.errors.DecompressError` (an allocation that fails too).
 """
@@ -112,14 +118,14 @@ def _zstd_python(src: bytes, found: list[Frame], size: int) -> bytes:
 
 
 def _zstd_library(zstandard: ModuleType, src: bytes, found: list[Frame], size: int) -> bytes:
-    """libzstd on each frame: in one call into a buffer of its stated size where the window covers the content (the
-    output is the window: offsets cannot reach past it), else streamed through libzstd's window-sized buffer, which
-    refuses offsets reaching back past what it keeps (as the zstd CLI does)."""
+    """libzstd on each frame: a frame stating its size (nvcc's do) in one call into a bytes object of exactly that
+    size, the one handed on (libzstd then checks offsets against the frame's start; the fallback checks the window
+    too); else streamed and stopped at the size expected."""
     dctx = zstandard.ZstdDecompressor(max_window_size=MAX_WINDOW)
     view, parts, left = memoryview(src), [], size
     try:
         for f in found:
-            if f.size and f.window >= f.size:
+            if f.size:  # (libzstd returns b"" for a stated size of 0 without reading the blocks: streamed)
                 part = dctx.decompress(view[f.start:f.end], max_output_size=f.size, allow_extra_data=False)
             else:
                 part = _zstd_streamed(dctx, view, f, left if f.size is None else f.size)
@@ -133,11 +139,9 @@ def _zstd_library(zstandard: ModuleType, src: bytes, found: list[Frame], size: i
 
 
 def _zstd_streamed(dctx: Any, view: memoryview, f: Frame, most: int) -> bytes:
-    """One frame through libzstd's streaming decoder, fed a block at a time so that it stops once the output passes
-    ``most`` bytes (libzstd compares the content size only at the frame's end). Its output buffer is kept below the
-    content size, so libzstd cannot take the one-call path, which holds no window."""
-    chunk = max(f.window, 1 << 17) if f.size is None else min(max(f.window, 1 << 17), f.size - 1)
-    obj = dctx.decompressobj(write_size=max(chunk, 1))
+    """One frame through libzstd's streaming decoder (its buffer: the window), fed a block at a time so that it stops
+    once the output passes ``most`` bytes."""
+    obj = dctx.decompressobj(write_size=1 << 17)
     parts, got, pos = [], 0, f.start
     for end in [b.start + b.size for b in f.blocks] + [f.end]:
         if end == pos:

@@ -184,15 +184,13 @@ def _le(b: bytes, pos: int, n: int, what: str) -> int:
 
 
 def _literals(b: bytes, out: Out, st: _State, budget: Budget) -> tuple[int, bytes]:
-    block_max = out.block_end - out.pos
     h0 = _le(b, 0, 1, "literals header")
     kind, fmt = h0 & 3, h0 >> 2 & 3
     if kind in (0, 1):  # raw, RLE
         hsize = (1, 2, 1, 3)[fmt]
         hv = _le(b, 0, hsize, "literals header")
         regen = hv >> 3 if hsize == 1 else hv >> 4
-        if regen > block_max:
-            raise DecompressError(f"zstd: {regen} literals, more than the block may hold ({block_max})")
+        out.room(regen)
         if kind == 0:
             if hsize + regen > len(b):
                 raise DecompressError("zstd: raw literals run past the block")
@@ -203,9 +201,9 @@ def _literals(b: bytes, out: Out, st: _State, budget: Budget) -> tuple[int, byte
         raise DecompressError("zstd: a compressed block too short for its compressed literals")
     hv = _le(b, 0, hsize, "literals header")
     regen, comp = hv >> 4 & ((1 << bits) - 1), hv >> (4 + bits) & ((1 << bits) - 1)
-    if regen > block_max or (streams == 4 and regen < 6):
-        raise DecompressError(f"zstd: {regen} Huffman-coded literals in {streams} streams (at most {block_max}; at "
-                              f"least 6 for 4 streams)")
+    out.room(regen)
+    if streams == 4 and regen < 6:
+        raise DecompressError(f"zstd: {regen} Huffman-coded literals in 4 streams (at least 6)")
     if hsize + comp > len(b):
         raise DecompressError("zstd: compressed literals run past the block")
     data = b[hsize:hsize + comp]

@@ -3,7 +3,8 @@
 decoders (libzstd through ``zstandard``, and :mod:`kernelpack.zstd_blocks`) start here, so the format's limits are
 checked once, before any output is allocated: a block holds at most ``Block_Maximum_Size = min(Window_Size, 128 KiB)``
 bytes (its stored size, and for raw and RLE blocks what it expands to), a window is at most :data:`MAX_WINDOW`, frames
-end where their last block (and checksum) does, and the content sizes frames state add up to the size expected."""
+end where their last block (and checksum) does, the content sizes frames state add up to the size expected, and the
+sequences compressed blocks state stay within what real data of the input's size states (:data:`SEQUENCES_PER_BYTE`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ MAGIC = 0xFD2FB528
 BLOCK_MAX = 128 << 10
 MAX_WINDOW = 1 << 27  # libzstd's default limit (ZSTD_WINDOWLOG_LIMIT_DEFAULT) and the zstd CLI's
 RAW, RLE, COMPRESSED = 0, 1, 2
+# The sequences the blocks of one input may state, read from their headers before anything is decoded: real data
+# (nvcc's fatbins, libzstd at levels -5 to 22) states at most 0.66 per input byte; each costs libzstd a few ns and
+# the pure-Python decoder a few us, so this bounds both decoders' work by the input's size.
+SEQUENCES_PER_BYTE = 4
+SEQUENCES_BASE = 1 << 13
 
 
 @dataclass(frozen=True)
@@ -24,6 +30,7 @@ class Block:
     start: int  # where its content starts in the input
     size: int  # bytes of content in the input (1 for RLE)
     regen: int  # what it expands to: exact for raw and RLE blocks, at most this for a compressed block
+    sequences: int = 0  # what a compressed block's sequences section states (0 where its headers do not fit)
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,8 @@ def frames(src: bytes, size: int, need_size: bool = False) -> list[Frame]:
     """The zstd frames of ``src`` (skippable frames left out), checked to expand to exactly ``size`` bytes as far as
     their headers tell. ``need_size``: every frame must state its content size (nvcc's always do)."""
     out: list[Frame] = []
-    pos = stated = 0
+    pos = stated = sequences = 0
+    most = SEQUENCES_PER_BYTE * len(src) + SEQUENCES_BASE
     while pos < len(src):
         magic = _le(src, pos, 4, "frame magic")
         if 0x184D2A50 <= magic <= 0x184D2A5F:
@@ -62,6 +70,11 @@ def frames(src: bytes, size: int, need_size: bool = False) -> list[Frame]:
         stated += f.size if f.size is not None else sum(b.regen for b in f.blocks if b.kind != COMPRESSED)
         if stated > size:
             raise DecompressError(f"zstd: the frames expand to more than the {size} bytes expected")
+        sequences += sum(b.sequences for b in f.blocks)
+        if sequences > most:
+            raise DecompressError(f"zstd: the blocks state {sequences} sequences or more, above the {most} allowed "
+                                  f"for {len(src)} bytes of input ({SEQUENCES_PER_BYTE} per byte; real data states "
+                                  f"less than 1)")
         out.append(f)
         pos = f.end
     if stated < size and all(f.size is not None for f in out):
@@ -122,10 +135,41 @@ def _blocks(src: bytes, pos: int, block_max: int, room: int) -> tuple[list[Block
             known += bsize
             if known > room:
                 raise DecompressError(f"zstd: the blocks expand to more than the {room} bytes expected")
-        out.append(Block(kind, pos, stored, bsize if kind != COMPRESSED else block_max))
+            out.append(Block(kind, pos, stored, bsize))
+        else:
+            n = _sequence_count(src, pos, pos + bsize)
+            if 3 * n > block_max:  # every sequence adds a match of 3 bytes or more
+                raise DecompressError(f"zstd: the block at byte {pos - 3} states {n} sequences, more than a block of "
+                                      f"at most {block_max} bytes can hold ({block_max // 3})")
+            out.append(Block(kind, pos, stored, block_max, n))
         pos += stored
         if last:
             return out, pos
+
+
+def _sequence_count(src: bytes, pos: int, end: int) -> int:
+    """The number of sequences the compressed block ``src[pos:end]`` states: past its literals section (raw, RLE or
+    Huffman-coded, its size in its header), the sequences header. 0 where the headers do not fit the block (the
+    decoders refuse it)."""
+    if pos >= end:
+        return 0
+    kind, fmt = src[pos] & 3, src[pos] >> 2 & 3
+    hsize, bits = ((1, 0), (2, 0), (1, 0), (3, 0))[fmt] if kind < 2 else ((3, 10), (3, 10), (4, 14), (5, 18))[fmt]
+    if pos + hsize > end:
+        return 0
+    hv = int.from_bytes(src[pos:pos + hsize], "little")
+    if kind == 0:  # raw literals: their bytes follow the header
+        at = pos + hsize + (hv >> (3 if hsize == 1 else 4))
+    else:  # RLE: one byte; Huffman-coded: the compressed size the header states
+        at = pos + hsize + (1 if kind == 1 else hv >> (4 + bits) & ((1 << bits) - 1))
+    if at >= end:
+        return 0
+    b0 = src[at]
+    if b0 < 128:
+        return b0
+    if b0 < 255:
+        return ((b0 - 128) << 8) + src[at + 1] if at + 1 < end else 0
+    return int.from_bytes(src[at + 1:at + 3], "little") + 0x7F00 if at + 2 < end else 0
 
 
 def _le(src: bytes, pos: int, n: int, what: str) -> int:
