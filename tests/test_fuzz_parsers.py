@@ -78,7 +78,7 @@ def test_every_integer_of_a_dispatch_record_at_a_width_boundary_is_refused_or_la
     device requirement and binaries, set in turn to values that wrap at each width the C launcher stores them in or
     overflow a sum with an offset; each hex group of the plan and the integer columns to 0x8000, 0xffff, 0x80000000.
     Written with every hash consistent, loaded, the family launched through the C launcher: each launched or refused
-    (KernelpackError naming the cause), never a crash. Before: 11-14 of the full sweep's 3,577 inputs killed the
+    (KernelpackError naming the cause), never a crash. Before: 11 of the full sweep's 3,952 inputs killed the
     process (SIGSEGV), among them the slot argument 2**15 (int16 -32768) and offsets of 2**63 - 1."""
     inputs = list(fz.record_sweep(fz.seed_record(seeds), fz.CI_BOUNDARY, ("8000", "ffff", "80000000")))
     outcomes = Counter(fz.check("load", partial(fz.sweep_input, seeds, text)) for _, _, text in inputs)

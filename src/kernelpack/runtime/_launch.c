@@ -1674,8 +1674,8 @@ static int parse_grid(PyObject* t, kp_plan* pl) {
         PyObject* steps = PyTuple_GetItem(t, d);
         if (!is_tuple(steps, "a grid dimension's steps")) return -1;
         Py_ssize_t n = PyTuple_Size(steps);
-        if (n < 1) return PyErr_Occurred() ? -1 : (PyErr_SetString(PyExc_ValueError, "empty grid program"), -1);
-        pl->glen[d] = (int)n;
+        if (!KP_NARROW(pl->glen[d], n, 1, INT32_MAX))
+            return PyErr_Occurred() ? -1 : (PyErr_SetString(PyExc_ValueError, "empty grid program"), -1);
         total += n;
     }
     pl->gcode = (kp_gop*)PyMem_Calloc((size_t)total, sizeof(kp_gop));
@@ -1731,7 +1731,7 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
         return NULL;
     }
     Py_ssize_t nspec = PyTuple_Size(plans);
-    if (nspec < 1 || !PyTuple_Check(labels) || PyTuple_Size(labels) != nspec) {
+    if (nspec < 1 || nspec > INT32_MAX || !PyTuple_Check(labels) || PyTuple_Size(labels) != nspec) {
         PyErr_SetString(PyExc_ValueError, "make_family: plans and labels must be non-empty tuples of one length");
         return NULL;
     }
