@@ -120,7 +120,8 @@ def lenient_zstd() -> dict[str, tuple[bytes, int]]:
     far = offset_sequence(200_000)  # past a 1 KiB window, and past what libzstd's streaming decoder keeps
     return {
         "trailing bytes after a 0-sequence block": (
-            frame([block("compressed", raw_literals(b"hello") + b"\x00" + b"junk", last=True)], size=5), 5),
+            frame([block("compressed", raw_literals(b"hello") + b"\x00" + b"junk", last=True)], size=5,
+                  window_log=10), 5),
         "a 2 MiB RLE block in a 1 KiB window": (
             frame([block("raw", text[:1000]), block("rle", b"z", rle_size=_MIB2, last=True)], window_log=10,
                   size=1000 + _MIB2), 1000 + _MIB2),
@@ -137,6 +138,7 @@ def lenient_lz4() -> dict[str, tuple[bytes, int]]:
     """What the hand-written LZ4 decoder accepted and liblz4 refuses (or a strict reading of the block format does)."""
     return {
         "a token announcing a match with no offset": (bytes([0x1F]) + b"a", 1),
-        "a match into the last 5 bytes": (bytes([0x40]) + b"abcd" + b"\x04\x00" + bytes([0x00]), 8),
+        "a match into the last 5 bytes": (  # 13 literals, a match of 19 at offset 1 ending 4 bytes before the end
+            bytes([0xDF]) + b"abcdefghijklm" + b"\x01\x00\x00" + bytes([0x40]) + b"wxyz", 36),
         "an empty block": (b"", 0),
     }

@@ -129,7 +129,7 @@ def _expand(data: bytes, start: int, size: int, csize: int, usize: int, flags: i
         raise FatbinError(f"{where}: its header's compressed size {csize} is larger than its payload ({size} bytes)")
     if usize > ratio * csize:
         raise FatbinError(f"{where}: its header says {csize} {how}-compressed bytes expand to {usize} bytes, more than "
-                          f"{how} can expand them to ({ratio} times; no real fatbin does)")
+                          f"{how} can expand them to ({ratio} times: no {how} data expands further)")
     if usize > budget.left:
         raise FatbinError(f"{where}: its {how}-compressed payload expands to {human(usize)}, past the "
                           f"{human(budget.limit)} the compressed entries of one file may expand to together "
