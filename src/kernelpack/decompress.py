@@ -15,7 +15,8 @@ for a scope. Whichever decodes, the same limits apply, checked before any output
   frames state, against the expected size; libzstd then fills a bytes object of exactly a frame's stated size (the
   object handed on), and a frame stating none is fed to it a block at a time and stopped at the size expected;
 * the output is exactly the expected size, or the data is refused; the pure-Python decoders write it into one buffer
-  mapped up front (copied once into the bytes handed on) and stop on a work budget proportional to the input.
+  allocated up front, the bytes object handed on (:class:`~kernelpack.zstd_blocks.Output`), and stop on a work
+  budget proportional to the input.
 
 Where the pure-Python decoders are stricter than the libraries (the fallback holds a match offset to the frame's
 window, libzstd to the frame's start; the fallback refuses an LZ4 block whose last token announces a match, liblz4
@@ -36,7 +37,7 @@ from types import ModuleType
 from typing import Any
 
 from .errors import DecompressError
-from .zstd_blocks import Budget, Out, copy_back, decode_frame, output_buffer
+from .zstd_blocks import Budget, Out, Output, copy_back, decode_frame
 from .zstd_frames import BLOCK_MAX, MAX_WINDOW, Frame, frames, xxh64
 
 __all__ = ["DECODERS", "LZ4_MAX_RATIO", "ZSTD_MAX_RATIO", "decoders", "library", "lz4_block", "xxh64", "zstd"]
@@ -113,8 +114,7 @@ def _zstd_python(src: bytes, found: list[Frame], size: int) -> bytes:
         decode_frame(src, f, out, budget)
     if out.pos != size:
         raise DecompressError(f"zstd: the data expands to {out.pos} bytes, {size} expected")
-    out.mv.release()
-    return bytes(out.buf)  # the one copy: into the immutable bytes handed on (the buffer is then unmapped)
+    return out.result()
 
 
 def _zstd_library(zstandard: ModuleType, src: bytes, found: list[Frame], size: int) -> bytes:
@@ -184,8 +184,8 @@ def _lz4_python(src: bytes, size: int) -> bytes:
     n = len(src)
     if n == 0:
         raise DecompressError("LZ4: an empty block")
-    out = output_buffer(size)
-    mv = memoryview(out)
+    out = Output(size)
+    mv = out.mv
     i = op = 0
     while True:
         token = src[i]
@@ -199,8 +199,7 @@ def _lz4_python(src: bytes, size: int) -> bytes:
                 raise DecompressError(f"LZ4: the last sequence (byte {i - 1}) must hold literals only and end the "
                                       f"output ({op + lit} of {size} bytes; match nibble {token & 15})")
             mv[op:size] = src[i:end]
-            mv.release()
-            return bytes(out)
+            return out.result()
         if end > n - 8 or op + lit > size - 12:
             raise DecompressError(f"LZ4: literals at byte {i} run into the block's last 8 input or 12 output bytes "
                                   f"without ending it")

@@ -1,14 +1,15 @@
 """zstd blocks decoded in pure Python (RFC 8878 section 3.1.1.3: raw, RLE and compressed blocks; Huffman literals
 with 1 or 4 streams, FSE sequence tables in every mode, repeat offsets), the fallback where libzstd (``zstandard``) is
 not installed. Frames arrive read by :mod:`kernelpack.zstd_frames`; the output goes into one preallocated buffer of
-the expected size, and no block writes past ``Block_Maximum_Size`` or reaches further back than the frame's window.
+the expected size (the bytes object handed on), and no block writes past ``Block_Maximum_Size`` or reaches further
+back than the frame's window.
 
 The decoder's loops (sequences, Huffman literals, table cells) draw on a :class:`Budget` proportional to the input, so
 no input makes it work much longer than real data of the same size does."""
 
 from __future__ import annotations
 
-import mmap
+import io
 import struct
 from dataclasses import dataclass, field
 
@@ -70,21 +71,29 @@ class _State:
     rep: list[int] = field(default_factory=lambda: [1, 4, 8])
 
 
-def output_buffer(size: int) -> mmap.mmap | bytearray:
-    """``size`` bytes to write the output into, allocated once: an anonymous mapping, whose pages take memory only
-    once written (so input that is refused halfway costs what was decoded, not what it claimed)."""
-    try:
-        return mmap.mmap(-1, size) if size else bytearray()
-    except OSError as e:  # ENOMEM: as a failed allocation anywhere else
-        raise MemoryError(f"cannot map {size} bytes: {e}") from None
+class Output:
+    """``size`` bytes written in place and handed on without a copy: the buffer of a ``BytesIO``, written through its
+    view (``getbuffer``), whose ``getvalue`` then returns that very ``bytes`` object (CPython shares it once the view
+    is released), so the output's peak is its size, not twice it."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._io = io.BytesIO()
+        if size:
+            self._io.seek(size - 1)
+            self._io.write(b"\0")
+        self.mv = self._io.getbuffer()
+
+    def result(self) -> bytes:
+        self.mv.release()
+        return self._io.getvalue()
 
 
-class Out:
+class Out(Output):
     """The output buffer (preallocated, written in place) and the frame and block being decoded into it."""
 
     def __init__(self, size: int) -> None:
-        self.buf = output_buffer(size)
-        self.mv = memoryview(self.buf)
+        super().__init__(size)
         self.pos = 0
         self.frame_start = 0
         self.window = 0
@@ -92,7 +101,7 @@ class Out:
 
     def room(self, n: int) -> None:
         if self.pos + n > self.block_end:
-            limit = (f"the {len(self.buf)} bytes expected" if self.block_end == len(self.buf) else
+            limit = (f"the {self.size} bytes expected" if self.block_end == self.size else
                      f"the frame's block maximum of {min(self.window, BLOCK_MAX)} bytes")
             raise DecompressError(f"zstd: a block expands past {limit} (at output byte {self.pos}, {n} more bytes)")
 
@@ -127,7 +136,7 @@ def decode_frame(src: bytes, frame: Frame, out: Out, budget: Budget) -> None:
     st = _State()
     out.frame_start, out.window = out.pos, frame.window
     for b in frame.blocks:
-        out.block_end = min(out.pos + frame.block_max, len(out.buf))
+        out.block_end = min(out.pos + frame.block_max, out.size)
         if b.kind == RAW:
             out.put(memoryview(src)[b.start:b.start + b.size])
         elif b.kind == COMPRESSED:
