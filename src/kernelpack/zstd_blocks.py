@@ -41,7 +41,7 @@ _DEFAULTS = {k: fse_table(c, log) for k, (c, log, _, _) in _KINDS.items()}
 WORK_PER_BYTE = 64
 WORK_BASE = 1 << 16
 SEQUENCE_COST = 10
-# The content checksum (pure-Python XXH64, ~60 s per GiB) is verified for the first CHECKSUM_MAX bytes of content of
+# The content checksum (pure-Python XXH64, ~50 s per GiB) is verified for the first CHECKSUM_MAX bytes of content of
 # one call's frames; past that it is not (nvcc writes no checksums; libzstd, where installed, verifies them all).
 CHECKSUM_MAX = 32 << 20
 
