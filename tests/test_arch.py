@@ -2,8 +2,8 @@
 
 import pytest
 
-from kernelpack.arch import Arch, parse_archs
-from kernelpack.errors import KernelpackError
+from kernelpack.core.arch import Arch, parse_archs
+from kernelpack.core.errors import KernelpackError
 
 
 def test_parse_round_trips_names():
@@ -74,7 +74,7 @@ def test_parse_archs_refuses_what_is_neither_a_name_nor_a_list(bad):
 
 def test_every_frontend_refuses_an_int_arch_with_a_kernelpack_error(tmp_path):
     """arch=90 (an int) used to be a TypeError deep inside the frontends."""
-    from kernelpack import cuda
+    from kernelpack.frontends.cuda import compile as cuda
 
     src = tmp_path / "k.cu"
     src.write_text('extern "C" __global__ void k(float* y) { y[0] = 1.0f; }\n')
@@ -83,7 +83,7 @@ def test_every_frontend_refuses_an_int_arch_with_a_kernelpack_error(tmp_path):
     tried = 1
     try:
         import frontend_builds as fb
-        import kernelpack.triton as kt
+        import kernelpack.frontends.triton.compile as kt
         from triton_kernels import add_kernel
     except ImportError:
         pass
@@ -94,7 +94,7 @@ def test_every_frontend_refuses_an_int_arch_with_a_kernelpack_error(tmp_path):
     try:
         import cuda.tile as ct
 
-        import kernelpack.cutile as kc
+        import kernelpack.frontends.cutile.compile as kc
         from cutile_kernels import array, vadd
     except ImportError:
         pass

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from kernelpack import config, publish
-from kernelpack.clib.embedded import read_embedded
-from kernelpack.cudacc import find_nvcc, nvrtc_available
-from kernelpack.errors import BundleError
-from kernelpack.publish import Stage, output_dir
+from kernelpack.bundle.embedded import read_embedded
+from kernelpack.core import config
+from kernelpack.core.errors import BundleError
+from kernelpack.frontends.cuda.toolkit import find_nvcc, nvrtc_available
+from kernelpack.project import publish
+from kernelpack.project.publish import Stage, output_dir
 from kernelpack.runtime.host import SharedLibrary
 from toolchain_support import CC, CXX, needs_tools
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpack.cudacc import cuda_include_dirs
+from kernelpack.frontends.cuda.toolkit import cuda_include_dirs
 from toolchain_support import CC, CXX
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"

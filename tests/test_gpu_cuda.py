@@ -13,8 +13,8 @@ import struct
 import pytest
 
 from gpu import cuda_torch, demo_kernels, requires_gpu
-from kernelpack.bundle import Bundle
-from kernelpack.packing import pack_params
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.packing import pack_params
 
 CU_LAUNCH_PARAM_END, CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
 

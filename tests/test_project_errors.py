@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpack import cli
+from kernelpack.cli import main as cli
 from kernelpack.project import Cuda, ProjectError, load_project
 
 LIB = '[library]\nname = "p"\narchs = ["sm_90a"]\n'
@@ -133,7 +133,7 @@ def test_out_pointing_at_a_file_or_a_device_is_refused_before_any_work(project: 
 
 def test_quiet_still_prints_errors_and_debug_adds_the_traceback(project: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from kernelpack import config
+    from kernelpack.core import config
 
     with config.override(cache_dir=project / "cache"):
         assert cli.main(["build", "-q", "-j", "1", str(project)]) == 2

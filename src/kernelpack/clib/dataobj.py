@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .. import __version__
-from ..artifact import Binary, KernelArtifact
-from ..errors import KernelpackError
+from ..bundle.artifact import Binary, KernelArtifact
+from ..core.errors import KernelpackError
+from ..core.version import __version__
 from ..launch.facts import facts
 from .widths import U8, U16, U32, fit, fit_all
 

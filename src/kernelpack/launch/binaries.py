@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..arch import Arch
-from ..errors import KernelpackError
+from ..core.arch import Arch
+from ..core.errors import KernelpackError
 
 MATCH_EXACT, MATCH_SAME_MAJOR, MATCH_AT_MOST = 1, 2, 3  # the device is exactly / same major, minor >= / sm >=
 PLUS_NONE, PLUS_MINOR, PLUS_SM = 0, 1, 2

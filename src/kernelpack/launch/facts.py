@@ -19,9 +19,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..abi import Abi
-from ..artifact import Binary, Dim3, KernelArtifact, LaunchSpec
-from ..errors import AbiMismatch
+from ..bundle.artifact import Binary, Dim3, KernelArtifact, LaunchSpec
+from ..core.abi import Abi
+from ..core.errors import AbiMismatch
 from .plan import OP_DESC, Plan, Slot
 
 

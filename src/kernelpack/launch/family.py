@@ -21,10 +21,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..abi import DType, Pointer
-from ..artifact import KernelArtifact
-from ..errors import KernelpackError
-from ..tma import TensorDescSpec
+from ..bundle.artifact import KernelArtifact
+from ..core.abi import DType, Pointer
+from ..core.errors import KernelpackError
+from ..core.tma import TensorDescSpec
 from .plan import OP_DESC, OP_PTR, OP_TENSOR, Plan, Slot
 from .ranges import Range
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..bundle import Bundle
-    from ..publish import Stage
+    from ..bundle.kpack import Bundle
     from .model import LibrarySpec
+    from .publish import Stage
 
 
 def expected_outputs(name: str, out: Path, programs: list[Any]) -> dict[str, Path]:

@@ -1,7 +1,7 @@
 /* kernelpack.runtime._launch: the fast launch path.
  *
  * One Family object per kernel family is the callable users hold. Per parameter layout of each specialization it
- * keeps a packing plan (built once from kernelpack.abi by launch/plan.py); per device, the dispatch table (per
+ * keeps a packing plan (built once from kernelpack.core.abi by launch/plan.py); per device, the dispatch table (per
  * specialization: the plan of the binary chosen for the device, its kernel handle and launch facts, the values of
  * its device-derived params; the device's limits) pushed by runtime/family.py after the device was loaded. A call reads the arguments (torch tensors
  * through the optional torch bridge, ints, floats), picks the first specialization every argument fits, checks the
@@ -93,7 +93,7 @@ static CUresult (*cu_error_name)(CUresult, const char**);
 static CUresult (*cu_tmap_encode)(void*, int, unsigned, void*, const uint64_t*, const uint64_t*, const uint32_t*,
                                   const uint32_t*, int, int, int, int); /* cuTensorMapEncodeTiled; NULL: Python */
 static CUresult (*cu_param_info)(void*, size_t, size_t*, size_t*); /* cuKernelGetParamInfo (12.4); NULL: none */
-static int driver_version;        /* cuDriverGetVersion: the bit-21 fixup of old drivers (kernelpack.tma) */
+static int driver_version;        /* cuDriverGetVersion: the bit-21 fixup of old drivers (kernelpack.core.tma) */
 static uint64_t driver_gen = 1;   /* bumped by set_driver: encoded tensor maps of another driver are stale */
 
 static const kp_bridge* bridge;   /* torch tensors readable in C when set */
@@ -128,7 +128,7 @@ typedef struct {
     int64_t divisor;
     int8_t nranges; /* range constraints (kernelpack.launch.ranges), in x */
     struct kp_slot_x* x; /* a tensor slot's modes, a slot's ranges: NULL when it has neither (owned by the family) */
-    /* KP_OP_DESC / KP_OP_DESC_FIELD: a tensor descriptor (kernelpack.tma.TensorDescSpec) of rank `rank`, element
+    /* KP_OP_DESC / KP_OP_DESC_FIELD: a tensor descriptor (kernelpack.core.tma.TensorDescSpec) of rank `rank`, element
      * type `dtype`; tma: the encoding facts (CUtensorMapDataType, element size, swizzle, fp4 padding, box outermost
      * first); the field's place in the params the descriptor fills (pos 0 is the map, or the decomposed pointer) */
     int8_t tma, fp4, swizzle, elem_size;
@@ -344,7 +344,7 @@ static int store_float(unsigned char* p, int dt, double x) {
         memcpy(p, &f, 4);
         return 1;
     }
-    uint32_t b; /* bf16, as kernelpack.packing.bf16_bits */
+    uint32_t b; /* bf16, as kernelpack.core.packing.bf16_bits */
     memcpy(&b, &f, 4);
     uint16_t h = (b & 0x7F800000u) == 0x7F800000u && (b & 0x7FFFFFu) ? (uint16_t)((b >> 16) | 0x40)
                                                                       : (uint16_t)(((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16) & 0xFFFFu);
@@ -356,7 +356,7 @@ static int store_float(unsigned char* p, int dt, double x) {
 
 /* The 128-byte CUtensorMap of tensor v for the TMA descriptor slot s, into p: the family's cached copy when the slot
  * saw the same address, shape and strides under this driver, else encoded with cuTensorMapEncodeTiled as
- * kernelpack.tma.encode_args does it (Triton's fillTMADescriptorTiled: dims innermost first, byte strides of the
+ * kernelpack.core.tma.encode_args does it (Triton's fillTMADescriptorTiled: dims innermost first, byte strides of the
  * outer dims, element strides 1, no interleave, L2 promotion 128B, zero OOB fill, bit 21 of the second word
  * cleared for a tensor under 128 KiB on drivers up to 13.1) and kept (least recently used replaced).
  * 1: done; -1: the Python path decides (a tensor TMA cannot address -- it raises DescriptorArgumentError -- or a
@@ -787,7 +787,7 @@ static int load_int(const unsigned char* p, int dt, int64_t* out) {
     return 0;
 }
 
-/* Evaluate one formula on the packed parameters with kernelpack.artifact.evaluate_grid's semantics: exact integer
+/* Evaluate one formula on the packed parameters with kernelpack.bundle.artifact.evaluate_grid's semantics: exact integer
  * math, div truncates toward zero (0 for b == 0), ceil_div(a, b) = floor((a + b - 1) / b) and 0 for b <= 0.
  * Returns 0 when a value leaves int64 (Python's integers do not wrap: the Python path computes it). */
 static int eval_grid(const kp_gop* code, int n, const unsigned char* buf, int64_t* out) {

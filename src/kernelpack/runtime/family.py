@@ -23,25 +23,26 @@ from itertools import compress
 from operator import add, itemgetter, not_
 from typing import TYPE_CHECKING, Any
 
-from .. import verify as _verify  # noqa: F401 - a first launch verifies its binary: imported with the runtime
-from .._reprs import clip, listing
-from ..abi import Scalar, Struct
-from ..artifact import Binary, KernelArtifact, LaunchSpec, evaluate_grid, grid_params
-from ..bundle_index import SpecSource
-from ..errors import AbiMismatch, BundleError, KernelpackError, LaunchError
+from ..bundle.artifact import Binary, KernelArtifact, LaunchSpec, evaluate_grid, grid_params
+from ..bundle.index import SpecSource
+from ..core import verify as _verify  # noqa: F401 - a first launch verifies its binary: imported with the runtime
+from ..core._reprs import clip, listing
+from ..core.abi import Scalar, Struct
+from ..core.errors import AbiMismatch, BundleError, KernelpackError, LaunchError
+from ..core.names import py_arg_names
+from ..core.tma import encode_args
 from ..launch import device as dev_model
 from ..launch.binaries import describe_binaries, device_arch, family_choice, quality
 from ..launch.codes import PDL_MIN_MAJOR, SMEM_DEFAULT_LIMIT
 from ..launch.facts import binary_facts
 from ..launch.family import Specificity, dispatch_order, family_args, order_key, plan_specificity
 from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_DEVICE, Plan, Slot, grid_program
-from ..names import py_arg_names
-from ..tma import encode_args
 from . import streams
 from .driver import DeviceInfo, Driver
 
 if TYPE_CHECKING:
     from .adapters import TensorView
+from ..launch.record import FamilyRecord
 from .errors import (
     ArgumentTypeError,
     ArgumentValueError,
@@ -52,7 +53,6 @@ from .errors import (
 )
 from .fast import prepare_fast_path
 from .loader import LaunchFacts, Loader
-from .record import FamilyRecord
 
 
 class _PythonPath:
@@ -79,7 +79,7 @@ LAUNCH_KEYWORDS = ("grid", "block", "smem", "stream", "cluster", "pdl", "coopera
 
 
 class Specialization:
-    """One specialization of a family: what dispatch needs (its :class:`~kernelpack.bundle_index.SpecSource`), its
+    """One specialization of a family: what dispatch needs (its :class:`~kernelpack.bundle.index.SpecSource`), its
     artifact built on first use."""
 
     __slots__ = ("src", "plan", "index", "specificity", "layouts", "first_plan")
@@ -740,7 +740,7 @@ def _no_match(err: KernelpackError) -> KernelpackError:
 
 def grid_from_rule(entry: DeviceEntry, packed: list[Any]) -> tuple[int, int, int]:
     """The grid ``LaunchSpec.grid`` computes from the checked arguments and the device-derived values
-    (``kernelpack.artifact.evaluate_grid``)."""
+    (``kernelpack.bundle.artifact.evaluate_grid``)."""
     spec = entry.spec
     assert spec is not None  # the Python path's: the family is whole
     by_name = {s.param.name: s for s in entry.layout.slots if s.op == OP_DEVICE}
