@@ -201,6 +201,7 @@ ALLOWED = {
     ("frontends/refs.py", "compile"):
         "_RenamedSource: a module under the user's own project root (as import_file), compiled under the driver's "
         "path on a Ray worker so Triton's line info matches a local build; never a path from build state",
+    ("decompress.py", "importlib.import_module"): "the reference decoders zstandard and lz4, from a constant table",
     ("frontends/refs.py", "importlib.machinery.PathFinder.find_spec"):
         "_RenamingFinder: finds the siblings of such a module (the user's project files) for that renaming loader",
     ("_lazy.py", "importlib.import_module"): "kernelpack's own submodules, from a constant table in the package",
