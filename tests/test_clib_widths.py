@@ -14,7 +14,7 @@ import pytest
 
 import fuzz_support as fz
 from kernelpack.bundle.kpack import Bundle
-from kernelpack.clib import generate
+from kernelpack.clib.generate import generate  # the function (kernelpack.clib.generate is also the module)
 from kernelpack.core.errors import KernelpackError
 
 Edit = Callable[[dict[str, Any]], None]
