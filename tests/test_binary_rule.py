@@ -191,7 +191,7 @@ def test_inspect_device_prints_what_each_kernel_gets_as_the_rule_table_says(env,
     """``kernelpack inspect LIB --device sm_XY``: the same answers, for a device that is not here."""
     import json
 
-    from kernelpack.cli.main import main
+    from kernelpack.cli.commands import main
 
     for device in sorted({r.device for r in ROWS}):
         assert main(["inspect", str(env.demo.shared), "--device", device, "--json"]) == 0
@@ -220,7 +220,7 @@ def test_inspect_device_prints_what_each_kernel_gets_as_the_rule_table_says(env,
     ("sm_12O", "not a CUDA arch: 'sm_12O'"),
 ])
 def test_inspect_device_refuses_a_malformed_arch(env, capsys, device, match):
-    from kernelpack.cli.main import main
+    from kernelpack.cli.commands import main
 
     assert main(["inspect", str(env.demo.shared), "--device", device]) == 2
     assert re.search(match, capsys.readouterr().err)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpack.cli import main as cli
+import kernelpack.cli as cli
 from kernelpack.project import Cuda, ProjectError, load_project
 
 LIB = '[library]\nname = "p"\narchs = ["sm_90a"]\n'
@@ -178,7 +178,7 @@ def test_sigint_in_a_real_process_prints_one_line(project: Path) -> None:
         LIBRARY = {"name": "p"}
         KERNELS = []
     """))
-    env = dict(os.environ, PYTHONPATH=str(Path(cli.__file__).parents[1]), KERNELPACK_CACHE_DIR="off")
+    env = dict(os.environ, PYTHONPATH=str(Path(cli.__file__).parents[2]), KERNELPACK_CACHE_DIR="off")
     proc = subprocess.Popen([sys.executable, "-m", "kernelpack.cli", "build", str(project)], stderr=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stderr is not None and proc.stderr.readline() == "importing\n"

@@ -254,7 +254,7 @@ TEMPLATE_KERNEL = ('template <int B> __global__ void neg(float* y, int n) { int 
 
 @pytest.mark.parametrize("second,ok", [('["n in [65, 128]"]', True), ('["n in [32, 128]"]', False)])
 def test_kernelpack_build_embeds_ranges_and_refuses_ambiguous_ones(tmp_path, capsys, second, ok):
-    from kernelpack.cli import main as cli
+    import kernelpack.cli as cli
 
     (tmp_path / "k.cu").write_text(TEMPLATE_KERNEL)
     (tmp_path / "kernelpack.toml").write_text(

@@ -206,7 +206,7 @@ def test_a_project_builds_the_configs_of_an_autotuned_kernel_with_autotune_true(
     pytest.importorskip("triton")
     import shutil
 
-    from kernelpack.cli import main as cli
+    import kernelpack.cli as cli
 
     shutil.copy(HERE / "triton_kernels.py", tmp_path / "kernels.py")
     toml = ('[library]\nname = "p"\narchs = ["sm_90a"]\noutputs = ["bundle"]\n[[triton]]\n'
@@ -227,7 +227,7 @@ NEG = ('template <int B> __global__ void neg(float* y, int n) { int i = threadId
 def test_kernelpack_build_embeds_the_tuning_table_and_refuses_a_foreign_one(tmp_path, capsys):
     from dataclasses import replace
 
-    from kernelpack.cli import main as cli
+    import kernelpack.cli as cli
     from kernelpack.tuning.tune import FamilyTable, TunedShape, bundle_sha256
 
     (tmp_path / "k.cu").write_text(NEG)
@@ -262,7 +262,7 @@ def test_kernelpack_tune_without_a_gpu_says_so(tmp_path, capsys):
     pytest.importorskip("torch")
     import torch
 
-    from kernelpack.cli import main as cli
+    import kernelpack.cli as cli
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")

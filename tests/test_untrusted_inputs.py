@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 import fuzz_support as fz
+import kernelpack.cli as cli
 from kernelpack.bundle.kpack import Bundle
-from kernelpack.cli import main as cli
 from kernelpack.project import ProjectError, load_project
 from kernelpack.tuning.tune import TuningError, TuningTable, bundle_sha256, embed
 from kernelpack.wheel import WheelError
@@ -374,7 +374,7 @@ license = {{ file = "LICENSE" }}
 [tool.kernelpack.library]
 archs = ["sm_90a"]
 {claim}
-[[tool.kernelpack.core.cubin]]
+[[tool.kernelpack.cubin]]
 files = ["axpy.cubin"]
 kernels = {{ axpy = "float alpha, const float* x, float* y, int n" }}
 """
