@@ -23,9 +23,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kernelpack.bundle.artifact import Binary, KernelArtifact
+from kernelpack.bundle.artifact import KernelArtifact
 from kernelpack.clib import Library, read_embedded_bundle
 from kernelpack.core.abi import Abi, DType, Param, Pointer, Scalar
+from kernelpack.core.binary import Binary
 from kernelpack.core.cache import CompileCache
 
 HERE = Path(__file__).parent

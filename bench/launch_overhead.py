@@ -127,9 +127,11 @@ def triton_kernel():  # type: ignore[no-untyped-def]
 
 def artifact_from_triton(ck):  # type: ignore[no-untyped-def]
     """A kernelpack artifact of the Triton-compiled cubin (what a Triton frontend records)."""
-    from kernelpack.bundle.artifact import Binary, KernelArtifact, LaunchSpec, Provenance
+    from kernelpack.bundle.artifact import KernelArtifact, Provenance
     from kernelpack.core.abi import Abi, DType, Param, Pointer, Scalar
+    from kernelpack.core.binary import Binary
     from kernelpack.core.cubin import read_cubin
+    from kernelpack.core.launchspec import LaunchSpec
 
     cubin = ck.asm["cubin"]
     name = ck.metadata.name

@@ -180,9 +180,10 @@ def clib_cold(work: Path, n: int, arch: str, env: dict[str, str], rounds: int, g
     sys.path.insert(0, str(HERE))
     import clib_launch  # type: ignore[import-not-found]
 
-    from kernelpack.bundle.artifact import Binary, KernelArtifact
+    from kernelpack.bundle.artifact import KernelArtifact
     from kernelpack.clib import Library
     from kernelpack.core.abi import Abi, DType, Param, Pointer
+    from kernelpack.core.binary import Binary
     from kernelpack.core.cache import CompileCache
 
     tmp = work / f"clib-{n}-{arch}"

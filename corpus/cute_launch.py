@@ -155,7 +155,7 @@ def describe_kernel(artifact: Any, host: Mapping[str, Mapping[str, Any]],
     """One kernel-level artifact's launch: ``{"args": [...], "names": [...], "grid": [x, y, z]}`` or ``{"error"}``.
     The grid is the artifact's grid formula on the kernel's arguments, else ``launcher_grid`` (a formula of the
     launcher's arguments, :data:`LAUNCHER_GRIDS`) on the launcher's."""
-    from kernelpack.bundle.artifact import evaluate_grid
+    from kernelpack.core.launchspec import evaluate_grid
 
     names, records, missing = [], [], []
     for p in (q for q in artifact.abi.params if q.role == "arg"):

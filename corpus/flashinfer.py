@@ -167,8 +167,8 @@ def evaluate_sizes(exprs: Sequence[str], header: str, root: Path, options: Seque
 
 def compile_cuda(spec: Spec, archs: Sequence[str]) -> Any:
     import kernelpack
-    from kernelpack.bundle.artifact import LaunchSpec
     from kernelpack.bundle.kpack import Bundle
+    from kernelpack.core.launchspec import LaunchSpec
 
     k, smem, root, meta = spec.payload
     launch = LaunchSpec(block=k.block, dynamic_smem=smem) if (k.block or smem) else None

@@ -11,6 +11,7 @@ from typing import Any
 from kernelpack.bundle.artifact import KernelArtifact
 from kernelpack.core.packing import pack_params
 from kernelpack.core.tma import encode_args, encode_tensor_map
+from kernelpack.launch.binaries import runs_on
 
 CU_LAUNCH_PARAM_END, CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
@@ -26,7 +27,7 @@ class Launcher:
         self.art, self.torch = art, torch
         self.cu = ctypes.CDLL("libcuda.so.1")
         major, minor = torch.cuda.get_device_capability()
-        binary = next(b for b in art.binaries if b.arch.runs_on(major, minor))
+        binary = next(b for b in art.binaries if runs_on(b.arch, major, minor))
         self.ck = binary.cubin.kernel(art.entry)
         self.ls, self.abi = art.launch_for(binary.arch), art.abi_for(binary.arch)  # this arch's facts and params
         self._data = ctypes.create_string_buffer(binary.data, len(binary.data))

@@ -18,8 +18,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from kernelpack.bundle.artifact import KernelArtifact, LaunchSpec
+from kernelpack.bundle.artifact import KernelArtifact
 from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.launchspec import LaunchSpec
 
 HERE = Path(__file__).parent
 ARCHS = ["sm_80", "sm_90a"]

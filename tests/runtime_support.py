@@ -13,9 +13,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kernelpack.bundle.artifact import Binary, KernelArtifact, LaunchSpec
+from kernelpack.bundle.artifact import KernelArtifact
 from kernelpack.bundle.kpack import Bundle
 from kernelpack.core.abi import Abi, DType, Param, Pointer, Scalar, Struct, TensorSpec
+from kernelpack.core.binary import Binary
+from kernelpack.core.launchspec import LaunchSpec
 from toolchain_support import PTXAS, require_nvcc
 
 HERE = Path(__file__).parent / "fake_runtime"

@@ -4,6 +4,7 @@ import pytest
 
 from kernelpack.core.arch import Arch, parse_archs
 from kernelpack.core.errors import KernelpackError
+from kernelpack.launch.binaries import runs_on
 
 
 def test_parse_round_trips_names():
@@ -30,12 +31,12 @@ def test_unknown_archs_are_refused_naming_what_exists(bad, match):
 
 
 def test_arch_specific_binaries_run_only_on_the_exact_capability():
-    assert Arch.parse("sm_90a").runs_on(9, 0)
-    assert not Arch.parse("sm_90a").runs_on(10, 0)
-    assert Arch.parse("sm_80").runs_on(8, 6) and not Arch.parse("sm_86").runs_on(8, 0)
-    assert not Arch.parse("sm_80").runs_on(9, 0)
-    assert Arch.parse("sm_100f").runs_on(10, 3) and not Arch.parse("sm_100f").runs_on(11, 0)
-    assert Arch.parse("compute_80").runs_on(12, 1) and not Arch.parse("compute_100f").runs_on(12, 0)
+    assert runs_on(Arch.parse("sm_90a"), 9, 0)
+    assert not runs_on(Arch.parse("sm_90a"), 10, 0)
+    assert runs_on(Arch.parse("sm_80"), 8, 6) and not runs_on(Arch.parse("sm_86"), 8, 0)
+    assert not runs_on(Arch.parse("sm_80"), 9, 0)
+    assert runs_on(Arch.parse("sm_100f"), 10, 3) and not runs_on(Arch.parse("sm_100f"), 11, 0)
+    assert runs_on(Arch.parse("compute_80"), 12, 1) and not runs_on(Arch.parse("compute_100f"), 12, 0)
 
 
 def test_bad_arch_names_are_refused_clearly():

@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 
 from kernelpack.bundle.embedded import read_embedded
-from kernelpack.core import config
+from kernelpack.core import config, publish
 from kernelpack.core.errors import BundleError
+from kernelpack.core.publish import Stage, output_dir
 from kernelpack.frontends.cuda.toolkit import find_nvcc, nvrtc_available
-from kernelpack.project import publish
-from kernelpack.project.publish import Stage, output_dir
 from kernelpack.runtime.host import SharedLibrary
 from toolchain_support import CC, CXX, needs_tools
 

@@ -12,9 +12,10 @@ import pytest
 
 from cute_support import example, need_cute
 from kernelpack import AbiMismatch, CompileError, DType, Pointer, Scalar, Struct
-from kernelpack.bundle.artifact import KernelArtifact, LaunchSpec, evaluate_grid
+from kernelpack.bundle.artifact import KernelArtifact
 from kernelpack.bundle.kpack import Bundle
 from kernelpack.core.abi import Abi, Field, Param, TensorSpec
+from kernelpack.core.launchspec import LaunchSpec, evaluate_grid
 
 need_cute()
 import cutlass  # noqa: E402

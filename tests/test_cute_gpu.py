@@ -168,7 +168,7 @@ def kernels():  # type: ignore[no-untyped-def]
 
 
 def grid_of(art, fields) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
-    from kernelpack.bundle.artifact import evaluate_grid
+    from kernelpack.core.launchspec import evaluate_grid
 
     assert art.launch.grid is not None, f"{art.label}: no grid formula recorded"
     return tuple(evaluate_grid(e, fields) for e in art.launch.grid)  # type: ignore[return-value]

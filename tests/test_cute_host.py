@@ -21,7 +21,7 @@ from toolchain_support import CC, CXX, cuda_include, needs_tools
 
 need_cute()
 
-from kernelpack.clib.host import (  # noqa: E402
+from kernelpack.clib.host import (
     HostLibrary,
     HostObject,
     HostProgram,

@@ -29,13 +29,7 @@ from kernelpack.bundle.embedded import read_embedded  # noqa: E402
 from kernelpack.clib import Library, read_embedded_bundle  # noqa: E402
 from kernelpack.clib.host import build_host_library  # noqa: E402
 from kernelpack.core.errors import BundleError, LaunchError  # noqa: E402
-from kernelpack.runtime import (  # noqa: E402
-    ArgumentTypeError,
-    ArgumentValueError,
-    DriverError,
-    NoMatchingSpecialization,
-    host,
-)
+from kernelpack.runtime import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization, host
 from runtime_support import CudaArray, cpu_tensors_as_cuda  # noqa: E402
 from toolchain_support import needs_tools  # noqa: E402
 

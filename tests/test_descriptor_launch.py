@@ -17,8 +17,10 @@ import pytest
 
 import kernelpack
 from clib_support import DEC_ABI, DEC_SPEC, KERNELS_CU, TMA_ABI, TMA_SPEC
-from kernelpack.bundle.artifact import Binary, KernelArtifact, LaunchSpec
+from kernelpack.bundle.artifact import KernelArtifact
 from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.binary import Binary
+from kernelpack.core.launchspec import LaunchSpec
 from kernelpack.core.tma import encode_args
 from kernelpack.runtime.errors import DescriptorArgumentError
 from runtime_support import cpu_tensors_as_cuda, python_path

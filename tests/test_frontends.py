@@ -15,8 +15,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from kernelpack.bundle.artifact import Binary, KernelArtifact
+from kernelpack.bundle.artifact import KernelArtifact
 from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.binary import Binary
 from kernelpack.core.cubin import read_cubin
 from kernelpack.frontends import FRONTENDS, Entry, Frontend, Output, Step
 from kernelpack.frontends import fields as fl

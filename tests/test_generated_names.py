@@ -21,10 +21,11 @@ from pathlib import Path
 import pytest
 
 from clib_support import TMA_ABI, TMA_SPEC, TSUM_SPEC, add_abi, bins, session_env
-from kernelpack.bundle.artifact import KernelArtifact, LaunchSpec
+from kernelpack.bundle.artifact import KernelArtifact
 from kernelpack.core import names
 from kernelpack.core.abi import Abi, DType, Field, Param, Pointer, Scalar, Struct
 from kernelpack.core.errors import KernelpackError
+from kernelpack.core.launchspec import LaunchSpec
 from toolchain_support import CC, CLANG, CXX
 
 # what the generator and its outputs declare themselves, and Python's own names

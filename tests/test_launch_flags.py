@@ -11,9 +11,9 @@ import pytest
 import kernelpack
 from clib_support import compile_program, results
 from fake_cuda import run
-from kernelpack.bundle.artifact import LaunchSpec
 from kernelpack.bundle.kpack import Bundle
 from kernelpack.core.errors import CompileError, KernelpackError, LaunchError
+from kernelpack.core.launchspec import LaunchSpec
 from kernelpack.runtime import DriverError
 from runtime_support import cpu_tensors_as_cuda
 

@@ -11,9 +11,10 @@ import sys
 import pytest
 
 import kernelpack
-from kernelpack.bundle.artifact import Binary, deferred_verification
+from kernelpack.bundle.artifact import deferred_verification
 from kernelpack.bundle.kpack import Bundle
 from kernelpack.core.abi import Abi, DType, Param, Pointer
+from kernelpack.core.binary import Binary
 from kernelpack.core.errors import AbiMismatch, BundleError
 
 

@@ -20,10 +20,11 @@ import pytest
 import kernelpack
 from clib_support import compile_program, results
 from fake_cuda import param_bytes, run
-from kernelpack.bundle.artifact import ArchLaunch, KernelArtifact, LaunchSpec
+from kernelpack.bundle.artifact import KernelArtifact
 from kernelpack.bundle.kpack import Bundle, read_manifest
 from kernelpack.core.abi import Abi, DType, Param, Pointer, Scalar
 from kernelpack.core.errors import AbiError, AbiMismatch, KernelpackError
+from kernelpack.core.launchspec import ArchLaunch, LaunchSpec
 from kernelpack.core.tma import encode_args
 from kernelpack.launch import device as dev_model
 from kernelpack.launch.facts import facts, layouts

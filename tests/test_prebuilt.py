@@ -15,10 +15,10 @@ import pytest
 
 import kernelpack
 from kernelpack import prebuilt
-from kernelpack.bundle.artifact import LaunchSpec
 from kernelpack.core import config
 from kernelpack.core.abi import Abi, DType, Param, Pointer, Scalar
 from kernelpack.core.errors import AbiMismatch, CompileError, CubinError, ProjectError
+from kernelpack.core.launchspec import LaunchSpec
 from kernelpack.core.packing import pack_params
 from kernelpack.prebuilt import Kernel
 from kernelpack.project import BuildFailed, Cubin, build, load_project

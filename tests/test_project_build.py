@@ -261,7 +261,7 @@ def test_occupancy_and_warnings() -> None:
 
 @needs_cuda_compiler
 def test_summary_warns_about_spills_registers_and_smem(tmp_path: Path, fresh_cache) -> None:
-    from kernelpack.bundle.artifact import LaunchSpec
+    from kernelpack.core.launchspec import LaunchSpec
     from kernelpack.frontends.cuda import compile as cuda
 
     src = """

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelpack.bundle.artifact import Binary, KernelArtifact
+from kernelpack.bundle.artifact import KernelArtifact
 from kernelpack.bundle.kpack import Bundle
 from kernelpack.core.abi import Abi, DType, Param, Scalar
+from kernelpack.core.binary import Binary
 from kernelpack.core.errors import AbiMismatch, CompileError
 from kernelpack.core.ptx import ptx_entries, ptx_target
 from toolchain_support import needs_cuda_compiler

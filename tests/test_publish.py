@@ -17,10 +17,9 @@ import pytest
 
 from kernelpack.bundle.kpack import Bundle
 from kernelpack.clib import read_embedded_bundle
-from kernelpack.core import config
+from kernelpack.core import config, publish
+from kernelpack.core.publish import JOURNAL, STAGING_PREFIX, PublishError, Stage, check_out_dir, output_dir, recover
 from kernelpack.frontends.cuda.toolkit import find_nvcc, nvrtc_available
-from kernelpack.project import publish
-from kernelpack.project.publish import JOURNAL, STAGING_PREFIX, PublishError, Stage, check_out_dir, output_dir, recover
 
 needs_compiler = pytest.mark.skipif(not nvrtc_available() and find_nvcc() is None, reason="no CUDA C++ compiler")
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -99,7 +98,7 @@ KILLER = """
 import os, signal, sys
 sys.path.insert(0, {src!r})
 from kernelpack import publish
-from kernelpack.project.publish import Stage, output_dir
+from kernelpack.core.publish import Stage, output_dir
 n, real = 0, os.replace
 def replace(src, dst):
     global n

@@ -17,10 +17,11 @@ import pytest
 import kernelpack
 from clib_support import add_abi, bins, compile_program, session_env
 from fake_cuda import run
-from kernelpack.bundle.artifact import KernelArtifact, LaunchSpec
+from kernelpack.bundle.artifact import KernelArtifact
 from kernelpack.bundle.kpack import Bundle
 from kernelpack.core.abi import Abi, DType, Param, Pointer, Struct, TensorSpec
 from kernelpack.core.errors import KernelpackError
+from kernelpack.core.launchspec import LaunchSpec
 from kernelpack.launch import ranges as rmodel
 from kernelpack.runtime import NoMatchingSpecialization
 from runtime_support import CudaArray, python_path

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 import kernelpack
-from kernelpack.bundle.artifact import LaunchSpec
 from kernelpack.bundle.kpack import Bundle
 from kernelpack.cli.demo import compile_examples
 from kernelpack.core._reprs import MAX_REPR
 from kernelpack.core.abi import Abi, DType, Field, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
+from kernelpack.core.launchspec import LaunchSpec
 from toolchain_support import needs_cuda_compiler
 
 pytestmark = needs_cuda_compiler

@@ -1,7 +1,7 @@
 """Launch values the runtime derives from the arguments, on the fake driver (no GPU): grids from
 ``LaunchSpec.grid`` formulas, Triton scratch buffers (``global_scratch``/``profile_scratch``), and tensor
 descriptors encoded with cuTensorMapEncodeTiled (``LaunchSpec.tensor_descs``). The references are
-``kernelpack.bundle.artifact.evaluate_grid`` and ``kernelpack.core.tma.encode_args``; the semantics are the C library's.
+``kernelpack.core.launchspec.evaluate_grid`` and ``kernelpack.core.tma.encode_args``; the semantics are the C library's.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import struct
 import pytest
 
 import kernelpack
-from kernelpack.bundle.artifact import GRID_OPS, LaunchSpec, evaluate_grid
 from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.launchspec import GRID_OPS, LaunchSpec, evaluate_grid
 from kernelpack.core.tma import encode_args
 from runtime_support import (
     assert_singletons_intact,

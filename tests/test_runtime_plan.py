@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kernelpack.bundle.artifact import Binary
 from kernelpack.core.abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
 from kernelpack.core.arch import Arch
+from kernelpack.core.binary import Binary
 from kernelpack.core.errors import LaunchError
 from kernelpack.core.packing import pack_params
 from kernelpack.launch.plan import KP_DYN, OP_BYTES, OP_NULL, OP_PTR, OP_SCALAR, OP_TENSOR, Plan

@@ -17,9 +17,10 @@ import pytest
 import kernelpack
 from clib_support import add_abi, bins, compile_program, session_env
 from fake_cuda import run
-from kernelpack.bundle.artifact import KernelArtifact, LaunchSpec
+from kernelpack.bundle.artifact import KernelArtifact
 from kernelpack.bundle.kpack import Bundle
 from kernelpack.core.abi import DType
+from kernelpack.core.launchspec import LaunchSpec
 from kernelpack.launch import ranges as rmodel
 from kernelpack.tuning.tune import Problem, TuningError, TuningTable, bucket, embed, tune
 from runtime_support import CudaArray, python_path

@@ -50,7 +50,7 @@ def matmul_autotuned(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_
 
 def grid_formula(meta):
     """kernelpack's grid for one config: cdiv(M, BM) * cdiv(N, BN) programs
-    (kernelpack.bundle.artifact.evaluate_grid)."""
+    (kernelpack.core.launchspec.evaluate_grid)."""
     m, n = ("arg", "M", None), ("arg", "N", None)
     return (("mul", ("ceil_div", m, meta["BM"]), ("ceil_div", n, meta["BN"])), 1, 1)
 

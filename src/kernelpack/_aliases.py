@@ -52,7 +52,7 @@ MOVED: dict[str, str] = {
     "names": "core.names",
     "packing": "core.packing",
     "ptx": "core.ptx",
-    "publish": "project.publish",
+    "publish": "core.publish",
     "runtime.record": "launch.record",
     "tma": "core.tma",
     "toolchain": "core.toolchain",

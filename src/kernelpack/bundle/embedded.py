@@ -7,19 +7,43 @@ linked in are described in section ``.kpack_host`` (``kernelpack.bundle.host_man
 from __future__ import annotations
 
 import os
+import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..clib.buildid import NOTE_SECTION, ids_in_note
-from ..clib.dataobj import SECTION
 from ..core.errors import BundleError
 from ..core.files import read_bounded
 from .host_manifest import SECTION as HOST_SECTION
 from .host_manifest import HostEntryInfo
 from .host_manifest import parse as parse_hosts
 from .kpack import HEADER_SIZE, MAGIC, Bundle
+
+SECTION = ".kpack"  # the ELF section of a built library holding its bundle (clib/dataobj.py writes it)
+NOTE_SECTION = ".note.kernelpack"  # the ELF note holding its build id (clib/buildid.py writes it)
+NOTE_OWNER = b"kernelpack\0"
+NOTE_TYPE = 0x4B50  # "KP"
+
+
+def ids_in_note(section: bytes) -> dict[str, str]:
+    """Library name -> build id of each kernelpack note in an ELF ``.note.kernelpack`` section (several where a
+    program links several kernelpack libraries statically); other notes are skipped."""
+    out: dict[str, str] = {}
+    pos = 0
+    while pos + 12 <= len(section):
+        namesz, descsz, kind = (int.from_bytes(section[pos + i:pos + i + 4], "little") for i in (0, 4, 8))
+        name_end = pos + 12 + namesz
+        desc_at = name_end + (-namesz % 4)
+        end = desc_at + descsz
+        if end > len(section):
+            break
+        if kind == NOTE_TYPE and section[pos + 12:name_end] == NOTE_OWNER:
+            m = re.fullmatch(rb"kernelpack-build-id:([A-Za-z0-9_]+):([0-9a-f]{64})\0", section[desc_at:end])
+            if m:
+                out[m.group(1).decode()] = m.group(2).decode()
+        pos = end + (-descsz % 4)
+    return out
 
 _AR_MAGIC = b"!<arch>\n"
 

@@ -30,20 +30,22 @@ from __future__ import annotations
 import gc
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..core.abi import Abi, param_from_json
 from ..core.arch import Arch
+from ..core.binary import Binary
 from ..core.errors import BundleError, KernelpackError
+from ..core.launchspec import ArchLaunch, LaunchSpec
 from ..launch import ranges as ranges_model
 from ..launch.device import normalize_requires
 from ..launch.facts import layout_index, layout_key, layouts_of, plans
 from ..launch.family import plan_specificity
 from ..launch.plan import Plan
 from . import kpack as bd
-from .artifact import ArchLaunch, Binary, KernelArtifact, LaunchSpec, check_launch, deferred_verification, verify_binary
+from .artifact import KernelArtifact, check_launch, deferred_verification, verify_binary
 from .kpack import _HEADER, FLAG_ZLIB_BLOBS, Bundle, _artifact, check_blob, expand_blob
 from .merge import set_origin
 
@@ -168,6 +170,14 @@ class SpecSource:
             abi, launch = self._layout.pairs[i]
             verify_binary(self.label, entry, abi, launch, b)
             self._verified.add(i)
+
+
+def record_of(arts: Sequence[KernelArtifact], blob_of: Callable[[Binary], int]) -> bytes | None:
+    """The dispatch record of a family of artifacts (bundle order), as the launch model computes it
+    (:func:`kernelpack.launch.record.family_record`); ``blob_of``: the bundle's blob index of a binary."""
+    from ..launch.record import family_record
+
+    return family_record([SpecSource.of(a, i) for i, a in enumerate(arts)], blob_of)
 
 
 class _Layout:
@@ -568,13 +578,11 @@ class BundleIndex:
     def _verify_records(self) -> None:
         """Each family's dispatch record is the one its entries give (as this kernelpack writes it; a record of
         another version is not read, so not checked)."""
-        from ..launch.record import family_record
-
         blob_of = {id(b): idx for (idx, _, _), b in self._shared.items()}
         assert self._fams is not None
         for n in self._fams.names:
             if self.family_record(n) is None:
                 continue
-            if family_record(self.family(n), lambda b: blob_of[id(b)]) != self._fams.record(n):
+            if record_of(self.family(n), lambda b: blob_of[id(b)]) != self._fams.record(n):
                 raise BundleError(f"{self.source}: kernel {n}: its dispatch record differs from the one its manifest "
                                   f"entries give (the file was altered)")

@@ -47,10 +47,12 @@ from ..core._reprs import clip, clip_left, listing
 from ..core._reprs import size as size_text
 from ..core.abi import Abi
 from ..core.arch import Arch
+from ..core.binary import Binary
 from ..core.errors import BundleError, KernelpackError
 from ..core.files import json_loads as loads  # the manifest's entries: one strict decoder (bundle_index too)
 from ..core.files import no_json_constant, read_bounded
-from .artifact import ArchLaunch, Binary, KernelArtifact, LaunchSpec, Provenance
+from ..core.launchspec import ArchLaunch, LaunchSpec
+from .artifact import KernelArtifact, Provenance
 from .merge import merge, origin, set_origin
 
 MAGIC = b"\x7fKPACK\r\n"
@@ -299,11 +301,11 @@ class Bundle:
             arts.append(art)
         records = None
         if version >= 2:
-            from ..launch.record import family_record
+            from .index import record_of
 
             records = {}
             for name, fam in self.families().items():
-                record = family_record(fam, lambda b: index[b.sha256])
+                record = record_of(fam, lambda b: index[b.sha256])
                 if record is not None:
                     records[name] = record
         return pack(blob_meta, blobs, arts, f"kernelpack {__version__}", records, version=version)

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, TypeVar
 
 from ..core._reprs import clip
 from ..core.abi import Param, type_to_json
+from ..core.binary import Binary
 from ..core.errors import BundleError
-from .artifact import Binary, KernelArtifact
+from .artifact import KernelArtifact
 
 if TYPE_CHECKING:
     from ..core.arch import Arch

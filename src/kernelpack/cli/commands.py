@@ -48,7 +48,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from ..project.publish import check_out_dir
+    from ..core.publish import check_out_dir
     from .demo import run_demo
 
     check_out_dir(args.out, "--out")
@@ -56,7 +56,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from ..project.publish import check_out_dir
+    from ..core.publish import check_out_dir
 
     if args.out is not None:
         check_out_dir(args.out, "-o/--out")
@@ -96,11 +96,11 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _cmd_wheel(args: argparse.Namespace) -> int:
-    from ..project.publish import check_out_dir
+    from ..core.publish import check_out_dir
 
     if args.out is not None:
         check_out_dir(args.out, "-o/--out")
-    from ..project.ui import run_wheel
+    from ..wheel.ui import run_wheel
 
     return run_wheel(args.project or args.input, dist=args.out, with_library=args.with_library, platform=args.platform,
                      jobs=args.jobs,

@@ -33,8 +33,8 @@ from ..core._reprs import clip, clip_left, listing
 from ..core.cache import CompileCache, cache_key
 from ..core.errors import KernelpackError
 from ..core.names import check_library_name, check_version, cmake_string, version_major
+from ..core.publish import Stage, output_dir
 from ..core.toolchain import run_tool
-from ..project.publish import Stage, output_dir
 from .buildid import build_id, cmake_check, note_asm, offset_in, stamp, stamp_text
 from .generate import Sources, generate
 
@@ -206,7 +206,7 @@ class Library:
         rebuild whose kernels changed only in their binaries just reassembles the data object and relinks; the
         generated texts likewise (clib/memo.py: only the changed binaries' cubins are read).
 
-        All outputs are published together (:mod:`kernelpack.project.publish`): a failed or interrupted build leaves the
+        All outputs are published together (:mod:`kernelpack.core.publish`): a failed or interrupted build leaves the
         previous ones as they were, never new headers beside an old library."""
         # every name and string checked before the output directory is touched
         cache = CompileCache.default() if cache is None else cache

@@ -1,6 +1,6 @@
 """The build id: one SHA-256 that every output of a library build carries, so a reader can tell a mix of two builds.
 
-A build replaces its outputs one rename at a time (:mod:`kernelpack.project.publish`): each file is always whole, but a
+A build replaces its outputs one rename at a time (:mod:`kernelpack.core.publish`): each file is always whole, but a
 reader
 that reads several of them while a build publishes -- or compiles against the header today and loads the library
 tomorrow -- can get files of two builds. Every output says which build it is of:
@@ -41,6 +41,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..bundle.embedded import NOTE_OWNER, NOTE_SECTION, NOTE_TYPE
 from ..core.cache import cache_key
 from ..core.errors import KernelpackError
 
@@ -50,9 +51,6 @@ if TYPE_CHECKING:
 MARKER = "kernelpack-build-id:"  # + NAME + ":" + 64 hex digits, in every output that carries the id
 PLACEHOLDER = "@KP_BUILD_ID@"  # where generated texts take the id (stamp() replaces it)
 NUMBER_PLACEHOLDER = "0x0ULL /* @KP_BUILD_ID64@ */"  # where they take its first 64 bits (valid C until stamped)
-NOTE_SECTION = ".note.kernelpack"
-NOTE_OWNER = b"kernelpack\0"
-NOTE_TYPE = 0x4B50  # "KP"
 _HEX = re.compile(r"[0-9a-f]{64}")
 
 
@@ -159,26 +157,6 @@ def note_asm(lib: str, ident: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ reading
-
-
-def ids_in_note(section: bytes) -> dict[str, str]:
-    """Library name -> build id of each kernelpack note in an ELF ``.note.kernelpack`` section (several where a
-    program links several kernelpack libraries statically); other notes are skipped."""
-    out: dict[str, str] = {}
-    pos = 0
-    while pos + 12 <= len(section):
-        namesz, descsz, kind = (int.from_bytes(section[pos + i:pos + i + 4], "little") for i in (0, 4, 8))
-        name_end = pos + 12 + namesz
-        desc_at = name_end + (-namesz % 4)
-        end = desc_at + descsz
-        if end > len(section):
-            break
-        if kind == NOTE_TYPE and section[pos + 12:name_end] == NOTE_OWNER:
-            m = re.fullmatch(rb"kernelpack-build-id:([A-Za-z0-9_]+):([0-9a-f]{64})\0", section[desc_at:end])
-            if m:
-                out[m.group(1).decode()] = m.group(2).decode()
-        pos = end + (-descsz % 4)
-    return out
 
 
 def offset_in(path: Path, lib: str, ident: str) -> int:

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from ..bundle.artifact import Binary, KernelArtifact
+from ..bundle.artifact import KernelArtifact
 from ..bundle.kpack import Bundle, read_manifest
 from ..core.abi import Struct
+from ..core.binary import Binary
 from ..core.cache import CompileCache
 from ..core.errors import KernelpackError
 from ..core.names import c_name, c_string, check_library_name

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..bundle.artifact import GridExpr, KernelArtifact, LaunchSpec, grid_params
+from ..bundle.artifact import KernelArtifact
 from ..core.abi import Abi, Opaque, Param
 from ..core.errors import KernelpackError
+from ..core.launchspec import GridExpr, LaunchSpec, grid_params
 from ..core.names import c_name
 from ..core.tma import TensorDescSpec, expected_params
 from ..launch.codes import DTYPE_CODE

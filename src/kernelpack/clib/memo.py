@@ -25,8 +25,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..bundle.artifact import Binary, KernelArtifact
+from ..bundle.artifact import KernelArtifact
 from ..bundle.kpack import _canonical_json
+from ..core.binary import Binary
 from ..core.cache import CompileCache, cache_key
 from ..launch.facts import enforced_cluster, launch_bounds_threads
 

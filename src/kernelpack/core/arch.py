@@ -87,13 +87,6 @@ class Arch:
     def __str__(self) -> str:
         return self.ptx_name if self.virtual else f"sm_{self.major}{self.minor}{self.suffix}"
 
-    def runs_on(self, major: int, minor: int) -> bool:
-        """True when a binary for this arch (PTX when virtual) can run on a device of compute capability
-        major.minor: the launch model's rule."""
-        from ..launch.binaries import quality
-
-        return quality(self.real, self.virtual, major, minor) > 0
-
 
 def parse_archs(archs: str | Arch | Sequence[str | Arch]) -> tuple[Arch, ...]:
     """Parse one arch or a list of them; order kept, duplicates removed; at least one required."""

@@ -7,7 +7,7 @@ stride[rank] (i64), flags (i1 each), shape[rank] (i32), stride[rank] (i64)``, th
 (Triton 3.6) and also ``round_tf32`` (3.9).
 Which lowering a binary uses is in Triton's ``tensordesc_meta`` (empty: decomposed); the encoding facts the host
 needs (element type, box shape, swizzle) are recorded in a :class:`TensorDescSpec` in the artifact's
-:class:`~kernelpack.bundle.artifact.LaunchSpec`.
+:class:`~kernelpack.core.launchspec.LaunchSpec`.
 
 :func:`encode_args` turns a spec and a tensor (pointer, shape, strides) into the exact arguments of
 ``cuTensorMapEncodeTiled`` plus the values of the other params the descriptor fills. It is pure Python with no

@@ -50,6 +50,12 @@ def rule_for(ptx: bool, suffix: str) -> BinaryRule:
     return named[0] if named else next(r for r in RULES if r.ptx == ptx and not r.suffix)
 
 
+def runs_on(arch: Arch, major: int, minor: int) -> bool:
+    """True when a binary for ``arch`` (PTX when the arch is virtual: ``compute_80``) can run on a device of compute
+    capability major.minor."""
+    return quality(arch.real, arch.virtual, major, minor) > 0
+
+
 def quality(arch: Arch, ptx: bool, major: int, minor: int) -> int:
     """How well a binary for ``arch`` (PTX when ``ptx``) fits a device of compute capability major.minor
     (0: it cannot run there)."""

@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from ..bundle.artifact import GRID_OPS, GridExpr, LaunchSpec
 from ..core.abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec, device_role
+from ..core.launchspec import GRID_OPS, GridExpr, LaunchSpec
 from ..core.tma import TensorDescSpec
 from .codes import DTYPE_CODE, INT64_RANGE, INT_RANGE  # noqa: F401 - INT_RANGE: the ranges every plan check uses
 from .ranges import Range

@@ -1,6 +1,6 @@
-"""A family's dispatch record: what a process's first launch of a family needs, computed when the bundle is written
-by the runtime's own family model (:class:`~kernelpack.runtime.family.KernelFamily` over the family's artifacts)
-and stored next to the family's manifest entries (bundle format 2).
+"""A family's dispatch record: what a process's first launch of a family needs, computed by the launch model when the
+bundle is written (:func:`family_record`: the family's specializations in dispatch order, :func:`.family.ordered_specs`,
+the order the runtime dispatches in) and stored next to the family's manifest entries (bundle format 2).
 
 Building a family from its entries parses each distinct parameter list, makes its ``Abi``, ``Plan``, specificity
 and C plan, and orders the specializations: ~60 us per distinct layout in a fresh process, so milliseconds for a
@@ -47,33 +47,34 @@ from collections.abc import Callable, Sequence
 from itertools import chain
 from typing import Any
 
-from ..bundle.artifact import Binary, KernelArtifact
 from ..core.arch import Arch
+from ..core.binary import Binary
 from ..core.errors import BundleError, KernelpackError
+from ..core.names import py_arg_names
 from .device import check_role, normalize_requires, role_property
 from .facts import binary_facts
-from .family import order_key
+from .family import LAUNCH_KEYWORDS, SpecSourceLike, order_key, ordered_specs
 from .plan import grid_program
 
 VERSION = 2  # 2: integer columns as hex text
 
 
-def family_record(arts: Sequence[KernelArtifact], blob_of: Callable[[Binary], int]) -> bytes | None:
-    """The dispatch record of one family (its artifacts sorted by variant, as the bundle holds them); ``blob_of``:
-    the bundle's blob index of a binary. None when the family cannot be recorded -- a binary that does not verify
-    against its kernel parameters, a family the runtime would refuse: a first launch then builds it from its entries
-    and says what is wrong."""
-    from ..runtime.family import KernelFamily
-
+def family_record(srcs: Sequence[SpecSourceLike], blob_of: Callable[[Binary], int]) -> bytes | None:
+    """The dispatch record of one family (its specializations' sources, sorted by variant, as the bundle holds them:
+    :meth:`kernelpack.bundle.index.SpecSource.of`); ``blob_of``: the bundle's blob index of a binary. None when the
+    family cannot be recorded -- a binary that does not verify against its kernel parameters, a family the runtime
+    would refuse: a first launch then builds it from its entries and says what is wrong."""
     try:
-        for a in arts:
+        for src in srcs:
+            a = src.artifact()
             for b in a.binaries:
                 a.verify_binary(b)
-        fam = KernelFamily(arts[0].name, arts, None)  # type: ignore[arg-type]  # no loader: nothing is loaded
+        specs = ordered_specs(srcs[0].artifact().name, srcs)
+        arg_names = py_arg_names([s.name for s in specs[0].plan.args], LAUNCH_KEYWORDS)
         slots: dict[tuple[Any, ...], int] = {}
         plans: list[Any] = []
         grids, roles = [], []
-        for s in fam.specs:
+        for s in specs:
             for p in s.layouts:
                 plans.append([slots.setdefault(row, len(slots)) for row in p.c_form])
                 program = grid_program(p, s.src.launch.grid)
@@ -88,7 +89,7 @@ def family_record(arts: Sequence[KernelArtifact], blob_of: Callable[[Binary], in
         requires: dict[tuple[Any, ...], int] = {(): 0}
         cols: dict[str, list[Any]] = {k: [] for k in ("index", "label", "entry", "rank", "first", "bins", "requires")}
         rank, last = -1, None
-        for s in fam.specs:
+        for s in specs:
             art = s.artifact
             key = order_key(s.specificity)
             if key != last:
@@ -106,11 +107,11 @@ def family_record(arts: Sequence[KernelArtifact], blob_of: Callable[[Binary], in
                 cols[k].append(v)
     except (KernelpackError, ValueError, KeyError, TypeError):
         return None
-    specs = {"label": cols["label"], "entry": cols["entry"],
-             "ints": _hex_column([v for k in INT_COLUMNS for v in cols[k]])}
-    record = {"v": VERSION, "args": list(fam.arg_names), "slots": list(slots), "plans": plans, "grids": grids,
+    columns = {"label": cols["label"], "entry": cols["entry"],
+               "ints": _hex_column([v for k in INT_COLUMNS for v in cols[k]])}
+    record = {"v": VERSION, "args": list(arg_names), "slots": list(slots), "plans": plans, "grids": grids,
               "roles": roles, "facts": list(facts), "binsets": list(binsets), "requires": list(requires),
-              "specs": specs}
+              "specs": columns}
     return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 

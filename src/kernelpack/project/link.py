@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..bundle.kpack import Bundle
+    from ..core.publish import Stage
     from .model import LibrarySpec
-    from .publish import Stage
 
 
 def expected_outputs(name: str, out: Path, programs: list[Any]) -> dict[str, Path]:

@@ -9,7 +9,7 @@ Three levels of "nothing changed", cheapest first:
 
 Under that, each frontend's compile cache skips compilations whose precise inputs did not change. State lives in
 ``<out>/.kernelpack-build/`` (``state.json``, one output file per job; see :mod:`.state`, which reads it as untrusted
-data). The outputs and the new ``state.json`` are published together (:mod:`kernelpack.project.publish`): an
+data). The outputs and the new ``state.json`` are published together (:mod:`kernelpack.core.publish`): an
 interrupted or
 failed build leaves the previous set, never half of each.
 """
@@ -31,13 +31,13 @@ from ..core._reprs import clip_left
 from ..core.cache import CompileCache
 from ..core.deps import digest_files, python_deps
 from ..core.errors import BundleError, KernelpackError
+from ..core.publish import Stage, output_dir
 from ..core.version import __version__
 from ..frontends.registry import FRONTENDS
 from . import state as st
 from .jobs import Job, Outcome, execute, fingerprint, plan, run, static_files
 from .link import expected_outputs
 from .model import BuildSpec, Project, ProjectError, check_executor, load_project
-from .publish import Stage, output_dir
 from .report import Row, rows_reusing
 from .state import STATE_DIR, STATE_VERSION
 

@@ -10,9 +10,9 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..bundle.artifact import Dim3, LaunchSpec
 from ..core.abi import DType, Struct
 from ..core.errors import KernelpackError, LaunchError
+from ..core.launchspec import Dim3, LaunchSpec
 from ..core.packing import pack_value
 from ..core.tma import encode_args
 from ..launch.codes import MAX_PORTABLE_CLUSTER, PDL_MIN_MAJOR, SMEM_DEFAULT_LIMIT  # noqa: F401 - SMEM_DEFAULT_LIMIT re-exported

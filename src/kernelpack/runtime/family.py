@@ -23,19 +23,20 @@ from itertools import compress
 from operator import add, itemgetter, not_
 from typing import TYPE_CHECKING, Any
 
-from ..bundle.artifact import Binary, KernelArtifact, LaunchSpec, evaluate_grid, grid_params
 from ..bundle.index import SpecSource
 from ..core import verify as _verify  # noqa: F401 - a first launch verifies its binary: imported with the runtime
 from ..core._reprs import clip, listing
 from ..core.abi import Scalar, Struct
+from ..core.binary import Binary
 from ..core.errors import AbiMismatch, BundleError, KernelpackError, LaunchError
+from ..core.launchspec import LaunchSpec, evaluate_grid, grid_params
 from ..core.names import py_arg_names
 from ..core.tma import encode_args
 from ..launch import device as dev_model
 from ..launch.binaries import describe_binaries, device_arch, family_choice, quality
 from ..launch.codes import PDL_MIN_MAJOR, SMEM_DEFAULT_LIMIT
 from ..launch.facts import binary_facts
-from ..launch.family import Specificity, dispatch_order, family_args, order_key, plan_specificity
+from ..launch.family import LAUNCH_KEYWORDS, Specialization, Specificity, order_key, ordered_specs, plan_specificity
 from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_DEVICE, Plan, Slot, grid_program
 from . import streams
 from .driver import DeviceInfo, Driver
@@ -74,33 +75,6 @@ class _PythonPath:
 
 
 _rt: Any = _PythonPath()
-
-LAUNCH_KEYWORDS = ("grid", "block", "smem", "stream", "cluster", "pdl", "cooperative")
-
-
-class Specialization:
-    """One specialization of a family: what dispatch needs (its :class:`~kernelpack.bundle.index.SpecSource`), its
-    artifact built on first use."""
-
-    __slots__ = ("src", "plan", "index", "specificity", "layouts", "first_plan")
-
-    def __init__(self, src: SpecSource, first_plan: int) -> None:
-        self.src = src
-        self.layouts: tuple[Plan, ...] = src.layouts  # every parameter layout of its binaries (layouts[0] is plan)
-        self.plan: Plan = src.layouts[0]  # the caller-visible arguments of every layout
-        self.index: int = src.index  # position in the family (bundle order)
-        self.specificity: Specificity = src.specificity
-        self.first_plan = first_plan  # where its layouts start in the family's list of plans (the C launcher's)
-
-    @property
-    def label(self) -> str:
-        return self.src.label
-
-    @property
-    def artifact(self) -> KernelArtifact:
-        """The whole artifact (built on first use: BundleError naming the kernel when its entry or blob is bad)."""
-        return self.src.artifact()
-
 
 @dataclass
 class DeviceEntry:
@@ -254,13 +228,7 @@ class KernelFamily:
     def _build_specs(self) -> tuple[Specialization, ...]:
         sources = self._sources() if callable(self._sources) else self._sources
         srcs = [s if isinstance(s, SpecSource) else SpecSource.of(s, i) for i, s in enumerate(sources)]
-        distinct = {id(s.layouts[0]): s for s in srcs}  # specializations with one plan agree with each other
-        check = srcs if any(sl.ranges for s in srcs for sl in s.layouts[0].args) else list(distinct.values())
-        family_args(self.name, [(s.label, s.layouts[0]) for s in check])  # one family, or refused
-        specs, first = [], 0
-        for i in dispatch_order([s.specificity for s in srcs]):
-            specs.append(Specialization(srcs[i], first))
-            first += len(srcs[i].layouts)
+        specs = ordered_specs(self.name, srcs)
         record = self.record
         if record is not None:  # what the family's first launches used must be what its entries give
             names = py_arg_names([s.name for s in specs[0].plan.args], LAUNCH_KEYWORDS)
@@ -273,7 +241,7 @@ class KernelFamily:
             for state in self._states.values():  # the device entries made from the record get the whole objects
                 for e in state.entries.made.values():
                     _link(e, specs)
-        return tuple(specs)
+        return specs
 
     @property
     def label(self) -> str:
@@ -740,7 +708,7 @@ def _no_match(err: KernelpackError) -> KernelpackError:
 
 def grid_from_rule(entry: DeviceEntry, packed: list[Any]) -> tuple[int, int, int]:
     """The grid ``LaunchSpec.grid`` computes from the checked arguments and the device-derived values
-    (``kernelpack.bundle.artifact.evaluate_grid``)."""
+    (``kernelpack.core.launchspec.evaluate_grid``)."""
     spec = entry.spec
     assert spec is not None  # the Python path's: the family is whole
     by_name = {s.param.name: s for s in entry.layout.slots if s.op == OP_DEVICE}

@@ -11,7 +11,7 @@ Wheel layout (``NAME-VERSION-py3-none-manylinux_X_Y_<cpu>.whl``, tagged by :mod:
     NAME-VERSION.dist-info/METADATA, WHEEL, RECORD      (Requires-Dist: kernelpack>=X only)
 
 The project is built as ``kernelpack build`` builds it (same output folder, same incremental state); the wheel is
-assembled in memory from the published outputs and written through :mod:`kernelpack.project.publish` (a failed build
+assembled in memory from the published outputs and written through :mod:`kernelpack.core.publish` (a failed build
 writes nothing). The same inputs give the same bytes (:mod:`.archive`). See docs/wheels.md.
 """
 
@@ -27,8 +27,8 @@ from typing import Any
 
 from ..bundle.kpack import Bundle
 from ..core.files import read_bounded
+from ..core.publish import Stage, output_dir
 from ..project.model import Project, load_project
-from ..project.publish import Stage, output_dir
 from ..project.runner import BuildReport, Events, build
 from .archive import sdist_bytes, wheel_bytes
 from .meta import WheelError, WheelMeta, check_package_name

@@ -22,14 +22,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ...bundle.artifact import Binary, KernelArtifact, LaunchSpec, Provenance
+from ...bundle.artifact import KernelArtifact, Provenance
 from ...bundle.kpack import Bundle
 from ...core.abi import Abi
 from ...core.arch import Arch, parse_archs
+from ...core.binary import Binary
 from ...core.cache import CompileCache, cache_key
 from ...core.cubin import Cubin, CubinKernel, read_cubin
 from ...core.deps import cuda_includes, include_digest
 from ...core.errors import AbiError, CompileError, KernelpackError
+from ...core.launchspec import LaunchSpec
 from ...core.ptx import ptx_entries
 from ...core.version import __version__
 from .cxxtypes import abi_from_cxx, abi_from_params, declared_param_names

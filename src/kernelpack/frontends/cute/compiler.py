@@ -19,13 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...bundle.artifact import Binary, KernelArtifact, LaunchSpec, Provenance
+from ...bundle.artifact import KernelArtifact, Provenance
 from ...bundle.kpack import Bundle
 from ...core.abi import Abi, Param
 from ...core.arch import Arch, parse_archs
+from ...core.binary import Binary
 from ...core.cubin import read_cubin
 from ...core.diagnostics import chain_log, headline
 from ...core.errors import CompileError, KernelpackError
+from ...core.launchspec import LaunchSpec
 from .capture import Launch, capture_launches
 from .derive import Leaf, leaves, to_abi
 from .llvm import check_host_abi, host_arg_types, launch_smem_bytes

@@ -56,7 +56,7 @@ class CuteFrontend(Frontend[Cute]):
         return python_ref_files([entry.function, entry.example_args], root)
 
     def build(self, entry: Cute, step: Step) -> Output:
-        from ... import cute as kcute
+        from . import compiler as kcute
 
         root, what = step.root, f"cute function {entry.function!r}"
         fn = resolve(entry.function, root, what)

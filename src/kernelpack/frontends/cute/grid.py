@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...bundle.artifact import GRID_OPS, evaluate_grid
+from ...core.launchspec import GRID_OPS, evaluate_grid
 from .types import mlir_ir, parse_modes, split_layout
 
-Expr = Any  # int | list (JSON tree), see kernelpack.bundle.artifact.evaluate_grid
+Expr = Any  # int | list (JSON tree), see kernelpack.core.launchspec.evaluate_grid
 
 
 class _Unknown(Exception):

@@ -30,14 +30,16 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...bundle.artifact import Binary, KernelArtifact, LaunchSpec, Provenance, split_per_arch
+from ...bundle.artifact import KernelArtifact, Provenance
 from ...bundle.kpack import Bundle
 from ...core.abi import Abi, DType, Param, Pointer, Scalar
 from ...core.arch import Arch, parse_archs
+from ...core.binary import Binary
 from ...core.cache import CompileCache, cache_key
 from ...core.cubin import read_cubin
 from ...core.diagnostics import chain_log
 from ...core.errors import CompileError, KernelpackError
+from ...core.launchspec import LaunchSpec, split_per_arch
 from ...core.version import __version__
 from .signature import signature_from_args, signature_source
 

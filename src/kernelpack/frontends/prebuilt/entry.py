@@ -36,13 +36,15 @@ from dataclasses import KW_ONLY, dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ...bundle.artifact import Binary, KernelArtifact, LaunchSpec, Provenance
+from ...bundle.artifact import KernelArtifact, Provenance
 from ...bundle.kpack import Bundle
 from ...core.abi import Abi
 from ...core.arch import Arch
+from ...core.binary import Binary
 from ...core.cubin import CubinKernel, KParam, is_cubin, read_cubin
 from ...core.errors import AbiError, AbiMismatch, CompileError, CubinError, KernelpackError, ProjectError
 from ...core.files import read_bounded
+from ...core.launchspec import LaunchSpec
 from ...core.ptx import PtxParam, ptx_entries, ptx_target, verify_ptx_abi
 from ...core.verify import verify_abi
 from ...core.version import __version__

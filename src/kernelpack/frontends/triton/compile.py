@@ -38,14 +38,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...bundle.artifact import Binary, KernelArtifact, LaunchSpec, Provenance, split_per_arch
+from ...bundle.artifact import KernelArtifact, Provenance
 from ...bundle.kpack import Bundle
 from ...core.abi import Abi, Param, Pointer, Scalar
 from ...core.arch import Arch, parse_archs
+from ...core.binary import Binary
 from ...core.cache import CompileCache, cache_key
 from ...core.cubin import read_cubin
 from ...core.diagnostics import chain_log
 from ...core.errors import CompileError, KernelpackError
+from ...core.launchspec import LaunchSpec, split_per_arch
 from ...core.tma import ELEMENT_TYPES as TRITON_DTYPES  # Triton's element names are the descriptors'
 from ...core.tma import TENSOR_MAP, TensorDescSpec, expected_params
 from ...core.version import __version__
@@ -127,7 +129,7 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     ``options``: extra Triton compile options (``maxnreg``, ``debug``...).
     ``device_args``: parameters the launcher fills from the launch device instead of the caller, by role
     (``{"NUM_SMS": "sm_count"}``; roles: ``sm_count``, ``max_dynamic_smem``, ``max_active_clusters:<cluster size>``).
-    ``grid``: three grid formulas (:func:`kernelpack.bundle.artifact.evaluate_grid`) over integer runtime parameters,
+    ``grid``: three grid formulas (:func:`kernelpack.core.launchspec.evaluate_grid`) over integer runtime parameters,
     the
     device-derived ones included (``(("arg", "NUM_SMS", None), 1, 1)``): the grid of a launch that gives none; or a
     function of a specialization's constexprs returning them, as Triton's ``grid=lambda META: ...`` (each config of

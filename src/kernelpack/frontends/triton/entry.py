@@ -46,7 +46,7 @@ class Triton(Entry):
     specializations: Sequence[Mapping[str, Any]] = ()
     options: Mapping[str, Any] = field(default_factory=dict)
     device_args: Mapping[str, str] = field(default_factory=dict)  # param -> role filled from the launch device
-    grid: Sequence[Any] | None = None  # three grid formulas (kernelpack.bundle.artifact.evaluate_grid)
+    grid: Sequence[Any] | None = None  # three grid formulas (kernelpack.core.launchspec.evaluate_grid)
     autotune: bool = False  # an @triton.autotune kernel: every config a specialization (kernelpack tune picks)
 
 

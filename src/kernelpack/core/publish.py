@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import KernelpackError
+from .errors import KernelpackError
 
 STAGING_PREFIX = ".kernelpack-staging-"
 JOURNAL = ".kernelpack-publish.json"
