@@ -154,6 +154,21 @@ def test_the_layer_table_names_what_exists_and_everything_that_exists() -> None:
     assert not units - set(layer), f"not in docs/architecture.md's layer table: {sorted(units - set(layer))}"
 
 
+def test_the_drawn_tree_names_every_package_folder_and_nothing_that_is_gone() -> None:
+    """docs/architecture.md's tree: each line's first column is a folder (``frontends/cuda/``) that exists, and every
+    package folder (and each top-level folder) has its line."""
+    text = DOC.read_text()
+    tree = text[text.index("```\nsrc/kernelpack/"):]
+    tree = tree[: tree.index("\n```", 4)]
+    drawn = set(re.findall(r"^  ([\w/]+/)\s", tree, re.M))
+    gone = sorted(d for d in drawn if not (SRC / d).is_dir())
+    assert not gone, f"docs/architecture.md draws folders that are gone: {gone}"
+    folders = {f"{p.parent.relative_to(SRC).as_posix()}/" for p in SRC.rglob("__init__.py") if p.parent != SRC}
+    folders |= {f"{p.name}/" for p in SRC.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    missing = sorted(folders - drawn)
+    assert not missing, f"docs/architecture.md's tree has no line for: {missing}"
+
+
 def test_imports_go_down_the_layers_only() -> None:
     layer = _layer_of()
     up = sorted(f"{a} imports {b} (layer {layer[ub]} above {layer[ua]})"
