@@ -28,10 +28,18 @@ LIMITED = (os.environ.get("KERNELPACK_BUILD_ABI3", "0") == "1" and sys.version_i
            and not sysconfig.get_config_var("Py_GIL_DISABLED"))
 
 
+# _launch.c is the extension's one translation unit: it includes _launch.h and its parts (_launch_*.c, in order), and
+# is the only file compiled (a unity build: the parts are never compiled on their own)
+LAUNCH_SOURCE = f"{RUNTIME}/_launch.c"
+
+
 def launch_extension() -> Extension:
+    # what the build reads besides the source: a change to any of them rebuilds it (and an sdist carries them)
+    depends = sorted(str(p) for p in [*Path(RUNTIME).glob("_launch_*.c"), *Path(RUNTIME).glob("*.h")])
     return Extension(
         "kernelpack.runtime._launch",
-        [f"{RUNTIME}/_launch.c"],
+        [LAUNCH_SOURCE],
+        depends=[*depends, f"{CSRC}/kp_model.h"],
         include_dirs=[RUNTIME, CSRC],
         define_macros=[("Py_LIMITED_API", "0x030C0000")] if LIMITED else [],
         py_limited_api=LIMITED,

@@ -28,7 +28,7 @@ from toolchain_support import require_nvcc
 
 torch = pytest.importorskip("torch")
 
-CACHE_SIZE = 16  # KP_TMAP_CACHE in _launch.c
+CACHE_SIZE = 16  # KP_TMAP_CACHE in _launch.h
 FP8_SPEC = dataclasses.replace(TMA_SPEC, dtype="fp8e4nv", elem_size=1, elem_type=0)  # CU_TENSOR_MAP_DATA_TYPE_UINT8
 
 

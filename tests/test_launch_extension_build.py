@@ -2,6 +2,8 @@
 the running interpreter's headers, and the limited API (``KERNELPACK_BUILD_ABI3=1``: abi3, CPython >= 3.12) against
 every CPython >= 3.12 whose headers are on this machine (the running one, ``$KERNELPACK_TEST_PY_INCLUDES``, pyenv's).
 A call outside the limited API slipped into the abi3 build once (the lazy-doc getter) and nothing built that variant.
+``_launch.c`` is the extension's one translation unit: it includes its parts (``_launch_*.c``), and a part it does not
+include would be compiled by nothing.
 """
 
 from __future__ import annotations
@@ -51,3 +53,10 @@ def test_the_launch_path_compiles_warning_free_for_this_interpreter():
 def test_the_abi3_build_of_the_launch_path_uses_only_the_limited_api(include):
     got = _compile(include, "-DPy_LIMITED_API=0x030C0000")
     assert got.returncode == 0, f"{include}:\n{got.stderr[-3000:]}"
+
+
+def test_the_launch_source_includes_every_part_once():
+    parts = sorted(p.name for p in SOURCE.parent.glob("_launch_*.c"))
+    included = re.findall(r'^#include "(_launch_\w+\.c)"', SOURCE.read_text(), flags=re.M)
+    assert parts, "no _launch_*.c parts next to _launch.c"
+    assert sorted(included) == parts and len(set(included)) == len(included), (included, parts)

@@ -374,7 +374,7 @@ license = {{ file = "LICENSE" }}
 [tool.kernelpack.library]
 archs = ["sm_90a"]
 {claim}
-[[tool.kernelpack.cubin]]
+[[tool.kernelpack.core.cubin]]
 files = ["axpy.cubin"]
 kernels = {{ axpy = "float alpha, const float* x, float* y, int n" }}
 """

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 from ._aliases import install as _install_aliases
 from .core.version import __version__
 
-_install_aliases()  # kernelpack.abi and the other paths of the layout before 2026-12 (kernelpack._aliases)
+_install_aliases()  # kernelpack.core.abi and the other paths of the layout before 2026-12 (kernelpack._aliases)
 
 # the frontends, imported on first use: `import kernelpack` imports none of them, and none imports its DSL before a
 # compile needs it (tests/test_runtime_imports.py)
@@ -54,7 +54,7 @@ def __getattr__(name: str):  # type: ignore[no-untyped-def]  # PEP 562: what `im
         return Library
     from ._aliases import resolve
 
-    moved = resolve(name)  # kernelpack.abi as an attribute, as before the folders
+    moved = resolve(name)  # kernelpack.core.abi as an attribute, as before the folders
     if moved is not None:
         return moved
     raise AttributeError(f"module 'kernelpack' has no attribute {name!r}")

@@ -1,5 +1,5 @@
-"""Where modules were before the house was laid out in folders (2026-12): ``kernelpack.abi`` is
-``kernelpack.core.abi``, ``kernelpack.bundle_index`` is ``kernelpack.bundle.index``, and so on. Importing an old path
+"""Where modules were before the house was laid out in folders (2026-12): ``kernelpack.core.abi`` is
+``kernelpack.core.abi``, ``kernelpack.bundle.index`` is ``kernelpack.bundle.index``, and so on. Importing an old path
 gives the module at its new home (the same module object, under both names), so code written against the old layout
 keeps working; new code imports from the new homes (typed: type checkers see only those).
 
@@ -97,6 +97,6 @@ def install() -> None:
 
 
 def resolve(name: str) -> ModuleType | None:
-    """``kernelpack.NAME`` for an old top-level name (``kernelpack.abi``), imported; None for any other name."""
+    """``kernelpack.NAME`` for an old top-level name (``kernelpack.core.abi``), imported; None for any other name."""
     new = MOVED.get(name)
     return importlib.import_module(f"kernelpack.{new}") if new is not None else None

@@ -3,7 +3,7 @@ written. A bundle is data (anyone who writes a ``.kpack`` can recompute its hash
 its field is truncated by the compiler or the assembler with a warning at most, and the library would launch with
 a value the bundle does not hold -- a dynamic shared memory of 2**32 + 16 bytes as 16, a block of 2**32 + 32 threads
 as 32, ``sm_count == 2**64 + 132`` as 132, a divisibility of 2**64 + 4 as 4. The runtime's C extension checks the same
-values where it reads them (``runtime/_launch.c``: KP_NARROW).
+values where it reads them (``runtime/_launch.h``: KP_NARROW).
 """
 
 from __future__ import annotations

@@ -199,7 +199,7 @@ class Plan:
         return self.to_c()
 
     def to_c(self) -> tuple[Any, ...]:
-        """The plan as plain tuples for the C extension (see ``_launch.c``: ``kp_slot``). Bundles store these rows in
+        """The plan as plain tuples for the C extension (see ``_launch.h``: ``kp_slot``). Bundles store these rows in
         their dispatch records (``runtime/record.py``): a change to them bumps ``record.VERSION``."""
         out = []
         for s in self.slots:
@@ -222,7 +222,7 @@ class Plan:
 
 
 def _desc_c(s: Slot) -> tuple[Any, ...] | None:
-    """What the C extension needs of a tensor-descriptor slot (``_launch.c`` parse_slot), None when such launches
+    """What the C extension needs of a tensor-descriptor slot (``_launch_desc.c`` parse_desc), None when such launches
     take the Python path (a slot of no descriptor, an element type kernelpack has no dtype for, e.g. fp8e4b15).
     OP_DESC: ``(tma, rank, elem_type, elem_size, swizzle, fp4_padded, box)``; OP_DESC_FIELD: ``(field, pos, rank)``,
     field 0 the extent ``pos``, 1 the stride ``pos`` (elements), 2 a flag (the C path passes 0: no NaN padding, no
@@ -273,7 +273,7 @@ def slot_ranges(s: Slot, ranges: Sequence[Range]) -> tuple[tuple[int, int, int],
     return tuple(out)
 
 
-# grid program steps (_launch.c kp_gop): push a constant, push a packed integer, or an operator of GRID_OPS
+# grid program steps (_launch.h kp_gop): push a constant, push a packed integer, or an operator of GRID_OPS
 GRID_OPS_CODES: dict[str, int] = {"const": 0, "load": 1, **{op: 2 + i for i, op in enumerate(GRID_OPS)}}
 G_CONST, G_LOAD = GRID_OPS_CODES["const"], GRID_OPS_CODES["load"]
 _G_OP = {op: GRID_OPS_CODES[op] for op in GRID_OPS}

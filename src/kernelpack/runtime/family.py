@@ -750,7 +750,7 @@ def _scratch_sizes(ls: LaunchSpec) -> tuple[int, int, int, int] | None:
     return ls.global_scratch, ls.global_scratch_align, ls.profile_scratch, ls.profile_scratch_align
 
 
-TMAP_CACHE = 16  # encoded tensor maps kept per family on the Python path (as KP_TMAP_CACHE in _launch.c)
+TMAP_CACHE = 16  # encoded tensor maps kept per family on the Python path (as KP_TMAP_CACHE in _launch.h)
 
 
 def _encode_descs(d: Driver, plan: Plan, packed: list[Any], kernel: str, where: str,
