@@ -185,6 +185,18 @@ def test_no_two_folders_import_each_other_in_a_circle() -> None:
     assert not found, "circles between folders / top-level modules:\n  " + "\n  ".join(lines)
 
 
+MAX_LINES = 800
+GENERATED = {"csrc/kp_model.h"}  # python -m kernelpack.launch.header writes it
+
+
+def test_no_hand_written_source_is_longer_than_a_reader_can_hold() -> None:
+    long = sorted(f"{p.relative_to(SRC)}: {n} lines" for p in SRC.rglob("*")
+                  if p.suffix in (".py", ".c", ".h", ".cpp") and "__pycache__" not in p.parts
+                  and p.relative_to(SRC).as_posix() not in GENERATED
+                  and (n := len(p.read_text().splitlines())) > MAX_LINES)
+    assert not long, f"split these by concern (at most {MAX_LINES} lines):\n  " + "\n  ".join(long)
+
+
 def test_the_checks_see_an_upward_import_and_a_circle(tmp_path: Path) -> None:
     """Not vacuous: a tree where core imports runtime and runtime imports core has both."""
     for rel, text in {"__init__.py": "", "core/__init__.py": "", "core/a.py": "from ..runtime import b\n",
