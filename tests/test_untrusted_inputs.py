@@ -374,7 +374,7 @@ license = {{ file = "LICENSE" }}
 [tool.kernelpack.library]
 archs = ["sm_90a"]
 {claim}
-[[tool.kernelpack.core.cubin]]
+[[tool.kernelpack.cubin]]
 files = ["axpy.cubin"]
 kernels = {{ axpy = "float alpha, const float* x, float* y, int n" }}
 """
