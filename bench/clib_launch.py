@@ -23,10 +23,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kernelpack.abi import Abi, DType, Param, Pointer, Scalar
-from kernelpack.artifact import Binary, KernelArtifact
-from kernelpack.cache import CompileCache
+from kernelpack.bundle.artifact import KernelArtifact
 from kernelpack.clib import Library, read_embedded_bundle
+from kernelpack.core.abi import Abi, DType, Param, Pointer, Scalar
+from kernelpack.core.binary import Binary
+from kernelpack.core.cache import CompileCache
 
 HERE = Path(__file__).parent
 NVCC = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"

@@ -74,10 +74,10 @@ int kb_loopv(void* fn, void* f, uint64_t* store, int n, int count) {
 def prepare(work: Path) -> None:
     """Outside valgrind: the fake driver, the helper and the bundle (add, and add with a grid rule)."""
     from fake_cuda import build
-    from kernelpack import cuda
-    from kernelpack.artifact import LaunchSpec
-    from kernelpack.bundle import Bundle
-    from kernelpack.cache import CompileCache
+    from kernelpack.bundle.kpack import Bundle
+    from kernelpack.core.cache import CompileCache
+    from kernelpack.core.launchspec import LaunchSpec
+    from kernelpack.frontends.cuda import compile as cuda
     from runtime_support import HERE
 
     build(work)
@@ -90,7 +90,8 @@ def prepare(work: Path) -> None:
     # one tensor-descriptor argument: tests/clib_kernels.cu's tma2d (a CUtensorMap, its shape and strides, an int, a
     # pointer), with the C library tests' descriptor spec (fp16, box 64 x 32)
     from clib_support import KERNELS_CU, TMA_ABI, TMA_SPEC
-    from kernelpack.artifact import Binary, KernelArtifact
+    from kernelpack.bundle.artifact import KernelArtifact
+    from kernelpack.core.binary import Binary
     from toolchain_support import require_nvcc
 
     subprocess.run([require_nvcc(), "-cubin", "-arch=sm_90a", str(KERNELS_CU), "-o", str(work / "tma.cubin")],
@@ -115,7 +116,7 @@ def measure(work: Path, launches: int) -> None:
 
     import kernelpack
     from fake_cuda import InProcessFake
-    from kernelpack.bundle import Bundle
+    from kernelpack.bundle.kpack import Bundle
     from kernelpack.runtime import driver
     from runtime_support import cpu_tensors_as_cuda
 

@@ -127,9 +127,11 @@ def triton_kernel():  # type: ignore[no-untyped-def]
 
 def artifact_from_triton(ck):  # type: ignore[no-untyped-def]
     """A kernelpack artifact of the Triton-compiled cubin (what a Triton frontend records)."""
-    from kernelpack.abi import Abi, DType, Param, Pointer, Scalar
-    from kernelpack.artifact import Binary, KernelArtifact, LaunchSpec, Provenance
-    from kernelpack.cubin import read_cubin
+    from kernelpack.bundle.artifact import KernelArtifact, Provenance
+    from kernelpack.core.abi import Abi, DType, Param, Pointer, Scalar
+    from kernelpack.core.binary import Binary
+    from kernelpack.core.cubin import read_cubin
+    from kernelpack.core.launchspec import LaunchSpec
 
     cubin = ck.asm["cubin"]
     name = ck.metadata.name
@@ -233,7 +235,7 @@ def main() -> int:
     import torch
 
     import kernelpack
-    from kernelpack.bundle import Bundle
+    from kernelpack.bundle.kpack import Bundle
 
     torch.cuda.init()
     torch.cuda.synchronize()
@@ -514,7 +516,7 @@ def add_desc_rows(add_row, torch, sh: int, notes: dict[str, str]):  # type: igno
         from triton.tools.tensor_descriptor import TensorDescriptor
 
         import kernelpack
-        import kernelpack.triton as kt
+        import kernelpack.frontends.triton.compile as kt
         from kernelpack.runtime import fast
 
         kern = desc_kernel()

@@ -46,10 +46,10 @@ def synth_bundle(out: Path, specs: int, families: int, arch: str, nparams: int =
     """A bundle of ``specs`` specializations in ``families`` families (``k0``, ``k1``, ...) from one compile of one
     small kernel (cached in ``out``) of ``nparams`` parameters (2 or 19): every specialization launches that
     cubin's entry."""
-    from kernelpack import cuda
-    from kernelpack.abi import Abi
-    from kernelpack.bundle import Bundle
-    from kernelpack.cache import CompileCache
+    from kernelpack.bundle.kpack import Bundle
+    from kernelpack.core.abi import Abi
+    from kernelpack.core.cache import CompileCache
+    from kernelpack.frontends.cuda import compile as cuda
 
     tag = "" if nparams == 2 else f"-p{nparams}"
     path = out / f"synth-{specs}-{families}-{arch}{tag}.kpack"
@@ -180,10 +180,11 @@ def clib_cold(work: Path, n: int, arch: str, env: dict[str, str], rounds: int, g
     sys.path.insert(0, str(HERE))
     import clib_launch  # type: ignore[import-not-found]
 
-    from kernelpack.abi import Abi, DType, Param, Pointer
-    from kernelpack.artifact import Binary, KernelArtifact
-    from kernelpack.cache import CompileCache
+    from kernelpack.bundle.artifact import KernelArtifact
     from kernelpack.clib import Library
+    from kernelpack.core.abi import Abi, DType, Param, Pointer
+    from kernelpack.core.binary import Binary
+    from kernelpack.core.cache import CompileCache
 
     tmp = work / f"clib-{n}-{arch}"
     tmp.mkdir(exist_ok=True)

@@ -21,9 +21,9 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-import kernelpack.triton as kt  # noqa: E402
-from kernelpack.bundle import Bundle  # noqa: E402
-from kernelpack.cache import CompileCache  # noqa: E402
+import kernelpack.frontends.triton.compile as kt  # noqa: E402
+from kernelpack.bundle.kpack import Bundle  # noqa: E402
+from kernelpack.core.cache import CompileCache  # noqa: E402
 from triton_kernels import add_kernel, matmul_kernel  # noqa: E402
 
 ADD = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}

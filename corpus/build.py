@@ -44,8 +44,8 @@ def _run_one(i: int) -> tuple[int, bytes | None, str, float]:
 
 def _from_bytes(data: bytes) -> Any:
     """A Bundle, or a CuTe HostProgram (what :func:`_run_one` sent back, tagged by its first byte)."""
-    from kernelpack.bundle import Bundle
-    from kernelpack.cute_host.program import HostProgram
+    from kernelpack.bundle.host_program import HostProgram
+    from kernelpack.bundle.kpack import Bundle
 
     return HostProgram.from_bytes(data[1:]) if data[:1] == b"H" else Bundle.from_bytes(data[1:])
 

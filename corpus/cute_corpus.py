@@ -117,7 +117,7 @@ def compile_spec(spec: Spec, archs: Sequence[str]) -> Any:
     ``AbiMismatch`` with the cubin), is exported whole as a CuTe host program instead -- kernelpack's path for such
     launchers (``kernelpack.cute.export``; its parameters are checked against the host function CuTe lowered)."""
     import kernelpack.cute as kc
-    from kernelpack.errors import KernelpackError
+    from kernelpack.core.errors import KernelpackError
 
     cap: Captured = spec.payload
     rec = cap.rec

@@ -143,7 +143,7 @@ def grid_fields(names: Sequence[str], records: Sequence[Mapping[str, Any]]) -> d
 
 # Grids a launcher computes from its own arguments rather than the kernel's (so kernelpack derived no grid formula
 # and callers pass the grid): per launcher (the corpus's kernel name), the grid as a formula of the launcher's
-# arguments, read from the package's source, in kernelpack's grid-formula form (kernelpack.artifact.GRID_OPS).
+# arguments, read from the package's source, in kernelpack's grid-formula form (kernelpack.bundle.artifact.GRID_OPS).
 LAUNCHER_GRIDS: dict[str, tuple[Any, Any, Any]] = {
     # rope.py:165 `.launch(grid=[n_tok, 1, 1], ...)`: one block per token; n_tok is not a kernel argument
     "liger_kernel.ops.cutedsl.ops.rope:_make_launch_token": (["arg", "n_tok", None], 1, 1),
@@ -155,7 +155,7 @@ def describe_kernel(artifact: Any, host: Mapping[str, Mapping[str, Any]],
     """One kernel-level artifact's launch: ``{"args": [...], "names": [...], "grid": [x, y, z]}`` or ``{"error"}``.
     The grid is the artifact's grid formula on the kernel's arguments, else ``launcher_grid`` (a formula of the
     launcher's arguments, :data:`LAUNCHER_GRIDS`) on the launcher's."""
-    from kernelpack.artifact import evaluate_grid
+    from kernelpack.core.launchspec import evaluate_grid
 
     names, records, missing = [], [], []
     for p in (q for q in artifact.abi.params if q.role == "arg"):

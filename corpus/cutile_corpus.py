@@ -97,7 +97,7 @@ def prefer_pip_tileiras() -> None:
 
 
 def compile_spec(spec: Spec, archs: Sequence[str]) -> Any:
-    import kernelpack.cutile as kc
+    import kernelpack.frontends.cutile.compile as kc
 
     prefer_pip_tileiras()
     rec: CutileLaunch = spec.payload

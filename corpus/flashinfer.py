@@ -90,7 +90,7 @@ def load_cuda(path: Path = CORPUS / "flashinfer_cuda.toml") -> tuple[dict[str, A
 
 def curand_include() -> str | None:
     """A directory with curand_kernel.h (sampling.cuh includes it): the toolkit's, else a pip nvidia-curand's."""
-    from kernelpack.cudacc import toolkit_paths
+    from kernelpack.frontends.cuda.toolkit import toolkit_paths
 
     found = [p.parent for p in toolkit_paths("include/curand_kernel.h")]
     for entry in sys.path:
@@ -147,7 +147,7 @@ def defined_kernels(root: Path) -> list[str]:
 def evaluate_sizes(exprs: Sequence[str], header: str, root: Path, options: Sequence[str]) -> dict[str, int]:
     """Each C++ constant expression's value, from a host program compiled with nvcc against ``header`` and run here
     (FlashInfer's launchers pass ``sizeof(TempStorage)`` as the dynamic shared memory)."""
-    from kernelpack.cudacc import find_nvcc
+    from kernelpack.frontends.cuda.toolkit import find_nvcc
 
     nvcc = find_nvcc()
     if nvcc is None:
@@ -167,8 +167,8 @@ def evaluate_sizes(exprs: Sequence[str], header: str, root: Path, options: Seque
 
 def compile_cuda(spec: Spec, archs: Sequence[str]) -> Any:
     import kernelpack
-    from kernelpack.artifact import LaunchSpec
-    from kernelpack.bundle import Bundle
+    from kernelpack.bundle.kpack import Bundle
+    from kernelpack.core.launchspec import LaunchSpec
 
     k, smem, root, meta = spec.payload
     launch = LaunchSpec(block=k.block, dynamic_smem=smem) if (k.block or smem) else None
@@ -250,7 +250,7 @@ def paged_kv_bytes(root: Path, options: Sequence[str]) -> dict[str, Any]:
     :data:`PAGED_KV` (its ``uint_fastdiv`` page size holds a ``cuda::fast_mod_div``'s magic numbers), with null
     pointers, and the offsets of its pointer fields: the GPU run fills those in (the struct is by value in the C ABI,
     opaque bytes)."""
-    from kernelpack.cudacc import find_nvcc
+    from kernelpack.frontends.cuda.toolkit import find_nvcc
 
     nvcc = find_nvcc()
     if nvcc is None:

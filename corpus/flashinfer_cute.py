@@ -148,7 +148,7 @@ def section(opts: Options, root: Path | None) -> tuple[Section, Outcome]:
     except ImportError as e:
         sec.fail("", "capture", ENVIRONMENT, f"CuTe DSL not importable: {e}")
         return sec, Outcome()
-    from kernelpack.merge import merge_programs
+    from kernelpack.bundle.merge import merge_programs
 
     meta, kernels = load_cute()
     sec.defined = [k.id for k in kernels]

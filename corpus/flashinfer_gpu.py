@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kernelpack.clib.cstructs import KpLaunch
+from kernelpack.runtime.cstructs import KpLaunch
 
 from . import flashinfer_cases as cases
 from . import flashinfer_sampling as sampling

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelpack.clib.cstructs import kp_tensor
-from kernelpack.names import c_name
+from kernelpack.core.names import c_name
+from kernelpack.runtime.cstructs import kp_tensor
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from kernelpack.clib.cstructs import KpLaunch
+from kernelpack.runtime.cstructs import KpLaunch
 
 from .gpu_check import (
     Entry,

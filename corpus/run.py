@@ -53,7 +53,7 @@ def run(packages: list[str], dsls: tuple[str, ...], opts: Options, out: Path) ->
 
 
 def _write_bundle(items: list[Item], path: Path) -> str:
-    from kernelpack.bundle import Bundle
+    from kernelpack.bundle.kpack import Bundle
 
     bundles = [i.obj for i in items if isinstance(i.obj, Bundle)]
     if bundles:

@@ -140,14 +140,14 @@ def variant_name(s: Spec) -> str:
 def _example_args_supported() -> bool:
     if os.environ.get("KP_CORPUS_EXAMPLE_ARGS") == "1":
         return True
-    import kernelpack.triton as kt
+    import kernelpack.frontends.triton.compile as kt
 
     return "example_args" in inspect.signature(kt.compile).parameters
 
 
 def compile_spec(spec: Spec, archs: Sequence[str]) -> Any:
     """One specialization for every arch -> a Bundle (raises KernelpackError/CompileError)."""
-    import kernelpack.triton as kt
+    import kernelpack.frontends.triton.compile as kt
 
     rec: TritonLaunch = spec.payload
     opts = {k: v for k, v in rec.options.items() if k in ("num_warps", "num_stages", "num_ctas")}

@@ -29,7 +29,7 @@ resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 import fatbin_bombs as fb
 from kernelpack import prebuilt
 try:
-    from kernelpack.decompress import decoders
+    from kernelpack.frontends.prebuilt.decompress import decoders
     scope = decoders(decoder)
 except ImportError:
     scope = contextlib.nullcontext()
@@ -37,7 +37,7 @@ ZSTD, LZ4 = fb.ZSTD, fb.LZ4
 
 def one(data):
     if case.endswith("[read_fatbin]"):  # the decoders alone: the entry is a cubin (no PTX text made of it)
-        from kernelpack.fatbin import read_fatbin
+        from kernelpack.frontends.prebuilt.fatbin import read_fatbin
         return read_fatbin(data)
     return prebuilt.compile(data, {"k": "int n"})
 

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from fake_cuda import FakeCuda, Run, run, session_fake
-from kernelpack.abi import Abi, DType, Param, Pointer, Scalar, Struct, TensorSpec
-from kernelpack.artifact import ArchLaunch, Binary, KernelArtifact, LaunchSpec
-from kernelpack.tma import TENSOR_MAP, TensorDescSpec
+from kernelpack.bundle.artifact import KernelArtifact
+from kernelpack.core.abi import Abi, DType, Param, Pointer, Scalar, Struct, TensorSpec
+from kernelpack.core.binary import Binary
+from kernelpack.core.launchspec import ArchLaunch, LaunchSpec
+from kernelpack.core.tma import TENSOR_MAP, TensorDescSpec
 from toolchain_support import CC, CXX, PTXAS, require_nvcc
 
 HERE = Path(__file__).parent
@@ -66,7 +68,7 @@ def add_abi(d: DType, div: int = 1) -> Abi:
                 Param("out", Pointer(d), div), Param("n", Scalar(DType.i32), 4 if div > 1 else 1)))
 
 
-# grid formulas exercising every operation (tests compare with kernelpack.artifact.evaluate_grid)
+# grid formulas exercising every operation (tests compare with kernelpack.core.launchspec.evaluate_grid)
 N = ("arg", "n", None)
 GADD_GRID = (("ceil_div", N, 256), ("max", ("min", ("div", ("sub", 100, N), -7), 6), 1), ("add", ("mul", N, 0), 1))
 GSUM_GRID = (("arg", "t", "shape0"), ("sub", ("arg", "t", "shape1"), 4), 1)

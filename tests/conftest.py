@@ -10,9 +10,9 @@ import pytest
 
 from cubin_factory import CubinFactory
 from fake_cuda import FakeCuda, InProcessFake, session_fake
-from kernelpack import config
-from kernelpack.bundle import Bundle
-from kernelpack.cache import CompileCache
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.core import config
+from kernelpack.core.cache import CompileCache
 from toolchain_support import require_nvcc
 
 

@@ -26,7 +26,7 @@ import pytest
 from toolchain_support import CC
 
 if TYPE_CHECKING:
-    from kernelpack.cubin import CubinKernel
+    from kernelpack.core.cubin import CubinKernel
 
 SOURCE = Path(__file__).parent / "fakecuda" / "fakecuda.c"
 C_NAME = "libcuda.so.1"  # what a C program opens (dlopen("libcuda.so.1")), found through LD_LIBRARY_PATH

@@ -6,8 +6,8 @@ machine has neither cuTile nor Triton 3.9.
 
 from __future__ import annotations
 
-from kernelpack.bundle import Bundle
-from kernelpack.cache import CompileCache
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.cache import CompileCache
 
 ARCHS = ("sm_80", "sm_90a")
 F32 = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
@@ -20,7 +20,7 @@ TMA = {"a_desc": "tensordesc<fp16[128, 64]>", "b_desc": "tensordesc<fp16[64, 128
 
 
 def triton_add(cache: CompileCache | None = None) -> Bundle:
-    import kernelpack.triton as kt
+    import kernelpack.frontends.triton.compile as kt
     from triton_kernels import add_kernel
 
     return kt.compile(add_kernel, F32, constexprs={"BLOCK": 1024}, arch=ARCHS, name="tr_add", cache=cache,
@@ -30,7 +30,7 @@ def triton_add(cache: CompileCache | None = None) -> Bundle:
 
 
 def triton_axpy(cache: CompileCache | None = None) -> Bundle:
-    import kernelpack.triton as kt
+    import kernelpack.frontends.triton.compile as kt
     from triton_kernels import axpy_kernel
 
     return kt.compile(axpy_kernel, {"alpha": "fp32", "x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"},
@@ -38,7 +38,7 @@ def triton_axpy(cache: CompileCache | None = None) -> Bundle:
 
 
 def triton_matmul(cache: CompileCache | None = None) -> Bundle:
-    import kernelpack.triton as kt
+    import kernelpack.frontends.triton.compile as kt
     from triton_kernels import matmul_kernel
 
     big = {"variant": "m128", "constexprs": {"BM": 128, "BN": 128, "BK": 32}, "num_warps": 8,
@@ -48,7 +48,7 @@ def triton_matmul(cache: CompileCache | None = None) -> Bundle:
 
 
 def triton_tma(cache: CompileCache | None = None) -> Bundle:
-    import kernelpack.triton as kt
+    import kernelpack.frontends.triton.compile as kt
     from triton_kernels import tma_matmul_kernel
 
     return kt.compile(tma_matmul_kernel, TMA, constexprs={"BM": 128, "BN": 128, "BK": 64}, num_warps=8,
@@ -56,7 +56,7 @@ def triton_tma(cache: CompileCache | None = None) -> Bundle:
 
 
 def triton_scratch(cache: CompileCache | None = None) -> Bundle:
-    import kernelpack.triton as kt
+    import kernelpack.frontends.triton.compile as kt
     from triton_kernels import scale_rows_kernel
 
     return kt.compile(scale_rows_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "M": "i32", "N": "i32", "factor": "fp32"},
@@ -72,7 +72,7 @@ def triton_bundle(cache: CompileCache | None = None) -> Bundle:
 def cutile_vadd(cache: CompileCache | None = None) -> Bundle:
     import cuda.tile as ct
 
-    import kernelpack.cutile as kc
+    import kernelpack.frontends.cutile.compile as kc
     from cutile_kernels import array, vadd
 
     return kc.compile(vadd, {"f32": [array(ct.float32, 1)] * 3 + [1024], "f16": [array(ct.float16, 1)] * 3 + [1024]},
@@ -83,7 +83,7 @@ def cutile_matmul(cache: CompileCache | None = None) -> Bundle:
     import cuda.tile as ct
     from cuda.tile.compilation import ScalarConstraint
 
-    import kernelpack.cutile as kc
+    import kernelpack.frontends.cutile.compile as kc
     from cutile_kernels import array, matmul
 
     rowmajor = {"stride_constant": (None, 1)}

@@ -1,16 +1,17 @@
 """The smallest launcher that honours everything a Triton/cuTile artifact records (the real one is
 kernelpack.runtime): the binary for this device as its own module, the param buffer packed at the cubin's
 offsets, dynamic shared memory above 48 KiB opted into, scratch buffers allocated from their recorded per-CTA
-sizes, and tensor descriptors encoded with kernelpack.tma from the artifact's metadata."""
+sizes, and tensor descriptors encoded with kernelpack.core.tma from the artifact's metadata."""
 
 from __future__ import annotations
 
 import ctypes
 from typing import Any
 
-from kernelpack.artifact import KernelArtifact
-from kernelpack.packing import pack_params
-from kernelpack.tma import encode_args, encode_tensor_map
+from kernelpack.bundle.artifact import KernelArtifact
+from kernelpack.core.packing import pack_params
+from kernelpack.core.tma import encode_args, encode_tensor_map
+from kernelpack.launch.binaries import runs_on
 
 CU_LAUNCH_PARAM_END, CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
@@ -26,7 +27,7 @@ class Launcher:
         self.art, self.torch = art, torch
         self.cu = ctypes.CDLL("libcuda.so.1")
         major, minor = torch.cuda.get_device_capability()
-        binary = next(b for b in art.binaries if b.arch.runs_on(major, minor))
+        binary = next(b for b in art.binaries if runs_on(b.arch, major, minor))
         self.ck = binary.cubin.kernel(art.entry)
         self.ls, self.abi = art.launch_for(binary.arch), art.abi_for(binary.arch)  # this arch's facts and params
         self._data = ctypes.create_string_buffer(binary.data, len(binary.data))

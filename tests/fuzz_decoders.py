@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 import fatbin_bombs as fb
 import fuzz_support as fz
-from kernelpack.decompress import decoders, library, lz4_block, zstd
-from kernelpack.errors import DecompressError
-from kernelpack.zstd_frames import MAX_WINDOW
+from kernelpack.core.errors import DecompressError
+from kernelpack.frontends.prebuilt.decompress import decoders, library, lz4_block, zstd
+from kernelpack.frontends.prebuilt.zstd_frames import MAX_WINDOW
 
 FORMATS = ("zstd", "lz4")
 
@@ -184,7 +184,7 @@ def _zstd_frame(rng: random.Random) -> tuple[bytes, int]:
 
 
 def _literals(rng: random.Random, lits: bytes, table: Any) -> tuple[bytes, Any]:
-    from kernelpack.entropy import huffman_table
+    from kernelpack.frontends.prebuilt.entropy import huffman_table
 
     n = len(lits)
     how = rng.choice(["raw", "rle", "huffman", "huffman", "treeless" if table else "huffman"])

@@ -30,10 +30,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from kernelpack.bundle import FLAG_ZLIB_MANIFEST, HEADER_SIZE, MAGIC, Bundle, read_manifest
-from kernelpack.clib.embedded import read_embedded_bundle
-from kernelpack.cubin import read_cubin
-from kernelpack.errors import BundleError, CubinError, DecompressError, KernelpackError
+from kernelpack.bundle.embedded import read_embedded_bundle
+from kernelpack.bundle.kpack import FLAG_ZLIB_MANIFEST, HEADER_SIZE, MAGIC, Bundle, read_manifest
+from kernelpack.core.cubin import read_cubin
+from kernelpack.core.errors import BundleError, CubinError, DecompressError, KernelpackError
 
 ALLOWED: dict[str, tuple[type[BaseException], ...]] = {
     "cubin": (CubinError,),
@@ -64,9 +64,9 @@ class Seeds:
 
 def make_seeds(out: Path) -> Seeds:
     """Real files: the demo kernels compiled by NVRTC/nvcc for two archs, their bundle, and a library built from it."""
-    from kernelpack import config
+    from kernelpack.cli.demo import compile_examples
     from kernelpack.clib import Library
-    from kernelpack.demo import compile_examples
+    from kernelpack.core import config
 
     with config.override(cache_dir=out / "cache"):
         bundle = compile_examples(("sm_80", "sm_90a"))
@@ -242,7 +242,7 @@ def repack(bundle: bytes, manifest: Any, version: int | None = None) -> bytes:
     ``bundle``): the manifest itself, laid out as its writer does where its shape allows (:func:`laid_out`). Format
     2: the artifacts, grouped by name, written as family streams after the blobs, each hash-consistent, and the
     manifest naming them (artifacts that are not objects with a string name are left out)."""
-    from kernelpack.bundle import pack
+    from kernelpack.bundle.kpack import pack
 
     _, was, flags, moff, _, _ = struct.unpack_from("<8sIIQQ32s", bundle)
     version = was if version is None else version
@@ -354,7 +354,7 @@ def laid_out(manifest: Any) -> bytes:
     allows, else canonical JSON (the loader's parse-whole path)."""
     if (isinstance(manifest, dict) and isinstance(manifest.get("artifacts"), list) and manifest["artifacts"]
             and all(isinstance(a, dict) and isinstance(a.get("name"), str) for a in manifest["artifacts"])):
-        from kernelpack.bundle import manifest_json
+        from kernelpack.bundle.kpack import manifest_json
 
         return manifest_json(manifest.get("format"), manifest.get("generator"), manifest.get("blobs"),
                              manifest["artifacts"])
@@ -412,7 +412,7 @@ SWEEP_FAMILY = "affine"  # of the seeds: x, y (pointers), p (12 bytes), n (int)
 
 def seed_record(seeds: Seeds, family: str = SWEEP_FAMILY) -> bytes:
     """The dispatch record of the seed bundle's ``family``."""
-    from kernelpack.bundle_index import BundleIndex
+    from kernelpack.bundle.index import BundleIndex
 
     record = BundleIndex(seeds.bundle, "seeds")._fams.record(family)
     assert record is not None, f"the seed family {family} has a dispatch record"

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from kernelpack.bundle import Bundle
+    from kernelpack.bundle.kpack import Bundle
 
 ARTIFACTS = "KERNELPACK_GPU_ARTIFACTS"
 
@@ -85,8 +85,8 @@ def require_carried(rel: str, step: str, *, holding: str = "") -> Path:
 
 def demo_kernels() -> Bundle:
     """The demo kernels: the carried ``demo.kpack`` when there is one, else compiled here."""
-    from kernelpack.bundle import Bundle
-    from kernelpack.demo import compile_examples
+    from kernelpack.bundle.kpack import Bundle
+    from kernelpack.cli.demo import compile_examples
 
     path = carried("demo.kpack")
     return Bundle.read(path) if path is not None else compile_examples(("sm_80", "sm_90a"))

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from gpu import require_carried
-from kernelpack.artifact import KernelArtifact
-from kernelpack.bundle import Bundle
+from kernelpack.bundle.artifact import KernelArtifact
+from kernelpack.bundle.kpack import Bundle
 
 
 def carried(name: str) -> Path:

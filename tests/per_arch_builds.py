@@ -18,8 +18,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from kernelpack.artifact import KernelArtifact, LaunchSpec
-from kernelpack.bundle import Bundle
+from kernelpack.bundle.artifact import KernelArtifact
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.launchspec import LaunchSpec
 
 HERE = Path(__file__).parent
 ARCHS = ["sm_80", "sm_90a"]
@@ -31,7 +32,7 @@ NUM_SMS = ("arg", "num_sms", None)
 
 
 def cuda_kernels(cache: Any = None) -> list[KernelArtifact]:
-    from kernelpack import cuda
+    from kernelpack.frontends.cuda import compile as cuda
 
     arts = {a.label: a for a in cuda.compile(HERE / "perarch_kernels.cu", ["persist", "rows<132>", "rows<108>",
                                                                            "clustered"], arch=ARCHS, cache=cache)}
@@ -48,7 +49,7 @@ def cuda_kernels(cache: Any = None) -> list[KernelArtifact]:
 
 
 def triton_tma(cache: Any = None) -> Bundle:
-    import kernelpack.triton as kt
+    import kernelpack.frontends.triton.compile as kt
     from triton_kernels import tma_matmul_kernel
 
     return kt.compile(tma_matmul_kernel, TMA, constexprs={"BM": 64, "BN": 64, "BK": 64}, arch=ARCHS, name="tma",
@@ -58,7 +59,7 @@ def triton_tma(cache: Any = None) -> Bundle:
 def triton_device(cache: Any = None) -> Bundle:
     """tr_persist (NUM_SMS from the device, grid NUM_SMS) and tr_rows (NUM_SMS a constexpr: 132, 108, and 1 for any
     other device)."""
-    import kernelpack.triton as kt
+    import kernelpack.frontends.triton.compile as kt
     from triton_kernels import persistent_double_kernel, rows_per_sm_kernel
 
     persist = kt.compile(persistent_double_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "NUM_SMS": "i32"},
@@ -75,7 +76,7 @@ def cutile_matmul(cache: Any = None) -> Bundle:
     import cuda.tile as ct
     from cuda.tile.compilation import ScalarConstraint
 
-    import kernelpack.cutile as kc
+    import kernelpack.frontends.cutile.compile as kc
     from cutile_kernels import array, matmul
 
     sig = [array(ct.float16, 2), array(ct.float16, 2), array(ct.float32, 2), ScalarConstraint(ct.float32), *CT_TILES]

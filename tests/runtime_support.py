@@ -13,9 +13,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kernelpack.abi import Abi, DType, Param, Pointer, Scalar, Struct, TensorSpec
-from kernelpack.artifact import Binary, KernelArtifact, LaunchSpec
-from kernelpack.bundle import Bundle
+from kernelpack.bundle.artifact import KernelArtifact
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.abi import Abi, DType, Param, Pointer, Scalar, Struct, TensorSpec
+from kernelpack.core.binary import Binary
+from kernelpack.core.launchspec import LaunchSpec
 from toolchain_support import PTXAS, require_nvcc
 
 HERE = Path(__file__).parent / "fake_runtime"
@@ -56,8 +58,8 @@ def reqntid_cubin(out: Path, arch: str) -> bytes:
 
 def build_test_bundle(out: Path, compiler: str | None = None) -> Bundle:
     """Every runtime test kernel, for sm_80 and sm_90a, with hand-made families on top of the compiled ones."""
-    from kernelpack import cuda
-    from kernelpack.cache import CompileCache
+    from kernelpack.core.cache import CompileCache
+    from kernelpack.frontends.cuda import compile as cuda
 
     cache = CompileCache(out / "cache")
     base = cuda.compile(HERE / "kernels.cu", KERNELS, arch=["sm_80", "sm_90a"], compiler=compiler, cache=cache,

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernelpack.abi import Abi, DType, Field, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
-from kernelpack.errors import AbiError
+from kernelpack.core.abi import Abi, DType, Field, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
+from kernelpack.core.errors import AbiError
 
 
 def test_scalars_have_exact_width_and_c_spelling():

@@ -2,8 +2,9 @@
 
 import pytest
 
-from kernelpack.arch import Arch, parse_archs
-from kernelpack.errors import KernelpackError
+from kernelpack.core.arch import Arch, parse_archs
+from kernelpack.core.errors import KernelpackError
+from kernelpack.launch.binaries import runs_on
 
 
 def test_parse_round_trips_names():
@@ -30,12 +31,12 @@ def test_unknown_archs_are_refused_naming_what_exists(bad, match):
 
 
 def test_arch_specific_binaries_run_only_on_the_exact_capability():
-    assert Arch.parse("sm_90a").runs_on(9, 0)
-    assert not Arch.parse("sm_90a").runs_on(10, 0)
-    assert Arch.parse("sm_80").runs_on(8, 6) and not Arch.parse("sm_86").runs_on(8, 0)
-    assert not Arch.parse("sm_80").runs_on(9, 0)
-    assert Arch.parse("sm_100f").runs_on(10, 3) and not Arch.parse("sm_100f").runs_on(11, 0)
-    assert Arch.parse("compute_80").runs_on(12, 1) and not Arch.parse("compute_100f").runs_on(12, 0)
+    assert runs_on(Arch.parse("sm_90a"), 9, 0)
+    assert not runs_on(Arch.parse("sm_90a"), 10, 0)
+    assert runs_on(Arch.parse("sm_80"), 8, 6) and not runs_on(Arch.parse("sm_86"), 8, 0)
+    assert not runs_on(Arch.parse("sm_80"), 9, 0)
+    assert runs_on(Arch.parse("sm_100f"), 10, 3) and not runs_on(Arch.parse("sm_100f"), 11, 0)
+    assert runs_on(Arch.parse("compute_80"), 12, 1) and not runs_on(Arch.parse("compute_100f"), 12, 0)
 
 
 def test_bad_arch_names_are_refused_clearly():
@@ -74,7 +75,7 @@ def test_parse_archs_refuses_what_is_neither_a_name_nor_a_list(bad):
 
 def test_every_frontend_refuses_an_int_arch_with_a_kernelpack_error(tmp_path):
     """arch=90 (an int) used to be a TypeError deep inside the frontends."""
-    from kernelpack import cuda
+    from kernelpack.frontends.cuda import compile as cuda
 
     src = tmp_path / "k.cu"
     src.write_text('extern "C" __global__ void k(float* y) { y[0] = 1.0f; }\n')
@@ -83,7 +84,7 @@ def test_every_frontend_refuses_an_int_arch_with_a_kernelpack_error(tmp_path):
     tried = 1
     try:
         import frontend_builds as fb
-        import kernelpack.triton as kt
+        import kernelpack.frontends.triton.compile as kt
         from triton_kernels import add_kernel
     except ImportError:
         pass
@@ -94,7 +95,7 @@ def test_every_frontend_refuses_an_int_arch_with_a_kernelpack_error(tmp_path):
     try:
         import cuda.tile as ct
 
-        import kernelpack.cutile as kc
+        import kernelpack.frontends.cutile.compile as kc
         from cutile_kernels import array, vadd
     except ImportError:
         pass

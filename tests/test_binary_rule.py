@@ -105,7 +105,7 @@ def test_the_c_library_and_the_python_runtime_name_the_same_binary(env, c_answer
         query = lambda: mod[family].binary_for(row.device, variant.rstrip("]") or None)  # noqa: E731
     if row.want.startswith("KP_"):
         assert status == row.want and re.search(row.msg, msg), (status, msg)
-        with pytest.raises(kernelpack.errors.KernelpackError) as e:
+        with pytest.raises(kernelpack.core.errors.KernelpackError) as e:
             query()
         assert e.value.status == STATUS_BY_NAME[row.want].value, e.value
         if row.kernel != "no_such_kernel":
@@ -140,7 +140,7 @@ def test_a_launch_loads_the_binary_the_rule_names(env, fake, row):
     mod = kernelpack.load(env.demo.shared)
     launcher = mod[row.kernel]
     if row.want.startswith("KP_"):
-        with pytest.raises(kernelpack.errors.KernelpackError) as e:
+        with pytest.raises(kernelpack.core.errors.KernelpackError) as e:
             launcher(grid=1)
         assert e.value.status == STATUS_BY_NAME[row.want].value and re.search(launch_msg, str(e.value)), e.value
         assert fake.count() == 0
@@ -191,7 +191,7 @@ def test_inspect_device_prints_what_each_kernel_gets_as_the_rule_table_says(env,
     """``kernelpack inspect LIB --device sm_XY``: the same answers, for a device that is not here."""
     import json
 
-    from kernelpack.cli import main
+    from kernelpack.cli.commands import main
 
     for device in sorted({r.device for r in ROWS}):
         assert main(["inspect", str(env.demo.shared), "--device", device, "--json"]) == 0
@@ -220,7 +220,7 @@ def test_inspect_device_prints_what_each_kernel_gets_as_the_rule_table_says(env,
     ("sm_12O", "not a CUDA arch: 'sm_12O'"),
 ])
 def test_inspect_device_refuses_a_malformed_arch(env, capsys, device, match):
-    from kernelpack.cli import main
+    from kernelpack.cli.commands import main
 
     assert main(["inspect", str(env.demo.shared), "--device", device]) == 2
     assert re.search(match, capsys.readouterr().err)

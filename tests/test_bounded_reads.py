@@ -18,12 +18,12 @@ import pytest
 
 import fuzz_support as fz
 import kernelpack
-from kernelpack import config
-from kernelpack.bundle import HEADER_SIZE, MAGIC, Bundle
+from kernelpack.bundle.kpack import HEADER_SIZE, MAGIC, Bundle
+from kernelpack.cli.describe import load_any
 from kernelpack.clib import read_embedded_bundle
-from kernelpack.describe import load_any
-from kernelpack.errors import BundleError, KernelpackError
-from kernelpack.files import read_bounded
+from kernelpack.core import config
+from kernelpack.core.errors import BundleError, KernelpackError
+from kernelpack.core.files import read_bounded
 
 SPARSE = 10 << 30  # bytes the sparse file claims (no disk used)
 TIME_BOX_S = 10.0

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from kernelpack import config, publish
-from kernelpack.clib.embedded import read_embedded
-from kernelpack.cudacc import find_nvcc, nvrtc_available
-from kernelpack.errors import BundleError
-from kernelpack.publish import Stage, output_dir
+from kernelpack.bundle.embedded import read_embedded
+from kernelpack.core import config, publish
+from kernelpack.core.errors import BundleError
+from kernelpack.core.publish import Stage, output_dir
+from kernelpack.frontends.cuda.toolkit import find_nvcc, nvrtc_available
 from kernelpack.runtime.host import SharedLibrary
 from toolchain_support import CC, CXX, needs_tools
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from kernelpack import config
-from kernelpack.errors import KernelpackError
+from kernelpack.core import config
+from kernelpack.core.errors import KernelpackError
 from kernelpack.project import BuildFailed, ProjectError, build, load_project
 from test_project_build import OTHER, TOML, write_project
 from toolchain_support import needs_cuda_compiler

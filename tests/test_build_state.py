@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from kernelpack import config
-from kernelpack.cudacc import find_nvcc, nvrtc_available
+from kernelpack.core import config
+from kernelpack.frontends.cuda.toolkit import find_nvcc, nvrtc_available
 from kernelpack.project import build
 
 pytestmark = pytest.mark.skipif(not nvrtc_available() and find_nvcc() is None, reason="no CUDA C++ compiler")

@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from kernelpack.bundle import (
+from kernelpack.bundle.kpack import (
     FLAG_ZLIB_BLOBS,
     FLAG_ZLIB_MANIFEST,
     HEADER_SIZE,
@@ -18,8 +18,8 @@ from kernelpack.bundle import (
     Bundle,
     read_manifest,
 )
-from kernelpack.demo import compile_examples
-from kernelpack.errors import BundleError
+from kernelpack.cli.demo import compile_examples
+from kernelpack.core.errors import BundleError
 from toolchain_support import needs_cuda_compiler
 
 pytestmark = needs_cuda_compiler
@@ -31,7 +31,7 @@ def bundle(module_cache):
 
 
 def test_two_builds_from_scratch_give_identical_bytes(tmp_path):
-    from kernelpack import config
+    from kernelpack.core import config
 
     outs = []
     for i in range(2):

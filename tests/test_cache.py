@@ -7,8 +7,8 @@ import os
 import signal
 import time
 
-from kernelpack import config
-from kernelpack.cache import CompileCache, cache_key
+from kernelpack.core import config
+from kernelpack.core.cache import CompileCache, cache_key
 
 
 def test_round_trip_and_key_depends_on_every_part(tmp_path):
@@ -88,7 +88,7 @@ def test_a_writer_killed_mid_write_leaves_no_corrupt_entry(tmp_path):
 
 def test_cache_keys_change_with_kernelpacks_own_code(monkeypatch):
     """An entry made by other kernelpack code (same version number, other ABI derivation) is never served."""
-    import kernelpack.cache as cache
+    import kernelpack.core.cache as cache
 
     before = cache_key(source="a", arch="sm_90a")
     assert len(cache.code_digest()) == 64 and cache.code_digest() == cache.code_digest()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpack.cache import CompileCache
+from kernelpack.core.cache import CompileCache
 from toolchain_support import needs_nvrtc
 
 pytestmark = needs_nvrtc
@@ -31,7 +31,7 @@ def _source(tmp: Path, i: int) -> Path:
 
 
 def _compile(root: str, src_dir: str, i: int) -> dict[str, bytes]:
-    from kernelpack import cuda
+    from kernelpack.frontends.cuda import compile as cuda
 
     arts = cuda.compile(_source(Path(src_dir), i), [f"k{i}"], arch=["sm_80", "sm_90a"], compiler="nvrtc",
                         cache=CompileCache(Path(root)))
@@ -54,7 +54,7 @@ def reference(tmp_path_factory):
 
 
 def _compile_nocache(src: Path, i: int) -> dict[str, bytes]:
-    from kernelpack import cuda
+    from kernelpack.frontends.cuda import compile as cuda
 
     arts = cuda.compile(_source(src, i), [f"k{i}"], arch=["sm_80", "sm_90a"], compiler="nvrtc",
                         cache=CompileCache(None))
@@ -103,7 +103,7 @@ class _SlowFile:
 
 def _hammer(root: str, src_dir: str) -> None:
     """Compile forever with the cache on (writes stalled halfway); wipe every fifth entry so writes keep happening."""
-    from kernelpack import cache as cache_mod
+    from kernelpack.core import cache as cache_mod
 
     real_fdopen = os.fdopen
     cache_mod.os = type("os_slow", (), {**{k: getattr(os, k) for k in ("replace", "fdopen")},

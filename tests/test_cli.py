@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from kernelpack.describe import find_cuda_tool
+from kernelpack.cli.describe import find_cuda_tool
 from toolchain_support import needs_cuda_compiler
 
 
@@ -54,7 +54,7 @@ def test_inspect_json_lists_params_with_c_types_and_per_arch_resources(demo_dir)
 
 @needs_cuda_compiler
 def test_inspect_reads_a_bare_cubin_and_spells_demangled_param_types(tmp_path, demo_dir):
-    from kernelpack.bundle import Bundle
+    from kernelpack.bundle.kpack import Bundle
 
     out, _ = demo_dir
     scale = next(a for a in Bundle.read(out / "demo.kpack") if a.variant == "float")

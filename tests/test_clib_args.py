@@ -1,6 +1,6 @@
 """Launch values generated libraries derive from the arguments, against the fake libcuda.so.1: grid formulas vs
-kernelpack.artifact.evaluate_grid, Triton scratch buffers (stream-ordered), tensor descriptors (TMA) encoded
-exactly as kernelpack.tma.encode_args says, and the one-device launch path (no context query per launch)."""
+kernelpack.core.launchspec.evaluate_grid, Triton scratch buffers (stream-ordered), tensor descriptors (TMA) encoded
+exactly as kernelpack.core.tma.encode_args says, and the one-device launch path (no context query per launch)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 
 from clib_support import DEC_SPEC, GADD_GRID, GSUM_GRID, TMA_SPEC, results, session_env
 from fake_cuda import param_bytes
-from kernelpack.artifact import evaluate_grid
-from kernelpack.errors import LaunchError
-from kernelpack.tma import encode_args
+from kernelpack.core.errors import LaunchError
+from kernelpack.core.launchspec import evaluate_grid
+from kernelpack.core.tma import encode_args
 
 
 @pytest.fixture(scope="session")

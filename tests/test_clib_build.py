@@ -10,11 +10,11 @@ import pytest
 
 from clib_support import HERE, add_abi, bins, compile_program, results, session_env
 from fake_cuda import run
-from kernelpack.abi import Abi, DType, Param, Pointer, Scalar
-from kernelpack.artifact import KernelArtifact
-from kernelpack.bundle import Bundle
+from kernelpack.bundle.artifact import KernelArtifact
+from kernelpack.bundle.kpack import Bundle
 from kernelpack.clib import Library, build_library, read_embedded_bundle, read_embedded_bundles
-from kernelpack.errors import KernelpackError
+from kernelpack.core.abi import Abi, DType, Param, Pointer, Scalar
+from kernelpack.core.errors import KernelpackError
 from toolchain_support import CC, cuda_include, needs_tools
 
 

@@ -9,10 +9,10 @@ import pytest
 from clib_support import HERE, add_abi, bins, compile_program, session_env
 from fake_cuda import run
 from header_docs import undocumented
-from kernelpack.abi import Abi, DType, Param, Pointer
-from kernelpack.artifact import KernelArtifact
-from kernelpack.cache import CompileCache
+from kernelpack.bundle.artifact import KernelArtifact
 from kernelpack.clib import Library
+from kernelpack.core.abi import Abi, DType, Param, Pointer
+from kernelpack.core.cache import CompileCache
 from toolchain_support import CXX
 
 STRICT = ("-Wshadow", "-Wpedantic", "-Wconversion", "-Wsign-conversion", "-Wold-style-cast", "-Wnon-virtual-dtor")

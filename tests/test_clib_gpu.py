@@ -11,9 +11,9 @@ import pytest
 
 from clib_support import HERE, bins, compile_kernels, demo_artifacts
 from gpu import GPU_MARKS
-from kernelpack.abi import Abi, DType, Param, Pointer
-from kernelpack.artifact import KernelArtifact
+from kernelpack.bundle.artifact import KernelArtifact
 from kernelpack.clib import Library
+from kernelpack.core.abi import Abi, DType, Param, Pointer
 from toolchain_support import CC, CXX
 
 pytestmark = GPU_MARKS

@@ -10,7 +10,7 @@ import pytest
 
 from clib_support import PACK_DTYPES, results, session_env
 from fake_cuda import fnv1a, param_bytes, run
-from kernelpack.bundle import MAGIC, read_manifest
+from kernelpack.bundle.kpack import MAGIC, read_manifest
 
 
 @pytest.fixture(scope="session")

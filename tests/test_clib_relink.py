@@ -13,10 +13,11 @@ import pytest
 
 from clib_support import add_abi, compile_program, session_env
 from fake_cuda import fnv1a, run
-from kernelpack.abi import Abi, DType, Param, Pointer
-from kernelpack.artifact import Binary, KernelArtifact
-from kernelpack.cache import CompileCache
+from kernelpack.bundle.artifact import KernelArtifact
 from kernelpack.clib import Library, read_embedded_bundle
+from kernelpack.core.abi import Abi, DType, Param, Pointer
+from kernelpack.core.binary import Binary
+from kernelpack.core.cache import CompileCache
 from toolchain_support import CC, PTXAS
 
 

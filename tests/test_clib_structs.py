@@ -1,4 +1,4 @@
-"""The ctypes mirrors in kernelpack.clib.cstructs have the generated header's layout (sizeof and every offsetof)."""
+"""The ctypes mirrors in kernelpack.runtime.cstructs have the generated header's layout (sizeof and every offsetof)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from clib_support import compile_program, session_env
-from kernelpack.clib.cstructs import KpLaunch, KpTensor
+from kernelpack.runtime.cstructs import KpLaunch, KpTensor
 
 
 @pytest.fixture(scope="module")

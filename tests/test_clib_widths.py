@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 import fuzz_support as fz
-from kernelpack.bundle import Bundle
+from kernelpack.bundle.kpack import Bundle
 from kernelpack.clib.generate import generate  # the function (kernelpack.clib.generate is also the module)
-from kernelpack.errors import KernelpackError
+from kernelpack.core.errors import KernelpackError
 
 Edit = Callable[[dict[str, Any]], None]
 

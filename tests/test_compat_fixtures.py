@@ -39,7 +39,7 @@ int main(void) {
 
 def test_old_bundle_and_library_load_and_describe_the_same_kernels():
     import kernelpack
-    from kernelpack.bundle import Bundle
+    from kernelpack.bundle.kpack import Bundle
     from kernelpack.clib import read_embedded_bundle
 
     bundle = Bundle.read(KPACK)

@@ -91,7 +91,7 @@ def _calls(t: int) -> list[tuple[str, str, tuple, dict]]:
 @pytest.mark.parametrize("path", ["c", "python"])
 def test_python_runtime_32_threads_first_launches_100_times(rt, path):
     import kernelpack
-    from kernelpack.packing import pack_params
+    from kernelpack.core.packing import pack_params
     from runtime_support import python_path
 
     bundle, fake = rt

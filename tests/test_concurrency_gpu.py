@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpu import demo_kernels, requires_gpu
-from kernelpack.bundle import Bundle
+from kernelpack.bundle.kpack import Bundle
 from toolchain_support import CC
 
 HERE = Path(__file__).parent

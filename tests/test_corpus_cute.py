@@ -37,10 +37,10 @@ from corpus.gpu_check import (  # noqa: E402
 )
 from corpus.gpu_timing import MIN_SLEEP_US, backlog_us  # noqa: E402
 
-from kernelpack.abi import Abi, Scalar, Struct, TensorSpec  # noqa: E402
-from kernelpack.abi import Param as AbiParam  # noqa: E402
-from kernelpack.artifact import LaunchSpec  # noqa: E402
-from kernelpack.clib.cstructs import KpTensor  # noqa: E402
+from kernelpack.core.abi import Abi, Scalar, Struct, TensorSpec  # noqa: E402
+from kernelpack.core.abi import Param as AbiParam  # noqa: E402
+from kernelpack.core.launchspec import LaunchSpec  # noqa: E402
+from kernelpack.runtime.cstructs import KpTensor  # noqa: E402
 
 torch = pytest.importorskip("torch")
 

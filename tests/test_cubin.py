@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 import toolchain_support
 from cubin_factory import CubinFactory, cuobjdump_view
-from kernelpack.arch import Arch
-from kernelpack.cubin import Cubin, KParam, is_cubin, read_cubin
-from kernelpack.errors import CubinError
+from kernelpack.core.arch import Arch
+from kernelpack.core.cubin import Cubin, KParam, is_cubin, read_cubin
+from kernelpack.core.errors import CubinError
 
 MAIN_SRC = r"""
 #include <cuda.h>

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kernelpack import cuda
-from kernelpack.abi import Abi, DType, Opaque, Param, Pointer, Scalar
-from kernelpack.cudacc import nvrtc_available
-from kernelpack.errors import AbiMismatch, CompileError
+from kernelpack.core.abi import Abi, DType, Opaque, Param, Pointer, Scalar
+from kernelpack.core.errors import AbiMismatch, CompileError
+from kernelpack.frontends.cuda import compile as cuda
+from kernelpack.frontends.cuda.toolkit import nvrtc_available
 from toolchain_support import needs_cuda_compiler, needs_nvcc
 
 pytestmark = needs_cuda_compiler

@@ -12,9 +12,10 @@ import pytest
 
 from cute_support import example, need_cute
 from kernelpack import AbiMismatch, CompileError, DType, Pointer, Scalar, Struct
-from kernelpack.abi import Abi, Field, Param, TensorSpec
-from kernelpack.artifact import KernelArtifact, LaunchSpec, evaluate_grid
-from kernelpack.bundle import Bundle
+from kernelpack.bundle.artifact import KernelArtifact
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.abi import Abi, Field, Param, TensorSpec
+from kernelpack.core.launchspec import LaunchSpec, evaluate_grid
 
 need_cute()
 import cutlass  # noqa: E402
@@ -24,7 +25,7 @@ from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream, mak
 from cutlass.cute.typing import SymInt  # noqa: E402
 
 import kernelpack.cute as kc  # noqa: E402
-from kernelpack.cute.llvm import check_host_abi, host_arg_types  # noqa: E402
+from kernelpack.frontends.cute.llvm import check_host_abi, host_arg_types  # noqa: E402
 
 THREE = Int32(3)
 
@@ -224,7 +225,7 @@ def test_cute_header_stride_width_is_caught(tmp_path: Path) -> None:
     (art,) = kc.compile(ea.elementwise_add, *ts, arch="sm_90a", name="ew_narrow")  # derived ABI: verified
     assert art.abi.params[0].type.size == 16  # {float*; i32 shape0; i32 stride0}
 
-    from kernelpack.cute.compiler import _load_cute_runtime
+    from kernelpack.frontends.cute.compiler import _load_cute_runtime
 
     _load_cute_runtime()
     compiled = cute.compile(ea.elementwise_add, *ts, options="--gpu-arch sm_90a")

@@ -15,7 +15,7 @@ import cutlass.cute as cute  # noqa: E402
 
 import cute_launch_forms as forms  # noqa: E402
 import kernelpack.cute as kc  # noqa: E402
-from kernelpack.cute.capture import capture_launches  # noqa: E402
+from kernelpack.frontends.cute.capture import capture_launches  # noqa: E402
 
 GRID = (("ceil_div", ("arg", "n", None), forms.THREADS), 1, 1)
 ABI = "tensor_f32_d_1 x, tensor_f32_d_1 y, int32_t n"
@@ -101,7 +101,7 @@ def test_coordinate_tensor_and_static_layout_parameters() -> None:
     ('!cute.coord_tensor<"0", "(8):(?@0)">', ["stride0"]),
 ])
 def test_coordinate_tensor_spellings(spelling: str, fields: list[str]) -> None:
-    from kernelpack.cute.types import coord_tensor_struct
+    from kernelpack.frontends.cute.types import coord_tensor_struct
 
     st = coord_tensor_struct(spelling)
     assert [f.name for f in st.fields] == fields
@@ -109,7 +109,7 @@ def test_coordinate_tensor_spellings(spelling: str, fields: list[str]) -> None:
 
 
 def test_coordinate_tensor_with_several_dynamic_parts_is_refused() -> None:
-    from kernelpack.cute.types import coord_tensor_struct
+    from kernelpack.frontends.cute.types import coord_tensor_struct
 
     with pytest.raises(CompileError, match=r"dynamic leaves in its coord and shape have no known C layout"):
         coord_tensor_struct('!cute.coord_tensor<"(?,0)", "(?,4):(1@0,1@1)">')
@@ -126,6 +126,6 @@ def test_coordinate_tensor_with_several_dynamic_parts_is_refused() -> None:
     ('!cute.memref<f32, gmem, "(8):(1)">', False),
 ])
 def test_static_layout_like_values_vanish(spelling: str, static: bool) -> None:
-    from kernelpack.cute.types import is_static
+    from kernelpack.frontends.cute.types import is_static
 
     assert is_static(spelling) is static

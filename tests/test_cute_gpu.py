@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from gpu import cuda_torch, require_carried, requires_gpu
-from kernelpack.clib.cstructs import KpLaunch, KpTensor
+from kernelpack.runtime.cstructs import KpLaunch, KpTensor
 from toolchain_support import CXX, cuda_include
 
 pytestmark = pytest.mark.gpu
@@ -162,13 +162,13 @@ def kp_tensor(x, dtype_code: int) -> KpTensor:  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def kernels():  # type: ignore[no-untyped-def]
-    from kernelpack.bundle import Bundle
+    from kernelpack.bundle.kpack import Bundle
 
     return {(a.name, a.variant): a for a in Bundle.read(artifacts() / "kernels.kpack")}
 
 
 def grid_of(art, fields) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
-    from kernelpack.artifact import evaluate_grid
+    from kernelpack.core.launchspec import evaluate_grid
 
     assert art.launch.grid is not None, f"{art.label}: no grid formula recorded"
     return tuple(evaluate_grid(e, fields) for e in art.launch.grid)  # type: ignore[return-value]
@@ -177,7 +177,7 @@ def grid_of(art, fields) -> tuple[int, int, int]:  # type: ignore[no-untyped-def
 @requires_gpu
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_kernel_level_family_dispatches_by_dtype(torch, kernels, dtype) -> None:  # type: ignore[no-untyped-def]
-    from kernelpack.abi import DType
+    from kernelpack.core.abi import DType
     from kernelpack.launch.codes import DTYPE_CODE
 
     lib = ctypes.CDLL(str(artifacts() / "kpkern" / "lib" / "libkpkern.so"))

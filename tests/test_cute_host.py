@@ -21,7 +21,7 @@ from toolchain_support import CC, CXX, cuda_include, needs_tools
 
 need_cute()
 
-from kernelpack.cute_host import (  # noqa: E402
+from kernelpack.clib.host import (
     HostLibrary,
     HostObject,
     HostProgram,
@@ -52,7 +52,7 @@ def test_shim_layouts_match_the_cuda_headers(tmp_path: Path) -> None:
     inc = cuda_include()
     if inc is None:
         pytest.skip("no CUDA headers")
-    from kernelpack.cute_host.build import support_files
+    from kernelpack.clib.host.build import support_files
 
     for name, text in support_files().items():
         (tmp_path / name).write_text(text)
@@ -219,7 +219,7 @@ def _set(doc: Any, path: tuple[Any, ...], value: Any) -> Any:
 
 
 def test_malformed_host_program_bytes_are_refused_as_bundle_errors(programs: list[HostProgram]) -> None:
-    from kernelpack.errors import BundleError
+    from kernelpack.core.errors import BundleError
 
     p = next(p for p in programs if p.label == "gemm[f16]")
     doc = json.loads(p.to_bytes())

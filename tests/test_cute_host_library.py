@@ -17,10 +17,10 @@ from toolchain_support import CC, CXX, needs_tools
 need_cute()
 
 import kernelpack  # noqa: E402
+from kernelpack.bundle.merge import merge_programs  # noqa: E402
 from kernelpack.clib import BuildResult  # noqa: E402
-from kernelpack.cute_host import HostLibrary, HostProgram, build_host_library  # noqa: E402
-from kernelpack.errors import BundleError, KernelpackError  # noqa: E402
-from kernelpack.merge import merge_programs  # noqa: E402
+from kernelpack.clib.host import HostLibrary, HostProgram, build_host_library  # noqa: E402
+from kernelpack.core.errors import BundleError, KernelpackError  # noqa: E402
 
 pytestmark = needs_tools(CC, "ld", "objcopy")
 

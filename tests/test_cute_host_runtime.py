@@ -24,18 +24,12 @@ import cutlass  # noqa: E402
 import kernelpack  # noqa: E402
 import kernelpack.cute as kc  # noqa: E402
 from fake_cuda import run  # noqa: E402
+from kernelpack.bundle import host_manifest as hm  # noqa: E402
+from kernelpack.bundle.embedded import read_embedded  # noqa: E402
 from kernelpack.clib import Library, read_embedded_bundle  # noqa: E402
-from kernelpack.clib.embedded import read_embedded  # noqa: E402
-from kernelpack.cute_host import build_host_library  # noqa: E402
-from kernelpack.cute_host import manifest as hm  # noqa: E402
-from kernelpack.errors import BundleError, LaunchError  # noqa: E402
-from kernelpack.runtime import (  # noqa: E402
-    ArgumentTypeError,
-    ArgumentValueError,
-    DriverError,
-    NoMatchingSpecialization,
-    host,
-)
+from kernelpack.clib.host import build_host_library  # noqa: E402
+from kernelpack.core.errors import BundleError, LaunchError  # noqa: E402
+from kernelpack.runtime import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization, host
 from runtime_support import CudaArray, cpu_tensors_as_cuda  # noqa: E402
 from toolchain_support import needs_tools  # noqa: E402
 

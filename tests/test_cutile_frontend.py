@@ -10,12 +10,12 @@ ct = pytest.importorskip("cuda.tile")
 from cuda.tile.compilation import ScalarConstraint  # noqa: E402
 
 import frontend_builds as fb  # noqa: E402
-import kernelpack.cutile as kc  # noqa: E402
+import kernelpack.frontends.cutile.compile as kc  # noqa: E402
 from cutile_kernels import array, matmul, vadd  # noqa: E402
-from kernelpack.abi import DType, Param, Pointer, Scalar  # noqa: E402
-from kernelpack.bundle import Bundle  # noqa: E402
-from kernelpack.errors import CompileError  # noqa: E402
-from kernelpack.verify import verify_abi  # noqa: E402
+from kernelpack.bundle.kpack import Bundle  # noqa: E402
+from kernelpack.core.abi import DType, Param, Pointer, Scalar  # noqa: E402
+from kernelpack.core.errors import CompileError  # noqa: E402
+from kernelpack.core.verify import verify_abi  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,9 @@ from cuda.tile.compilation import CallingConvention, KernelSignature  # noqa: E4
 
 import cutile_kernels as CK  # noqa: E402
 import cutile_sig_kernels as K  # noqa: E402
-import kernelpack.cutile as kc  # noqa: E402
+import kernelpack.frontends.cutile.compile as kc  # noqa: E402
 from kernelpack import CompileError  # noqa: E402
-from kernelpack.cutile_args import _ensure_driver  # noqa: E402
+from kernelpack.frontends.cutile.signature import _ensure_driver  # noqa: E402
 
 DEVICE_BASE = 0x7F00_0000_0000  # a device allocation: the caching allocator aligns to 512 bytes
 TYPESTR = {torch.float32: "<f4", torch.float16: "<f2", torch.bfloat16: "<V2", torch.int8: "|i1", torch.int32: "<i4",
@@ -141,7 +141,7 @@ def test_bad_example_arguments_are_reported() -> None:
 
 
 def test_project_entry_derives_from_example_args(tmp_path: Path, fresh_cache: Any) -> None:
-    from kernelpack.bundle import Bundle
+    from kernelpack.bundle.kpack import Bundle
     from kernelpack.project import build
 
     (tmp_path / "ck.py").write_text((Path(__file__).parent / "cutile_kernels.py").read_text())
@@ -172,8 +172,8 @@ def test_fp8_arrays_are_fp8_pointer_params_and_fp8_scalars_are_refused() -> None
     a scalar of an fp8 dtype has no C type and is refused naming the parameter."""
     import cuda.tile as ct
 
-    from kernelpack.abi import DType, Pointer
-    from kernelpack.cutile import _params
+    from kernelpack.core.abi import DType, Pointer
+    from kernelpack.frontends.cutile.compile import _params
 
     x8 = _views(torch.float8_e4m3fn, "meta")["contiguous"]
     y8 = torch.empty(8, 32, dtype=torch.float8_e5m2, device="meta")

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from kernelpack.decompress import decoders, library, lz4_block, xxh64, zstd
-from kernelpack.errors import DecompressError
+from kernelpack.core.errors import DecompressError
+from kernelpack.frontends.prebuilt.decompress import decoders, library, lz4_block, xxh64, zstd
 
 ZSTD = shutil.which("zstd")
 LZ4 = shutil.which("lz4")

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernelpack.demangle import (
+from kernelpack.core.errors import KernelpackError
+from kernelpack.frontends.cuda.demangle import (
     ArrayOf,
     Builtin,
     Demangled,
@@ -27,7 +28,6 @@ from kernelpack.demangle import (
     is_mangled,
     spell,
 )
-from kernelpack.errors import KernelpackError
 from toolchain_support import NVCC
 
 FLOAT, INT, VOID = Builtin("float"), Builtin("int"), Builtin("void")

@@ -1,7 +1,7 @@
 """Tensor-descriptor launches on the C path (``_launch.c``): a TMA descriptor's CUtensorMap encoded in C and kept in
 the family's cache, a decomposed descriptor packed in C, on the fake driver.
 
-The reference is the pure-Python path (``KernelFamily.call``: ``kernelpack.tma.encode_args`` and the driver's
+The reference is the pure-Python path (``KernelFamily.call``: ``kernelpack.core.tma.encode_args`` and the driver's
 ``cuTensorMapEncodeTiled`` per launch): both paths must hand the driver the same parameter bytes, refuse the same
 tensors with the same error, and the cache must re-encode whenever anything the map depends on changes.
 """
@@ -17,10 +17,12 @@ import pytest
 
 import kernelpack
 from clib_support import DEC_ABI, DEC_SPEC, KERNELS_CU, TMA_ABI, TMA_SPEC
-from kernelpack.artifact import Binary, KernelArtifact, LaunchSpec
-from kernelpack.bundle import Bundle
+from kernelpack.bundle.artifact import KernelArtifact
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.binary import Binary
+from kernelpack.core.launchspec import LaunchSpec
+from kernelpack.core.tma import encode_args
 from kernelpack.runtime.errors import DescriptorArgumentError
-from kernelpack.tma import encode_args
 from runtime_support import cpu_tensors_as_cuda, python_path
 from toolchain_support import require_nvcc
 
@@ -209,7 +211,8 @@ def test_a_tensor_of_another_dtype_is_refused_as_before(fake, c_mod, py_mod):
 
 @pytest.mark.parametrize("version", [12080, 13010, 13020])
 def test_the_old_driver_fixup_is_the_python_paths(fake, bundle, version):
-    """Drivers up to 13.1 get bit 21 of a small tensor's map cleared (kernelpack.tma.encode_args), on both paths."""
+    """Drivers up to 13.1 get bit 21 of a small tensor's map cleared (kernelpack.core.tma.encode_args), on both
+    paths."""
     map_at = next(a for a in bundle if a.name == "tma2d").cubin_kernel("sm_90a").params[0].offset
     fake.reset(version=version)
     with fake.installed():

@@ -1,4 +1,4 @@
-"""A format-2 bundle carries each family's dispatch record (kernelpack.runtime.record): a process's first launch of a
+"""A format-2 bundle carries each family's dispatch record (kernelpack.launch.record): a process's first launch of a
 family reads it and the one binary it runs, builds no family and parses no cubin, and launches exactly what the
 family built from its manifest entries launches. Verification recomputes every record; an altered or malformed
 record is refused naming the kernel, never a crash. On the fake driver."""
@@ -17,11 +17,11 @@ import pytest
 
 import kernelpack
 from fuzz_support import edit_family_stream
-from kernelpack.abi import Abi
-from kernelpack.bundle import Bundle, read_manifest
-from kernelpack.bundle_index import BundleIndex
-from kernelpack.errors import AbiMismatch, BundleError
-from kernelpack.runtime import record as rec
+from kernelpack.bundle.index import BundleIndex
+from kernelpack.bundle.kpack import Bundle, read_manifest
+from kernelpack.core.abi import Abi
+from kernelpack.core.errors import AbiMismatch, BundleError
+from kernelpack.launch import record as rec
 
 P = 0x10000  # 256-byte aligned device addresses (the fake driver takes any)
 
@@ -259,7 +259,7 @@ from pathlib import Path
 sys.path.insert(0, {tests!r})
 import kernelpack
 from fake_cuda import InProcessFake
-from kernelpack.errors import KernelpackError
+from kernelpack.core.errors import KernelpackError
 fake = InProcessFake(Path({lib!r}))
 fake.reset()
 P = 0x10000
@@ -327,8 +327,8 @@ def test_a_record_of_another_version_is_not_read(fake, bundle, tmp_path):
 
 def test_a_family_whose_binary_does_not_verify_gets_no_record_and_fails_at_its_first_launch(fake, tmp_path,
                                                                                             runtime_bundle):
-    from kernelpack.abi import DType, Param, Pointer
-    from kernelpack.artifact import deferred_verification
+    from kernelpack.bundle.artifact import deferred_verification
+    from kernelpack.core.abi import DType, Param, Pointer
 
     add = next(a for a in runtime_bundle if a.label == "add")
     with deferred_verification():
@@ -355,7 +355,7 @@ def test_records_are_small_next_to_the_entries(bundle):
 def test_small_families_share_their_chunks_and_a_large_one_has_its_own(runtime_bundle):
     """Entries and records are grouped in streams of ~16 KiB: a table of many one-specialization families stays
     small, and a family's first use expands one stream, not the whole manifest."""
-    from kernelpack.bundle import CHUNK, RECORD_CHUNK
+    from kernelpack.bundle.kpack import CHUNK, RECORD_CHUNK
 
     add = next(a for a in runtime_bundle if a.label == "add")
     many = [dataclasses.replace(add, name=f"k{i}") for i in range(300)]

@@ -26,7 +26,7 @@ IDS = [e.dsl for e in ALL]
 @pytest.fixture(scope="session")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Every buildable example, built once per session (fresh compile cache) into a temp prefix each."""
-    from kernelpack import config
+    from kernelpack.core import config
 
     root = tmp_path_factory.mktemp("examples")
     out: dict[str, Path] = {}

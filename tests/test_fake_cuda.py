@@ -11,7 +11,7 @@ import pytest
 
 from clib_support import session_env
 from fake_cuda import FakeCuda, InProcessFake, environment, run
-from kernelpack.bundle import Bundle
+from kernelpack.bundle.kpack import Bundle
 
 ROOT = Path(__file__).resolve().parents[1]
 c_int, c_uint, c_void_p = ctypes.c_int, ctypes.c_uint, ctypes.c_void_p

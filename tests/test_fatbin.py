@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from kernelpack import decompress, zstd_blocks
-from kernelpack.cubin import read_cubin
-from kernelpack.describe import find_cuda_tool
-from kernelpack.errors import CubinError
-from kernelpack.fatbin import FatbinError, fatbin_section, is_fatbin, read_fatbin
-from kernelpack.ptx import ptx_entries, ptx_target
+from kernelpack.cli.describe import find_cuda_tool
+from kernelpack.core.cubin import read_cubin
+from kernelpack.core.errors import CubinError
+from kernelpack.core.ptx import ptx_entries, ptx_target
+from kernelpack.frontends.prebuilt import decompress, zstd_blocks
+from kernelpack.frontends.prebuilt.fatbin import FatbinError, fatbin_section, is_fatbin, read_fatbin
 from prebuilt_support import MODES, Built, session_binaries
 
 

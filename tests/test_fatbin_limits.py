@@ -20,10 +20,11 @@ import pytest
 import fatbin_bombs as fb
 import fuzz_decoders as fd
 import fuzz_support as fz
-from kernelpack import prebuilt, zstd_blocks, zstd_frames
-from kernelpack.decompress import LZ4_MAX_RATIO, ZSTD_MAX_RATIO, decoders, lz4_block, zstd
-from kernelpack.errors import CubinError, DecompressError
-from kernelpack.fatbin import FatbinError, read_fatbin
+from kernelpack import prebuilt
+from kernelpack.core.errors import CubinError, DecompressError
+from kernelpack.frontends.prebuilt import zstd_blocks, zstd_frames
+from kernelpack.frontends.prebuilt.decompress import LZ4_MAX_RATIO, ZSTD_MAX_RATIO, decoders, lz4_block, zstd
+from kernelpack.frontends.prebuilt.fatbin import FatbinError, read_fatbin
 
 HEADROOM = 64 << 20  # address space a refusal may add
 SAMPLE_TEXT = b"".join(b"ld.global.f32 %r" + str(i % 97).encode() + b", [%rd" + str(i % 13).encode() + b"];\n"

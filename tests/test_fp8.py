@@ -14,8 +14,8 @@ import pytest
 import kernelpack
 from clib_support import compile_program
 from fake_cuda import run, session_fake
-from kernelpack import cuda
-from kernelpack.abi import DType, Pointer
+from kernelpack.core.abi import DType, Pointer
+from kernelpack.frontends.cuda import compile as cuda
 from kernelpack.launch.codes import DTYPE_CODE
 from kernelpack.runtime import ArgumentTypeError, ArgumentValueError, NoMatchingSpecialization
 from runtime_support import cpu_tensors_as_cuda, python_path
@@ -224,7 +224,7 @@ class _null:
 def test_tensor_descriptor_of_fp8_takes_a_torch_float8_tensor() -> None:
     """A CuTe-style tensor struct of f8e4m3 elements (what a CuTe host program such as FlashInfer's rmsnorm_quant
     takes for its fp8 output) accepts a torch float8_e4m3fn tensor and refuses an e5m2 one naming both."""
-    from kernelpack.abi import Abi, Param, Struct, TensorSpec
+    from kernelpack.core.abi import Abi, Param, Struct, TensorSpec
     from kernelpack.launch.plan import Plan
     from kernelpack.runtime import adapters, checks
 

@@ -13,7 +13,7 @@ import pytest
 
 import kernelpack
 from gpu import GPU_MARKS, cuda_torch, require_carried
-from kernelpack.bundle import Bundle
+from kernelpack.bundle.kpack import Bundle
 from kernelpack.runtime import ArgumentValueError
 from runtime_support import python_path
 

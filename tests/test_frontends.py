@@ -15,13 +15,14 @@ from typing import Any, ClassVar
 
 import pytest
 
-from kernelpack.artifact import Binary, KernelArtifact
-from kernelpack.bundle import Bundle
-from kernelpack.cubin import read_cubin
-from kernelpack.cxxtypes import abi_from_params
+from kernelpack.bundle.artifact import KernelArtifact
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.binary import Binary
+from kernelpack.core.cubin import read_cubin
 from kernelpack.frontends import FRONTENDS, Entry, Frontend, Output, Step
 from kernelpack.frontends import fields as fl
 from kernelpack.frontends.base import ENTRY_RULES, entry_keys
+from kernelpack.frontends.cuda.cxxtypes import abi_from_params
 from kernelpack.project import build, load_project
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "kernelpack"
@@ -94,8 +95,7 @@ def _imports(path: Path) -> set[str]:
     return {m for m in out if m.startswith("kernelpack")}
 
 
-FRONTEND_MODULES = ["frontends/*.py", "cuda.py", "cudacc.py", "triton.py", "cutile.py", "cute/*.py", "prebuilt.py",
-                    "fatbin.py", "decompress.py", "ptx.py", "cxxtypes.py", "demangle.py", "deps.py"]
+FRONTEND_MODULES = ["frontends/**/*.py", "cuda.py", "triton.py", "cutile.py", "cute.py", "prebuilt.py", "core/*.py"]
 
 
 @pytest.mark.parametrize("pattern", FRONTEND_MODULES)

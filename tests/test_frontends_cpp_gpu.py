@@ -1,6 +1,6 @@
 """On the H200, from C++: a library generated from the carried Triton and cuTile bundles launches every kernel,
 the TMA matmul through the library's own entry (kp_tensor views; it encodes the CUtensorMaps as
-kernelpack.tma.encode_args says) and tr_scale_rows with the Triton global scratch the library allocates."""
+kernelpack.core.tma.encode_args says) and tr_scale_rows with the Triton global scratch the library allocates."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 from clib_support import HERE
 from gpu import requires_gpu
 from gpu_frontends import load_bundle
-from kernelpack.bundle import Bundle
+from kernelpack.bundle.kpack import Bundle
 from kernelpack.clib import Library
 from toolchain_support import CXX
 

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import fuzz_support as fz
-from kernelpack.bundle import MAGIC, Bundle
-from kernelpack.clib.embedded import read_embedded_bundle
-from kernelpack.errors import BundleError
+from kernelpack.bundle.embedded import read_embedded_bundle
+from kernelpack.bundle.kpack import MAGIC, Bundle
+from kernelpack.core.errors import BundleError
 from toolchain_support import needs_cuda_compiler
 
 pytestmark = needs_cuda_compiler

@@ -21,10 +21,11 @@ from pathlib import Path
 import pytest
 
 from clib_support import TMA_ABI, TMA_SPEC, TSUM_SPEC, add_abi, bins, session_env
-from kernelpack import names
-from kernelpack.abi import Abi, DType, Field, Param, Pointer, Scalar, Struct
-from kernelpack.artifact import KernelArtifact, LaunchSpec
-from kernelpack.errors import KernelpackError
+from kernelpack.bundle.artifact import KernelArtifact
+from kernelpack.core import names
+from kernelpack.core.abi import Abi, DType, Field, Param, Pointer, Scalar, Struct
+from kernelpack.core.errors import KernelpackError
+from kernelpack.core.launchspec import LaunchSpec
 from toolchain_support import CC, CLANG, CXX
 
 # what the generator and its outputs declare themselves, and Python's own names
@@ -202,7 +203,7 @@ def test_hostile_names_in_every_position_compile_build_and_load(env, pool, tmp_p
     mod = kernelpack.load(build.shared)
     assert _launch_all(mod, arts, fake) == len(_families(arts))
     # the module's own attributes are its own, whatever the kernels are called
-    from kernelpack.bundle import Bundle
+    from kernelpack.bundle.kpack import Bundle
 
     assert isinstance(mod.bundle, Bundle) and callable(mod.preload) and repr(mod).startswith("<kernelpack")
     assert mod.__class__.__name__ == "KernelModule" and isinstance(mod.__dict__, dict)
@@ -298,8 +299,8 @@ def test_cuda_kernel_with_parameters_named_like_generated_code(tmp_path):
     import inspect
 
     import kernelpack
-    from kernelpack import cuda
     from kernelpack.clib import Library
+    from kernelpack.frontends.cuda import compile as cuda
 
     src = tmp_path / "k.cu"
     src.write_text('extern "C" __global__ void k(float* launch, int kp_c, const float* o, int None, float lambda,\n'

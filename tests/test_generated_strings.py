@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernelpack import names
 from kernelpack.clib.build import cmake_version, pkgconfig
-from kernelpack.errors import KernelpackError
+from kernelpack.core import names
+from kernelpack.core.errors import KernelpackError
 from toolchain_support import CC, needs_tools
 
 HOSTILE_VERSIONS = [

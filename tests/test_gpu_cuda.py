@@ -13,8 +13,9 @@ import struct
 import pytest
 
 from gpu import cuda_torch, demo_kernels, requires_gpu
-from kernelpack.bundle import Bundle
-from kernelpack.packing import pack_params
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.packing import pack_params
+from kernelpack.launch.binaries import runs_on
 
 CU_LAUNCH_PARAM_END, CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
 
@@ -32,7 +33,7 @@ class Launcher:
 
         self.cu, self.art = cu, artifact
         major, minor = torch.cuda.get_device_capability()
-        binary = next(b for b in artifact.binaries if b.arch.runs_on(major, minor))
+        binary = next(b for b in artifact.binaries if runs_on(b.arch, major, minor))
         self.ck = binary.cubin.kernel(artifact.entry)
         err, self.lib = cu.cuLibraryLoadData(binary.data, None, None, 0, None, None, 0)
         assert int(err) == 0, err

@@ -1,6 +1,6 @@
 """The reference grid-formula semantics every launcher (C library, Python runtime) must match."""
 
-from kernelpack.artifact import LaunchSpec, evaluate_grid, grid_params
+from kernelpack.core.launchspec import LaunchSpec, evaluate_grid, grid_params
 
 
 def test_div_truncates_toward_zero_exactly_beyond_float_precision():

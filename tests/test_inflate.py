@@ -43,7 +43,7 @@ def run(exe: Path, records: list[tuple[bytes, int]]) -> list[str]:
 @pytest.fixture(scope="module")
 def binaries() -> list[bytes]:
     """Real cubins (sm_80, sm_90a) of the demo kernels; none where neither NVRTC nor nvcc is installed."""
-    from kernelpack.demo import compile_examples
+    from kernelpack.cli.demo import compile_examples
 
     if not cuda_compiler_available():
         return []

@@ -11,9 +11,9 @@ import pytest
 import kernelpack
 from clib_support import compile_program, results
 from fake_cuda import run
-from kernelpack.artifact import LaunchSpec
-from kernelpack.bundle import Bundle
-from kernelpack.errors import CompileError, KernelpackError, LaunchError
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.errors import CompileError, KernelpackError, LaunchError
+from kernelpack.core.launchspec import LaunchSpec
 from kernelpack.runtime import DriverError
 from runtime_support import cpu_tensors_as_cuda
 
@@ -256,7 +256,7 @@ def test_c_and_python_refuse_with_the_same_message(c_program, fake_cuda, fake, b
 
 def test_triton_launch_pdl_and_cooperative_grid_become_launch_flags(fresh_cache):
     pytest.importorskip("triton")
-    import kernelpack.triton as kt
+    import kernelpack.frontends.triton.compile as kt
     from triton_kernels import add_kernel
 
     sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
@@ -328,7 +328,7 @@ def test_a_driver_without_the_occupancy_query_refuses_cooperative_launches_only(
 
 
 def test_prebuilt_kernel_tables_declare_launch_flags(bundle, tmp_path):
-    from kernelpack.frontends.prebuilt import _table_kernels
+    from kernelpack.frontends.prebuilt.entry import _table_kernels
     from kernelpack.project import ProjectError
 
     (cubin,) = [b for b in _art(bundle, "plain_k").binaries if str(b.arch) == "sm_90"]

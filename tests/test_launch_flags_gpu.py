@@ -20,9 +20,9 @@ import pytest
 
 import kernelpack
 from gpu import GPU_MARKS, cuda_torch, require_carried
-from kernelpack.bundle import Bundle
-from kernelpack.clib.cstructs import KpLaunch as Launch
-from kernelpack.errors import LaunchError
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.errors import LaunchError
+from kernelpack.runtime.cstructs import KpLaunch as Launch
 from runtime_support import python_path
 
 pytestmark = GPU_MARKS

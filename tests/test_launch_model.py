@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpack.arch import Arch
+from kernelpack.core.arch import Arch
 from kernelpack.launch import binaries, codes, header
 from toolchain_support import CC, CXX
 

@@ -11,10 +11,11 @@ import sys
 import pytest
 
 import kernelpack
-from kernelpack.abi import Abi, DType, Param, Pointer
-from kernelpack.artifact import Binary, deferred_verification
-from kernelpack.bundle import Bundle
-from kernelpack.errors import AbiMismatch, BundleError
+from kernelpack.bundle.artifact import deferred_verification
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.abi import Abi, DType, Param, Pointer
+from kernelpack.core.binary import Binary
+from kernelpack.core.errors import AbiMismatch, BundleError
 
 
 def _art(bundle: Bundle, label: str):
@@ -99,7 +100,7 @@ def altered_second(runtime_bundle, tmp_path):
     b = dataclasses.replace(add, variant="b", abi=Abi(params))
     path = Bundle((a, b)).write(tmp_path / "two.kpack")
     data = bytearray(path.read_bytes())
-    from kernelpack.bundle import read_manifest
+    from kernelpack.bundle.kpack import read_manifest
 
     manifest = read_manifest(bytes(data))
     (entry,) = [x for x in manifest["artifacts"] if x["variant"] == "b"]
@@ -156,7 +157,7 @@ def test_inspect_verify_reports_a_sound_bundle_and_names_a_broken_kernel(runtime
 
 
 def _manifest_text(data: bytes) -> bytes:
-    from kernelpack.bundle import manifest_bytes
+    from kernelpack.bundle.kpack import manifest_bytes
 
     return manifest_bytes(data)
 
@@ -164,7 +165,7 @@ def _manifest_text(data: bytes) -> bytes:
 def test_a_format_1_manifest_is_one_json_object_with_one_artifact_per_line_name_first(runtime_bundle):
     import json
 
-    from kernelpack.bundle import read_manifest, split_manifest
+    from kernelpack.bundle.kpack import read_manifest, split_manifest
 
     data = runtime_bundle.to_bytes(version=1)
     text = _manifest_text(data)
@@ -188,7 +189,7 @@ def test_load_parses_only_the_entries_of_the_families_used(fake, runtime_bundle,
 
 def test_a_manifest_in_the_older_canonical_layout_still_loads(fake, runtime_bundle, tmp_path):
     from fuzz_support import encode, forge
-    from kernelpack.bundle import read_manifest
+    from kernelpack.bundle.kpack import read_manifest
 
     data = runtime_bundle.to_bytes(version=1)
     path = tmp_path / "old.kpack"

@@ -13,8 +13,8 @@ import sys
 import pytest
 
 import kernelpack
-from kernelpack.abi import Abi
-from kernelpack.bundle import Bundle
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.abi import Abi
 from kernelpack.launch.facts import plans
 from kernelpack.launch.family import constraints, plan_specificity, specificity
 
@@ -96,7 +96,7 @@ def test_entry_lines_in_another_order_still_group_by_family(fake, runtime_bundle
     families whose lines are one run each are found by one scan, a family in two runs makes the loader group the
     lines one by one."""
     from fuzz_support import forge
-    from kernelpack.bundle import manifest_bytes
+    from kernelpack.bundle.kpack import manifest_bytes
 
     data = runtime_bundle.to_bytes(version=1)
     lines = manifest_bytes(data).split(b"\n")

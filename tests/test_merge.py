@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 import kernelpack
-from kernelpack.abi import Abi
-from kernelpack.artifact import LaunchSpec
-from kernelpack.bundle import Bundle
-from kernelpack.errors import BundleError
-from kernelpack.merge import origin
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.bundle.merge import origin
+from kernelpack.core.abi import Abi
+from kernelpack.core.errors import BundleError
+from kernelpack.core.launchspec import LaunchSpec
 from toolchain_support import needs_cuda_compiler
 
 pytestmark = needs_cuda_compiler

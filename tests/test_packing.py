@@ -6,9 +6,9 @@ import struct
 
 import pytest
 
-from kernelpack.abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
-from kernelpack.errors import KernelpackError
-from kernelpack.packing import bf16_bits, pack_params
+from kernelpack.core.abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
+from kernelpack.core.errors import KernelpackError
+from kernelpack.core.packing import bf16_bits, pack_params
 
 
 def test_fp32_scalars_stay_four_bytes_and_land_at_their_offsets():

@@ -20,13 +20,14 @@ import pytest
 import kernelpack
 from clib_support import compile_program, results
 from fake_cuda import param_bytes, run
-from kernelpack.abi import Abi, DType, Param, Pointer, Scalar
-from kernelpack.artifact import ArchLaunch, KernelArtifact, LaunchSpec
-from kernelpack.bundle import Bundle, read_manifest
-from kernelpack.errors import AbiError, AbiMismatch, KernelpackError
+from kernelpack.bundle.artifact import KernelArtifact
+from kernelpack.bundle.kpack import Bundle, read_manifest
+from kernelpack.core.abi import Abi, DType, Param, Pointer, Scalar
+from kernelpack.core.errors import AbiError, AbiMismatch, KernelpackError
+from kernelpack.core.launchspec import ArchLaunch, LaunchSpec
+from kernelpack.core.tma import encode_args
 from kernelpack.launch import device as dev_model
 from kernelpack.launch.facts import facts, layouts
-from kernelpack.tma import encode_args
 from per_arch_builds import CT_TILES
 from runtime_support import CudaArray, python_path
 
@@ -216,7 +217,7 @@ def test_a_block_right_for_one_arch_is_refused_on_the_other(bundle, lib, fake, f
         fresh(fake, (9, 0))
         with python_path() if path == "python" else _nothing():
             m = kernelpack.load(bundle)
-        with pytest.raises(kernelpack.errors.LaunchError, match=r"ct_mm: block \(128, 1, 1\) differs .*\(256, 1, 1\)"):
+        with pytest.raises(kernelpack.LaunchError, match=r"ct_mm: block \(128, 1, 1\) differs .*\(256, 1, 1\)"):
             m.ct_mm(*_ct_args(), grid=1, block=128)
         assert fake.launches() == []
 

@@ -21,11 +21,11 @@ import pytest
 
 import kernelpack
 from gpu import GPU_MARKS, cuda_torch, require_carried
-from kernelpack.abi import DType
-from kernelpack.bundle import Bundle
-from kernelpack.clib.cstructs import KpLaunch as Launch
-from kernelpack.clib.cstructs import KpTensor as Tensor
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.abi import DType
 from kernelpack.launch.codes import DTYPE_CODE
+from kernelpack.runtime.cstructs import KpLaunch as Launch
+from kernelpack.runtime.cstructs import KpTensor as Tensor
 from runtime_support import python_path
 
 pytestmark = GPU_MARKS

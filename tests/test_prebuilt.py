@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 import kernelpack
-from kernelpack import config, prebuilt
-from kernelpack.abi import Abi, DType, Param, Pointer, Scalar
-from kernelpack.artifact import LaunchSpec
-from kernelpack.errors import AbiMismatch, CompileError, CubinError, ProjectError
-from kernelpack.packing import pack_params
+from kernelpack import prebuilt
+from kernelpack.core import config
+from kernelpack.core.abi import Abi, DType, Param, Pointer, Scalar
+from kernelpack.core.errors import AbiMismatch, CompileError, CubinError, ProjectError
+from kernelpack.core.launchspec import LaunchSpec
+from kernelpack.core.packing import pack_params
 from kernelpack.prebuilt import Kernel
 from kernelpack.project import BuildFailed, Cubin, build, load_project
 from prebuilt_support import FILL_F32, FILL_I32, MODES, PARAMS, Built, session_binaries

@@ -17,8 +17,8 @@ import pytest
 import kernelpack
 from gpu import requires_gpu
 from kernelpack import prebuilt
-from kernelpack.bundle import Bundle
-from kernelpack.clib.cstructs import KpLaunch
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.runtime.cstructs import KpLaunch
 from prebuilt_support import FILL_F32, FILL_I32, PARAMS, Built, session_binaries
 from runtime_support import python_path
 

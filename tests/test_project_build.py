@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpack.errors import KernelpackError
+from kernelpack.core.errors import KernelpackError
 from kernelpack.project import BuildFailed, Cuda, ProjectError, build, load_project
 from kernelpack.project.report import occupancy, row
 from toolchain_support import needs_cuda_compiler
@@ -261,8 +261,8 @@ def test_occupancy_and_warnings() -> None:
 
 @needs_cuda_compiler
 def test_summary_warns_about_spills_registers_and_smem(tmp_path: Path, fresh_cache) -> None:
-    from kernelpack import cuda
-    from kernelpack.artifact import LaunchSpec
+    from kernelpack.core.launchspec import LaunchSpec
+    from kernelpack.frontends.cuda import compile as cuda
 
     src = """
     extern "C" __global__ void __launch_bounds__(256) heavy(float* y, int n) {

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpack import cli
+import kernelpack.cli as cli
 from kernelpack.project import Cuda, ProjectError, load_project
 
 LIB = '[library]\nname = "p"\narchs = ["sm_90a"]\n'
@@ -133,7 +133,7 @@ def test_out_pointing_at_a_file_or_a_device_is_refused_before_any_work(project: 
 
 def test_quiet_still_prints_errors_and_debug_adds_the_traceback(project: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from kernelpack import config
+    from kernelpack.core import config
 
     with config.override(cache_dir=project / "cache"):
         assert cli.main(["build", "-q", "-j", "1", str(project)]) == 2
@@ -178,7 +178,7 @@ def test_sigint_in_a_real_process_prints_one_line(project: Path) -> None:
         LIBRARY = {"name": "p"}
         KERNELS = []
     """))
-    env = dict(os.environ, PYTHONPATH=str(Path(cli.__file__).parents[1]), KERNELPACK_CACHE_DIR="off")
+    env = dict(os.environ, PYTHONPATH=str(Path(cli.__file__).parents[2]), KERNELPACK_CACHE_DIR="off")
     proc = subprocess.Popen([sys.executable, "-m", "kernelpack.cli", "build", str(project)], stderr=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stderr is not None and proc.stderr.readline() == "importing\n"

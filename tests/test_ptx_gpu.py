@@ -18,7 +18,7 @@ import pytest
 
 import kernelpack
 from gpu import GPU_MARKS, cuda_torch, require_carried
-from kernelpack.bundle import Bundle
+from kernelpack.bundle.kpack import Bundle
 from runtime_support import python_path
 
 pytestmark = GPU_MARKS

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from kernelpack.abi import Abi, DType, Param, Scalar
-from kernelpack.artifact import Binary, KernelArtifact
-from kernelpack.bundle import Bundle
-from kernelpack.errors import AbiMismatch, CompileError
-from kernelpack.ptx import ptx_entries, ptx_target
+from kernelpack.bundle.artifact import KernelArtifact
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.abi import Abi, DType, Param, Scalar
+from kernelpack.core.binary import Binary
+from kernelpack.core.errors import AbiMismatch, CompileError
+from kernelpack.core.ptx import ptx_entries, ptx_target
 from toolchain_support import needs_cuda_compiler
 
 VECTOR_OPS = Path(__file__).resolve().parents[1] / "src" / "kernelpack" / "examples" / "vector_ops.cu"
@@ -29,7 +30,7 @@ def kinds(bundle: Bundle) -> list[list[tuple[str, str, str]]]:
 @needs_cuda_compiler
 @pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
 def test_cuda_cpp_compute_archs_embed_ptx_for_that_virtual_arch(compiler, fresh_cache):
-    import kernelpack.cuda as kcuda
+    import kernelpack.frontends.cuda.compile as kcuda
 
     b = kcuda.compile(VECTOR_OPS.read_text(), ["axpy", "scale<float>"], arch=["compute_80", "sm_90a", "compute_100f"],
                       compiler=compiler)
@@ -46,7 +47,7 @@ def test_cuda_cpp_compute_archs_embed_ptx_for_that_virtual_arch(compiler, fresh_
 
 @needs_cuda_compiler
 def test_a_ptx_only_binary_is_verified_against_its_entry_and_target(fresh_cache):
-    import kernelpack.cuda as kcuda
+    import kernelpack.frontends.cuda.compile as kcuda
 
     (good,) = kcuda.compile(VECTOR_OPS.read_text(), ["axpy"], arch="compute_80").artifacts
     ptx = good.binaries[0]
@@ -86,7 +87,7 @@ TR_ADD = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
 
 def test_triton_compute_archs_embed_its_ptx(fresh_cache):
     pytest.importorskip("triton")
-    import kernelpack.triton as kt
+    import kernelpack.frontends.triton.compile as kt
     from triton_kernels import add_kernel
 
     b = kt.compile(add_kernel, TR_ADD, constexprs={"BLOCK": 1024}, arch=["sm_90a", "compute_80", "compute_90",
@@ -102,7 +103,7 @@ def test_triton_compute_archs_embed_its_ptx(fresh_cache):
 def test_triton_ptx_that_needs_arch_specific_instructions_is_refused_naming_kernel_and_arch(fresh_cache):
     pytest.importorskip("triton")
     import frontend_builds as fb
-    import kernelpack.triton as kt
+    import kernelpack.frontends.triton.compile as kt
     from triton_kernels import tma_matmul_kernel
 
     with pytest.raises(CompileError, match=r"kernel tma_matmul_kernel \(compute_90\): Triton's PTX for sm_90 uses "
@@ -118,7 +119,7 @@ def test_cutile_refuses_compute_archs_naming_kernel_and_arch():
     pytest.importorskip("cuda.tile")
     import cuda.tile as ct
 
-    import kernelpack.cutile as kct
+    import kernelpack.frontends.cutile.compile as kct
     from cutile_kernels import array, vadd
 
     sig = [[array(ct.float32, 1), array(ct.float32, 1), array(ct.float32, 1), 1024]]
@@ -146,7 +147,7 @@ def test_cute_kernels_embed_ptx_and_host_programs_refuse_it():
 
 
 def test_an_unknown_virtual_arch_is_refused_before_any_compile():
-    import kernelpack.cuda as kcuda
+    import kernelpack.frontends.cuda.compile as kcuda
 
     with pytest.raises(Exception, match=re.escape("not a CUDA arch: 'compute_95' (no NVIDIA GPU has SM 95")):
         kcuda.compile(VECTOR_OPS.read_text(), ["axpy"], arch=["compute_95"])

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from kernelpack import config, publish
-from kernelpack.bundle import Bundle
+from kernelpack.bundle.kpack import Bundle
 from kernelpack.clib import read_embedded_bundle
-from kernelpack.cudacc import find_nvcc, nvrtc_available
-from kernelpack.publish import JOURNAL, STAGING_PREFIX, PublishError, Stage, check_out_dir, output_dir, recover
+from kernelpack.core import config, publish
+from kernelpack.core.publish import JOURNAL, STAGING_PREFIX, PublishError, Stage, check_out_dir, output_dir, recover
+from kernelpack.frontends.cuda.toolkit import find_nvcc, nvrtc_available
 
 needs_compiler = pytest.mark.skipif(not nvrtc_available() and find_nvcc() is None, reason="no CUDA C++ compiler")
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -98,7 +98,7 @@ KILLER = """
 import os, signal, sys
 sys.path.insert(0, {src!r})
 from kernelpack import publish
-from kernelpack.publish import Stage, output_dir
+from kernelpack.core.publish import Stage, output_dir
 n, real = 0, os.replace
 def replace(src, dst):
     global n
@@ -274,8 +274,8 @@ def test_a_link_that_fails_leaves_the_previous_set_untouched(proj: Path, cache: 
 
 @needs_compiler
 def test_library_build_with_a_failing_compiler_keeps_the_previous_library(tmp_path: Path, cache: Path) -> None:
-    from kernelpack import cuda
     from kernelpack.clib import Library
+    from kernelpack.frontends.cuda import compile as cuda
 
     src = tmp_path / "k.cu"
     outs = {}

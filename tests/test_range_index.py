@@ -19,10 +19,11 @@ import pytest
 import kernelpack
 from clib_support import add_abi, bins, compile_program, session_env
 from fake_cuda import run
-from kernelpack.abi import Abi, DType, Param, Pointer, Scalar, Struct, TensorSpec
-from kernelpack.artifact import KernelArtifact, LaunchSpec
-from kernelpack.bundle import Bundle
+from kernelpack.bundle.artifact import KernelArtifact
+from kernelpack.bundle.kpack import Bundle
 from kernelpack.clib import rangeindex
+from kernelpack.core.abi import Abi, DType, Param, Pointer, Scalar, Struct, TensorSpec
+from kernelpack.core.launchspec import LaunchSpec
 from kernelpack.runtime import NoMatchingSpecialization
 from runtime_support import CudaArray, python_path
 

@@ -17,10 +17,11 @@ import pytest
 import kernelpack
 from clib_support import add_abi, bins, compile_program, session_env
 from fake_cuda import run
-from kernelpack.abi import Abi, DType, Param, Pointer, Struct, TensorSpec
-from kernelpack.artifact import KernelArtifact, LaunchSpec
-from kernelpack.bundle import Bundle
-from kernelpack.errors import KernelpackError
+from kernelpack.bundle.artifact import KernelArtifact
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.abi import Abi, DType, Param, Pointer, Struct, TensorSpec
+from kernelpack.core.errors import KernelpackError
+from kernelpack.core.launchspec import LaunchSpec
 from kernelpack.launch import ranges as rmodel
 from kernelpack.runtime import NoMatchingSpecialization
 from runtime_support import CudaArray, python_path
@@ -224,8 +225,8 @@ def test_dataclass_replace_keeps_ranges(kernels):
 
 def test_triton_specializations_carry_ranges_and_refuse_bad_ones(module_cache):
     pytest.importorskip("triton")
-    import kernelpack.triton as kt
-    from kernelpack.errors import CompileError
+    import kernelpack.frontends.triton.compile as kt
+    from kernelpack.core.errors import CompileError
     from triton_kernels import add_kernel
 
     sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
@@ -254,7 +255,7 @@ TEMPLATE_KERNEL = ('template <int B> __global__ void neg(float* y, int n) { int 
 
 @pytest.mark.parametrize("second,ok", [('["n in [65, 128]"]', True), ('["n in [32, 128]"]', False)])
 def test_kernelpack_build_embeds_ranges_and_refuses_ambiguous_ones(tmp_path, capsys, second, ok):
-    from kernelpack import cli
+    import kernelpack.cli as cli
 
     (tmp_path / "k.cu").write_text(TEMPLATE_KERNEL)
     (tmp_path / "kernelpack.toml").write_text(

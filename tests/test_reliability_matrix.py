@@ -357,7 +357,7 @@ def test_python(rt, launch_path, row):
     from runtime_support import cpu_tensors_as_cuda, python_path
 
     bundle, fake, old = rt
-    errors = {"AttributeError": AttributeError, "LaunchError": kernelpack.errors.LaunchError,
+    errors = {"AttributeError": AttributeError, "LaunchError": kernelpack.core.errors.LaunchError,
               **{n: getattr(runtime, n) for n in ("ArgumentTypeError", "ArgumentValueError", "DriverError")}}
     for setup, call, exc, parts in PY_CASES[row]:
         fake.reset(*{"2gpu": ((9, 0), (9, 0)), "sm100": ((10, 0),)}.get(setup, ((9, 0),)))

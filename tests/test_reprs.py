@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 import kernelpack
-from kernelpack._reprs import MAX_REPR
-from kernelpack.abi import Abi, DType, Field, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
-from kernelpack.artifact import LaunchSpec
-from kernelpack.bundle import Bundle
-from kernelpack.demo import compile_examples
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.cli.demo import compile_examples
+from kernelpack.core._reprs import MAX_REPR
+from kernelpack.core.abi import Abi, DType, Field, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
+from kernelpack.core.launchspec import LaunchSpec
 from toolchain_support import needs_cuda_compiler
 
 pytestmark = needs_cuda_compiler

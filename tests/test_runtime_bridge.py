@@ -16,7 +16,7 @@ from types import ModuleType
 import pytest
 
 import kernelpack
-from kernelpack.packing import pack_params
+from kernelpack.core.packing import pack_params
 from kernelpack.runtime import ArgumentTypeError
 from runtime_support import assert_singletons_intact, cpu_tensors_as_cuda, python_path
 
@@ -115,9 +115,9 @@ def _argcount() -> ModuleType:
 
 @pytest.fixture(scope="module")
 def argcount_bundle(tmp_path_factory):
-    from kernelpack import cuda
-    from kernelpack.bundle import Bundle
-    from kernelpack.cache import CompileCache
+    from kernelpack.bundle.kpack import Bundle
+    from kernelpack.core.cache import CompileCache
+    from kernelpack.frontends.cuda import compile as cuda
 
     ac = _argcount()
     work = tmp_path_factory.mktemp("argcount")

@@ -1,7 +1,7 @@
 """Launch values the runtime derives from the arguments, on the fake driver (no GPU): grids from
 ``LaunchSpec.grid`` formulas, Triton scratch buffers (``global_scratch``/``profile_scratch``), and tensor
 descriptors encoded with cuTensorMapEncodeTiled (``LaunchSpec.tensor_descs``). The references are
-``kernelpack.artifact.evaluate_grid`` and ``kernelpack.tma.encode_args``; the semantics are the C library's.
+``kernelpack.core.launchspec.evaluate_grid`` and ``kernelpack.core.tma.encode_args``; the semantics are the C library's.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import struct
 import pytest
 
 import kernelpack
-from kernelpack.artifact import GRID_OPS, LaunchSpec, evaluate_grid
-from kernelpack.bundle import Bundle
-from kernelpack.tma import encode_args
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.launchspec import GRID_OPS, LaunchSpec, evaluate_grid
+from kernelpack.core.tma import encode_args
 from runtime_support import (
     assert_singletons_intact,
     cpu_tensors_as_cuda,
@@ -46,7 +46,7 @@ def _art(bundle, label):
 
 def _affine_abi(abi):
     """affine's Opaque struct spelled out, so a formula can read its int field."""
-    from kernelpack.abi import Abi, Field, Scalar, Struct
+    from kernelpack.core.abi import Abi, Field, Scalar, Struct
 
     affine = Struct("Affine", (Field("scale", Scalar("f32")), Field("shift", Scalar("f32")),
                                Field("clamp", Scalar("i32"))))

@@ -16,8 +16,8 @@ import pytest
 
 import kernelpack
 from gpu import cuda_torch, gpu_count, requires_gpu
-from kernelpack.bundle import Bundle
-from kernelpack.errors import LaunchError
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.errors import LaunchError
 from kernelpack.runtime import ArgumentTypeError, ArgumentValueError
 from runtime_support import build_test_bundle, python_path
 

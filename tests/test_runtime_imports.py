@@ -13,11 +13,11 @@ import pytest
 
 from toolchain_support import needs_cuda_compiler
 
-HEAVY = ("kernelpack.clib.build", "kernelpack.clib.generate", "kernelpack.cute_host.build", "kernelpack.cute",
+HEAVY = ("kernelpack.clib.build", "kernelpack.clib.generate", "kernelpack.clib.host.build", "kernelpack.cute",
          "kernelpack.triton", "kernelpack.cutile", "kernelpack.cuda", "triton", "cutlass", "torch")
 
 # made on first use, not by loading: docs (help(), __doc__, signatures), the whole bundle's objects
-LAZY = ("kernelpack.runtime.docs", "kernelpack.runtime.host", "kernelpack.clib", "kernelpack.ptx",
+LAZY = ("kernelpack.runtime.docs", "kernelpack.runtime.host", "kernelpack.clib", "kernelpack.core.ptx",
         "kernelpack.runtime.checks", "kernelpack.runtime.adapters", "kernelpack.runtime.packer")
 
 DSLS = ("triton", "cutlass", "cuda", "torch", "numpy")  # cuda: cuda.tile (cuTile), cuda.core (NVRTC), cuda.bindings
@@ -37,7 +37,7 @@ def _dsls(mods: set[str]) -> list[str]:
 
 def test_import_kernelpack_imports_no_frontend_and_no_dsl() -> None:
     mods = _modules_after("import kernelpack")
-    assert not [m for m in mods if m.startswith(("kernelpack.clib", "kernelpack.runtime", "kernelpack.cute_host",
+    assert not [m for m in mods if m.startswith(("kernelpack.clib", "kernelpack.runtime", "kernelpack.clib.host",
                                                  "kernelpack.frontends"))], sorted(mods)
     assert not [f for f in FRONTENDS if f"kernelpack.{f}" in mods]
     assert not _dsls(mods)
@@ -69,8 +69,8 @@ def _modules_after_load(path: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
+    from kernelpack.cli.demo import compile_examples
     from kernelpack.clib import Library
-    from kernelpack.demo import compile_examples
 
     out = tmp_path_factory.mktemp("imports")
     bundle = compile_examples(("sm_90a",))
@@ -83,7 +83,7 @@ def test_loading_imports_neither_the_generator_nor_a_dsl(built, which):
     mods = _modules_after_load(str(built[0] if which == "bundle" else built[1]))
     assert "kernelpack.runtime.module" in mods
     assert not sorted(m for m in mods if m in HEAVY or m.startswith(tuple(h + "." for h in HEAVY)))
-    if which == "bundle":  # a library's reader is kernelpack.clib.embedded
+    if which == "bundle":  # a library's reader is kernelpack.bundle.embedded
         assert not sorted(m for m in mods if m in LAZY or m.startswith(tuple(h + "." for h in LAZY)))
     else:
         assert "kernelpack.runtime.docs" not in mods

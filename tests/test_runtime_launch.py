@@ -14,8 +14,8 @@ import warnings
 import pytest
 
 import kernelpack
-from kernelpack.errors import LaunchError
-from kernelpack.packing import pack_params
+from kernelpack.core.errors import LaunchError
+from kernelpack.core.packing import pack_params
 from kernelpack.runtime import ArgumentTypeError, ArgumentValueError, DriverError, NoMatchingSpecialization
 from runtime_support import (
     CaiArray,

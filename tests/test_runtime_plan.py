@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kernelpack.abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
-from kernelpack.arch import Arch
-from kernelpack.artifact import Binary
-from kernelpack.errors import LaunchError
+from kernelpack.core.abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
+from kernelpack.core.arch import Arch
+from kernelpack.core.binary import Binary
+from kernelpack.core.errors import LaunchError
+from kernelpack.core.packing import pack_params
 from kernelpack.launch.plan import KP_DYN, OP_BYTES, OP_NULL, OP_PTR, OP_SCALAR, OP_TENSOR, Plan
-from kernelpack.packing import pack_params
 from kernelpack.runtime import adapters, checks
 from kernelpack.runtime.driver import DeviceInfo
 from kernelpack.runtime.errors import ArgumentTypeError, ArgumentValueError
@@ -275,6 +275,6 @@ def test_struct_from_fields_and_bad_bytes():
 
 
 def kernelpack_field(name, t):
-    from kernelpack.abi import Field
+    from kernelpack.core.abi import Field
 
     return Field(name, t)

@@ -16,8 +16,8 @@ import sys
 
 import pytest
 
-from kernelpack.arch import Arch
-from kernelpack.cudacc import CudaOptions, compile_cubin, nvrtc_available
+from kernelpack.core.arch import Arch
+from kernelpack.frontends.cuda.toolkit import CudaOptions, compile_cubin, nvrtc_available
 from runtime_support import assert_singletons_intact
 from toolchain_support import needs_nvrtc
 

@@ -162,7 +162,7 @@ def test_the_c_library_and_both_runtime_paths_give_the_same_answer(harness, fake
         before = len(fake.launches())
         try:
             case.call(mod)
-        except kernelpack.errors.KernelpackError as e:
+        except kernelpack.core.errors.KernelpackError as e:
             got = getattr(e, "status", None)
             assert got == want, f"{path} path: {type(e).__name__} (status {got}) where C gave {c_status}: {e}"
             assert re.search(case.msg, str(e)), f"{path} path: {e}"

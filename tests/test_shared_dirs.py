@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelpack import trust
-from kernelpack.cache import CompileCache, cache_key
+from kernelpack.core import trust
+from kernelpack.core.cache import CompileCache, cache_key
 from kernelpack.project import distributed
 from kernelpack.project.jobs import Outcome
 from toolchain_support import needs_nvrtc
@@ -42,7 +42,7 @@ def poison(path: Path, payload: bytes, meta: dict | None = None) -> None:
 
 def act_as_another_user(monkeypatch: pytest.MonkeyPatch, *paths: Path) -> None:
     """Make ``paths`` owned by a user other than this process's: chown them where we are root, else have kernelpack
-    take this process for another user (its one place that asks, :func:`kernelpack.trust.uid`)."""
+    take this process for another user (its one place that asks, :func:`kernelpack.core.trust.uid`)."""
     if os.getuid() == 0:
         for p in paths:
             os.chown(p, 4242, -1, follow_symlinks=False)
@@ -126,7 +126,7 @@ _READER = textwrap.dedent("""
     from pathlib import Path
     resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
     warnings.simplefilter("ignore")
-    from kernelpack.cache import CompileCache
+    from kernelpack.core.cache import CompileCache
     entry = CompileCache(Path(sys.argv[1])).get(sys.argv[2])
     print("served" if entry is not None else "missed")
 """)
@@ -163,7 +163,7 @@ K_SRC = 'extern "C" __global__ void k(float* x, int n) {{ int j = threadIdx.x; i
 def test_cuda_compile_does_not_serve_a_cubin_swapped_in_a_world_writable_cache(tmp_path, cache_root):
     """The issue's attack end to end: kernel ``k`` of source 2 placed (with its header) at the cache entry of ``k`` of
     source 1, in a cache others can write; ``cuda.compile`` of source 1 served source 2's cubin."""
-    from kernelpack import cuda
+    from kernelpack.frontends.cuda import compile as cuda
 
     def compile_k(src: Path, cache: CompileCache) -> bytes:
         (art,) = cuda.compile(src, ["k"], arch=["sm_80"], compiler="nvrtc", cache=cache)
@@ -194,7 +194,7 @@ def test_cuda_compile_does_not_serve_a_cubin_swapped_in_a_world_writable_cache(t
 def test_a_build_with_an_unsafe_cache_warns_once_and_its_workers_get_no_cache(tmp_path, cache_root, capfd):
     """``kernelpack build -j 2``: the driver checks the cache once and gives its worker processes none (before, each
     spawned worker found the cache unsafe and warned again on stderr)."""
-    from kernelpack import config
+    from kernelpack.core import config
     from kernelpack.project import build
     from test_project_build import write_project
 

@@ -1,12 +1,12 @@
-"""kernelpack.tma: tensor-descriptor specs and the pure host-side encoding (no GPU, no driver)."""
+"""kernelpack.core.tma: tensor-descriptor specs and the pure host-side encoding (no GPU, no driver)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kernelpack.abi import Abi, DType, Param, Scalar
-from kernelpack.errors import AbiError, LaunchError
-from kernelpack.tma import TENSOR_MAP, TensorDescSpec, encode_args
+from kernelpack.core.abi import Abi, DType, Param, Scalar
+from kernelpack.core.errors import AbiError, LaunchError
+from kernelpack.core.tma import TENSOR_MAP, TensorDescSpec, encode_args
 
 PARAMS = ("a", "a_shape0", "a_shape1", "a_stride0", "a_stride1")
 SPEC = TensorDescSpec("a", "fp16", (128, 64), "tma", PARAMS, elem_size=2, elem_type=6, swizzle=3)

@@ -10,13 +10,13 @@ import pytest
 pytest.importorskip("triton")
 
 import frontend_builds as fb  # noqa: E402
-import kernelpack.triton as kt  # noqa: E402
-from kernelpack.abi import Abi, DType, Opaque, Param, Pointer, Scalar  # noqa: E402
-from kernelpack.artifact import KernelArtifact  # noqa: E402
-from kernelpack.bundle import Bundle  # noqa: E402
-from kernelpack.errors import AbiMismatch, CompileError  # noqa: E402
-from kernelpack.packing import pack_params  # noqa: E402
-from kernelpack.verify import verify_abi  # noqa: E402
+import kernelpack.frontends.triton.compile as kt  # noqa: E402
+from kernelpack.bundle.artifact import KernelArtifact  # noqa: E402
+from kernelpack.bundle.kpack import Bundle  # noqa: E402
+from kernelpack.core.abi import Abi, DType, Opaque, Param, Pointer, Scalar  # noqa: E402
+from kernelpack.core.errors import AbiMismatch, CompileError  # noqa: E402
+from kernelpack.core.packing import pack_params  # noqa: E402
+from kernelpack.core.verify import verify_abi  # noqa: E402
 from triton_kernels import add_kernel, axpy_kernel, scale_rows_kernel, tma_matmul_kernel  # noqa: E402
 
 

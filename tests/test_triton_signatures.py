@@ -20,7 +20,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed")
 import numpy as np  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-import kernelpack.triton as kt  # noqa: E402
+import kernelpack.frontends.triton.compile as kt  # noqa: E402
 import triton_sig_kernels as K  # noqa: E402
 from kernelpack import CompileError  # noqa: E402
 
@@ -247,7 +247,7 @@ def test_project_entry_derives_from_example_args(tmp_path: Path, fresh_cache: An
     """))
     r = build(tmp_path, jobs=1)
     assert sorted(r.jobs) == ["triton:add[any]", "triton:add[jit]"]
-    from kernelpack.bundle import Bundle
+    from kernelpack.bundle.kpack import Bundle
 
     arts = {a.variant: a for a in Bundle.from_bytes(Path(r.outputs["bundle"]).read_bytes())}
     assert [p.divisibility for p in arts["jit"].abi if p.role == "arg"] == [16, 16, 1, 16]
@@ -272,7 +272,7 @@ def test_project_entry_derives_from_example_args(tmp_path: Path, fresh_cache: An
     ('example_args = "args.py:nothing"\n', r"example_args must give a tuple or list of arguments"),
 ])
 def test_project_example_args_errors(tmp_path: Path, toml: str, match: str) -> None:
-    from kernelpack.errors import KernelpackError
+    from kernelpack.core.errors import KernelpackError
     from kernelpack.project import build
 
     (tmp_path / "tk.py").write_text((Path(__file__).parent / "triton_kernels.py").read_text())

@@ -17,11 +17,12 @@ import pytest
 import kernelpack
 from clib_support import add_abi, bins, compile_program, session_env
 from fake_cuda import run
-from kernelpack.abi import DType
-from kernelpack.artifact import KernelArtifact, LaunchSpec
-from kernelpack.bundle import Bundle
+from kernelpack.bundle.artifact import KernelArtifact
+from kernelpack.bundle.kpack import Bundle
+from kernelpack.core.abi import DType
+from kernelpack.core.launchspec import LaunchSpec
 from kernelpack.launch import ranges as rmodel
-from kernelpack.tuning import Problem, TuningError, TuningTable, bucket, embed, tune
+from kernelpack.tuning.tune import Problem, TuningError, TuningTable, bucket, embed, tune
 from runtime_support import CudaArray, python_path
 
 HERE = Path(__file__).parent
@@ -192,8 +193,8 @@ ADD_SIG = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
 
 def test_an_autotuned_triton_kernel_compiles_every_config_as_one_family(module_cache):
     pytest.importorskip("triton")
-    import kernelpack.triton as kt
-    from kernelpack.tuning import constexprs
+    import kernelpack.frontends.triton.compile as kt
+    from kernelpack.tuning.tune import constexprs
     from triton_kernels import add_autotuned
 
     b = kt.compile(add_autotuned, ADD_SIG, arch="sm_90a", name="add", cache=module_cache)
@@ -206,7 +207,7 @@ def test_a_project_builds_the_configs_of_an_autotuned_kernel_with_autotune_true(
     pytest.importorskip("triton")
     import shutil
 
-    from kernelpack import cli
+    import kernelpack.cli as cli
 
     shutil.copy(HERE / "triton_kernels.py", tmp_path / "kernels.py")
     toml = ('[library]\nname = "p"\narchs = ["sm_90a"]\noutputs = ["bundle"]\n[[triton]]\n'
@@ -227,8 +228,8 @@ NEG = ('template <int B> __global__ void neg(float* y, int n) { int i = threadId
 def test_kernelpack_build_embeds_the_tuning_table_and_refuses_a_foreign_one(tmp_path, capsys):
     from dataclasses import replace
 
-    from kernelpack import cli
-    from kernelpack.tuning import FamilyTable, TunedShape, bundle_sha256
+    import kernelpack.cli as cli
+    from kernelpack.tuning.tune import FamilyTable, TunedShape, bundle_sha256
 
     (tmp_path / "k.cu").write_text(NEG)
     toml = ('[library]\nname = "p"\narchs = ["sm_90a"]\noutputs = ["bundle"]\n{tuning}[[cuda]]\nsource = "k.cu"\n'
@@ -262,7 +263,7 @@ def test_kernelpack_tune_without_a_gpu_says_so(tmp_path, capsys):
     pytest.importorskip("torch")
     import torch
 
-    from kernelpack import cli
+    import kernelpack.cli as cli
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")

@@ -45,7 +45,7 @@ def _kp_call(fam, a, b, c):  # type: ignore[no-untyped-def]
 
 
 def _problems(torch):  # type: ignore[no-untyped-def]
-    from kernelpack.tuning import Problem
+    from kernelpack.tuning.tune import Problem
     from tuning_gpu_kernels import SHAPES
 
     def make(shape, meta):  # type: ignore[no-untyped-def]
@@ -57,7 +57,7 @@ def _problems(torch):  # type: ignore[no-untyped-def]
 
 
 def _tune(torch, bundle):  # type: ignore[no-untyped-def]
-    from kernelpack.tuning import cuda_event_timer, device_arch, embed, tune
+    from kernelpack.tuning.tune import cuda_event_timer, device_arch, embed, tune
 
     major, minor = torch.cuda.get_device_capability()
     table = tune(bundle, _problems(torch), timer=cuda_event_timer(25, 100), arch=device_arch(bundle, major, minor),
@@ -106,7 +106,7 @@ print(json.dumps({"triton_imported": blamed, "calls": out}))
 def test_kernelpack_tuned_matmul_matches_triton_autotune_without_tuning_at_startup(tmp_path):
     torch = cuda_torch()
     pytest.importorskip("triton")
-    from kernelpack.tuning import cuda_event_timer
+    from kernelpack.tuning.tune import cuda_event_timer
     from tuning_gpu_kernels import SHAPES, compile_bundle, matmul_autotuned, triton_grid
 
     bundle = compile_bundle()
@@ -170,7 +170,7 @@ def test_a_bundle_compiled_on_the_build_machine_is_tuned_here():
                     "machine")
     torch = cuda_torch()
     import kernelpack
-    from kernelpack.bundle import Bundle
+    from kernelpack.bundle.kpack import Bundle
     from tuning_gpu_kernels import SHAPES
 
     table, tuned = _tune(torch, Bundle.read(path))

@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 
 import fuzz_support as fz
-from kernelpack import cli
-from kernelpack.bundle import Bundle
+import kernelpack.cli as cli
+from kernelpack.bundle.kpack import Bundle
 from kernelpack.project import ProjectError, load_project
-from kernelpack.tuning import TuningError, TuningTable, bundle_sha256, embed
+from kernelpack.tuning.tune import TuningError, TuningTable, bundle_sha256, embed
 from kernelpack.wheel import WheelError
 
 HERE = Path(__file__).parent
@@ -235,7 +235,7 @@ def test_valid_tables_are_still_accepted(tmp_path: Path, configs: Bundle, edit: 
 
 
 def test_tune_writes_what_the_build_reads_and_refuses_a_broken_timer(configs: Bundle) -> None:
-    from kernelpack.tuning import Problem, tune
+    from kernelpack.tuning.tune import Problem, tune
 
     def load(b: Bundle) -> Any:
         class Mod:
@@ -318,7 +318,7 @@ kernels = { axpy = "float alpha, const float* x, float* y, int n" }
 @pytest.fixture(scope="module")
 def cubin_project(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A project of one prebuilt cubin (nothing to compile), built once; and its untuned bundle's hash."""
-    from kernelpack import config
+    from kernelpack.core import config
 
     root = tmp_path_factory.mktemp("cubin_project")
     axpy = next(a for a in Bundle.read(DEMO) if a.name == "axpy")
@@ -339,7 +339,7 @@ def _one_table(sha: str) -> Table:
                                   "arrays_nested_100000_deep", "n_true", "timing_negative", "valid"])
 def test_kernelpack_build_tuning_prints_one_line_and_exits_2(cubin_project, hostile, tmp_path: Path, kind: str,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    from kernelpack import config
+    from kernelpack.core import config
 
     root, sha = cubin_project
     edits = {"shape_value_infinity": text('"n": 100', '"n": Infinity'), "arrays_nested_100000_deep":

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpack import config, names
+from kernelpack.core import config, names
 from kernelpack.wheel import WheelError, build_sdist, build_wheel
 from kernelpack.wheel.meta import check_package_name, normalize_version
 from toolchain_support import needs_cuda_compiler
@@ -308,7 +308,7 @@ def env(tmp_path_factory):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("pool", ["keywords", "generated", "random"])
 def test_generated_python_is_valid_and_inert_whatever_the_names(env, pool: str, tmp_path: Path, fake,
                                                                 monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from kernelpack.bundle import Bundle
+    from kernelpack.bundle.kpack import Bundle
     from kernelpack.runtime.module import KernelModule
     from kernelpack.wheel.package import package_files
     from test_generated_names import POOLS, hostile_artifacts
@@ -354,8 +354,8 @@ def test_hostile_strings_in_a_bundle_stay_docs(env, text: str, tmp_path: Path, f
     files only inside docstrings: escaped, read back exactly, never run."""
     import dataclasses
 
-    from kernelpack.artifact import Provenance
-    from kernelpack.bundle import Bundle
+    from kernelpack.bundle.artifact import Provenance
+    from kernelpack.bundle.kpack import Bundle
     from kernelpack.runtime.module import KernelModule
     from kernelpack.wheel.package import package_files
     from test_generated_names import POOLS, hostile_artifacts

@@ -54,7 +54,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory, kp_wheel: Path) -> Venv:
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A wheel of every buildable example (a copy of its folder, so the checkout gains no build/ or dist/)."""
-    from kernelpack import config
+    from kernelpack.core import config
     from kernelpack.wheel import build_wheel
 
     root = tmp_path_factory.mktemp("wheels")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelpack import config
-from kernelpack.cudacc import cuda_include_dirs, find_nvcc, nvrtc_available
-from kernelpack.describe import find_cuda_tool
+from kernelpack.cli.describe import find_cuda_tool
+from kernelpack.core import config
+from kernelpack.frontends.cuda.toolkit import cuda_include_dirs, find_nvcc, nvrtc_available
 
 CC = config.knobs().cc
 CXX = os.environ.get("CXX") or "c++"

@@ -49,7 +49,8 @@ def matmul_autotuned(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_
 
 
 def grid_formula(meta):
-    """kernelpack's grid for one config: cdiv(M, BM) * cdiv(N, BN) programs (kernelpack.artifact.evaluate_grid)."""
+    """kernelpack's grid for one config: cdiv(M, BM) * cdiv(N, BN) programs
+    (kernelpack.core.launchspec.evaluate_grid)."""
     m, n = ("arg", "M", None), ("arg", "N", None)
     return (("mul", ("ceil_div", m, meta["BM"]), ("ceil_div", n, meta["BN"])), 1, 1)
 
@@ -67,7 +68,7 @@ def compile_bundle(arch: str = "sm_90a"):  # type: ignore[no-untyped-def]
     """Every config of matmul_autotuned as one kernelpack family (signature as the JIT derives it for 1024^3)."""
     import torch
 
-    import kernelpack.triton as kt
+    import kernelpack.frontends.triton.compile as kt
 
     a = torch.empty(1024, 1024, dtype=torch.float16, device="meta")
     example = (a, a, a, 1024, 1024, 1024, 1024, 1, 1024, 1, 1024, 1)

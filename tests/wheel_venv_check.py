@@ -35,7 +35,7 @@ def heavy_loaded() -> list[str]:
 
 def arguments(spec) -> tuple[list, dict] | None:  # noqa: ANN001
     """Stand-in arguments for one specialization (None when one cannot be expressed, e.g. bfloat16)."""
-    from kernelpack.abi import Pointer, Scalar, Struct
+    from kernelpack.core.abi import Pointer, Scalar, Struct
 
     art = spec.artifact
     args: list = []

@@ -36,7 +36,7 @@ def _fresh(path: Path) -> Path:
 
 def demo(gpu: Path) -> None:
     """demo.kpack: the demo kernels (sm_80 + sm_90a), read by the CUDA C++ and concurrency GPU tests."""
-    from kernelpack.demo import compile_examples
+    from kernelpack.cli.demo import compile_examples
 
     gpu.mkdir(parents=True, exist_ok=True)
     _wrote(compile_examples(("sm_80", "sm_90a")).write(gpu / "demo.kpack"))
@@ -63,8 +63,8 @@ def cute(gpu: Path) -> None:
     import kernelpack
     import kernelpack.cute as kc
     from cute_support import example, host_programs
-    from kernelpack.bundle import Bundle
-    from kernelpack.cute_host import build_host_library
+    from kernelpack.bundle.kpack import Bundle
+    from kernelpack.clib.host import build_host_library
 
     t0 = time.time()
     ea, ps = example("elementwise_add"), example("policy_scale")
@@ -103,7 +103,7 @@ def cute(gpu: Path) -> None:
 def runtime(gpu: Path) -> None:
     """runtime/: tests.kpack (the runtime's GPU tests), bench.kpack (spin) and many.kpack (100 kernels) for the launch
     benchmark and the first-launch profile."""
-    from kernelpack import cuda
+    from kernelpack.frontends.cuda import compile as cuda
     from runtime_support import build_test_bundle
 
     out = gpu / "runtime"
@@ -193,9 +193,9 @@ def launchcost(gpu: Path, before: str = "2872c9c") -> None:
     bench_launch_before step builds and benchmarks in the same GPU session."""
     import argcount
 
-    from kernelpack import cuda
-    from kernelpack.bundle import Bundle
+    from kernelpack.bundle.kpack import Bundle
     from kernelpack.clib import Library
+    from kernelpack.frontends.cuda import compile as cuda
 
     arch = "sm_90a"
     out = _fresh(gpu / "launchcost")
@@ -218,14 +218,14 @@ def ptx(gpu: Path) -> None:
     """ptx/ptx80.kpack: kernels carrying only compute_80 PTX for the H200's driver to JIT (tests/test_ptx_gpu.py):
     CUDA C++ through nvcc (PTX ISA 9.0, which the CUDA 13.0 driver JITs; NVRTC 13.5 would write 9.5), Triton and,
     where the CuTe DSL is installed, a CuTe kernel."""
-    import kernelpack.cuda as kcuda
-    from kernelpack.bundle import Bundle
+    import kernelpack.frontends.cuda.compile as kcuda
+    from kernelpack.bundle.kpack import Bundle
 
     arch = ["compute_80"]
     src = (ROOT / "src" / "kernelpack" / "examples" / "vector_ops.cu").read_text()
     parts = [kcuda.compile(src, {"ptx_axpy": "axpy"}, arch=arch, compiler="nvcc")]
     try:
-        import kernelpack.triton as kt
+        import kernelpack.frontends.triton.compile as kt
         from triton_kernels import add_kernel
     except ImportError as e:
         print(f"no Triton here ({e}): the Triton kernel is left out")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .abi import Abi, DType, Field, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
-from .arch import Arch
-from .errors import (
+from .core.abi import Abi, DType, Field, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
+from .core.arch import Arch
+from .core.errors import (
     AbiError,
     AbiMismatch,
     BundleError,
@@ -25,7 +25,10 @@ if TYPE_CHECKING:
     from . import triton as triton
     from .clib import Library as Library
 
-__version__ = "0.1.0"
+from ._aliases import install as _install_aliases
+from .core.version import __version__
+
+_install_aliases()  # kernelpack.core.abi and the other paths of the layout before 2026-12 (kernelpack._aliases)
 
 # the frontends, imported on first use: `import kernelpack` imports none of them, and none imports its DSL before a
 # compile needs it (tests/test_runtime_imports.py)
@@ -42,13 +45,18 @@ def load(source, *, verify=False):  # type: ignore[no-untyped-def]
 
 def __getattr__(name: str):  # type: ignore[no-untyped-def]  # PEP 562: what `import kernelpack` does not import
     if name in _FRONTENDS:  # the submodule (importing it binds it here: this runs once per name)
-        from ._lazy import submodule
+        from .core._lazy import submodule
 
         return submodule(__name__, name)
     if name == "Library":  # the C library generator imports the cubin reader and the builders
         from .clib import Library
 
         return Library
+    from ._aliases import resolve
+
+    moved = resolve(name)  # kernelpack.core.abi as an attribute, as before the folders
+    if moved is not None:
+        return moved
     raise AttributeError(f"module 'kernelpack' has no attribute {name!r}")
 
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .bundle import Bundle as Bundle
+    from .bundle.kpack import Bundle as Bundle
 
 Int = builtins.int
 Float = builtins.float

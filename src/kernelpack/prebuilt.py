@@ -9,6 +9,6 @@ The frontend lives in :mod:`kernelpack.frontends.prebuilt` (one module: the verb
 
 from __future__ import annotations
 
-from .frontends.prebuilt import Image, Kernel, compile, read_binaries
+from .frontends.prebuilt.entry import Image, Kernel, compile, read_binaries
 
 __all__ = ["Image", "Kernel", "compile", "read_binaries"]

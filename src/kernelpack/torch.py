@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from .abi import DType, Pointer, Scalar, Struct
-from .errors import KernelpackError
+from .core.abi import DType, Pointer, Scalar, Struct
+from .core.errors import KernelpackError
 
 _LIBRARIES: dict[str, Any] = {}
 

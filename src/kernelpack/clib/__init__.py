@@ -1,16 +1,16 @@
 """The C/C++ library generator: kernels from any frontend into one driver-only ``libNAME.so``/``.a`` with typed
 C99 and C++17 headers, a CMake package and a pkg-config file. Names are imported on first use
-(``kernelpack._lazy``): ``kernelpack.load`` of a built library reads it through ``.embedded`` alone."""
+(``kernelpack.core._lazy``): ``kernelpack.load`` of a built library reads it through ``.embedded`` alone."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from ..core._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from ..bundle.embedded import read_embedded_bundle, read_embedded_bundles
     from .build import BuildResult, Library, build_library
-    from .embedded import read_embedded_bundle, read_embedded_bundles
     from .generate import Sources, generate
 
 _WHERE = {

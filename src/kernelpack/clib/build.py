@@ -24,17 +24,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import config
-from .._reprs import clip, clip_left, listing
-from ..artifact import KernelArtifact
-from ..bundle import Bundle
-from ..cache import CompileCache, cache_key
-from ..cute_host.program import HostProgram
-from ..errors import KernelpackError
-from ..merge import merge_programs, origin
-from ..names import check_library_name, check_version, cmake_string, version_major
-from ..publish import Stage, output_dir
-from ..toolchain import run_tool
+from ..bundle.artifact import KernelArtifact
+from ..bundle.host_program import HostProgram
+from ..bundle.kpack import Bundle
+from ..bundle.merge import merge_programs, origin
+from ..core import config
+from ..core._reprs import clip, clip_left, listing
+from ..core.cache import CompileCache, cache_key
+from ..core.errors import KernelpackError
+from ..core.names import check_library_name, check_version, cmake_string, version_major
+from ..core.publish import Stage, output_dir
+from ..core.toolchain import run_tool
 from .buildid import build_id, cmake_check, note_asm, offset_in, stamp, stamp_text
 from .generate import Sources, generate
 
@@ -73,7 +73,7 @@ class BuildResult:
 def _read(item: str | os.PathLike[str]) -> Bundle:
     path = Path(item)
     if path.suffix in (".so", ".a") or ".so." in path.name:
-        from .embedded import read_embedded_bundle
+        from ..bundle.embedded import read_embedded_bundle
 
         return read_embedded_bundle(path)
     return Bundle.read(path)
@@ -124,9 +124,9 @@ class Library:
     Items are any mix of kernel artifacts and bundles from any frontend, ``.kpack`` files and kernelpack-built
     libraries (their embedded kernels), CuTe host programs (``kernelpack.cute.export``), and lists of those. Kernels
     with the same name and variant built for different archs are merged into one (``Bundle.of``; host programs
-    likewise). Host programs are linked in with kernelpack's driver shim (``kernelpack.cute_host``) and their typed
+    likewise). Host programs are linked in with kernelpack's driver shim (``kernelpack.clib.host``) and their typed
     entries declared in NAME.h/NAME.hpp next to the kernels'; host programs alone make a library of their entries
-    and the last-error API (what ``kernelpack.cute_host.build_host_library`` builds). ``cc``/``ar`` default to
+    and the last-error API (what ``kernelpack.clib.host.build_host_library`` builds). ``cc``/``ar`` default to
     ``$CC``/``$AR``, else ``cc``/``ar`` (``ld``/``objcopy`` for host programs). ``version`` goes into the CMake and
     pkg-config files. ``cflags`` are appended to the command compiling the kernels' C translation unit.
     """
@@ -206,13 +206,13 @@ class Library:
         rebuild whose kernels changed only in their binaries just reassembles the data object and relinks; the
         generated texts likewise (clib/memo.py: only the changed binaries' cubins are read).
 
-        All outputs are published together (:mod:`kernelpack.publish`): a failed or interrupted build leaves the
+        All outputs are published together (:mod:`kernelpack.core.publish`): a failed or interrupted build leaves the
         previous ones as they were, never new headers beside an old library."""
         # every name and string checked before the output directory is touched
         cache = CompileCache.default() if cache is None else cache
         src = None if self.host_only else self._sources(cache)
         if src is None:
-            from ..cute_host.entry import generate as generate_entries
+            from .host.entry import generate as generate_entries
 
             generate_entries(self.name, self.programs)
         with output_dir(out_dir) as out, Stage(out) as stage:
@@ -262,7 +262,7 @@ class Library:
 
     def _stage_programs(self, stage: Stage, t: Path, keep_sources: bool) -> BuildResult:
         """Host programs alone: their entries, the shim and the last-error API, linked from their objects."""
-        from ..cute_host.build import stage_programs
+        from .host.build import stage_programs
 
         name = self.name
         ident = self.build_id(None)
@@ -317,7 +317,7 @@ class Library:
 
     def _link_programs(self, t: Path, objs: list[Path], src: Sources) -> Path:
         """The library object plus the CuTe host programs' (entries, shim, CuTe objects) as one object."""
-        from ..cute_host.build import link_object
+        from .host.build import link_object
 
         work = t / "cute"
         work.mkdir()

@@ -1,6 +1,7 @@
 """The build id: one SHA-256 that every output of a library build carries, so a reader can tell a mix of two builds.
 
-A build replaces its outputs one rename at a time (:mod:`kernelpack.publish`): each file is always whole, but a reader
+A build replaces its outputs one rename at a time (:mod:`kernelpack.core.publish`): each file is always whole, but a
+reader
 that reads several of them while a build publishes -- or compiles against the header today and loads the library
 tomorrow -- can get files of two builds. Every output says which build it is of:
 
@@ -23,7 +24,7 @@ a host program when the library ``dlopen`` gives is another build (``runtime/hos
 ``NAME.kpack`` carries no id of its own (its bytes are the bundle the library embeds, and the build id is computed
 from their SHA-256): Python reads it whole, once, so what it reads is always one build.
 
-The id is a :func:`kernelpack.cache.cache_key` of everything the library is generated and built from: the bundle's
+The id is a :func:`kernelpack.core.cache.cache_key` of everything the library is generated and built from: the bundle's
 SHA-256, the host programs' bytes, the library's name, version, C flags and compiler, and kernelpack's own code --
 the same inputs give the same id (builds stay reproducible), anything that can change an output changes it. The
 compiled C translation unit does not depend on it (the header it is compiled with holds :data:`PLACEHOLDER`; the id
@@ -40,18 +41,16 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..cache import cache_key
-from ..errors import KernelpackError
+from ..bundle.embedded import NOTE_OWNER, NOTE_SECTION, NOTE_TYPE
+from ..core.cache import cache_key
+from ..core.errors import KernelpackError
 
 if TYPE_CHECKING:
-    from ..cute_host.program import HostProgram
+    from ..bundle.host_program import HostProgram
 
 MARKER = "kernelpack-build-id:"  # + NAME + ":" + 64 hex digits, in every output that carries the id
 PLACEHOLDER = "@KP_BUILD_ID@"  # where generated texts take the id (stamp() replaces it)
 NUMBER_PLACEHOLDER = "0x0ULL /* @KP_BUILD_ID64@ */"  # where they take its first 64 bits (valid C until stamped)
-NOTE_SECTION = ".note.kernelpack"
-NOTE_OWNER = b"kernelpack\0"
-NOTE_TYPE = 0x4B50  # "KP"
 _HEX = re.compile(r"[0-9a-f]{64}")
 
 
@@ -158,26 +157,6 @@ def note_asm(lib: str, ident: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ reading
-
-
-def ids_in_note(section: bytes) -> dict[str, str]:
-    """Library name -> build id of each kernelpack note in an ELF ``.note.kernelpack`` section (several where a
-    program links several kernelpack libraries statically); other notes are skipped."""
-    out: dict[str, str] = {}
-    pos = 0
-    while pos + 12 <= len(section):
-        namesz, descsz, kind = (int.from_bytes(section[pos + i:pos + i + 4], "little") for i in (0, 4, 8))
-        name_end = pos + 12 + namesz
-        desc_at = name_end + (-namesz % 4)
-        end = desc_at + descsz
-        if end > len(section):
-            break
-        if kind == NOTE_TYPE and section[pos + 12:name_end] == NOTE_OWNER:
-            m = re.fullmatch(rb"kernelpack-build-id:([A-Za-z0-9_]+):([0-9a-f]{64})\0", section[desc_at:end])
-            if m:
-                out[m.group(1).decode()] = m.group(2).decode()
-        pos = end + (-descsz % 4)
-    return out
 
 
 def offset_in(path: Path, lib: str, ident: str) -> int:

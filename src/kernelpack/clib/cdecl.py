@@ -1,24 +1,16 @@
 """C spellings of the ABI model for one generated library: type names, struct definitions, enum names.
 
-The ABI model (:mod:`kernelpack.abi`) is the single source of truth: sizes and offsets here come from it and the
+The ABI model (:mod:`kernelpack.core.abi`) is the single source of truth: sizes and offsets here come from it and the
 generated translation unit static-asserts that the C compiler agrees.
 """
 
 from __future__ import annotations
 
-from ..abi import DType, Opaque, Pointer, Scalar, Struct, TensorSpec
-from ..artifact import KernelArtifact
-from ..launch.codes import (  # noqa: E402 - the launch model
-    DTYPE_CODE,
-    DTYPES,
-    DTYPES_V1,
-    LAUNCH_FLAGS,
-    STATUS,
-    STATUS_V1,
-    dtype_enum_name,
-)
+from ..bundle.artifact import KernelArtifact
+from ..core.abi import DType, Opaque, Pointer, Scalar, Struct, TensorSpec
+from ..core.names import LIBRARY_API, c_comment, c_name, entry_name  # noqa: F401 - LIBRARY_API re-exported
+from ..launch.codes import DTYPE_CODE, DTYPES, DTYPES_V1, LAUNCH_FLAGS, STATUS, STATUS_V1, dtype_enum_name
 from ..launch.codes import INT64_RANGE as INT_RANGE  # noqa: E402,F401 - values a kp_tensor field can carry
-from ..names import LIBRARY_API, c_comment, c_name, entry_name  # noqa: F401 - LIBRARY_API re-exported
 
 
 def status_name_body() -> str:

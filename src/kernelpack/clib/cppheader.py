@@ -14,21 +14,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .. import __version__
-from ..abi import Pointer, Struct
+from ..core.abi import Pointer, Struct
+from ..core.names import c_name, cpp_namespace
+from ..core.version import __version__
 from ..launch.codes import DTYPES, DTYPES_V1
-from ..names import c_name, cpp_namespace
 from .buildid import cpp_check, cpp_check_build
 from .cdecl import dtype_enum, entry_name, param_decl, renamed_params, wrapper_name
 from .launchgen import LAUNCH, CallerArg, DescArg
 
 if TYPE_CHECKING:
-    from ..cute_host.program import HostProgram
+    from ..bundle.host_program import HostProgram
     from .cdecl import TypeNames
     from .family import Family
     from .generate import _Gen as Gen
 
-CPP_TYPES = [(d, d.c_type) for d in DTYPES[:DTYPES_V1]]  # the C spelling of each kp_dtype (kernelpack.abi)
+CPP_TYPES = [(d, d.c_type) for d in DTYPES[:DTYPES_V1]]  # the C spelling of each kp_dtype (kernelpack.core.abi)
 # the fp8 kp_dtypes: uint8_t in C (taken by KP_U8), cuda_fp8.h's types in C++ where the includer has that header
 CPP_FP8_TYPES = {"f8e4m3": "__nv_fp8_e4m3", "f8e5m2": "__nv_fp8_e5m2"}
 
@@ -361,7 +361,7 @@ def _converters(g: Gen | _HostOnly) -> list[str]:
 
 
 def _host_cpp(g: Gen | _HostOnly) -> list[str]:
-    from ..cute_host.entry import call_args, params_decl
+    from .host.entry import call_args, params_decl
 
     return [f"/// CuTe host program {p.label} (see {entry_name(g.lib, p.symbol)}).\n[[nodiscard]] inline kp_status "
             f"{cpp_name(p.symbol)}({params_decl(g.names, p).removesuffix('void')}) {{\n    return "

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .. import __version__
-from ..artifact import Binary, KernelArtifact
-from ..errors import KernelpackError
+from ..bundle.artifact import KernelArtifact
+from ..bundle.embedded import SECTION
+from ..core.binary import Binary
+from ..core.errors import KernelpackError
+from ..core.version import __version__
 from ..launch.facts import facts
 from .widths import U8, U16, U32, fit, fit_all
-
-SECTION = ".kpack"
 
 # kp_bin_info / kp_blob_info as csrc/kp_runtime.h lays them out (static-asserted there: KP_BIN_INFO_SIZE ...)
 BIN_INFO_SIZE = 32

@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..abi import DType, Opaque, Pointer, Scalar, Struct, TensorSpec
-from ..artifact import KernelArtifact
+from ..bundle.artifact import KernelArtifact
+from ..core.abi import DType, Opaque, Pointer, Scalar, Struct, TensorSpec
+from ..core.names import c_name
 from ..launch import family as model
 from ..launch.plan import Plan as LaunchPlan
-from ..names import c_name
 from .cdecl import INT_RANGE, TypeNames, dtype_enum, param_decl
 from .launchgen import CallerArg, DescArg
 from .rangeindex import Candidate, RangeIndex, build, indexable, key_expr
@@ -34,7 +34,7 @@ class FamilyArg:
 
     @property
     def cname(self) -> str:
-        """The argument's name in generated C/C++ (kernelpack.names.c_name)."""
+        """The argument's name in generated C/C++ (kernelpack.core.names.c_name)."""
         return c_name(self.name)
 
     def decl(self, names: TypeNames) -> str:

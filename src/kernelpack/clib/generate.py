@@ -14,16 +14,17 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__
-from ..abi import Struct
-from ..artifact import Binary, KernelArtifact
-from ..bundle import Bundle, read_manifest
-from ..cache import CompileCache
-from ..errors import KernelpackError
+from ..bundle.artifact import KernelArtifact
+from ..bundle.kpack import Bundle, read_manifest
+from ..core.abi import Struct
+from ..core.binary import Binary
+from ..core.cache import CompileCache
+from ..core.errors import KernelpackError
+from ..core.names import c_name, c_string, check_library_name
+from ..core.version import __version__
 from ..launch.codes import LAUNCH_FLAGS
 from ..launch.device import requires_text
 from ..launch.facts import facts
-from ..names import c_name, c_string, check_library_name
 from . import memo as memos
 from .buildid import c_definitions
 from .cdecl import LIBRARY_API, TypeNames, archs_text, entry_name, param_decl, status_name_body, wrapper_name
@@ -35,7 +36,7 @@ from .launchgen import LAUNCH, DescArg, Plan, desc_table
 from .rangeindex import dispatch_c
 
 if TYPE_CHECKING:
-    from ..cute_host.program import HostProgram
+    from ..bundle.host_program import HostProgram
 
 
 
@@ -84,7 +85,7 @@ class _Gen:
         check_library_name(lib)
         if not bundle.artifacts:
             raise KernelpackError(f"library {lib}: no kernels given" + (
-                "; for CuTe host programs alone use kernelpack.cute_host.build_host_library" if programs else ""))
+                "; for CuTe host programs alone use kernelpack.clib.host.build_host_library" if programs else ""))
         self.programs = tuple(programs)
         self.lib = lib
         self.bundle = bundle
@@ -113,7 +114,7 @@ class _Gen:
         return self.plans[self._index[id(a)]]
 
     def _check_names(self) -> None:
-        """User names are renamed where C or C++ reserves them (kernelpack.names.c_name); names that still collide
+        """User names are renamed where C or C++ reserves them (kernelpack.core.names.c_name); names that still collide
         are refused here, before any file is written, naming both."""
         for a in self.arts:
             _unique([(LAUNCH, "the launch configuration")] + [(c_name(p.name), f"parameter '{p.name}'")
@@ -386,7 +387,7 @@ def _unique(items: list[tuple[str, str]], where: str) -> None:
     for name, what in items:
         if name in seen and seen[name] != what:
             raise KernelpackError(f"{where}: {seen[name]} and {what} would both be named {name} in the generated "
-                                  f"code (reserved names are renamed, see kernelpack.names); rename one of them")
+                                  f"code (reserved names are renamed, see kernelpack.core.names); rename one of them")
         seen.setdefault(name, what)
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import __version__
-from ..artifact import KernelArtifact
+from ..bundle.artifact import KernelArtifact
+from ..core.names import c_comment
+from ..core.version import __version__
 from ..launch.device import requires_text
-from ..names import c_comment
 from .buildid import header_block
 from .cdecl import archs_text as _archs
 from .cdecl import common_header, renamed_params, wrapper_name
@@ -86,10 +86,10 @@ extern "C" {{
 
 
 def _host_decls(g: Gen) -> str:
-    """CuTe host programs linked into the library (kernelpack.cute_host): their typed entries."""
+    """CuTe host programs linked into the library (kernelpack.clib.host): their typed entries."""
     if not g.programs:
         return ""
-    from ..cute_host.entry import declarations
+    from .host.entry import declarations
 
     return (f"\n/* ------------------------------------------------------------ CuTe host programs */\n\n"
             f"{declarations(g.lib, g.programs, g.names)}\n\n"

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..abi import Abi, Opaque, Param
-from ..artifact import GridExpr, KernelArtifact, LaunchSpec, grid_params
-from ..errors import KernelpackError
+from ..bundle.artifact import KernelArtifact
+from ..core.abi import Abi, Opaque, Param
+from ..core.errors import KernelpackError
+from ..core.launchspec import GridExpr, LaunchSpec, grid_params
+from ..core.names import c_name
+from ..core.tma import TensorDescSpec, expected_params
 from ..launch.codes import DTYPE_CODE
 from ..launch.device import role_property
 from ..launch.facts import layout_index, layouts
 from ..launch.plan import OP_DESC
 from ..launch.plan import Plan as LaunchPlan
-from ..names import c_name
-from ..tma import TensorDescSpec, expected_params
 from .widths import U8, U32, check_layout, fit
 
 LAUNCH = "kp_cfg"  # the generated entries' launch-configuration parameter (kp_-prefixed, as every generated name)

@@ -10,7 +10,7 @@ What the generator writes depends on two things:
   shared memory) -- the tables of NAME_data.s, and (REQNTID, explicit cluster) in NAME.h's comments.
 
 The memo is one compile-cache entry per structure (key: library name, the structure's digest and kernelpack's own
-code, :func:`kernelpack.cache.cache_key`) holding the three texts and the facts of every cubin they were generated
+code, :func:`kernelpack.core.cache.cache_key`) holding the three texts and the facts of every cubin they were generated
 from, by blob SHA-256 and kernel entry. A later build with the same structure reads the facts of unchanged blobs
 from it (no cubin parsed), parses only the changed ones, and reuses the texts when NAME.h's facts are the same;
 NAME_data.s is always rewritten from the facts (it is small: one row per binary and blob). Anything else -- another
@@ -25,9 +25,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..artifact import Binary, KernelArtifact
-from ..bundle import _canonical_json
-from ..cache import CompileCache, cache_key
+from ..bundle.artifact import KernelArtifact
+from ..bundle.kpack import _canonical_json
+from ..core.binary import Binary
+from ..core.cache import CompileCache, cache_key
 from ..launch.facts import enforced_cluster, launch_bounds_threads
 
 KIND = "clib-sources"

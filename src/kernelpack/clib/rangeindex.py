@@ -26,7 +26,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..abi import Scalar
+from ..core.abi import Scalar
 from ..launch.codes import INT_RANGE  # the types' own bounds (cdecl's are clamped to int64)
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1

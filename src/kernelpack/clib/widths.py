@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..errors import KernelpackError
+from ..core.errors import KernelpackError
 
 CType = tuple[str, int, int]  # name, lowest, highest value
 U8: CType = ("uint8_t", 0, 2**8 - 1)
@@ -37,7 +37,7 @@ def fit_all(values: Iterable[Any], ctype: CType, where: str, what: str) -> None:
 
 
 def _grid_ints(e: Any) -> Iterable[int]:
-    """The constants of a grid formula (kernelpack.artifact.GridExpr)."""
+    """The constants of a grid formula (kernelpack.bundle.artifact.GridExpr)."""
     if isinstance(e, int):
         yield e
     elif isinstance(e, tuple) and e and e[0] != "arg":

@@ -1,10 +1,10 @@
 /* kernelpack C runtime, part 4: launch values derived from the arguments. Pasted after part 3 (kp_launch.c); each
  * half is compiled only into libraries whose kernels need it (KP_GRID, KP_NDESC).
  *
- *   grid formulas (LaunchSpec.grid): kernelpack.artifact.evaluate_grid is the reference: 64-bit signed math
+ *   grid formulas (LaunchSpec.grid): kernelpack.core.launchspec.evaluate_grid is the reference: 64-bit signed math
  *     (wrapping instead of undefined on overflow), div truncates (0 for b == 0), ceil_div(a, b) = floor((a+b-1)/b)
  *     and 0 for b <= 0; a dimension <= 0 means nothing to launch.
- *   tensor descriptors (LaunchSpec.tensor_descs): kernelpack.tma.encode_args is the reference: the checks, the
+ *   tensor descriptors (LaunchSpec.tensor_descs): kernelpack.core.tma.encode_args is the reference: the checks, the
  *     cuTensorMapEncodeTiled arguments, the clear_bit21 rule and the values of the params a descriptor fills.
  */
 

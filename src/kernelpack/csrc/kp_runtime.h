@@ -39,7 +39,7 @@ KP_STATIC_ASSERT(sizeof(kp_blob_info) == 16, blob_info_layout);
 /* Strings live in one pool (kp_strtab) and are referred to by offset: no relocations per kernel. */
 #define KP_STR(off) (kp_strtab + (off))
 
-/* A tensor-descriptor argument (kernelpack.tma.TensorDescSpec): the entry takes a kp_tensor and fills the params. */
+/* A tensor-descriptor argument (kernelpack.core.tma.TensorDescSpec): the entry takes a kp_tensor and fills the params. */
 typedef struct kp_desc_info {
     uint32_t arg;    /* parameter name (offset in kp_strtab) */
     uint32_t box[5]; /* box dims, outermost first (tma lowering) */

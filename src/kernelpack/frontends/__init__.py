@@ -15,11 +15,11 @@ from .registry import FRONTENDS, entry_class, frontend_of
 from .registry import __all__ as _entries
 
 if TYPE_CHECKING:  # the entry classes, imported on first use (module __getattr__ below)
-    from .cuda import Cuda as Cuda
-    from .cute import Cute as Cute
-    from .cutile import Cutile as Cutile
-    from .prebuilt import Cubin as Cubin
-    from .triton import Triton as Triton
+    from .cuda.entry import Cuda as Cuda
+    from .cute.entry import Cute as Cute
+    from .cutile.entry import Cutile as Cutile
+    from .prebuilt.entry import Cubin as Cubin
+    from .triton.entry import Triton as Triton
 
 __all__ = [*_entries, "FRONTENDS", "Entry", "Frontend", "Output", "Step", "frontend_of"]
 

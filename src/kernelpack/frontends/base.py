@@ -16,9 +16,9 @@ from dataclasses import KW_ONLY, dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
-from ..cache import CompileCache
-from ..deps import dist_versions
-from ..errors import ProjectError
+from ..core.cache import CompileCache
+from ..core.deps import dist_versions
+from ..core.errors import ProjectError
 from . import fields as fl
 
 OUTPUT_KINDS = ("bundle", "host")  # Bundle.to_bytes() | HostProgram.to_bytes() (CuTe host programs)

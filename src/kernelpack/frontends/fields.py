@@ -11,8 +11,8 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..arch import Arch
-from ..errors import KernelpackError
+from ..core.arch import Arch
+from ..core.errors import KernelpackError
 
 Check = Callable[[Any], "str | None"]
 

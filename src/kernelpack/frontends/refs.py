@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..deps import python_deps
-from ..errors import KernelpackError, ProjectError
+from ..core.deps import python_deps
+from ..core.errors import KernelpackError, ProjectError
 
 
 def rel(root: Path, p: str | os.PathLike[str]) -> Path:

@@ -11,16 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from .._lazy import submodule
-from ..errors import ProjectError
+from ..core._lazy import submodule
+from ..core.errors import ProjectError
 from .base import Entry, Frontend
 
 if TYPE_CHECKING:  # the entry classes, imported on first use (module __getattr__ below)
-    from .cuda import Cuda as Cuda
-    from .cute import Cute as Cute
-    from .cutile import Cutile as Cutile
-    from .prebuilt import Cubin as Cubin
-    from .triton import Triton as Triton
+    from .cuda.entry import Cuda as Cuda
+    from .cute.entry import Cute as Cute
+    from .cutile.entry import Cutile as Cutile
+    from .prebuilt.entry import Cubin as Cubin
+    from .triton.entry import Triton as Triton
 
 # frontend name -> (its module under kernelpack.frontends, its entry class's name), in the order builds read them
 _TABLE: dict[str, tuple[str, str]] = {

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..arch import Arch
-from ..errors import KernelpackError
+from ..core.arch import Arch
+from ..core.errors import KernelpackError
 
 MATCH_EXACT, MATCH_SAME_MAJOR, MATCH_AT_MOST = 1, 2, 3  # the device is exactly / same major, minor >= / sm >=
 PLUS_NONE, PLUS_MINOR, PLUS_SM = 0, 1, 2
@@ -48,6 +48,12 @@ RULES: tuple[BinaryRule, ...] = (
 def rule_for(ptx: bool, suffix: str) -> BinaryRule:
     named = [r for r in RULES if r.ptx == ptx and r.suffix == suffix and suffix]
     return named[0] if named else next(r for r in RULES if r.ptx == ptx and not r.suffix)
+
+
+def runs_on(arch: Arch, major: int, minor: int) -> bool:
+    """True when a binary for ``arch`` (PTX when the arch is virtual: ``compute_80``) can run on a device of compute
+    capability major.minor."""
+    return quality(arch.real, arch.virtual, major, minor) > 0
 
 
 def quality(arch: Arch, ptx: bool, major: int, minor: int) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..abi import DType
+from ..core.abi import DType
 
 # ------------------------------------------------------------------------------------------------ element types
 
@@ -53,7 +53,7 @@ INT64_RANGE: dict[DType, tuple[int, int]] = {d: (lo, min(hi, 2**63 - 1)) for d, 
 @dataclass(frozen=True)
 class Status:
     """One ``kp_status``: C name, value (never changes; new ones are appended), meaning, and the class the Python
-    runtime raises for the same refusal (``kernelpack.runtime.errors`` / ``kernelpack.errors``)."""
+    runtime raises for the same refusal (``kernelpack.runtime.errors`` / ``kernelpack.core.errors``)."""
 
     name: str
     value: int

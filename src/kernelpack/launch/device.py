@@ -1,7 +1,8 @@
 """Values a launch reads from its device, and specializations restricted to devices: one rule, as data, for the C
 library and the Python runtime (``csrc/kp_model.h`` renders the codes and the rules).
 
-* **Device-derived parameters**: a hidden parameter whose role names a property (:data:`kernelpack.abi.DEVICE_ROLES`:
+* **Device-derived parameters**: a hidden parameter whose role names a property
+(:data:`kernelpack.core.abi.DEVICE_ROLES`:
   ``sm_count``, ``max_dynamic_smem``, ``max_active_clusters:<blocks per cluster>``) is filled at launch with that
   property of the launch device. Device-wide properties are read once per device; ``max_active_clusters`` depends on
   the kernel too and is asked for once per device and specialization (``cuOccupancyMaxActiveClusters``, an optional
@@ -23,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..abi import DEVICE_ROLES, device_role
+from ..core.abi import DEVICE_ROLES, device_role
 from .codes import DEVICE_ATTRIBUTES, MAX_PORTABLE_CLUSTER
 
 

@@ -18,11 +18,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..abi import Abi
-from ..artifact import Binary, Dim3, KernelArtifact, LaunchSpec
-from ..errors import AbiMismatch
+from ..core.abi import Abi
+from ..core.binary import Binary
+from ..core.errors import AbiMismatch
+from ..core.launchspec import Dim3, LaunchSpec
 from .plan import OP_DESC, Plan, Slot
+
+if TYPE_CHECKING:  # the launch model reads artifacts; it is below the bundle layer that defines them
+    from ..bundle.artifact import KernelArtifact
 
 
 @dataclass(frozen=True)

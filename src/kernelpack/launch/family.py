@@ -20,13 +20,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..abi import DType, Pointer
-from ..artifact import KernelArtifact
-from ..errors import KernelpackError
-from ..tma import TensorDescSpec
+from ..core.abi import DType, Pointer
+from ..core.errors import KernelpackError
+from ..core.tma import TensorDescSpec
 from .plan import OP_DESC, OP_PTR, OP_TENSOR, Plan, Slot
 from .ranges import Range
+
+if TYPE_CHECKING:  # the launch model reads artifacts; it is below the bundle layer that defines them
+    from ..bundle.artifact import KernelArtifact
 
 
 @dataclass(frozen=True)
@@ -262,3 +265,58 @@ def check_families(families: Mapping[str, Sequence[KernelArtifact]]) -> None:
     for name, arts in families.items():
         if any(a.range_rules for a in arts):
             family_args(name, [(a.label, plans(a)[0]) for a in arts])
+
+
+# ------------------------------------------------------------------------------------------------ a family in order
+
+LAUNCH_KEYWORDS = ("grid", "block", "smem", "stream", "cluster", "pdl", "cooperative")  # a call's launch options
+
+
+class SpecSourceLike(Protocol):
+    """What ordering a family reads of each specialization (:class:`kernelpack.bundle.index.SpecSource`)."""
+
+    label: str
+    index: int
+    layouts: tuple[Plan, ...]
+    specificity: Specificity
+
+    def artifact(self) -> KernelArtifact: ...
+
+
+class Specialization:
+    """One specialization of a family in dispatch order: what dispatch needs (its source ``src``), its artifact built
+    on first use."""
+
+    __slots__ = ("src", "plan", "index", "specificity", "layouts", "first_plan")
+
+    def __init__(self, src: Any, first_plan: int) -> None:
+        self.src = src
+        self.layouts: tuple[Plan, ...] = src.layouts  # every parameter layout of its binaries (layouts[0] is plan)
+        self.plan: Plan = src.layouts[0]  # the caller-visible arguments of every layout
+        self.index: int = src.index  # position in the family (bundle order)
+        self.specificity: Specificity = src.specificity
+        self.first_plan = first_plan  # where its layouts start in the family's list of plans (the C launcher's)
+
+    @property
+    def label(self) -> str:
+        return str(self.src.label)
+
+    @property
+    def artifact(self) -> KernelArtifact:
+        """The whole artifact (built on first use: BundleError naming the kernel when its entry or blob is bad)."""
+        art: KernelArtifact = self.src.artifact()
+        return art
+
+
+def ordered_specs(name: str, srcs: Sequence[SpecSourceLike]) -> tuple[Specialization, ...]:
+    """The specializations of family ``name`` (bundle order) in dispatch order, each knowing where its layouts start
+    in the family's list of C plans; a family whose specializations do not take the same arguments, or whose range
+    constraints are ambiguous, is refused (:func:`family_args`)."""
+    distinct = {id(s.layouts[0]): s for s in srcs}  # specializations with one plan agree with each other
+    check = srcs if any(sl.ranges for s in srcs for sl in s.layouts[0].args) else list(distinct.values())
+    family_args(name, [(s.label, s.layouts[0]) for s in check])  # one family, or refused
+    specs, first = [], 0
+    for i in dispatch_order([s.specificity for s in srcs]):
+        specs.append(Specialization(srcs[i], first))
+        first += len(srcs[i].layouts)
+    return tuple(specs)

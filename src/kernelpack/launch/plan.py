@@ -1,4 +1,4 @@
-"""The argument plan of one specialization, derived once from its typed ABI (kernelpack.abi is the only source).
+"""The argument plan of one specialization, derived once from its typed ABI (kernelpack.core.abi is the only source).
 
 A plan is one :class:`Slot` per kernel parameter: where its value lives in a parameter buffer laid out at the
 ABI's natural offsets (base 0), how wide it is, which caller argument fills it and which constraints the
@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from ..abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec, device_role
-from ..artifact import GRID_OPS, GridExpr, LaunchSpec
-from ..tma import TensorDescSpec
+from ..core.abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec, device_role
+from ..core.launchspec import GRID_OPS, GridExpr, LaunchSpec
+from ..core.tma import TensorDescSpec
 from .codes import DTYPE_CODE, INT64_RANGE, INT_RANGE  # noqa: F401 - INT_RANGE: the ranges every plan check uses
 from .ranges import Range
 
@@ -233,7 +233,7 @@ def _desc_c(s: Slot) -> tuple[Any, ...] | None:
     if s.op == OP_DESC:
         return (int(d.lowering == "tma"), d.rank, d.elem_type, d.elem_size, d.swizzle, int(d.fp4_padded),
                 d.block_shape)
-    n, q = d.rank, s.desc_pos - 1  # the params after the first: see kernelpack.tma.expected_params
+    n, q = d.rank, s.desc_pos - 1  # the params after the first: see kernelpack.core.tma.expected_params
     if d.lowering == "decomposed":
         nf = len(d.flags)
         if 2 * n <= q < 2 * n + nf:

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import trust
-from ..deps import python_deps
-from ..errors import KernelpackError
+from ..core import trust
+from ..core.deps import python_deps
+from ..core.errors import KernelpackError
 from ..frontends.refs import rename_code
 from .jobs import Job, Outcome, execute, static_files
 from .model import Project

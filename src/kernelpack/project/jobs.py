@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..cache import CompileCache
-from ..deps import digest_files
-from ..errors import KernelpackError
+from ..core.cache import CompileCache
+from ..core.deps import digest_files
+from ..core.errors import KernelpackError
 from ..frontends.base import OUTPUT_KINDS, Entry, Step
 from ..frontends.registry import frontend_of
 from .model import Project, ProjectError

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..bundle import Bundle
-    from ..publish import Stage
+    from ..bundle.kpack import Bundle
+    from ..core.publish import Stage
     from .model import LibrarySpec
 
 

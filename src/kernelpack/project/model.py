@@ -57,13 +57,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..arch import Arch
-from ..errors import KernelpackError, ProjectError
+from ..core.arch import Arch
+from ..core.errors import KernelpackError, ProjectError
+from ..core.names import check_library_name, check_version
 from ..frontends import fields as fl
 from ..frontends.base import Entry, entry_keys, entry_problem
 from ..frontends.refs import import_file, rel
 from ..frontends.registry import FRONTENDS, frontend_of
-from ..names import check_library_name, check_version
 
 if sys.version_info >= (3, 11):
     import tomllib

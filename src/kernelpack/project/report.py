@@ -12,8 +12,8 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # (annotations only: reading a state's rows imports neither)
-    from ..artifact import KernelArtifact
-    from ..bundle import Bundle
+    from ..bundle.artifact import KernelArtifact
+    from ..bundle.kpack import Bundle
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def rows(bundle: Bundle, library_archs: Sequence[str], status: dict[str, str] | 
 def row_key(a: KernelArtifact, library_archs: Sequence[str]) -> str:
     """What :func:`row` reads of ``a`` (its binaries by SHA-256), the library's archs and kernelpack's code, hashed:
     equal keys give equal rows (the status aside)."""
-    from ..cache import code_digest
+    from ..core.cache import code_digest
 
     ls = a.launch
     facts = [a.label, a.entry, a.provenance.frontend, ls.block, ls.dynamic_smem, list(library_archs),
@@ -152,7 +152,7 @@ def row(a: KernelArtifact, library_archs: Sequence[str], status: str = "") -> Ro
 
 
 def _mm(arch: str) -> tuple[int, int]:
-    from ..arch import Arch
+    from ..core.arch import Arch
 
     a = Arch.parse(arch)
     return a.major, a.minor

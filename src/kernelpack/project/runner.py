@@ -9,7 +9,8 @@ Three levels of "nothing changed", cheapest first:
 
 Under that, each frontend's compile cache skips compilations whose precise inputs did not change. State lives in
 ``<out>/.kernelpack-build/`` (``state.json``, one output file per job; see :mod:`.state`, which reads it as untrusted
-data). The outputs and the new ``state.json`` are published together (:mod:`kernelpack.publish`): an interrupted or
+data). The outputs and the new ``state.json`` are published together (:mod:`kernelpack.core.publish`): an
+interrupted or
 failed build leaves the previous set, never half of each.
 """
 
@@ -25,13 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__, config
-from .._reprs import clip_left
-from ..cache import CompileCache
-from ..deps import digest_files, python_deps
-from ..errors import BundleError, KernelpackError
+from ..core import config
+from ..core._reprs import clip_left
+from ..core.cache import CompileCache
+from ..core.deps import digest_files, python_deps
+from ..core.errors import BundleError, KernelpackError
+from ..core.publish import Stage, output_dir
+from ..core.version import __version__
 from ..frontends.registry import FRONTENDS
-from ..publish import Stage, output_dir
 from . import state as st
 from .jobs import Job, Outcome, execute, fingerprint, plan, run, static_files
 from .link import expected_outputs
@@ -40,7 +42,7 @@ from .report import Row, rows_reusing
 from .state import STATE_DIR, STATE_VERSION
 
 if TYPE_CHECKING:
-    from ..bundle import Bundle
+    from ..bundle.kpack import Bundle
 
 # (the bundle, artifact, merge and launch modules are imported where a build uses them: a no-op build needs none)
 
@@ -289,7 +291,7 @@ def _tuned(project: Project, bundle: Bundle) -> Bundle:
     path = tuning_path(project)
     if path is None:
         return bundle
-    from ..tuning import TuningTable, embed
+    from ..tuning.tune import TuningTable, embed
 
     return embed(bundle, TuningTable.read(path), source=f"[library] tuning {path}")
 
@@ -362,11 +364,11 @@ def _run_all(project: Project, stale: list[Job], workers: int, cache_dir: str | 
 def _decode(job_id: str, kind: str, data: bytes) -> Built:
     """A job's output bytes as a Bundle or HostProgram (BundleError if they are not one)."""
     if kind == "host":
-        from ..cute_host.program import HostProgram
-        from ..merge import set_origin
+        from ..bundle.host_program import HostProgram
+        from ..bundle.merge import set_origin
 
         return set_origin(HostProgram.from_bytes(data, source=job_id), job_id)  # names the job when merged
-    from ..bundle import Bundle
+    from ..bundle.kpack import Bundle
 
     return Bundle.from_bytes(data, source=job_id)
 
@@ -374,7 +376,7 @@ def _decode(job_id: str, kind: str, data: bytes) -> Built:
 def _decode_saved(state_dir: Path, job_id: str, kind: str, sha256: str) -> Built | None:
     """The previous build's output of a job, or None when it is missing, is not the file the state describes (a
     build killed between writing it and its state), or is not readable (the job is rebuilt)."""
-    from ..artifact import deferred_verification
+    from ..bundle.artifact import deferred_verification
 
     data = st.read_job(state_dir, job_id, kind)
     if data is None or hashlib.sha256(data).hexdigest() != sha256:
@@ -396,10 +398,10 @@ def _worker_init() -> None:
 def _merge(all_jobs: list[Job], built: dict[str, Built],
            statuses: dict[str, str]) -> tuple[Bundle, list[Any], dict[str, str]]:
     """The jobs' kernels as one bundle and their host programs, each kernel (program) built for several archs by
-    several jobs merged into one (kernelpack.merge); a kernel's status is its last job's."""
-    from ..bundle import Bundle
+    several jobs merged into one (kernelpack.bundle.merge); a kernel's status is its last job's."""
+    from ..bundle.kpack import Bundle
+    from ..bundle.merge import merge_programs
     from ..launch.family import check_families
-    from ..merge import merge_programs
 
     bundles, programs, status = [], [], {}
     for j in all_jobs:

@@ -23,7 +23,7 @@ from typing import Any
 
 from .report import Row
 
-STATE_VERSION = 2  # 2: host programs as JSON (kernelpack.cute_host.serial), job files named from the job id
+STATE_VERSION = 2  # 2: host programs as JSON (kernelpack.bundle.host_serial), job files named from the job id
 STATE_DIR = ".kernelpack-build"
 KINDS = {"bundle": ".kpack", "host": ".json"}  # job output kind -> file suffix
 MAX_STATE_BYTES = 64 << 20

@@ -1,7 +1,7 @@
 /* kernelpack.runtime._launch: the fast launch path.
  *
  * One Family object per kernel family is the callable users hold. Per parameter layout of each specialization it
- * keeps a packing plan (built once from kernelpack.abi by launch/plan.py); per device, the dispatch table (per
+ * keeps a packing plan (built once from kernelpack.core.abi by launch/plan.py); per device, the dispatch table (per
  * specialization: the plan of the binary chosen for the device, its kernel handle and launch facts, the values of
  * its device-derived params; the device's limits) pushed by runtime/family.py after the device was loaded. A call
  * reads the arguments (torch tensors through the optional torch bridge, ints, floats), picks the first

@@ -81,7 +81,7 @@ static CUresult (*cu_error_name)(CUresult, const char**);
 static CUresult (*cu_tmap_encode)(void*, int, unsigned, void*, const uint64_t*, const uint64_t*, const uint32_t*,
                                   const uint32_t*, int, int, int, int); /* cuTensorMapEncodeTiled; NULL: Python */
 static CUresult (*cu_param_info)(void*, size_t, size_t*, size_t*); /* cuKernelGetParamInfo (12.4); NULL: none */
-static int driver_version;        /* cuDriverGetVersion: the bit-21 fixup of old drivers (kernelpack.tma) */
+static int driver_version;        /* cuDriverGetVersion: the bit-21 fixup of old drivers (kernelpack.core.tma) */
 static uint64_t driver_gen = 1;   /* bumped by set_driver: encoded tensor maps of another driver are stale */
 
 static const kp_bridge* bridge;   /* torch tensors readable in C when set */
@@ -116,7 +116,7 @@ typedef struct {
     int64_t divisor;
     int8_t nranges; /* range constraints (kernelpack.launch.ranges), in x */
     struct kp_slot_x* x; /* a tensor slot's modes, a slot's ranges: NULL when it has neither (owned by the family) */
-    /* KP_OP_DESC / KP_OP_DESC_FIELD: a tensor descriptor (kernelpack.tma.TensorDescSpec) of rank `rank`, element
+    /* KP_OP_DESC / KP_OP_DESC_FIELD: a tensor descriptor (kernelpack.core.tma.TensorDescSpec) of rank `rank`, element
      * type `dtype`; tma: the encoding facts (CUtensorMapDataType, element size, swizzle, fp4 padding, box outermost
      * first); the field's place in the params the descriptor fills (pos 0 is the map, or the decomposed pointer) */
     int8_t tma, fp4, swizzle, elem_size;

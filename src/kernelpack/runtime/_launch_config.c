@@ -122,7 +122,7 @@ static int load_int(const unsigned char* p, int dt, int64_t* out) {
     return 0;
 }
 
-/* Evaluate one formula on the packed parameters with kernelpack.artifact.evaluate_grid's semantics: exact integer
+/* Evaluate one formula on the packed parameters with kernelpack.bundle.artifact.evaluate_grid's semantics: exact integer
  * math, div truncates toward zero (0 for b == 0), ceil_div(a, b) = floor((a + b - 1) / b) and 0 for b <= 0.
  * Returns 0 when a value leaves int64 (Python's integers do not wrap: the Python path computes it). */
 static int eval_grid(const kp_gop* code, int n, const unsigned char* buf, int64_t* out) {

@@ -7,7 +7,7 @@
 
 /* The 128-byte CUtensorMap of tensor v for the TMA descriptor slot s, into p: the family's cached copy when the slot
  * saw the same address, shape and strides under this driver, else encoded with cuTensorMapEncodeTiled as
- * kernelpack.tma.encode_args does it (Triton's fillTMADescriptorTiled: dims innermost first, byte strides of the
+ * kernelpack.core.tma.encode_args does it (Triton's fillTMADescriptorTiled: dims innermost first, byte strides of the
  * outer dims, element strides 1, no interleave, L2 promotion 128B, zero OOB fill, bit 21 of the second word
  * cleared for a tensor under 128 KiB on drivers up to 13.1) and kept (least recently used replaced).
  * 1: done; -1: the Python path decides (a tensor TMA cannot address -- it raises DescriptorArgumentError -- or a

@@ -129,7 +129,7 @@ static int store_float(unsigned char* p, int dt, double x) {
         memcpy(p, &f, 4);
         return 1;
     }
-    uint32_t b; /* bf16, as kernelpack.packing.bf16_bits */
+    uint32_t b; /* bf16, as kernelpack.core.packing.bf16_bits */
     memcpy(&b, &f, 4);
     uint16_t h = (b & 0x7F800000u) == 0x7F800000u && (b & 0x7FFFFFu) ? (uint16_t)((b >> 16) | 0x40)
                                                                       : (uint16_t)(((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16) & 0xFFFFu);

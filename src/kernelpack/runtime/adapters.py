@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..abi import DType
-from ..errors import LaunchError
+from ..core.abi import DType
+from ..core.errors import LaunchError
 from ..launch import codes
 from .errors import ArgumentTypeError, ArgumentValueError
 

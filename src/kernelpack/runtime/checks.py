@@ -10,14 +10,14 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..abi import DType, Struct
-from ..artifact import Dim3, LaunchSpec
-from ..errors import KernelpackError, LaunchError
+from ..core.abi import DType, Struct
+from ..core.errors import KernelpackError, LaunchError
+from ..core.launchspec import Dim3, LaunchSpec
+from ..core.packing import pack_value
+from ..core.tma import encode_args
 from ..launch.codes import MAX_PORTABLE_CLUSTER, PDL_MIN_MAJOR, SMEM_DEFAULT_LIMIT  # noqa: F401 - SMEM_DEFAULT_LIMIT re-exported
 from ..launch.plan import INT_RANGE, OP_BYTES, OP_DESC, OP_PTR, OP_SCALAR, OP_TENSOR, Slot
 from ..launch.ranges import INT64_MAX, Range
-from ..packing import pack_value
-from ..tma import encode_args
 from .adapters import TensorView
 from .driver import DeviceInfo
 from .errors import ArgumentTypeError, ArgumentValueError, DescriptorArgumentError
@@ -74,7 +74,7 @@ def check_arg(kernel: str, s: Slot, value: Any, view: TensorView | None) -> Any:
 
 
 def _desc(kernel: str, s: Slot, value: Any, view: TensorView | None) -> TensorView:
-    """A tensor for a tensor-descriptor argument; the launch encodes it (``kernelpack.tma.encode_args``)."""
+    """A tensor for a tensor-descriptor argument; the launch encodes it (``kernelpack.core.tma.encode_args``)."""
     d = s.desc
     assert d is not None
     want = d.element_dtype

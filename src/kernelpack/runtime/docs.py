@@ -5,10 +5,11 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from .._reprs import clip, listing
-from ..arch import Arch
-from ..artifact import GridExpr, KernelArtifact
-from ..errors import KernelpackError
+from ..bundle.artifact import KernelArtifact
+from ..core._reprs import clip, listing
+from ..core.arch import Arch
+from ..core.errors import KernelpackError
+from ..core.launchspec import GridExpr
 from ..launch.device import requires_text
 from ..launch.plan import OP_DEVICE, OP_SCRATCH
 from .family import KernelFamily, Specialization

@@ -294,7 +294,7 @@ class Driver:
         self.check(fn(ptr, _vp(stream or None)), "cuMemFreeAsync(scratch)", where)
 
     def encode_tensor_map(self, enc: Any, where: str) -> bytes:
-        """The 128-byte CUtensorMap for ``enc`` (a :class:`kernelpack.tma.EncodeTiled`), clear_bit21 applied."""
+        """The 128-byte CUtensorMap for ``enc`` (a :class:`kernelpack.core.tma.EncodeTiled`), clear_bit21 applied."""
         fn = self._optional("cuTensorMapEncodeTiled", "a TMA tensor descriptor", where)
         raw = (_c.c_uint64 * 24)()  # the driver wants the map 64-byte aligned; ctypes aligns to 16
         addr = (ctypes.addressof(raw) + 63) // 64 * 64

@@ -1,4 +1,4 @@
-"""Errors the runtime raises: every launch refusal is a :class:`~kernelpack.errors.LaunchError`.
+"""Errors the runtime raises: every launch refusal is a :class:`~kernelpack.core.errors.LaunchError`.
 
 A wrong kind of argument is also a :class:`TypeError`, a wrong value (dtype, shape, alignment, device) also a
 :class:`ValueError`, so callers may catch either the kernelpack or the built-in class. Every class (every
@@ -8,7 +8,7 @@ model's STATUS table; ``tests/test_same_answer.py`` holds both back ends to it).
 
 from __future__ import annotations
 
-from ..errors import BundleError, LaunchError
+from ..core.errors import BundleError, LaunchError
 from ..launch.codes import STATUS_BY_NAME, STATUS_BY_VALUE
 
 

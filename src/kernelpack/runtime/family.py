@@ -13,7 +13,6 @@ error). The C extension handles the common case itself and calls it for everythi
 
 from __future__ import annotations
 
-import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -23,25 +22,25 @@ from itertools import compress
 from operator import add, itemgetter, not_
 from typing import TYPE_CHECKING, Any
 
-from .. import verify as _verify  # noqa: F401 - a first launch verifies its binary: imported with the runtime
-from .._reprs import clip, listing
-from ..abi import Scalar, Struct
-from ..artifact import Binary, KernelArtifact, LaunchSpec, evaluate_grid, grid_params
-from ..bundle_index import SpecSource
-from ..errors import AbiMismatch, BundleError, KernelpackError, LaunchError
+from ..bundle.index import SpecSource
+from ..core import verify as _verify  # noqa: F401 - a first launch verifies its binary: imported with the runtime
+from ..core._reprs import clip, listing
+from ..core.binary import Binary
+from ..core.errors import AbiMismatch, BundleError, KernelpackError, LaunchError
+from ..core.launchspec import LaunchSpec
+from ..core.names import py_arg_names
 from ..launch import device as dev_model
 from ..launch.binaries import describe_binaries, device_arch, family_choice, quality
 from ..launch.codes import PDL_MIN_MAJOR, SMEM_DEFAULT_LIMIT
 from ..launch.facts import binary_facts
-from ..launch.family import Specificity, dispatch_order, family_args, order_key, plan_specificity
-from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_DEVICE, Plan, Slot, grid_program
-from ..names import py_arg_names
-from ..tma import encode_args
+from ..launch.family import LAUNCH_KEYWORDS, Specialization, Specificity, order_key, ordered_specs, plan_specificity
+from ..launch.plan import Plan, Slot, grid_program
 from . import streams
 from .driver import DeviceInfo, Driver
 
 if TYPE_CHECKING:
     from .adapters import TensorView
+from ..launch.record import FamilyRecord
 from .errors import (
     ArgumentTypeError,
     ArgumentValueError,
@@ -52,11 +51,11 @@ from .errors import (
 )
 from .fast import prepare_fast_path
 from .loader import LaunchFacts, Loader
-from .record import FamilyRecord
 
 
 class _PythonPath:
-    """The modules only the Python launch path uses (argument checks, tensor adapters, the packer): imported on its
+    """The modules only the Python launch path uses (argument checks, tensor adapters, the packer, the grid, tensor maps
+    and scratch around a launch): imported on its
     first use, not with the runtime (the C path launches without them)."""
 
     def __getattr__(self, name: str) -> Any:
@@ -67,6 +66,8 @@ class _PythonPath:
             from . import adapters as mod  # type: ignore[no-redef]
         elif name == "packer":
             from . import packer as mod  # type: ignore[no-redef]
+        elif name == "pylaunch":
+            from . import pylaunch as mod  # type: ignore[no-redef]
         else:
             raise AttributeError(name)
         setattr(self, name, mod)
@@ -74,33 +75,6 @@ class _PythonPath:
 
 
 _rt: Any = _PythonPath()
-
-LAUNCH_KEYWORDS = ("grid", "block", "smem", "stream", "cluster", "pdl", "cooperative")
-
-
-class Specialization:
-    """One specialization of a family: what dispatch needs (its :class:`~kernelpack.bundle_index.SpecSource`), its
-    artifact built on first use."""
-
-    __slots__ = ("src", "plan", "index", "specificity", "layouts", "first_plan")
-
-    def __init__(self, src: SpecSource, first_plan: int) -> None:
-        self.src = src
-        self.layouts: tuple[Plan, ...] = src.layouts  # every parameter layout of its binaries (layouts[0] is plan)
-        self.plan: Plan = src.layouts[0]  # the caller-visible arguments of every layout
-        self.index: int = src.index  # position in the family (bundle order)
-        self.specificity: Specificity = src.specificity
-        self.first_plan = first_plan  # where its layouts start in the family's list of plans (the C launcher's)
-
-    @property
-    def label(self) -> str:
-        return self.src.label
-
-    @property
-    def artifact(self) -> KernelArtifact:
-        """The whole artifact (built on first use: BundleError naming the kernel when its entry or blob is bad)."""
-        return self.src.artifact()
-
 
 @dataclass
 class DeviceEntry:
@@ -236,7 +210,7 @@ class KernelFamily:
             [s.name for s in self.specs[0].plan.args], LAUNCH_KEYWORDS)
         self._states: dict[int, DeviceState] = {}
         self.fast: Any = None  # the C launcher, when the extension is present
-        self._tmaps: OrderedDict[tuple[Any, ...], tuple[Driver, list[Any]]] = OrderedDict()  # _encode_descs
+        self._tmaps: OrderedDict[tuple[Any, ...], tuple[Driver, list[Any]]] = OrderedDict()  # pylaunch.encode_descs
         self._tmap_lock = threading.Lock()
         self.python_calls = 0  # launches (and refusals) that took this Python path; tests read it
 
@@ -254,13 +228,7 @@ class KernelFamily:
     def _build_specs(self) -> tuple[Specialization, ...]:
         sources = self._sources() if callable(self._sources) else self._sources
         srcs = [s if isinstance(s, SpecSource) else SpecSource.of(s, i) for i, s in enumerate(sources)]
-        distinct = {id(s.layouts[0]): s for s in srcs}  # specializations with one plan agree with each other
-        check = srcs if any(sl.ranges for s in srcs for sl in s.layouts[0].args) else list(distinct.values())
-        family_args(self.name, [(s.label, s.layouts[0]) for s in check])  # one family, or refused
-        specs, first = [], 0
-        for i in dispatch_order([s.specificity for s in srcs]):
-            specs.append(Specialization(srcs[i], first))
-            first += len(srcs[i].layouts)
+        specs = ordered_specs(self.name, srcs)
         record = self.record
         if record is not None:  # what the family's first launches used must be what its entries give
             names = py_arg_names([s.name for s in specs[0].plan.args], LAUNCH_KEYWORDS)
@@ -273,7 +241,7 @@ class KernelFamily:
             for state in self._states.values():  # the device entries made from the record get the whole objects
                 for e in state.entries.made.values():
                     _link(e, specs)
-        return tuple(specs)
+        return specs
 
     @property
     def label(self) -> str:
@@ -566,7 +534,7 @@ class KernelFamily:
         if entry.error is not None:
             raise entry.error
         if grid is None and entry.spec.src.launch.grid is not None:
-            grid = grid_from_rule(entry, packed)
+            grid = _rt.pylaunch.grid_from_rule(entry, packed)
             if min(grid) <= 0:
                 return  # the C library's rule: a dimension <= 0 means nothing to launch
         g = _rt.checks.check_grid(grid, info, kernel)
@@ -683,13 +651,13 @@ class KernelFamily:
         plan = entry.layout
         if plan.derived:
             with self._tmap_lock:
-                packed = _encode_descs(d, plan, packed, entry.label, where, self._tmaps)
+                packed = _rt.pylaunch.encode_descs(d, plan, packed, entry.label, where, self._tmaps)
         saved = d.current_context()
         if saved != info.context:
             d.set_current(info.context)
         try:
-            if plan.derived and _scratch_sizes(entry.spec_launch):
-                _launch_with_scratch(d, entry, grid, block, smem, cluster, stream, packed, where, flags)
+            if plan.derived and _rt.pylaunch.scratch_sizes(entry.spec_launch):
+                _rt.pylaunch.launch_with_scratch(d, entry, grid, block, smem, cluster, stream, packed, where, flags)
             else:
                 buf, ptrs = _rt.packer.pack(plan, packed, entry.values)
                 d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where, *flags)
@@ -736,108 +704,6 @@ def _no_match(err: KernelpackError) -> KernelpackError:
     if isinstance(err, ArgumentValueError) and not isinstance(err, NoMatchingSpecialization):
         return NoMatchingSpecialization(err.message)
     return err
-
-
-def grid_from_rule(entry: DeviceEntry, packed: list[Any]) -> tuple[int, int, int]:
-    """The grid ``LaunchSpec.grid`` computes from the checked arguments and the device-derived values
-    (``kernelpack.artifact.evaluate_grid``)."""
-    spec = entry.spec
-    assert spec is not None  # the Python path's: the family is whole
-    by_name = {s.param.name: s for s in entry.layout.slots if s.op == OP_DEVICE}
-    by_name.update({s.name: s for s in entry.layout.args})
-    fields: dict[tuple[str, str | None], int] = {}
-    rule = spec.src.launch.grid
-    assert rule is not None
-    for e in rule:
-        for name, fld in grid_params(e):
-            s = by_name.get(name)
-            if s is not None and s.op == OP_DEVICE:
-                fields[(name, fld)] = entry.values[s.param.role]
-            else:
-                fields[(name, fld)] = _grid_field(spec, s, packed, name, fld)
-    return evaluate_grid(rule[0], fields), evaluate_grid(rule[1], fields), evaluate_grid(rule[2], fields)
-
-
-def _grid_field(spec: Specialization, s: Slot | None, packed: list[Any], name: str, fld: str | None) -> int:
-    if s is None or s.op in (OP_DESC, OP_DESC_FIELD):
-        raise LaunchError(f"kernel {spec.label}: the grid formula reads {name}, which is not a caller argument "
-                          f"(a parameter filled from a tensor descriptor or a hidden one); pass grid=...")
-    v = packed[s.arg]
-    if fld is None:
-        return int(v)
-    if s.tensor is not None:
-        ptr, shape, strides = v
-        return int(shape[int(fld[5:])] if fld.startswith("shape") else strides[int(fld[6:])])
-    t = s.param.type
-    assert isinstance(t, Struct)
-    off = dict(zip((f.name for f in t.fields), t.field_offsets))[fld]
-    ft = next(f.type for f in t.fields if f.name == fld)
-    assert isinstance(ft, Scalar)  # checked when the artifact was made
-    return int(struct.unpack_from("<" + ft.dtype.struct_format, bytes(v), off)[0])
-
-
-def _scratch_sizes(ls: LaunchSpec) -> tuple[int, int, int, int] | None:
-    if not (ls.global_scratch or ls.profile_scratch):
-        return None
-    return ls.global_scratch, ls.global_scratch_align, ls.profile_scratch, ls.profile_scratch_align
-
-
-TMAP_CACHE = 16  # encoded tensor maps kept per family on the Python path (as KP_TMAP_CACHE in _launch.h)
-
-
-def _encode_descs(d: Driver, plan: Plan, packed: list[Any], kernel: str, where: str,
-                  cache: OrderedDict[tuple[Any, ...], tuple[Driver, list[Any]]] | None = None) -> list[Any]:
-    """Replace each tensor-descriptor argument by the values of the params it fills (the map encoded). ``cache``:
-    the family's maps, by descriptor slot, address, shape and strides (least recently used dropped; the driver that
-    encoded one must be ``d``)."""
-    out = list(packed)
-    for s in plan.args:
-        if s.op != OP_DESC:
-            continue
-        view, spec = packed[s.arg], s.desc
-        assert spec is not None
-        key = (id(s), view.ptr, tuple(view.shape), tuple(view.strides))
-        hit = cache.get(key) if cache is not None else None
-        if hit is not None and hit[0] is d:
-            cache.move_to_end(key)  # type: ignore[union-attr]
-            out[s.arg] = hit[1]
-            continue
-        args = encode_args(spec, view.ptr, view.shape, view.strides, driver_version=d.version, kernel=kernel)
-        values = list(args.values)
-        if args.encode is not None:
-            values[0] = d.encode_tensor_map(args.encode, where)
-            if cache is not None:
-                cache[key] = (d, values)
-                cache.move_to_end(key)
-                while len(cache) > TMAP_CACHE:
-                    cache.popitem(last=False)
-        out[s.arg] = values
-    return out
-
-
-def _launch_with_scratch(d: Driver, entry: DeviceEntry, grid: tuple[int, int, int], block: tuple[int, int, int],
-                         smem: int, cluster: tuple[int, int, int] | None, stream: int, packed: list[Any],
-                         where: str, flags: tuple[bool, bool] = (False, False)) -> None:
-    """Triton scratch: ``size x CTAs`` bytes per buffer, one stream-ordered allocation on the launch stream for
-    this launch only (cuMemAllocAsync, cuMemFreeAsync right after the launch), as ``kp_run_scratch`` in the C
-    library does; the current context is the launch device's."""
-    sizes = _scratch_sizes(entry.spec_launch)
-    assert sizes is not None
-    gsize, galign, psize, palign = sizes
-    ctas = grid[0] * grid[1] * grid[2]
-    gbytes, pbytes = ctas * gsize, ctas * psize
-    align = max(galign, palign)
-    poff = (gbytes + palign - 1) // palign * palign
-    total = poff + pbytes + (align if align > 256 else 0)  # the driver's pools align to 256 bytes
-    base = d.mem_alloc_async(total, stream, where)
-    try:
-        start = (base + align - 1) // align * align if align > 256 else base
-        scratch = {"global_scratch": start if gsize else 0, "profile_scratch": start + poff if psize else 0}
-        buf, ptrs = _rt.packer.pack(entry.layout, packed, {**entry.values, **scratch})
-        d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where, *flags)
-        del buf
-    finally:
-        d.mem_free_async(base, stream, where)
 
 
 class _Missing:

@@ -1,6 +1,6 @@
 """CuTe host programs of a built library, callable from Python: ``mod.gemm(a, b, c, stream=None)``.
 
-The typed C entry (``kernelpack.cute_host.entry``) stays the one place that runs CuTe's host code; Python checks
+The typed C entry (``kernelpack.clib.host.entry``) stays the one place that runs CuTe's host code; Python checks
 the arguments as for a kernel, fills the entry's tensor descriptors from each tensor's pointer, shape and strides,
 makes the tensors' device current, and calls the exported symbol through ctypes (the library is ``dlopen``-ed on
 the first call). A failure comes back from the entry's ``kp_status`` and ``NAME_last_error()`` as the runtime's
@@ -21,9 +21,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from .._reprs import clip, listing
-from ..cute_host.manifest import HostEntryInfo
-from ..errors import BundleError, LaunchError
+from ..bundle.host_manifest import HostEntryInfo
+from ..core._reprs import clip, listing
+from ..core.errors import BundleError, LaunchError
 from ..launch.codes import STATUS
 from ..launch.family import order_key
 from . import streams

@@ -1,6 +1,6 @@
 """Arguments of one CuTe host program's C entry, from Python: checks and ctypes values.
 
-A host program's entry (``kp_status NAME_prog(<typed params>)``, ``kernelpack.cute_host.entry``) takes tensor
+A host program's entry (``kp_status NAME_prog(<typed params>)``, ``kernelpack.clib.host.entry``) takes tensor
 descriptors by value (``{data; dynamic shapes; dynamic strides}`` at exact widths), scalars at their exact type,
 pointers, and a ``void*`` stream. Each argument is checked here as the kernel runtime checks a kernel argument
 (``checks.check_arg``: dtype, rank, static modes, field widths, alignment) plus the divisibility contracts the
@@ -14,12 +14,12 @@ import math
 import struct
 from typing import Any
 
-from ..abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct
-from ..cute_host.manifest import HostEntryInfo
-from ..cute_host.program import HostParam
+from ..bundle.host_manifest import HostEntryInfo
+from ..bundle.host_program import HostParam
+from ..core.abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct
+from ..core.names import py_arg_names
+from ..core.packing import bf16_bits
 from ..launch.plan import Plan, Slot
-from ..names import py_arg_names
-from ..packing import bf16_bits
 from . import checks
 from .adapters import TensorView
 from .errors import ArgumentTypeError, ArgumentValueError

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-from ..artifact import Binary
+from ..core.binary import Binary
 from ..launch.binaries import quality
 from ..launch.codes import CUDA_ERROR_UNSUPPORTED_PTX_VERSION, ptx_too_new_hint
 from ..launch.facts import BinaryFacts as LaunchFacts  # noqa: F401 - the facts of one binary (the launch model)

@@ -10,18 +10,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._reprs import clip, clip_left, listing
-from ..artifact import KernelArtifact
-from ..bundle import HEADER_SIZE, MAGIC, Bundle, check_header
-from ..bundle_index import BundleIndex
-from ..errors import BundleError
-from ..names import py_name
+from ..bundle.artifact import KernelArtifact
+from ..bundle.index import BundleIndex
+from ..bundle.kpack import HEADER_SIZE, MAGIC, Bundle, check_header
+from ..core._reprs import clip, clip_left, listing
+from ..core.errors import BundleError
+from ..core.names import py_name
 from .family import KernelFamily
 from .fast import PyLauncher, extension, make_launcher, prepare_fast_path
 from .loader import Loader
 
 if TYPE_CHECKING:
-    from ..cute_host.manifest import HostEntryInfo
+    from ..bundle.host_manifest import HostEntryInfo
     from .host import HostFamily
 
 
@@ -97,11 +97,11 @@ class KernelModule(types.ModuleType):
     CuTe host programs are callables too (``mod.gemm(a, b, c)``, see :mod:`kernelpack.runtime.host`).
 
     A kernel whose name is a Python keyword, a dunder or one of the module's own attributes (``preload``,
-    ``bundle``, ...) is reachable as ``name_`` (:func:`kernelpack.names.py_name`); ``mod["name"]`` reaches any
+    ``bundle``, ...) is reachable as ``name_`` (:func:`kernelpack.core.names.py_name`); ``mod["name"]`` reaches any
     kernel by its own name.
 
     A family is built on its first use (attribute, ``mod[name]``, :attr:`families`), from a bundle file read as a
-    :class:`~kernelpack.bundle_index.BundleIndex`: loading costs what the manifest costs to parse. Nothing touches
+    :class:`~kernelpack.bundle.index.BundleIndex`: loading costs what the manifest costs to parse. Nothing touches
     the driver until the first launch on a device (or :meth:`preload`); each binary is parsed, verified against
     its kernel's ABI and loaded once per process, each device's choice of binaries made once per device.
     """
@@ -267,7 +267,7 @@ class _Docs:
 
 
 def _attributes(names: list[str]) -> dict[str, str]:
-    """Each kernel's attribute (its Python name, :func:`kernelpack.names.py_name`); where a renamed one meets
+    """Each kernel's attribute (its Python name, :func:`kernelpack.core.names.py_name`); where a renamed one meets
     another kernel's own name, the kernel that has that name keeps the attribute (the other stays reachable as
     ``mod[name]``)."""
     own = _own_names()
@@ -295,7 +295,7 @@ def _read(path: str | os.PathLike[str], lazy: bool = False) -> tuple[Bundle | Bu
     """The bundle (a BundleIndex for a ``.kpack`` file when ``lazy``), the host programs' descriptions, whether
     ``path`` is a static archive, and the (library, build id) pairs a built library carries. The file is read once,
     whole: everything returned comes from one build, even while a build replaces the file."""
-    from ..files import read_bounded, read_head
+    from ..core.files import read_bounded, read_head
 
     p = Path(path)
     if read_head(p, len(MAGIC), "bundle or library", error=BundleError) == MAGIC:  # regular files within the limit
@@ -306,7 +306,7 @@ def _read(path: str | os.PathLike[str], lazy: bool = False) -> tuple[Bundle | Bu
                             check_head=lambda head, size: check_header(head, size, source))
         return BundleIndex(data, source), (), False, ()
     try:
-        from ..clib.embedded import read_embedded
+        from ..bundle.embedded import read_embedded
     except ImportError as e:
         raise BundleError(f"{path} is not a .kpack bundle, and reading kernels from built libraries needs "
                           f"kernelpack.clib ({e})") from None

@@ -7,9 +7,9 @@ import ctypes
 import struct
 from typing import Any
 
-from ..abi import DType, Scalar
+from ..core.abi import DType, Scalar
+from ..core.packing import bf16_bits
 from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_DEVICE, OP_NULL, OP_PTR, OP_SCALAR, OP_SCRATCH, OP_TENSOR, Plan
-from ..packing import bf16_bits
 
 
 def pack(plan: Plan, values: list[Any], hidden: dict[str, int] | None = None) -> tuple[Any, Any]:

@@ -11,7 +11,7 @@ Wheel layout (``NAME-VERSION-py3-none-manylinux_X_Y_<cpu>.whl``, tagged by :mod:
     NAME-VERSION.dist-info/METADATA, WHEEL, RECORD      (Requires-Dist: kernelpack>=X only)
 
 The project is built as ``kernelpack build`` builds it (same output folder, same incremental state); the wheel is
-assembled in memory from the published outputs and written through :mod:`kernelpack.publish` (a failed build
+assembled in memory from the published outputs and written through :mod:`kernelpack.core.publish` (a failed build
 writes nothing). The same inputs give the same bytes (:mod:`.archive`). See docs/wheels.md.
 """
 
@@ -25,11 +25,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..bundle import Bundle
-from ..files import read_bounded
+from ..bundle.kpack import Bundle
+from ..core.files import read_bounded
+from ..core.publish import Stage, output_dir
 from ..project.model import Project, load_project
 from ..project.runner import BuildReport, Events, build
-from ..publish import Stage, output_dir
 from .archive import sdist_bytes, wheel_bytes
 from .meta import WheelError, WheelMeta, check_package_name
 from .package import package_files, summary_lines
@@ -200,7 +200,7 @@ def sdist_files(where: str | os.PathLike[str] | None = None) -> tuple[WheelMeta,
     """What an sdist carries: the project file and every file its build reads (sources, headers, the Python
     modules they import, ``depends``), the readme and license; files outside the project folder are not the
     project's and stay out."""
-    from ..deps import python_deps
+    from ..core.deps import python_deps
     from ..project.jobs import static_files
 
     static = load_project(where, import_includes=False)

@@ -18,7 +18,7 @@ import time
 import zipfile
 from collections.abc import Mapping
 
-from .. import config
+from ..core import config
 from .meta import WheelError, WheelMeta, wheel_file
 
 ZIP_EPOCH = 315532800  # 1980-01-01T00:00:00Z

@@ -12,9 +12,9 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from .. import __version__ as KERNELPACK_VERSION
-from ..errors import KernelpackError
-from ..names import check_library_name, check_version
+from ..core.errors import KernelpackError
+from ..core.names import check_library_name, check_version
+from ..core.version import __version__ as KERNELPACK_VERSION
 
 # PEP 508 names: letters and digits, with . _ - inside (never at either end)
 DIST_NAME = re.compile(r"[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9]")
@@ -31,7 +31,7 @@ class WheelError(KernelpackError):
 
 
 def normalize_version(version: str) -> str:
-    """The PEP 440 normal form of a version :func:`kernelpack.names.check_version` accepts."""
+    """The PEP 440 normal form of a version :func:`kernelpack.core.names.check_version` accepts."""
     check_version(version)
     m = _VERSION_PARTS.fullmatch(version)
     if m is None:  # pragma: no cover - check_version accepts exactly what this matches

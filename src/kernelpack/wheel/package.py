@@ -2,13 +2,13 @@
 signature per kernel family, with its docs) and, with the C library, ``__main__.py`` (where the library is).
 
 Both files are generated from the module ``kernelpack.load`` makes of the same bundle, so they expose exactly its
-attributes: each family under its Python name (:func:`kernelpack.names.py_name`: ``lambda`` -> ``lambda_``,
+attributes: each family under its Python name (:func:`kernelpack.core.names.py_name`: ``lambda`` -> ``lambda_``,
 ``preload`` -> ``preload_``) and the module's own ``preload``, ``bundle``, ``families``, ``host_programs``.
 
 Whatever the kernels are called, the generated files stay valid: ``__init__.py`` binds nothing but dunder names
 (which no family attribute can be), and the stub spells every type through one alias of :mod:`kernelpack.argtypes`
 whose name no attribute takes (``_kp``, else ``_kp_``...), so a family called ``int`` or ``Tensor`` shadows nothing.
-Every user string (docs, labels, versions) reaches Python through :func:`kernelpack.names.py_docstring` or
+Every user string (docs, labels, versions) reaches Python through :func:`kernelpack.core.names.py_docstring` or
 ``repr`` of an ASCII identifier.
 """
 
@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import __version__ as KERNELPACK_VERSION
-from ..abi import DType, Opaque, Scalar, Struct
+from ..core.abi import DType, Opaque, Scalar, Struct
+from ..core.names import py_docstring
+from ..core.version import __version__ as KERNELPACK_VERSION
 from ..launch.plan import OP_BYTES, OP_DESC, OP_PTR, OP_SCALAR, OP_TENSOR, Slot
-from ..names import py_docstring
 from ..runtime import docs
 from ..runtime.module import KernelModule, _own_names
 

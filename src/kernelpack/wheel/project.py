@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import KernelpackError
-from ..files import read_bounded
+from ..core.errors import KernelpackError
+from ..core.files import read_bounded
 from ..project.model import PYPROJECT, Project, declared_library, read_toml
 from .meta import WheelError, WheelMeta, canonical_name, check_package_name, normalize_version
 from .taken import CLAIM_KEY, check_not_taken

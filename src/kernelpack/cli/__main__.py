@@ -1,0 +1,7 @@
+"""``python -m kernelpack.cli``."""
+
+import sys
+
+from .commands import main
+
+sys.exit(main())

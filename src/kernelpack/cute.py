@@ -1,0 +1,15 @@
+"""CuTe DSL frontend, the public verbs (the frontend lives in :mod:`kernelpack.frontends.cute`): ``@cute.jit``
+functions compiled ahead of time, without a GPU, with derived typed ABIs.
+
+* :func:`compile` -> :class:`~kernelpack.bundle.Bundle` of kernel-level artifacts (cubin + typed signature +
+  launch config, the grid recorded as a formula of the arguments when it is one);
+* :func:`export` -> :class:`~kernelpack.clib.host.HostProgram` (CuTe's host launcher object + derived entry
+  parameters), linked with kernelpack's driver shim by ``kernelpack.Library(lib, *programs)`` (alone or with kernels).
+"""
+
+from __future__ import annotations
+
+from .frontends.cute.compiler import compile, dsl_version, export, host_leaves
+from .frontends.cute.derive import Leaf, to_abi
+
+__all__ = ["Leaf", "compile", "dsl_version", "export", "host_leaves", "to_abi"]

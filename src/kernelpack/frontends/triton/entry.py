@@ -1,0 +1,126 @@
+"""Triton in a project: ``[[triton]]`` entries, one build step per specialization, built by
+:func:`kernelpack.triton.compile`. ``example_args = "kernels.py:example_args"`` (a function returning the arguments
+of one call, or the arguments themselves) derives the signature as Triton's JIT would for that call; ``signature``
+and ``constexprs`` then override what was derived."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass, field, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ...core.errors import ProjectError
+from .. import fields as fl
+from ..base import Entry, Frontend, Output, Step
+from ..refs import python_ref_files, ref_name, resolve
+
+GRID = fl.optional(fl.rule(lambda v: fl.is_sequence(v) and len(v) == 3, "three grid formulas"))
+SIGNATURE = fl.rule(lambda v: fl.str_key_map(v, lambda x: isinstance(x, str)) or (
+    fl.is_sequence(v) and all(isinstance(x, str) for x in v)), "a table {param = \"type\"} or a list of types")
+# a reference "file.py:function" (in a Python project also the function or the arguments themselves)
+EXAMPLE_ARGS = fl.optional(fl.rule(lambda v: not isinstance(v, (bool, int, float)),
+                                   "a reference such as \"kernels.py:example_args\" (a function returning the "
+                                   "arguments of one call)"))
+
+
+@dataclass(frozen=True)
+class Triton(Entry):
+    """Triton: ``kernelpack.triton.compile(kernel, signature, ...)``; one build step per specialization."""
+
+    frontend: ClassVar[str] = "triton"
+    rules: ClassVar[Mapping[str, fl.Check]] = {
+        "kernel": fl.REF, "signature": SIGNATURE, "example_args": EXAMPLE_ARGS, "name": fl.NAME,
+        "constexprs": fl.TABLE, "num_warps": fl.POSITIVE, "num_stages": fl.POSITIVE, "num_ctas": fl.POSITIVE,
+        "specializations": fl.TABLES, "options": fl.TABLE, "device_args": fl.STRING_TABLE, "grid": GRID,
+        "autotune": fl.BOOL}
+    kernel: Any = None  # "file.py:attr" | "module:attr" | the @triton.jit function
+    signature: Mapping[str, str] | Sequence[str] = field(default_factory=dict)
+    _: KW_ONLY
+    example_args: Any = None  # "file.py:function" | the function | the arguments (a tuple, or a dict by name)
+    name: str | None = None
+    constexprs: Mapping[str, Any] = field(default_factory=dict)
+    num_warps: int = 4
+    num_stages: int = 3
+    num_ctas: int = 1
+    specializations: Sequence[Mapping[str, Any]] = ()
+    options: Mapping[str, Any] = field(default_factory=dict)
+    device_args: Mapping[str, str] = field(default_factory=dict)  # param -> role filled from the launch device
+    grid: Sequence[Any] | None = None  # three grid formulas (kernelpack.core.launchspec.evaluate_grid)
+    autotune: bool = False  # an @triton.autotune kernel: every config a specialization (kernelpack tune picks)
+
+
+class TritonFrontend(Frontend[Triton]):
+    name = "triton"
+    title = "Triton"
+    entry = Triton
+    api = "kernelpack.triton"
+    packages = ("triton",)
+
+    def label(self, entry: Triton, root: Path) -> str:
+        return entry.name or ref_name(entry.kernel)
+
+    def variants(self, entry: Triton, root: Path) -> list[str]:
+        if entry.autotune and not entry.specializations:
+            return [str(s.variant) for s in _autotuned(entry, root)]
+        specs = list(entry.specializations) or [{}]
+        if len(specs) == 1:
+            return [str(specs[0].get("variant") or "")]
+        from . import compile as kt
+
+        name = entry.name or ref_name(entry.kernel)
+        consts: dict[str, Any] = dict(entry.constexprs)
+        base_div: tuple[str, ...] = ()
+        if entry.example_args is not None and any("divisibility" not in s for s in specs):  # names follow the JIT's
+            fn = resolve(entry.kernel, root, f"triton kernel {entry.kernel!r}")
+            _, consts, base_div = kt._from_example(kt.signature_from_args(fn, _example_args(entry, root),
+                                                                          constexprs=consts),
+                                                   entry.signature or None, consts)
+        return kt._variant_names(name, [kt._spec(s, name) for s in specs], consts, entry.num_warps,
+                                 entry.num_stages, base_div)
+
+    def files(self, entry: Triton, root: Path) -> list[Path]:
+        return python_ref_files([entry.kernel, entry.example_args], root)
+
+    def build(self, entry: Triton, step: Step) -> Output:
+        from . import compile as kt
+
+        fn = resolve(entry.kernel, step.root, f"triton kernel {entry.kernel!r}")
+        specs: list[Any] = list(entry.specializations) or (_autotuned(entry, step.root) if entry.autotune else [{}])
+        spec = specs[step.index] if len(specs) > 1 else specs[0]
+        spec = replace(spec, variant=step.variant) if isinstance(spec, kt.Specialization) else (
+            {**spec, "variant": step.variant} if len(specs) > 1 else dict(spec))
+        example = _example_args(entry, step.root) if entry.example_args is not None else None
+        signature = (entry.signature or None) if example is not None else entry.signature
+        bundle = kt.compile(fn, signature, arch=list(step.archs), example_args=example,
+                            constexprs=dict(entry.constexprs), num_warps=entry.num_warps,
+                            num_stages=entry.num_stages, num_ctas=entry.num_ctas, specializations=[spec],
+                            name=entry.name, options=dict(entry.options) or None,
+                            device_args=dict(entry.device_args) or None, grid=entry.grid, cache=step.cache)
+        return Output("bundle", bundle.to_bytes())
+
+
+def _autotuned(entry: Triton, root: Path) -> list[Any]:
+    """``autotune = true``: the config specializations of the ``@triton.autotune`` kernel, one build step each."""
+    from . import compile as kt
+
+    fn = resolve(entry.kernel, root, f"triton kernel {entry.kernel!r}")
+    specs = kt.autotune_specializations(fn)
+    if not specs:
+        raise ProjectError(f"triton entry {entry.name or ref_name(entry.kernel)}: autotune = true, but "
+                           f"{entry.kernel!r} is not an @triton.autotune kernel with configs")
+    return list(specs)
+
+
+def _example_args(entry: Triton, root: Path) -> Any:
+    """The example arguments of the entry: a referenced function is called with no arguments."""
+    args = resolve(entry.example_args, root, f"triton example_args {entry.example_args!r}")
+    if callable(args) and not isinstance(args, (tuple, list, Mapping)):
+        args = args()
+    if isinstance(args, (str, bytes)) or not isinstance(args, (tuple, list, Mapping)):
+        raise ProjectError(f"triton entry {entry.name or ref_name(entry.kernel)}: example_args must give a tuple or "
+                           f"list of arguments, or a dict by parameter name (got {type(args).__name__})")
+    return args
+
+
+FRONTEND = TritonFrontend()
