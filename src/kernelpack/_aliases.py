@@ -1,5 +1,5 @@
-"""Where modules were before the house was laid out in folders (2026-12): ``kernelpack.core.abi`` is
-``kernelpack.core.abi``, ``kernelpack.bundle.index`` is ``kernelpack.bundle.index``, and so on. Importing an old path
+"""Where modules were before the house was laid out in folders (2026-12): the old ``abi`` is ``core.abi``, the old
+``bundle_index`` is ``bundle.index``, and so on (the table MOVED below). Importing an old path
 gives the module at its new home (the same module object, under both names), so code written against the old layout
 keeps working; new code imports from the new homes (typed: type checkers see only those).
 
@@ -92,8 +92,8 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 
 def install() -> None:
-    if not any(isinstance(f, _Finder) for f in sys.meta_path):
-        sys.meta_path.append(_Finder())
+    if not any(isinstance(f, _Finder) for f in sys.meta_path):  # first: a module below an old package's name
+        sys.meta_path.insert(0, _Finder())                         # (kernelpack.cute_host.build) is not re-found
 
 
 def resolve(name: str) -> ModuleType | None:
