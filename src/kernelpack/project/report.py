@@ -16,25 +16,7 @@ if TYPE_CHECKING:  # (annotations only: reading a state's rows imports neither)
     from ..bundle.kpack import Bundle
 
 
-@dataclass(frozen=True)
-class SmLimits:
-    threads: int  # resident threads per SM
-    blocks: int  # resident blocks per SM
-    smem_sm: int  # shared memory per SM (bytes)
-    smem_block: int  # opt-in maximum per block (bytes)
-
-
 REGS_PER_SM = 65536
-SM_LIMITS: dict[tuple[int, int], SmLimits] = {
-    (8, 0): SmLimits(2048, 32, 164 * 1024, 163 * 1024),
-    (8, 6): SmLimits(1536, 16, 100 * 1024, 99 * 1024),
-    (8, 7): SmLimits(2048, 16, 164 * 1024, 163 * 1024),
-    (8, 9): SmLimits(1536, 24, 100 * 1024, 99 * 1024),
-    (9, 0): SmLimits(2048, 32, 228 * 1024, 227 * 1024),
-    (10, 0): SmLimits(2048, 32, 228 * 1024, 227 * 1024),
-    (10, 3): SmLimits(2048, 32, 228 * 1024, 227 * 1024),
-    (12, 0): SmLimits(1536, 32, 100 * 1024, 99 * 1024),
-}
 DEFAULT_BLOCK = 256  # assumed for kernels that take any block shape
 
 
@@ -48,6 +30,8 @@ class Occupancy:
 def occupancy(major: int, minor: int, threads: int, regs: int, smem: int) -> Occupancy | None:
     """Theoretical occupancy of a block of ``threads`` using ``regs`` registers per thread and ``smem`` bytes of
     shared memory (the 1 KiB system reserve per block added), or None for an unknown arch."""
+    from ..launch.codes import SM_LIMITS  # the launch model's table (imported when a row is made)
+
     lim = SM_LIMITS.get((major, minor))
     if lim is None or threads <= 0:
         return None
@@ -95,9 +79,9 @@ def row_key(a: KernelArtifact, library_archs: Sequence[str]) -> str:
     equal keys give equal rows (the status aside)."""
     from ..core.cache import code_digest
 
-    ls = a.launch
-    facts = [a.label, a.entry, a.provenance.frontend, ls.block, ls.dynamic_smem, list(library_archs),
-             [[str(b.arch), b.kind, b.sha256] for b in a.binaries], code_digest()]
+    facts = [a.label, a.entry, a.provenance.frontend, list(library_archs),
+             [[str(b.arch), b.kind, b.sha256, a.launch_for(b.arch).block, a.launch_for(b.arch).dynamic_smem]
+              for b in a.binaries], code_digest()]
     return hashlib.sha256(json.dumps(facts).encode()).hexdigest()
 
 
@@ -122,13 +106,14 @@ def row(a: KernelArtifact, library_archs: Sequence[str], status: str = "") -> Ro
     from ..launch.facts import launch_bounds_threads
     archs = [str(b.arch) if b.kind == "cubin" else str(b.arch).replace("sm_", "compute_") for b in a.binaries]
     r = Row(a.label, a.provenance.frontend, archs, sum(len(b.data) for b in a.binaries), status=status)
-    block = a.launch.block
     for b in a.binaries:
         if b.kind != "cubin":
             continue
         ck = b.cubin.kernel(a.entry)
         arch = str(b.arch)
-        smem = ck.static_smem + (a.launch.dynamic_smem or 0)
+        ls = a.launch_for(b.arch)  # each binary's own launch facts (kernelpack.launch.facts)
+        block = ls.block
+        smem = ck.static_smem + (ls.dynamic_smem or 0)
         r.registers[arch], r.spills[arch], r.smem[arch] = ck.registers, ck.stack_bytes, smem
         fixed = block or ck.reqntid
         if fixed:
@@ -160,10 +145,12 @@ def _mm(arch: str) -> tuple[int, int]:
 
 def _smem_portability(major: int, minor: int, suffix: str, smem: int) -> list[str]:
     """A plain sm_XY cubin also runs on later minors of the same major, some with less shared memory."""
+    from ..launch.codes import SM_LIMITS
+
     if suffix or not smem:
         return []
     short = [f"sm_{ma}{mi}" for (ma, mi), lim in sorted(SM_LIMITS.items())
-             if ma == major and mi >= minor and smem + 1024 > lim.smem_block]
+             if ma == major and mi >= minor and smem > lim.smem_block]
     return [f"{smem // 1024} KiB smem will not launch on {', '.join(short)}"] if short else []
 
 
