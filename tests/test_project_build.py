@@ -256,7 +256,7 @@ def test_occupancy_and_warnings() -> None:
     assert regs is not None and regs.limiter == "registers" and regs.fraction == 0.125  # 1 block of 8 warps
     smem = occupancy(8, 0, 128, 32, 100 * 1024)
     assert smem is not None and smem.limiter == "smem" and smem.fraction == 0.0625
-    assert occupancy(7, 5, 128, 32, 0) is None
+    assert occupancy(5, 2, 128, 32, 0) is None  # an arch the launch model's table does not hold
 
 
 @needs_cuda_compiler

@@ -185,11 +185,13 @@ def _compile(  # noqa: PLR0913 - compile's arguments
     base_div: Sequence[str] = ()
     if example_args is not None:
         # the binder needs every constexpr: the first specialization's (an autotuned kernel's first config) stand in
-        # (each sets its own)
-        first = _spec(specializations[0], kname).constexprs if specializations else {}
+        # (each sets its own); given specializations take only what they set, as without example_args
+        first = dict(_spec(specializations[0], kname).constexprs) if specializations else {}
         derive = {**first, **(constexprs or {})}
-        signature, constexprs, base_div = _from_example(signature_from_args(jit, example_args, constexprs=derive),
-                                                        signature, derive)
+        signature, derived, base_div = _from_example(signature_from_args(jit, example_args, constexprs=derive),
+                                                     signature, derive)
+        stand_in = set() if auto else set(first) - set(constexprs or {})
+        constexprs = {k: v for k, v in derived.items() if k not in stand_in}
     elif signature is None:
         raise CompileError(f"kernel {kname}: give a signature or example_args")
     base_consts = dict(constexprs or {})
