@@ -175,7 +175,7 @@ SM_LIMITS: dict[tuple[int, int], SmLimits] = {
     (7, 5): SmLimits(1024, 16, 64 * KIB, 64 * KIB),
     (8, 0): SmLimits(2048, 32, 164 * KIB, 163 * KIB),
     (8, 6): SmLimits(1536, 16, 100 * KIB, 99 * KIB),
-    (8, 7): SmLimits(2048, 16, 164 * KIB, 163 * KIB),
+    (8, 7): SmLimits(1536, 16, 164 * KIB, 163 * KIB),
     (8, 8): SmLimits(1536, 16, 100 * KIB, 99 * KIB),
     (8, 9): SmLimits(1536, 24, 100 * KIB, 99 * KIB),
     (9, 0): SmLimits(2048, 32, 228 * KIB, 227 * KIB),
