@@ -274,6 +274,22 @@ def tuning(gpu: Path) -> None:
     _wrote(compile_bundle("sm_90a").write(out / "matmul_configs.kpack"))
 
 
+def smem(gpu: Path) -> None:
+    """smem/smem.kpack: an autotuned Triton matmul (tests/smem_kernels.py) whose configs WIDE, BIG and SMALL were
+    compiled for sm_80 and sm_90a, each left out for the arch whose shared memory it exceeds (WIDE for sm_90a, BIG for
+    sm_80); tests/test_smem_limits_gpu.py launches what dispatch picks on the H200."""
+    import warnings
+
+    import smem_kernels as sk
+
+    out = gpu / "smem"
+    out.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings(record=True) as dropped:
+        warnings.simplefilter("always")
+        bundle = sk.compile_family((sk.WIDE, sk.BIG, sk.SMALL), ["sm_80", "sm_90a"])
+    _wrote(bundle.write(out / "smem.kpack"), f"{_labels(bundle)}; {'; '.join(str(w.message) for w in dropped)}")
+
+
 def fp8(gpu: Path) -> None:
     """fp8/fp8.kpack: tests/fp8_kernels.cu (__nv_fp8_e4m3/__nv_fp8_e5m2 -> f32) with NVRTC for sm_90
     (tests/test_fp8_gpu.py compares them with torch's own conversion)."""

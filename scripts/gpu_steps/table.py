@@ -85,6 +85,8 @@ STEPS: tuple[Step, ...] = (
          run=(gpu_tests("pdl", "tests/test_launch_flags_gpu.py"),)),
     Step("tuning", "every config of the autotuned Triton matmul, one family", p.tuning,
          ("ranges/matmul_configs.kpack",), run=(gpu_tests("tuning", "tests/test_tuning_gpu.py"),)),
+    Step("smem", "an autotuned Triton family with configs left out for the arch they do not fit", p.smem,
+         ("smem/smem.kpack",), run=(gpu_tests("smem", "tests/test_smem_limits_gpu.py"),)),
     Step("fp8", "fp8 widening kernels (NVRTC)", p.fp8, ("fp8/fp8.kpack",),
          run=(gpu_tests("fp8", "tests/test_fp8_gpu.py"),)),
     Step("loadscale", "bench/load_scale.py's synthesized bundles and C libraries", p.loadscale,
@@ -96,7 +98,7 @@ STEPS: tuple[Step, ...] = (
          run=(py("scripts/corpus_gpu.py", "--package", "flashinfer", "--reps", "10", "--out", "{out}"),), cap=40),
     # ---- runs over the artifacts above
     Step("tests", "every GPU test of the suite", needs=("demo", "frontends", "cute", "runtime", "examples", "per_arch",
-                                                       "wheels", "ptx", "pdl", "tuning", "fp8"),
+                                                       "wheels", "ptx", "pdl", "tuning", "smem", "fp8"),
          run=(pytest("tests", gpu="tests", files_from="GPU_TESTS"),), cap=580),
     Step("cpu_tests", "the fake-driver launch-path tests against this machine's python and torch",
          run=(pytest(*CPU_TESTS, files_from="CPU_TESTS"),), cap=120),
