@@ -56,8 +56,38 @@ class CuteFrontend(Frontend[Cute]):
         return python_ref_files([entry.function, entry.example_args], root)
 
     def build(self, entry: Cute, step: Step) -> Output:
+        """Each arch is built in its own :func:`~kernelpack.frontends.cute.scope.target_arch` block: the function
+        (a class is instantiated there) and the example arguments are constructed there, so code that reads the
+        DSL's arch while building its objects sees the target; the per-arch results are merged."""
+        from ...bundle.kpack import Bundle
+        from ...bundle.merge import merge_programs
         from . import compiler as kcute
+        from .scope import target_arch
 
+        name = entry.name or ref_name(entry.function)
+        if entry.mode not in ("kernel", "host"):
+            raise ProjectError(f"cute entry {name}: mode must be 'kernel' or 'host' (got {entry.mode!r})")
+        if not step.archs:
+            raise ProjectError(f"cute entry {name}: no archs (give the entry or the library archs = [...])")
+        bundles, programs = [], []
+        for arch in step.archs:
+            with target_arch(arch):
+                fn, args = self._construct(entry, step)
+                if entry.mode == "kernel":
+                    bundles.append(kcute.compile(fn, *args, arch=arch, name=name, variant=step.variant,
+                                                 options=entry.options))
+                else:
+                    programs.append((kcute.export(fn, *args, arch=arch, name=name, variant=step.variant,
+                                                  options=entry.options, zero_extent=entry.zero_extent),
+                                     f"{name} for {arch}"))
+        if entry.mode == "kernel":
+            return Output("bundle", Bundle.of(*bundles).to_bytes())
+        (program,) = merge_programs(programs)
+        return Output("host", program.to_bytes())
+
+    @staticmethod
+    def _construct(entry: Cute, step: Step) -> tuple[Any, tuple[Any, ...]]:
+        """The function (a class instantiated with ``init``) and the variant's example arguments."""
         root, what = step.root, f"cute function {entry.function!r}"
         fn = resolve(entry.function, root, what)
         if inspect.isclass(fn):
@@ -65,18 +95,6 @@ class CuteFrontend(Frontend[Cute]):
         factory = resolve(entry.example_args, root, f"cute example_args {entry.example_args!r}")
         fargs = resolve_values(entry.variants[step.variant] if entry.variants else entry.args, root, what)
         args = factory(**fargs) if isinstance(fargs, Mapping) else factory(*fargs)
-        if not isinstance(args, tuple):
-            args = tuple(args)
-        name = entry.name or ref_name(entry.function)
-        archs = list(step.archs)
-        if entry.mode == "kernel":
-            bundle = kcute.compile(fn, *args, arch=archs, name=name, variant=step.variant, options=entry.options)
-            return Output("bundle", bundle.to_bytes())
-        if entry.mode == "host":
-            program = kcute.export(fn, *args, arch=archs, name=name, variant=step.variant, options=entry.options,
-                                   zero_extent=entry.zero_extent)
-            return Output("host", program.to_bytes())
-        raise ProjectError(f"cute entry {name}: mode must be 'kernel' or 'host' (got {entry.mode!r})")
-
+        return fn, args if isinstance(args, tuple) else tuple(args)
 
 FRONTEND = CuteFrontend()
