@@ -13,11 +13,12 @@ import contextlib
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ...core.arch import Arch, parse_archs
 from ...core.errors import CompileError
+from .device import answering, check_device
 
 _ENV = "CUTE_DSL_ARCH"
 _LOCK = threading.RLock()
@@ -35,12 +36,18 @@ def _dsl_singletons() -> list[Any]:
 
 def current_target() -> Arch | None:
     """The arch of the innermost :func:`target_arch` block around this call, if any."""
-    active: list[Arch] = getattr(_LOCAL, "active", [])
-    return active[-1] if active else None
+    active: list[tuple[Arch, dict[str, Any]]] = getattr(_LOCAL, "active", [])
+    return active[-1][0] if active else None
+
+
+def current_device() -> dict[str, Any]:
+    """The target device's properties of the innermost :func:`target_arch` block ({} outside one)."""
+    active: list[tuple[Arch, dict[str, Any]]] = getattr(_LOCAL, "active", [])
+    return dict(active[-1][1]) if active else {}
 
 
 @contextlib.contextmanager
-def target_arch(arch: str | Arch) -> Iterator[Arch]:
+def target_arch(arch: str | Arch, device: Mapping[str, Any] | None = None) -> Iterator[Arch]:
     """Within the block the CuTe DSL targets ``arch``: objects constructed here (kernel classes that read the DSL's
     arch in ``__init__``, tiled MMAs, copy atoms) and compiles run here see it, as ``CUTE_DSL_ARCH`` would make them.
 
@@ -48,23 +55,32 @@ def target_arch(arch: str | Arch) -> Iterator[Arch]:
             kernel = MyKernel(...)                       # reads the DSL's arch: sm_90a
             program = kernelpack.cute.export(kernel, *args, arch="sm_90a")
 
-    Restores the previous arch (and ``CUTE_DSL_ARCH``) on exit. Blocks nest; one thread at a time holds them.
+    ``device``: the target device's properties (``{"sm_count": 148}``, see :mod:`.device`), answered to kernels that
+    ask ``cutlass.utils.HardwareInfo`` while traced, in place of the build machine's GPU; a block of the same arch
+    inside keeps them. Restores the previous arch (and ``CUTE_DSL_ARCH``) on exit. Blocks nest; one thread at a time
+    holds them.
     """
     a = Arch.parse(arch)
     if a.virtual:
         raise CompileError(f"target_arch({str(a)!r}): the CuTe DSL targets a real arch; use {a.real} (the PTX of a "
                            f"virtual arch is compiled for its real one)")
     name = str(a.real)
+    outer = current_target()
+    if device is not None:
+        dev = check_device(device, f"target_arch({name!r})")
+    else:
+        dev = current_device() if outer is not None and outer.real == a.real else {}
     with _LOCK:
         saved = [(d, d.envar._arch) for d in _dsl_singletons()]
         env = os.environ.get(_ENV)
-        active: list[Arch] = _LOCAL.__dict__.setdefault("active", [])
-        active.append(a)
+        active: list[tuple[Arch, dict[str, Any]]] = _LOCAL.__dict__.setdefault("active", [])
+        active.append((a, dev))
         try:
             for d, _ in saved:
                 d.envar.arch = name
             os.environ[_ENV] = name
-            yield a
+            with answering(name, dev):
+                yield a
         finally:
             active.pop()
             for d, old in saved:
