@@ -33,9 +33,8 @@ def target_sm() -> int:
 def fa4_for(sm: int) -> Iterator[Any]:
     """FA4's interface module, set up for ``sm`` with fresh compile caches, inside FakeTensorMode."""
     import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
     from flash_attn.cute import interface as fi
+    from torch._subclasses.fake_tensor import FakeTensorMode
 
     saved = {k: os.environ.get(k) for k in ("FLASH_ATTENTION_ARCH", "FLASH_ATTENTION_NUM_SMS")}
     os.environ["FLASH_ATTENTION_ARCH"] = str(sm)
@@ -124,3 +123,22 @@ def bwd_pre(dtype: str, head_dim: int, causal: bool) -> Any:
 def bwd_post(dtype: str, head_dim: int, causal: bool) -> Any:
     """The backward postprocess: the fp32 dQ accumulator, scaled, to dQ in the input dtype."""
     return _pick(_bwd(dtype, head_dim, causal), "FlashAttentionBackwardPostprocess")
+
+
+def meta(archs: tuple[str, ...] = ("sm_90a", "sm_100a")) -> dict[str, Any]:
+    """What a caller of the backward entries must know per arch and configuration: the preprocess kernel's row tile
+    (the fp32 buffers dPsum, LSE*log2(e) and the dQ accumulator are padded to it) and the padded head dim of the dQ
+    accumulator (``bwd.<sm>.d<hd>[_causal]``); read from the kernel objects FA4 builds (nothing is compiled)."""
+    import kernelpack.cute as kc
+
+    out: dict[str, Any] = {"shape": SHAPE, "num_sms": NUM_SMS, "bwd": {}}
+    for arch in archs:
+        with kc.target_arch(arch):
+            sm = target_sm()
+            for hd in (64, 128):
+                for causal in (False, True):
+                    pre = bwd_pre("bf16", hd, causal).fn
+                    key = f"d{hd}{'_causal' if causal else ''}"
+                    out["bwd"].setdefault(str(sm), {})[key] = {"tile_m": int(pre.tile_m),
+                                                               "head_dim_padded": int(pre.head_dim_padded)}
+    return out
