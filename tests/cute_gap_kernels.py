@@ -81,3 +81,35 @@ def stage_kernel(src: cute.Tensor, dst: cute.Tensor):
 @cute.jit
 def stage(src: cute.Tensor, dst: cute.Tensor):
     stage_kernel(src, dst).launch(grid=[cute.ceil_div(src.shape[0], 128), 1, 1], block=[128, 1, 1], smem=1024)
+
+
+def package_interface(n: int) -> object:
+    """What a CuTe package's Python interface does: build fake arguments, compile with its own options, call."""
+    out = make_fake_compact_tensor(Float32, (cute.sym_int(),), assumed_align=16)
+    compiled = cute.compile(fill, out, Float32(float(n)), make_fake_stream(use_tvm_ffi_env_stream=True),
+                            options="--enable-tvm-ffi")
+    return compiled
+
+
+def captured_fill(n: int = 3) -> object:
+    """A [[cute]] capture factory: the call package_interface makes."""
+    import kernelpack.cute as kc
+
+    (call,) = kc.capture_compiles(lambda: package_interface(n))
+    return call
+
+
+@cute.kernel
+def per_sm_kernel(out: cute.Tensor):
+    out[cute.arch.block_idx()[0]] = Float32(1.0)
+
+
+@cute.jit
+def per_sm(out: cute.Tensor):
+    """A persistent-style grid sized from the device's SM count while traced (cutlass.utils.HardwareInfo)."""
+    sms = cutlass.utils.HardwareInfo().get_device_multiprocessor_count()
+    per_sm_kernel(out).launch(grid=[sms, 1, 1], block=[1, 1, 1])
+
+
+def per_sm_args() -> tuple:
+    return (make_fake_compact_tensor(Float32, (cute.sym_int(),)),)

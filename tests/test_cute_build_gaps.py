@@ -181,3 +181,48 @@ def test_converted_tensors_keep_type_widths_and_marks() -> None:
     fake = make_fake_compact_tensor(cutlass.Float32, (8,))
     nested, _ = to_global([(fake, cases[0])], {}, "nested")
     assert nested[0][0] is fake and "gmem" in _type_text(nested[0][1])
+
+
+# ------------------------------------------------------------------------------------------ a package's own compiles
+
+
+def test_capture_records_the_compile_a_package_interface_makes() -> None:
+    (call,) = kc.capture_compiles(lambda: g.package_interface(5))
+    assert call.fn is g.fill and call.options == "--enable-tvm-ffi" and len(call.args) == 3
+    real = cute.compile
+    with kc.recording_compiles() as calls:
+        stand_in = g.package_interface(5)
+    assert len(calls) == 1 and cute.compile is real  # the DSL's own again after the block
+    with pytest.raises(CompileError, match="recorded by kernelpack.cute.capture_compiles, not compiled"):
+        stand_in(None, None, None)
+    program = kc.export(call.fn, *call.args, kwargs=call.kwargs, options=call.options, arch="sm_90a", name="fill")
+    assert [p.name for p in program.params] == ["out", "value", "stream"]
+
+
+@needs_tools("ld", "objcopy")
+def test_project_entry_builds_a_captured_call() -> None:
+    entry = Cute(capture="cute_gap_kernels.py:captured_fill", name="fill", mode="host")
+    from kernelpack.bundle.host_program import HostProgram
+
+    program = HostProgram.from_bytes(FRONTEND.build(entry, Step(TESTS, "", 0, ("sm_90a",))).data)
+    assert [p.name for p in program.params] == ["out", "value", "stream"]
+    with pytest.raises(kernelpack.core.errors.ProjectError, match="'capture' replaces 'function'"):
+        Cute("cute_gap_kernels.py:fill", capture="cute_gap_kernels.py:captured_fill")
+
+
+# ------------------------------------------------------------------------------------------ the target device
+
+
+def test_device_properties_answer_hardware_info_for_the_target() -> None:
+    with pytest.raises(CompileError, match=r"give the target device's sm_count"):
+        kc.compile(g.per_sm, *g.per_sm_args(), arch="sm_90a")
+    with kc.target_arch("sm_90a", device={"sm_count": 7}):
+        (art,) = kc.compile(g.per_sm, *g.per_sm_args(), arch="sm_90a").artifacts
+    assert art.launch.grid == (7, 1, 1)
+    entry = Cute("cute_gap_kernels.py:per_sm", "cute_gap_kernels.py:per_sm_args", name="per_sm",
+                 device={"sm_100a": {"sm_count": 148}})
+    (art,) = Bundle.from_bytes(FRONTEND.build(entry, Step(TESTS, "", 0, ("sm_100a",))).data).artifacts
+    assert art.launch.grid == (148, 1, 1)
+    with pytest.raises(CompileError, match="unknown device property 'sms'"):
+        with kc.target_arch("sm_90a", device={"sms": 7}):
+            pass
