@@ -53,6 +53,7 @@ def test_library_is_driver_only_and_lists_every_entry() -> None:
     mod = kernelpack.load(str(lib))
     want = {f"{k}_d{d}{c}" for k in KINDS for d in (64, 128) for c in ("", "_causal")}
     want |= {f"fwd_sm100_d{d}{c}" for d in (64, 128) for c in ("", "_causal")}
+    want |= {f"fwd{s}_varlen_d128{c}" for s in ("", "_sm100") for c in ("", "_causal")}
     assert set(mod.__all__) == want
 
 
@@ -86,6 +87,14 @@ def test_attention_glue_passes_every_entry_check(sm: int, monkeypatch: pytest.Mo
                 c = "_causal" if causal else ""
                 fwd = f"fa4_fwd_sm100_d{d}{c}" if sm == 100 else f"fa4_fwd_d{d}{c}"
                 assert called == [f"{fwd}_{short}"] + [f"fa4_{k}_d{d}{c}_{short}" for k in KINDS[1:]]
+                with cpu_tensors_as_cuda():
+                    if d == 128:
+                        called.clear()
+                        cu = torch.tensor([0, 5, 333], dtype=torch.int32)
+                        qv, kv, vv = (torch.randn(333, 3, d, dtype=dtype) for _ in range(3))
+                        attn.forward_varlen(qv, kv, vv, cu, cu, 328, causal=causal)
+                        sm100 = "_sm100" if sm == 100 else ""
+                        assert called == [f"fa4_fwd{sm100}_varlen_d128{c}_{short}"]
     meta = json.loads((root / "fa4_meta.json").read_text())
     assert {k: v["tile_m"] for k, v in meta["bwd"]["90"].items()} == {"d64": 128, "d64_causal": 128, "d128": 80,
                                                                         "d128_causal": 64}

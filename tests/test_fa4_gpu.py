@@ -10,6 +10,7 @@ random numbers each run (the seed is in every failure message); every output sta
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import shutil
@@ -118,6 +119,30 @@ def test_forward_backward_match_torch(torch, attn, dtype, head_dim, causal, shap
     lowp = reference(torch, q, k, v, dout, causal, dtype=dt)
     for name, got, r, lp in zip(("out", "lse", "dq", "dk", "dv"), (out, lse, dq, dk, dv), ref, lowp):
         check(torch, name, got, r, lp, dtype, seed)
+
+
+@requires_gpu
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_varlen_forward_matches_torch_per_sequence(torch, attn, dtype, causal) -> None:  # type: ignore[no-untyped-def]
+    seed = seeded(torch)
+    dt = getattr(torch, dtype)
+    lens = [300, 1, 777, 64, 129]
+    cu = torch.tensor([0, *itertools.accumulate(lens)], device="cuda", dtype=torch.int32)
+    total, h, d = sum(lens), 4, 128
+    q, k, v = (torch.randn(total, h, d, device="cuda", dtype=dt) for _ in range(3))
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full((h, total), float("nan"), device="cuda", dtype=torch.float32)
+    attn.forward_varlen(q, k, v, cu, cu, max(lens), causal=causal, out=out, lse=lse)
+    torch.cuda.synchronize()
+    for i, n in enumerate(lens):
+        lo, hi = int(cu[i]), int(cu[i + 1])
+        zeros = torch.zeros(1, n, h, d, device="cuda", dtype=dt)
+        one = [x[lo:hi].unsqueeze(0) for x in (q, k, v)]
+        ref = reference(torch, *one, zeros, causal)
+        lowp = reference(torch, *one, zeros, causal, dtype=dt)
+        check(torch, f"out[seq {i}, {n} tokens]", out[lo:hi].unsqueeze(0), ref[0], lowp[0], dtype, seed)
+        check(torch, f"lse[seq {i}]", lse[:, lo:hi].unsqueeze(0), ref[1], lowp[1], dtype, seed)
 
 
 @requires_gpu

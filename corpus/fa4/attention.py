@@ -7,7 +7,8 @@ kernelpack only (no FA4, no CuTe DSL, no JIT).
     dq, dk, dv = attn.backward(q, k, v, out, dout, lse, causal=True)
 
 Entries (see kernelpack.toml): ``fwd_d<hd>[_causal]`` (SM80/SM90 objects), ``fwd_sm100_d<hd>[_causal]`` (SM100; it
-also takes ``max_seqlen_q``), ``bwd_pre_*``, ``bwd_*``, ``bwd_post_*`` (SM90/SM100). The backward's fp32 buffers are
+also takes ``max_seqlen_q``), ``bwd_pre_*``, ``bwd_*``, ``bwd_post_*`` (SM90/SM100), the variable-length forward
+``fwd[_sm100]_varlen_d128[_causal]``. The backward's fp32 buffers are
 padded to the preprocess kernel's row tile, per arch and configuration (``fa4_meta.json``, written at build time from
 the kernel objects FA4 builds).
 """
@@ -54,6 +55,27 @@ class FA4:
             getattr(self.mod, f"fwd_sm100_{self._key(q, causal)}")(q, k, v, out, lse, scale, sq)
         else:
             getattr(self.mod, f"fwd_{self._key(q, causal)}")(q, k, v, out, lse, scale)
+        return out, lse
+
+    def forward_varlen(self, q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any, max_seqlen_q: int, *,
+                       causal: bool, softmax_scale: float | None = None, out: Any = None,
+                       lse: Any = None) -> tuple[Any, Any]:
+        """Sequences packed along the first mode: q, k, v (total, heads, 128), ``cu_seqlens_*`` int32 (batch + 1) on
+        the device; ``out`` like q and ``lse`` (heads, total_q), fp32. ``max_seqlen_q``: the longest query sequence
+        (SM100's scheduler takes it from the host)."""
+        import torch
+
+        if q.shape[-1] != 128:
+            raise ValueError(f"the library's variable-length forward is built for head dim 128 (got {q.shape[-1]})")
+        scale = 1.0 / math.sqrt(q.shape[-1]) if softmax_scale is None else softmax_scale
+        out = torch.empty_like(q) if out is None else out
+        if lse is None:
+            lse = torch.empty(q.shape[1], q.shape[0], dtype=torch.float32, device=q.device)
+        key = f"varlen_d128{'_causal' if causal else ''}"
+        if self._sm(q) // 10 == 10:
+            getattr(self.mod, f"fwd_sm100_{key}")(q, k, v, out, lse, scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q)
+        else:
+            getattr(self.mod, f"fwd_{key}")(q, k, v, out, lse, scale, cu_seqlens_q, cu_seqlens_k)
         return out, lse
 
     def backward_buffers(self, q: Any, causal: bool) -> tuple[Any, Any, Any]:
