@@ -226,3 +226,20 @@ def test_device_properties_answer_hardware_info_for_the_target() -> None:
     with pytest.raises(CompileError, match="unknown device property 'sms'"):
         with kc.target_arch("sm_90a", device={"sms": 7}):
             pass
+
+
+def test_host_program_rows_warn_only_about_archs_the_program_lacks() -> None:
+    """A host program describes its kernels per arch where their layouts differ (TMA descriptors); the build report
+    must not read each per-arch description as a kernel missing the other archs."""
+    import dataclasses
+
+    from kernelpack.project.runner import _host_rows
+
+    src = make_fake_compact_tensor(cutlass.Float32, (cute.sym_int(),), assumed_align=16)
+    program = kc.export(g.stage, src, src, arch=["sm_80", "sm_90a"], name="stage")
+    (k,) = program.kernels
+    per_arch = tuple(dataclasses.replace(k, binaries=(b,)) for b in k.binaries)  # as unmerged descriptions are
+    split = dataclasses.replace(program, kernels=per_arch)
+    assert not [w for r in _host_rows([split], ("sm_80", "sm_90a")) for w in r.warnings if "not built" in w]
+    rows = _host_rows([split], ("sm_80", "sm_90a", "sm_100a"))
+    assert [w for r in rows for w in r.warnings if "not built" in w] == ["not built for sm_100a"] * 2
