@@ -340,3 +340,15 @@ def corpus_fi(gpu: Path) -> None:
     subprocess.run([sys.executable, str(ROOT / "scripts" / "corpus.py"), "--package", "flashinfer", "-q"],
                    check=True, cwd=ROOT)
     print(json.dumps(flashinfer.gpu_prepare(ROOT / "build" / "corpus", gpu / "corpus-fi"), indent=1))
+
+
+def fa4(gpu: Path) -> None:
+    """fa4/: FlashAttention-4 precompiled (corpus/fa4: forward, backward and its pre/post kernels, sm_80/sm_90a/sm_100a,
+    head dims 64/128, causal or not, bf16/f16) as libfa4.so + headers, its wheel, the backward's buffer padding
+    (fa4_meta.json) and manifest.json with FA4's own JIT time measured here; needs flash-attn-4 4.0.0b36,
+    quack-kernels 0.6.5 and apache-tvm-ffi (--no-deps) beside the CuTe DSL."""
+    sys.path.insert(0, str(ROOT / "corpus" / "fa4"))
+    from gpu_prepare import gpu_prepare
+
+    manifest = gpu_prepare(gpu / "fa4")
+    print(json.dumps({k: v for k, v in manifest.items() if k != "entries"}, indent=1))

@@ -96,6 +96,10 @@ STEPS: tuple[Step, ...] = (
     Step("corpus_fi", "the FlashInfer corpus library; runs every entry from C++ and Python", p.corpus_fi,
          ("corpus-fi/manifest.json",), optional=True,
          run=(py("scripts/corpus_gpu.py", "--package", "flashinfer", "--reps", "10", "--out", "{out}"),), cap=40),
+    Step("fa4", "FlashAttention-4 precompiled (corpus/fa4): fwd/bwd vs torch, from Python and C++; the bench",
+         p.fa4, ("fa4/manifest.json",), optional=True,
+         run=(gpu_tests("fa4", "tests/test_fa4_gpu.py"),
+              py("bench/fa4_attention.py", "--json", "{out}/fa4_bench.json")), cap=420),
     # ---- runs over the artifacts above
     Step("tests", "every GPU test of the suite", needs=("demo", "frontends", "cute", "runtime", "examples", "per_arch",
                                                        "wheels", "ptx", "pdl", "tuning", "smem", "fp8"),

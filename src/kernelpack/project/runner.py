@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import config
 from ..core._reprs import clip_left
+from ..core.arch import Arch
 from ..core.cache import CompileCache
 from ..core.deps import digest_files, python_deps
 from ..core.errors import BundleError, KernelpackError
@@ -510,12 +511,18 @@ def _outputs_intact(state: dict[str, Any], expected: set[str]) -> bool:
 
 
 def _host_rows(programs: list[Any], archs: tuple[str, ...]) -> list[Row]:
+    """Rows of the kernels host programs launch. A program carries one object per arch and describes its kernels per
+    arch where their parameter layouts differ: the archs a row misses are those the *program* has no object for."""
     from .report import row
 
     out = []
     for p in programs:
+        have = {(o.arch.major, o.arch.minor) for o in p.objects}
+        missing = [a for a in archs if (Arch.parse(a).major, Arch.parse(a).minor) not in have]
         for k in p.kernels:
-            r = row(k, archs, "host program")
+            r = row(k, [str(b.arch) for b in k.binaries], "host program")
             r.kernel = f"{p.label} ({k.name})"
+            if missing:
+                r.warnings.append(f"not built for {', '.join(missing)}")
             out.append(r)
     return out
