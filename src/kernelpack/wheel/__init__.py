@@ -1,6 +1,6 @@
 """``kernelpack wheel``: a project's kernels as a Python wheel users ``pip install`` -- no DSL, no compiler, no JIT.
 
-Wheel layout (``NAME-VERSION-py3-none-manylinux_X_Y_<cpu>.whl``, tagged by :mod:`.platform`)::
+Wheel layout (``NAME-VERSION-cp310-abi3-manylinux_X_Y_<cpu>.whl``, tagged by :mod:`.platform`)::
 
     NAME/__init__.py           each kernel family a module attribute, loaded on first use (kernelpack.load)
     NAME/__init__.pyi          a typed signature per family with the docs of each specialization
@@ -8,7 +8,8 @@ Wheel layout (``NAME-VERSION-py3-none-manylinux_X_Y_<cpu>.whl``, tagged by :mod:
     NAME/NAME.kpack            the bundle
     NAME/__main__.py           --with-library: python -m NAME --prefix | --cmake-dir | ...
     NAME/include/NAME.h, NAME.hpp, NAME/lib/libNAME.so, libNAME.a, lib/cmake/NAME/, lib/pkgconfig/NAME.pc
-    NAME-VERSION.dist-info/METADATA, WHEEL, RECORD      (Requires-Dist: kernelpack>=X only)
+    NAME/_kernelpack/          the runtime it carries: kernelpack.load and the launch extension (abi3)
+    NAME-VERSION.dist-info/METADATA, WHEEL, RECORD      (no requirement: the runtime is in the package)
 
 The project is built as ``kernelpack build`` builds it (same output folder, same incremental state); the wheel is
 assembled in memory from the published outputs and written through :mod:`kernelpack.core.publish` (a failed build
@@ -33,8 +34,9 @@ from ..project.runner import BuildReport, Events, build
 from .archive import sdist_bytes, wheel_bytes
 from .meta import WheelError, WheelMeta, check_package_name
 from .package import package_files, summary_lines
-from .platform import check_platform, kernels_tag, read_shared_object
+from .platform import SharedObject, check_platform, kernels_tag, read_shared_object, wheel_tag
 from .project import wheel_meta
+from .runtime import ABI3_PYTHON, carried_runtime
 
 __all__ = ["WheelError", "WheelResult", "build_sdist", "build_wheel", "check_platform", "preflight"]
 
@@ -69,7 +71,7 @@ def build_wheel(where: str | os.PathLike[str] | None = None, dist: str | os.Path
     # the build's own output directory stays locked until its outputs are read: a build racing into it waits,
     # so the wheel never packs one build's bundle beside another's library
     with output_dir(dist_dir, "wheel directory") as d, output_dir(static.out, "output directory"):
-        _check_target(d / meta.wheel_name(kernels_tag(arch)), overwrite)
+        _check_target(d / meta.wheel_name(kernels_tag(arch, "cp{}{}-abi3".format(*ABI3_PYTHON))), overwrite)
         report = build(where, jobs=jobs, force=force, events=events, outputs=outputs)
         data, tag, notes, left_out = _contents(static, meta, report, with_library, arch)
         target = d / meta.wheel_name(tag)
@@ -113,7 +115,8 @@ def _contents(project: Project, meta: WheelMeta, report: BuildReport, with_libra
     bundle_data = bundle_path.read_bytes()
     bundle = Bundle.from_bytes(bundle_data, source=str(bundle_path))
     files: dict[str, bytes] = {f"{name}/{name}.kpack": bundle_data, f"{name}/py.typed": b""}
-    tag, notes = kernels_tag(arch), []
+    notes: list[str] = []
+    objects: list[SharedObject] = []
     left_out: tuple[str, ...] = ()
     hosts = [r.kernel for r in report.rows if r.kernel not in {a.label for a in bundle}]
     mod: KernelModule
@@ -125,7 +128,7 @@ def _contents(project: Project, meta: WheelMeta, report: BuildReport, with_libra
         if so.arch != arch:
             raise WheelError(f"lib{name}.so is built for {so.arch}, the wheel for {arch}: set CC to a compiler for "
                              f"{arch} or pass --platform {so.arch}")
-        tag = f"py3-none-{so.tag}"
+        objects.append(so)
         if so.foreign:
             notes.append(f"lib{name}.so needs {', '.join(so.foreign)} beyond glibc: tagged {so.tag}, which PyPI "
                             f"refuses (install it from the file)")
@@ -144,6 +147,12 @@ def _contents(project: Project, meta: WheelMeta, report: BuildReport, with_libra
     files.update({f"{name}/__init__.py": gen.init.encode(), f"{name}/__init__.pyi": gen.stub.encode()})
     if gen.main is not None:
         files[f"{name}/__main__.py"] = gen.main.encode()
+    carried = carried_runtime(name, arch)
+    files.update({f"{name}/{gen.runtime}/{rel}": data for rel, data in carried.files.items()})
+    notes += carried.notes
+    if carried.extension is not None:
+        objects.append(carried.extension)
+    tag, _ = wheel_tag(carried.python_tag, arch, objects)
     meta = _described(meta, mod, bundle)
     return wheel_bytes(meta, tag, files, purelib=False), tag, tuple(notes), left_out
 
