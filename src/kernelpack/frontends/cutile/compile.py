@@ -41,6 +41,7 @@ from ...core.diagnostics import chain_log
 from ...core.errors import CompileError, KernelpackError
 from ...core.launchspec import LaunchSpec, split_per_arch
 from ...core.version import __version__
+from .diagnose import is_tileiras_failure, tileiras_failure
 from .signature import signature_from_args, signature_source
 
 __all__ = ["compile", "signature_from_args", "signature_source"]
@@ -115,7 +116,8 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
         for i, (n, c) in enumerate(zip(names, sig.parameters)):
             params += _params(label, i, n, c)
         abi = Abi(tuple(params))
-        cubins = _export_all(kernel, sig, archs, label, source + _module_text(pyfunc), version, cache)
+        cubins = _export_all(kernel, sig, archs, label, source + _module_text(pyfunc), version, cache,
+                             abi.param_bytes())
         abi, launch, per_arch = split_per_arch(
             [(a, abi, LaunchSpec(block=b.cubin.kernel(sig.symbol).reqntid)) for a, b in cubins])
         provenance = Provenance("cutile", version, f"tileiras {cubins[0][1].cubin.toolkit_version}",
@@ -196,10 +198,10 @@ def _gpu_code(a: Arch) -> str:
 
 
 def _export_all(kernel: Any, sig: Any, archs: tuple[Arch, ...], label: str, source: str, version: str,
-                cache: CompileCache) -> list[tuple[Arch, Binary]]:
+                cache: CompileCache, param_bytes: int) -> list[tuple[Arch, Binary]]:
     out: dict[Arch, Binary] = {}
     for a in archs:
-        data = _export(kernel, sig, a, label, source, version, cache)
+        data = _export(kernel, sig, a, label, source, version, cache, param_bytes)
         real = read_cubin(data).arch
         if real.sm != a.sm:
             raise CompileError(f"kernel {label}: asked for {a}, tileiras produced a {real} cubin")
@@ -209,7 +211,8 @@ def _export_all(kernel: Any, sig: Any, archs: tuple[Arch, ...], label: str, sour
     return list(out.items())
 
 
-def _export(kernel: Any, sig: Any, a: Arch, label: str, source: str, version: str, cache: CompileCache) -> bytes:
+def _export(kernel: Any, sig: Any, a: Arch, label: str, source: str, version: str, cache: CompileCache,
+            param_bytes: int) -> bytes:
     from cuda.tile.compilation import export_kernel  # type: ignore[import-untyped]
 
     key = cache_key(frontend="cutile", kernelpack=__version__, cutile=version, tileiras=_tileiras_version(),
@@ -221,6 +224,9 @@ def _export(kernel: Any, sig: Any, a: Arch, label: str, source: str, version: st
     try:
         export_kernel(kernel, [sig], buf, gpu_code=_gpu_code(a), output_format="cubin")
     except Exception as e:  # cuTile raises TileError subclasses, ValueError, RuntimeError from tileiras...
+        if is_tileiras_failure(e):  # tileiras' own diagnostics, which cuTile drops (.diagnose)
+            message, log = tileiras_failure(kernel, sig, _gpu_code(a), f"kernel {label} ({a})", e, param_bytes)
+            raise CompileError(message, log=log + "\n\n" + chain_log(e)) from None
         text = str(e).strip()
         first = text.splitlines()[0] if text else type(e).__name__
         raise CompileError(f"kernel {label} ({a}): cuTile failed: {type(e).__name__}: {first}",
