@@ -12,8 +12,9 @@ def group_scale(xs, ys, alpha: float, TILE: ct.Constant[int]):
     """ys[g] = alpha * xs[g] for every group g = bid(1), one tile of each group per bid(0)."""
     g = ct.bid(1)
     i = ct.bid(0)
-    t = ct.load(xs[g], index=(i,), shape=(TILE,), padding_mode=ct.PaddingMode.ZERO)
-    ct.store(ys[g], index=(i,), tile=t * alpha)
+    x, y = xs[g], ys[g]
+    t = ct.load(x, index=(i,), shape=(TILE,), padding_mode=ct.PaddingMode.ZERO)
+    ct.store(y, index=(i,), tile=(t * alpha).astype(y.dtype))
 
 
 @ct.kernel

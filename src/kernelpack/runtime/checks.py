@@ -16,9 +16,9 @@ from ..core.launchspec import Dim3, LaunchSpec
 from ..core.packing import pack_value
 from ..core.tma import encode_args
 from ..launch.codes import MAX_PORTABLE_CLUSTER, PDL_MIN_MAJOR, SMEM_DEFAULT_LIMIT  # noqa: F401 - SMEM_DEFAULT_LIMIT re-exported
-from ..launch.plan import INT_RANGE, OP_BYTES, OP_DESC, OP_PTR, OP_SCALAR, OP_TENSOR, Slot
+from ..launch.plan import INT_RANGE, OP_BYTES, OP_DESC, OP_LIST, OP_PTR, OP_SCALAR, OP_TENSOR, Slot
 from ..launch.ranges import INT64_MAX, Range
-from .adapters import TensorView
+from .adapters import ListView, TensorView
 from .driver import DeviceInfo
 from .errors import ArgumentTypeError, ArgumentValueError, DescriptorArgumentError
 from .loader import LaunchFacts
@@ -70,7 +70,55 @@ def check_arg(kernel: str, s: Slot, value: Any, view: TensorView | None) -> Any:
         return _bytes(kernel, s, value, view)
     if s.op == OP_DESC:
         return _desc(kernel, s, value, view)
+    if s.op == OP_LIST:
+        return _list(kernel, s, value, view)
     return None
+
+
+Element = tuple[int, tuple[int, ...], tuple[int, ...]]  # a list element's data pointer, extents, strides
+
+
+def _list(kernel: str, s: Slot, value: Any, view: Any) -> tuple[Element, ...]:
+    """Every tensor of a list argument (read before dispatch: ``adapters.list_view``) against what the list's
+    elements must be (kernelpack.core.abi.TensorList), as ``(ptr, shape, strides)`` each; the launch copies them
+    into device memory as the kernel's descriptors."""
+    t = s.tlist
+    assert t is not None
+    if not isinstance(view, ListView):
+        raise ArgumentTypeError(f"{_where(kernel, s)}: expected a list of {t.element.dtype.value} tensors, got "
+                                f"{_got(value, view)}")
+    e = t.element
+    lo, hi = INT_RANGE[e.shape_dtype]
+    out = []
+    for k, v in enumerate(view.items):
+        where = f"{_where(kernel, s)}: element {k}"
+        if v.dtype is None:
+            raise _unnamed(where, v)
+        if v.dtype != e.dtype:
+            raise ArgumentValueError(f"{where}: expected a {e.dtype.value} tensor, got a {v.dtype_name} tensor "
+                                     f"(every tensor of the list: {t.describe()})")
+        if len(v.shape) != e.rank:
+            raise ArgumentValueError(f"{where}: expected a tensor of rank {e.rank}, got rank {len(v.shape)} (shape "
+                                     f"{list(v.shape)})")
+        for what, want, got, divs in (("shape", e.shape, v.shape, t.shape_div), ("stride", e.stride, v.strides,
+                                                                                 t.stride_div)):
+            for i, (w, g, div) in enumerate(zip(want, got, divs)):
+                if w is not None and w != g:
+                    raise ArgumentValueError(f"{where}: {what}[{i}] must be {w} (fixed when compiled), got {g} "
+                                             f"({what} {list(got)})")
+                if not lo <= g <= hi:
+                    raise ArgumentValueError(f"{where}: {what}[{i}] = {g} does not fit the kernel's "
+                                             f"{e.shape_dtype.value} index type")
+                if g % div:
+                    raise ArgumentValueError(f"{where}: {what}[{i}] must be a multiple of {div}, got {g}")
+        for i, (m, g) in enumerate(zip(t.stride_min, v.strides)):
+            if m is not None and g < m:
+                raise ArgumentValueError(f"{where}: stride[{i}] must be at least {m}, got {g}")
+        if e.align > 1 and v.ptr % e.align:
+            raise ArgumentValueError(f"{where}: the data must be {e.align}-byte aligned, got address 0x{v.ptr:x} "
+                                     f"({_aligned(v.ptr, e.align)}-byte aligned)")
+        out.append((v.ptr, v.shape, v.strides))
+    return tuple(out)
 
 
 def _desc(kernel: str, s: Slot, value: Any, view: TensorView | None) -> TensorView:

@@ -17,7 +17,11 @@ The calling convention is ``cutile_python_v2``: an array parameter ``a`` of rank
 where the signature fixes them (``shape_constant``/``stride_constant``: the caller must pass those values);
 ``base_addr_divisible_by``/``shape_divisible_by``/``stride_divisible_by`` become ``Param.divisibility``
 (the pointer's in bytes). Scalars keep their width; tuples flatten to ``name_0, name_1...``; constants
-(``ct.Constant`` params) leave the signature. The block shape is the cubin's REQNTID (the driver accepts only
+(``ct.Constant`` params) leave the signature. A list of arrays (``ListConstraint``) is two kernel params: a pointer
+to one descriptor per array in global memory -- ``1 + 2n`` 64-bit words each: the data pointer, every extent,
+every stride, static ones too -- and the number of arrays (int32): a :class:`~kernelpack.core.abi.TensorList`
+``name`` and its count ``name_count``; the caller passes a list of tensors and the launcher builds the descriptors
+in device memory for each launch (docs/abi.md). The block shape is the cubin's REQNTID (the driver accepts only
 that or (1,1,1)), which tileiras picks per arch (a 128x256x64 fp16 matmul: 128 threads on sm_80, 256 on sm_90a):
 each arch's binary carries its own (``KernelArtifact.per_arch``).
 """
@@ -32,7 +36,7 @@ from typing import Any
 
 from ...bundle.artifact import KernelArtifact, Provenance
 from ...bundle.kpack import Bundle
-from ...core.abi import Abi, DType, Param, Pointer, Scalar
+from ...core.abi import LIST_MAX_RANK, Abi, DType, Param, Pointer, Scalar, TensorList, TensorSpec
 from ...core.arch import Arch, parse_archs
 from ...core.binary import Binary
 from ...core.cache import CompileCache, cache_key
@@ -161,7 +165,13 @@ def _signature(raw: Any, fname: str, label: str) -> Any:
 
 
 def _params(label: str, index: int, name: str, c: Any) -> list[Param]:
-    from cuda.tile.compilation import ArrayConstraint, ConstantConstraint, ScalarConstraint, TupleConstraint  # type: ignore[import-untyped]
+    from cuda.tile.compilation import (  # type: ignore[import-untyped]
+        ArrayConstraint,
+        ConstantConstraint,
+        ListConstraint,
+        ScalarConstraint,
+        TupleConstraint,
+    )
 
     where = f"kernel {label}: parameter {index} '{name}'"
     if isinstance(c, ConstantConstraint):
@@ -176,8 +186,28 @@ def _params(label: str, index: int, name: str, c: Any) -> list[Param]:
         out += [Param(f"{name}_shape{i}", Scalar(idx), _div(c.shape_divisible_by[i])) for i in range(c.ndim)]
         out += [Param(f"{name}_stride{i}", Scalar(idx), _div(c.stride_divisible_by[i])) for i in range(c.ndim)]
         return out
-    raise CompileError(f"{where}: {type(c).__name__} parameters are not supported (arrays, scalars, tuples and "
-                       f"constants are)")
+    if isinstance(c, ListConstraint) and isinstance(c.element, ArrayConstraint):
+        return [Param(name, _tensor_list(c.element, where)), Param(f"{name}_count", Scalar(DType.i32),
+                                                                    role="list_count")]
+    raise CompileError(f"{where}: {type(c).__name__} parameters are not supported (arrays, lists of arrays, "
+                       f"scalars, tuples and constants are)")
+
+
+def _tensor_list(e: Any, where: str) -> TensorList:
+    """What every array of a list parameter must be, from its element's ArrayConstraint (each shape and stride a
+    64-bit word the kernel reads as the index dtype)."""
+    dt = _dtype(e.dtype, where, scalar=False)
+    if dt is None:
+        raise CompileError(f"{where}: a list of {e.dtype} arrays: kernelpack has no dtype for {e.dtype} (a list's "
+                           f"arrays are checked against one)")
+    if not 1 <= e.ndim <= LIST_MAX_RANK:
+        raise CompileError(f"{where}: a list of rank-{e.ndim} arrays: kernelpack takes ranks 1 to {LIST_MAX_RANK}")
+    idx = _dtype(e.index_dtype, where, scalar=True)
+    lower = tuple(getattr(e, "stride_lower_bound_incl", ()) or (None,) * e.ndim)
+    return TensorList(TensorSpec(dt, tuple(e.shape_constant), tuple(e.stride_constant), idx, idx,
+                                 _div(e.base_addr_divisible_by)),
+                      tuple(_div(d) for d in e.shape_divisible_by), tuple(_div(d) for d in e.stride_divisible_by),
+                      lower)
 
 
 def _div(d: int) -> int:
