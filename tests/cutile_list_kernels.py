@@ -33,6 +33,14 @@ def group_matmul(As, Bs, Cs, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.
 
 
 @ct.kernel
+def scale_one(x, y, alpha: float, TILE: ct.Constant[int]):
+    """y = alpha * x over one array: group_scale without the list (the launch-cost baseline of bench/list_launch.py)."""
+    i = ct.bid(0)
+    t = ct.load(x, index=(i,), shape=(TILE,), padding_mode=ct.PaddingMode.ZERO)
+    ct.store(y, index=(i,), tile=(t * alpha).astype(y.dtype))
+
+
+@ct.kernel
 def first_of_many(xs, c, TILE: ct.Constant[int]):
     """Reads the first array of a tuple: with thousands of arrays its parameters overflow what a kernel may take."""
     i = ct.bid(0)
@@ -51,6 +59,7 @@ def listof(element: ArrayConstraint) -> ListConstraint:
 
 SCALE = {"f32": [listof(array(ct.float32, 1)), listof(array(ct.float32, 1)), ScalarConstraint(ct.float32), 256],
          "f16": [listof(array(ct.float16, 1)), listof(array(ct.float16, 1)), ScalarConstraint(ct.float32), 256]}
+SCALE_ONE = [[array(ct.float32, 1), array(ct.float32, 1), ScalarConstraint(ct.float32), 256]]
 MATMUL = [[listof(array(ct.float16, 2)), listof(array(ct.float16, 2)), listof(array(ct.float32, 2)), 64, 64, 32]]
 # 820 rank-4 arrays of 40 bytes each: 32800 bytes of parameters, more than the 32764 a kernel may take
 TOO_MANY = [[TupleConstraint([array(ct.float32, 4)] * 820), array(ct.float32, 1), 128]]

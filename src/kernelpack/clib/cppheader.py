@@ -279,7 +279,7 @@ class _Overloads:
                         call.append(arg)
                         continue
                     if fa.kind == "ptr":
-                        assert not isinstance(p, DescArg) and isinstance(p.type, Pointer)
+                        assert not isinstance(p, (DescArg, ListArg)) and isinstance(p.type, Pointer)
                         t = Pointer(p.type.pointee, fa.const) if fa.varying else p.type
                         span = _span_type(t) if views else None
                         if fa.varying and t.pointee is not None and t.pointee.is_fp8:

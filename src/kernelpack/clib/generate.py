@@ -213,7 +213,8 @@ static const kp_bin_launch kp_launches[KP_NBIN] = {{
                         for x in self.plan(a).args if isinstance(x, ListArg))
         return (f"{self.lib.upper()}_API {self.typed_signature(a)} {{\n{checks}    kp_ctx kp_c;\n"
                 f"    kp_status kp_s = kp_enter(\"{fn}\", {LAUNCH}, &kp_c);\n"
-                f"    if (KP_UNLIKELY(kp_s != KP_SUCCESS)) return kp_s;\n{lists}{self.plan(a).body(index, '    ', {})}}}\n")
+                f"    if (KP_UNLIKELY(kp_s != KP_SUCCESS)) return kp_s;\n"
+                f"{lists}{self.plan(a).body(index, '    ', {})}}}\n")
 
     def family_signature(self, f: Family) -> str:
         params = [f"const kp_launch* {LAUNCH}"] + [fa.decl(self.names) for fa in f.args]
@@ -310,7 +311,7 @@ static const kp_bin_launch kp_launches[KP_NBIN] = {{
     def _convert(self, f: Family, a: KernelArtifact) -> str:
         out = []
         for fa, p in zip(f.args, self.plan(a).args, strict=True):
-            if fa.kind != "tensor" or isinstance(p, DescArg):
+            if fa.kind != "tensor" or isinstance(p, (DescArg, ListArg)):
                 continue
             t = p.type
             assert isinstance(t, Struct) and t.tensor is not None

@@ -8,6 +8,7 @@ specialization's binaries (runtime side: ``csrc/kp_args.c`` -- ``kp_run_lists`` 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..bundle.artifact import KernelArtifact
@@ -262,7 +263,7 @@ def desc_table(plans: list[Plan], string: object) -> list[str]:
     return rows
 
 
-def list_table(plans: list[Plan], string: object) -> list[str]:
+def list_table(plans: list[Plan], string: Callable[[str], int]) -> list[str]:
     """Rows of kp_lists for every tensor list of every layout of every plan (``string`` interns into kp_strtab)."""
     rows = []
 

@@ -106,7 +106,7 @@ def family_args(name: str, specs: Sequence[tuple[str, Plan]]) -> tuple[FamilyArg
     out = []
     for i, s0 in enumerate(plan0.args):
         items = [(label, plan.args[i]) for label, plan in specs]
-        for op, what, kind in ((OP_DESC, "a tensor descriptor", "desc"), (OP_LIST, "a list of tensors", "list")):
+        for op, what in ((OP_DESC, "a tensor descriptor"), (OP_LIST, "a list of tensors")):
             marks = [s.op == op for _, s in items]
             if any(marks) and not all(marks):
                 raise KernelpackError(f"kernel family {name}: argument {i} '{s0.name}' is {what} in some "

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from ..core.abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct, TensorList, TensorSpec, device_role
+from ..core.abi import Abi, DType, Param, Pointer, Scalar, Struct, TensorList, TensorSpec, device_role
 from ..core.launchspec import GRID_OPS, GridExpr, LaunchSpec
 from ..core.tma import TensorDescSpec
 from .codes import DTYPE_CODE, INT64_RANGE, INT_RANGE  # noqa: F401 - INT_RANGE: the ranges every plan check uses
@@ -106,9 +106,9 @@ class Slot:
         if isinstance(t, Scalar):
             extra = f", multiple of {self.divisor}" if self.divisor > 1 else ""
             return f"{self.name}: {t.dtype.value}{extra}"
-        if isinstance(t, Opaque):
-            return f"{self.name}: {t.c_type} ({t.size} bytes)"
-        return f"{self.name}: struct {t.name} ({t.size} bytes)"
+        if isinstance(t, Struct):
+            return f"{self.name}: struct {t.name} ({t.size} bytes)"
+        return f"{self.name}: {t.c_type} ({t.size} bytes)"
 
 
 def list_weight(t: TensorList) -> float:

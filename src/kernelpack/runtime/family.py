@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from contextlib import nullcontext
 from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import compress
 from operator import add, itemgetter, not_
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..bundle.index import SpecSource
 from ..core import verify as _verify  # noqa: F401 - a first launch verifies its binary: imported with the runtime
@@ -639,6 +639,7 @@ class KernelFamily:
             if isinstance(view, _rt.adapters.ListView):
                 out.append(f"{name}: {view.describe()}")
             elif view is not None:
+                view = cast("TensorView", view)
                 aligned = min(view.ptr & -view.ptr, 256) if view.ptr else 256
                 out.append(f"{name}: {view.dtype_name}{list(view.shape)} ({aligned}-byte aligned)")
             elif isinstance(v, int) and not isinstance(v, bool):

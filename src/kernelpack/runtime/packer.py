@@ -28,7 +28,8 @@ def pack(plan: Plan, values: list[Any], hidden: dict[str, int] | None = None) ->
     """Pack already checked values (one per caller argument; ints for pointers, (ptr, shape, strides) for
     tensors, numbers for scalars, bytes for structs, for a tensor descriptor the values of every param it
     fills with the map as bytes, for a tensor list its descriptors' device address and its count:
-    :func:`kernelpack.runtime.pylaunch.staged_lists`) into (buffer, ``void*[]``); ``hidden``: role -> value of the hidden params (an
+    :func:`kernelpack.runtime.pylaunch.staged_lists`) into (buffer, ``void*[]``); ``hidden``: role -> value of the
+    hidden params (an
     allocated scratch address, a device-derived value). Keep both alive until the launch returns."""
     buf = ctypes.create_string_buffer(plan.nbytes)
     base = ctypes.addressof(buf)

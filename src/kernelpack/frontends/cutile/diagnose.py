@@ -107,7 +107,8 @@ def _flags(text: str, gpu_code: str) -> list[str]:
     return out or ["--gpu-name", gpu_code]
 
 
-def _rerun(kernel: Any, sig: Any, gpu_code: str, flags: list[str], exc: BaseException) -> tuple[str, int, str, str] | str:
+def _rerun(kernel: Any, sig: Any, gpu_code: str, flags: list[str],
+           exc: BaseException) -> tuple[str, int, str, str] | str:
     """(command, return code, stdout, stderr) of tileiras on the kernel's bytecode with every remark enabled, or why
     it could not be run. The bytecode is the file cuTile gave tileiras where it is still there (its command is on
     the ``CalledProcessError`` cuTile raised from), else the kernel exported as bytecode again."""
