@@ -20,7 +20,7 @@ from clib_support import list_abi, reliability_harness, results, session_env
 from fake_cuda import environment, run
 from kernelpack.core.abi import Abi, DType, Param, Pointer, Scalar, TensorList, TensorSpec
 from kernelpack.core.errors import AbiError
-from runtime_support import CudaArray, python_path
+from runtime_support import CudaArray, cpu_tensors_as_cuda, python_path
 
 X0, X1, X2, Y0, Y1 = 0x50000, 0x50100, 0x50200, 0x60000, 0x60100  # the reliability harness's list rows
 LENS = (8, 12)
@@ -107,25 +107,121 @@ def test_example_lists_give_cutiles_own_list_signature(module_cache):
 
 
 @pytest.mark.parametrize("path", ["c", "python"])
-def test_a_launch_copies_the_descriptors_where_it_tells_the_kernel(env, fake, path):
-    """The runtime (its C path hands list launches to its Python path): one allocation on the launch stream holding
-    both lists' descriptors (the second 16-byte aligned), filled by one copy, its addresses and the counts in the
-    kernel's parameters, freed on the same stream after the launch."""
+@pytest.mark.parametrize("kind", ["torch", "cuda_array_interface"])
+def test_a_launch_copies_the_descriptors_where_it_tells_the_kernel(env, fake, path, kind):
+    """Both runtime paths (the C extension reads lists of torch tensors through the torch bridge; other arrays take
+    the Python path): one allocation on the launch stream holding both lists' descriptors (the second 16-byte
+    aligned), filled by one copy, its addresses and the counts in the kernel's parameters, freed on the same stream
+    after the launch."""
     import kernelpack
 
+    torch = pytest.importorskip("torch")
     with python_path() if path == "python" else _null():
         mod = kernelpack.load(env.demo.shared)
-    xs, ys = [_t(X0, 8), _t(X1, 12), _t(X2, 4)], [_t(Y0, 8), _t(Y1, 12)]
-    mod.glist(xs, ys, 2.0, grid=(1, 2), block=128, stream=0x5000)
+    if kind == "torch":
+        xs, ys = [torch.zeros(n) for n in (8, 12, 4)], [torch.zeros(n) for n in (8, 12)]
+        addr = [t.data_ptr() for t in xs + ys]
+    else:
+        addr = [X0, X1, X2, Y0, Y1]
+        xs, ys = [_t(X0, 8), _t(X1, 12), _t(X2, 4)], [_t(Y0, 8), _t(Y1, 12)]
+    with cpu_tensors_as_cuda():
+        mod.glist(xs, ys, 2.0, grid=(1, 2), block=128, stream=0x5000)
+    assert mod.glist.family.python_calls == (path == "python" or kind != "torch")
     (alloc,) = fake.allocs()
     (copy,) = fake.copies()
     launch = fake.last()
-    words = _words([(X0, 8), (X1, 12), (X2, 4)]) + [0] + _words([(Y0, 8), (Y1, 12)])  # a pad word: ys 16-aligned
-    assert struct.unpack(f"<{len(words)}q", copy["data"]) == tuple(words)
+    words = _words(list(zip(addr[:3], (8, 12, 4)))) + [0] + _words(list(zip(addr[3:], (8, 12))))  # ys 16-aligned
+    assert struct.unpack(f"<{len(words)}Q", copy["data"]) == tuple(words)
     assert copy["dst"] == alloc["ptr"] and copy["size"] == alloc["size"] == 8 * len(words)
     assert struct.unpack_from("<QiiQif", launch["params"]) == (alloc["ptr"], 3, 0, alloc["ptr"] + 80, 2, 2.0)
     assert copy["stream"] == alloc["stream"] == alloc["free_stream"] == launch["stream"] == 0x5000
     assert alloc["freed"]
+
+
+def _bad_lists(torch):  # type: ignore[no-untyped-def]
+    """(what, xs) pairs glist refuses, of torch tensors, with the status both paths give."""
+    f = torch.zeros
+    return [
+        ("mixed dtypes", [f(8), f(8, dtype=torch.float64)], "NoMatchingSpecialization"),
+        ("wrong rank", [f(8), f(2, 4)], "NoMatchingSpecialization"),
+        ("static stride", [f(8), f(16)[::2]], "NoMatchingSpecialization"),
+        ("misaligned", [f(8), f(13)[1:]], "NoMatchingSpecialization"),
+        ("extent divisor", [f(6)], "NoMatchingSpecialization"),
+        ("empty", [], "ArgumentValueError"),
+        ("not a tensor", [f(8), 3], "ArgumentTypeError"),
+        ("not a list", f(8), "ArgumentTypeError"),
+    ]
+
+
+def test_both_runtime_paths_refuse_the_same_lists_of_torch_tensors(env, fake):
+    """The C path takes a list only when every tensor fits a specialization; else the Python path decides: the same
+    error on both paths, nothing launched, nothing allocated."""
+    import kernelpack
+
+    torch = pytest.importorskip("torch")
+    c_mod = kernelpack.load(env.demo.shared)
+    with python_path():
+        py_mod = kernelpack.load(env.demo.shared)
+    ys = [torch.zeros(8), torch.zeros(8)]
+    with cpu_tensors_as_cuda():
+        for what, xs, want in _bad_lists(torch):
+            errors = []
+            for mod in (c_mod, py_mod):
+                with pytest.raises(kernelpack.core.errors.KernelpackError) as info:
+                    mod.glist(xs, ys, 2.0, grid=(1, 2), block=128)
+                errors.append((type(info.value).__name__, str(info.value)))
+            assert errors[0] == errors[1] and errors[0][0] == want, (what, errors)
+    assert not fake.launches() and not fake.allocs() and not fake.copies()
+
+
+@pytest.mark.parametrize("path", ["c", "python"])
+def test_a_driver_failure_around_a_list_launch_is_reported_and_nothing_leaks(env, fake, path):
+    """cuMemAllocAsync failing: a DriverError naming it, nothing launched; cuMemcpyHtoDAsync failing: the allocation
+    freed again on the stream, nothing launched."""
+    import kernelpack
+    from kernelpack.runtime.errors import DriverError
+
+    torch = pytest.importorskip("torch")
+    xs, ys = [torch.zeros(8), torch.zeros(12)], [torch.zeros(8), torch.zeros(12)]
+    for call, code, names in (("cuMemAllocAsync", 2, "cuMemAllocAsync.*CUDA_ERROR_OUT_OF_MEMORY"),
+                              ("cuMemcpyHtoDAsync", 1, "cuMemcpyHtoDAsync.*CUDA_ERROR_INVALID_VALUE")):
+        fake.reset()
+        with python_path() if path == "python" else _null():
+            mod = kernelpack.load(env.demo.shared)
+        mod.glist.family.preload(0)
+        fake.fail(call, code)
+        with cpu_tensors_as_cuda(), pytest.raises(DriverError, match=names) as info:
+            mod.glist(xs, ys, 2.0, grid=(1, 2), block=128)
+        assert info.value.status == 4 and not fake.launches()  # KP_ERROR_CUDA
+        assert all(a["freed"] for a in fake.allocs())
+
+
+@pytest.mark.parametrize("path", ["c", "python"])
+def test_a_driver_without_the_copy_refuses_a_list_launch_as_too_old(env, fake, path):
+    import kernelpack
+    from kernelpack.runtime.errors import DriverError
+
+    torch = pytest.importorskip("torch")
+    fake.reset(missing="cuMemcpyHtoDAsync")  # before the runtime first asks the driver for its entry points
+    with python_path() if path == "python" else _null():
+        mod = kernelpack.load(env.demo.shared)
+    with cpu_tensors_as_cuda(), pytest.raises(DriverError, match="needs cuMemcpyHtoDAsync") as info:
+        mod.glist([torch.zeros(8)], [torch.zeros(8)], 2.0, grid=(1, 1), block=128)
+    assert info.value.status == 2 and not fake.launches()  # KP_ERROR_DRIVER_TOO_OLD
+
+
+def test_a_prepared_list_launch_stages_its_descriptors_at_every_call(env, fake):
+    import kernelpack
+
+    torch = pytest.importorskip("torch")
+    mod = kernelpack.load(env.demo.shared)
+    xs, ys = [torch.zeros(8), torch.zeros(12)], [torch.zeros(8), torch.zeros(12)]
+    with cpu_tensors_as_cuda():
+        run_it = mod.glist.prepare(xs, ys, 2.0, grid=(1, 2), block=128)
+        run_it()
+        run_it()
+    assert len(fake.launches()) == len(fake.copies()) == len(fake.allocs()) == 2
+    assert all(a["freed"] for a in fake.allocs())
 
 
 def test_the_c_library_copies_the_same_descriptors_as_the_runtime(env, fake, tmp_path):

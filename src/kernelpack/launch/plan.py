@@ -239,10 +239,13 @@ class Plan:
                 stride = tuple(KP_DYN if d is None else d for d in spec.stride)
                 tensor = (shape, stride, tf.data, tf.shape, tf.stride, DTYPE_CODE[spec.shape_dtype],
                           DTYPE_CODE[spec.stride_dtype])
+            elif s.tlist is not None:
+                tensor = _list_c(s.tlist)
             else:
                 tensor = _desc_c(s)
-            op = s.op if s.op < OP_SCRATCH or s.op == OP_DEVICE or tensor is not None else -1  # others: Python
-            arg = self.device_slots.index(s) if s.op == OP_DEVICE else s.arg  # device: which entry value
+            op = s.op if s.op < OP_SCRATCH or s.op in (OP_DEVICE, OP_LIST_COUNT) or tensor is not None else -1
+            # others (-1): the Python path's; device: which entry value
+            arg = self.device_slots.index(s) if s.op == OP_DEVICE else s.arg
             dtype = s.dtype if s.op != OP_DESC or s.desc is None else s.desc.element_dtype
             out.append((op, arg, s.offset, s.size, DTYPE_CODE.get(dtype, 0) if dtype else 0, s.align,
                         s.divisor, tensor, s.ranges))
@@ -250,6 +253,17 @@ class Plan:
 
 
 _FILLED = (OP_DESC_FIELD, OP_LIST_COUNT)  # params filled from a caller argument another slot stands for
+
+
+def _list_c(t: TensorList) -> tuple[Any, ...]:
+    """What the C extension needs of a tensor-list slot (``_launch_family.c`` parse_list): ``(rank, index dtype, lo,
+    hi, shape, stride, shape divisors, stride divisors, least strides)``, static modes and least strides KP_DYN where
+    there are none; the element dtype and alignment are the slot's."""
+    e = t.element
+    lo, hi = INT64_RANGE[e.shape_dtype]
+    return (e.rank, DTYPE_CODE[e.shape_dtype], lo, hi, tuple(KP_DYN if d is None else d for d in e.shape),
+            tuple(KP_DYN if d is None else d for d in e.stride), t.shape_div, t.stride_div,
+            tuple(KP_DYN if d is None else d for d in t.stride_min))
 
 
 def _desc_c(s: Slot) -> tuple[Any, ...] | None:

@@ -89,9 +89,11 @@ def list_view(obj: Any, pointer_device: Any, owner: str, where: str) -> ListView
         raise ArgumentValueError(f"{owner}: {where}: a list of {len(obj)} tensors; a tensor list takes at most "
                                  f"{INT32_MAX}")
     items = []
+    torch = torch_module()
+    tensor = torch.Tensor if torch is not None else ()
     for k, x in enumerate(obj):
         try:
-            v = as_view(x, pointer_device)
+            v = torch_view(x) if isinstance(x, tensor) else as_view(x, pointer_device)
         except PRODUCER_ERRORS as e:
             err = refusal(e, x, owner, f"{where}: element {k}")
             raise err from err.__cause__
