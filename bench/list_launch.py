@@ -10,11 +10,12 @@ machine with the carried ``scripts/gpu.py prepare cutile_lists`` artifacts (no c
 * per-launch host cost, steady state (batches of 200 launches, then a synchronize, not timed), of ``group_scale``
   with lists of 1, 8 and 64 tensors against ``scale_one`` -- the same kernel on one array passed flat (pointer,
   extent, stride), no list -- through the C library (ctypes calls of the family entries: the same ctypes cost on both
-  sides) and through ``kernelpack.load`` (the Python runtime; a list launch takes its Python path);
+  sides) and through ``kernelpack.load`` (the Python runtime: its C extension, which reads a list of torch
+  tensors through the torch bridge, and its pure-Python path);
 * whether a list launch waits for the stream: one launch timed right after ``torch.cuda._sleep`` has queued ~200 ms
   of GPU work on the same stream (a pageable cuMemcpyHtoDAsync may synchronize with the stream, the CUDA docs say);
 * whether a list launch can be captured into a CUDA graph (``torch.cuda.graph``): the C entry's status and the
-  Python path's error.
+  Python runtime's error.
 """
 
 from __future__ import annotations
@@ -56,9 +57,17 @@ def main() -> None:
     import torch
 
     import kernelpack
+    from kernelpack.runtime import fast
     from kernelpack.runtime.cstructs import KpLaunch, KpTensor, kp_tensor, launch
 
     mod = kernelpack.load(args.artifacts / "lists.kpack")
+    saved = dict(fast._state)
+    fast._state.update(ext=None, tried=True)  # a module loaded now launches through the Python path alone
+    try:
+        pymod = kernelpack.load(args.artifacts / "lists.kpack")
+    finally:
+        fast._state.clear()
+        fast._state.update(saved)
     lib = ctypes.CDLL(str(args.artifacts / "kplists" / "lib" / "libkplists.so"))
     lib.kplists_last_error.restype = ctypes.c_char_p
     stream = torch.cuda.current_stream().cuda_stream
@@ -81,7 +90,8 @@ def main() -> None:
 
     rows["scale_one (one array, flat)"] = {
         "c_us": _per_call_us(c_flat, sync),
-        "python_us": _per_call_us(lambda: mod.scale_one(xs[0], n, 1, ys[0], n, 1, 1.5, grid=n // 256), sync)}
+        "python_us": _per_call_us(lambda: mod.scale_one(xs[0], n, 1, ys[0], n, 1, 1.5, grid=n // 256), sync),
+        "python_path_us": _per_call_us(lambda: pymod.scale_one(xs[0], n, 1, ys[0], n, 1, 1.5, grid=n // 256), sync)}
     for groups in (1, 8, 64):
         cx = (KpTensor * groups)(*(kp_tensor(t) for t in xs[:groups]))
         cy = (KpTensor * groups)(*(kp_tensor(t) for t in ys[:groups]))
@@ -96,6 +106,8 @@ def main() -> None:
         rows[f"group_scale, list of {groups}"] = {
             "c_us": _per_call_us(c_list, sync),
             "python_us": _per_call_us(lambda px=px, py=py, groups=groups: mod.group_scale(
+                px, py, 1.5, grid=(n // 256, groups)), sync),
+            "python_path_us": _per_call_us(lambda px=px, py=py, groups=groups: pymod.group_scale(
                 px, py, 1.5, grid=(n // 256, groups)), sync)}
     torch.testing.assert_close(ys[63], xs[63] * 1.5)  # the launches did their work
 
@@ -112,7 +124,21 @@ def main() -> None:
     sync()
     queued_ms = (time.perf_counter() - t1) * 1e3
 
-    # CUDA graph capture
+    print(f"| launch ({torch.cuda.get_device_name()}) | C library (ctypes), µs | Python runtime, µs | its Python "
+          f"path, µs |")
+    print("|---|---|---|---|")
+    for name, r in rows.items():
+        print(f"| {name} | {r['c_us']:.2f} | {r['python_us']:.2f} | {r['python_path_us']:.2f} |")
+    print(f"\nPython runtime launches of group_scale that took its Python path: {mod.group_scale.family.python_calls} "
+          f"(0: all through the C extension)")
+    print(f"\nlist launch behind ~0.2 s of queued GPU work: status {status}, the call took {blocked_ms:.3f} ms, the "
+          f"synchronize after it {queued_ms:.1f} ms (a call that waited for the stream would take the 0.2 s)",
+          flush=True)
+    result: dict[str, Any] = {"rows": rows, "blocked_ms": blocked_ms, "queued_ms": queued_ms, "status": status}
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+
+    # CUDA graph capture (last: a refused capture may leave the stream unusable for what follows)
     capture: dict[str, str] = {}
     g = torch.cuda.CUDAGraph()
     try:
@@ -121,8 +147,8 @@ def main() -> None:
             s = lib.kplists_group_scale(ctypes.byref(cap), cx, 8, cy, 8, alpha)
             capture["c"] = f"status {s}" + (f": {lib.kplists_last_error().decode()}" if s else "")
     except Exception as e:  # noqa: BLE001 - what the capture says is the measurement
-        capture.setdefault("c", "")
-        capture["c"] += f" (capture: {type(e).__name__}: {e})"
+        capture["c"] = capture.get("c", "") + f" (capture: {type(e).__name__}: {e})"
+    print(f"CUDA graph capture, C entry: {capture['c']}", flush=True)
     g = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.graph(g):
@@ -130,18 +156,9 @@ def main() -> None:
         capture["python"] = "captured"
     except Exception as e:  # noqa: BLE001
         capture["python"] = f"{type(e).__name__}: {e}"
-    sync()
-
-    print(f"| launch ({torch.cuda.get_device_name()}) | C library (ctypes), µs | Python runtime, µs |")
-    print("|---|---|---|")
-    for name, r in rows.items():
-        print(f"| {name} | {r['c_us']:.2f} | {r['python_us']:.2f} |")
-    print(f"\nlist launch behind ~0.2 s of queued GPU work: status {status}, the call took {blocked_ms:.3f} ms, the "
-          f"synchronize after it {queued_ms:.1f} ms (a call that waited for the stream would take the 0.2 s)")
-    print(f"CUDA graph capture: C entry: {capture.get('c')}; Python: {capture.get('python')}")
+    print(f"CUDA graph capture, Python runtime: {capture['python']}", flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "blocked_ms": blocked_ms, "queued_ms": queued_ms,
-                                               "status": status, "capture": capture}, indent=1))
+        Path(args.json).write_text(json.dumps({**result, "capture": capture}, indent=1))
 
 
 if __name__ == "__main__":
