@@ -154,11 +154,18 @@ static kp_status kp_list_valid(const char* fn, const char* name, const kp_tensor
     if (xs == NULL)
         return kp_fail(KP_ERROR_INVALID_ARGUMENT, "%s: argument '%s' (kp_tensor*) is NULL with a count of %d", fn,
                        name, (int)n);
-    for (int32_t k = 0; k < n; k++) {
-        char what[160];
-        snprintf(what, sizeof what, "%s' element '%d", name, (int)k); /* reads: argument 'xs' element '3' */
-        kp_status s = kp_tensor_valid(fn, what, &xs[k]);
-        if (s != KP_SUCCESS) return s;
+    for (int32_t k = 0; k < n; k++) { /* as kp_tensor_valid, naming the tensor */
+        const kp_tensor* t = &xs[k];
+        if ((int)t->dtype < 0 || (int)t->dtype >= KP_DTYPE_COUNT)
+            return kp_fail(KP_ERROR_INVALID_ARGUMENT, "%s: argument '%s' element %d: dtype %d is not a kp_dtype", fn,
+                           name, (int)k, (int)t->dtype);
+        if (t->rank < 0 || t->rank > KP_MAX_RANK)
+            return kp_fail(KP_ERROR_INVALID_ARGUMENT, "%s: argument '%s' element %d: rank %d is outside [0, %d]", fn,
+                           name, (int)k, (int)t->rank, KP_MAX_RANK);
+        for (int i = 0; i < t->rank; i++)
+            if (t->shape[i] < 0)
+                return kp_fail(KP_ERROR_INVALID_ARGUMENT, "%s: argument '%s' element %d: shape[%d] = %lld is "
+                               "negative: extents must be >= 0", fn, name, (int)k, i, (long long)t->shape[i]);
     }
     return KP_SUCCESS;
 }
