@@ -53,7 +53,8 @@ def test_group_scale_from_python_scales_every_group(mod, torch, dtype_name):
     torch.cuda.synchronize()
     for g, (x, y, b) in enumerate(zip(xs, ys, bufs)):
         want = (x.double() * alpha).to(dtype)
-        torch.testing.assert_close(y, want, rtol=1e-3 if dtype == torch.float16 else 1e-6, atol=0,
+        half = dtype == torch.float16  # the product may be rounded twice (in fp16, then stored): one ulp apart
+        torch.testing.assert_close(y, want, rtol=2e-3 if half else 1e-6, atol=1e-4 if half else 0,
                                    msg=lambda m, g=g: f"group {g}: {m}")
         assert bool((b[-GUARD:] == 7.0).all()), f"group {g}: written past the array's end"
 
