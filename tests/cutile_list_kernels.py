@@ -9,27 +9,32 @@ from cuda.tile.compilation import ArrayConstraint, ListConstraint, ScalarConstra
 
 @ct.kernel
 def group_scale(xs, ys, alpha: float, TILE: ct.Constant[int]):
-    """ys[g] = alpha * xs[g] for every group g = bid(1), one tile of each group per bid(0)."""
+    """ys[g] = alpha * xs[g] for every group g = bid(1), one tile of each group per bid(0) (the grid covers the longest
+    group: a block past a shorter one's tiles stores nothing, as a tile wholly outside an array must not be stored)."""
     g = ct.bid(1)
     i = ct.bid(0)
     x, y = xs[g], ys[g]
-    t = ct.load(x, index=(i,), shape=(TILE,), padding_mode=ct.PaddingMode.ZERO)
-    ct.store(y, index=(i,), tile=(t * alpha).astype(y.dtype))
+    if i < ct.num_tiles(y, axis=0, shape=(TILE,)):
+        t = ct.load(x, index=(i,), shape=(TILE,), padding_mode=ct.PaddingMode.ZERO)
+        ct.store(y, index=(i,), tile=(t * alpha).astype(y.dtype))
 
 
 @ct.kernel
 def group_matmul(As, Bs, Cs, TM: ct.Constant[int], TN: ct.Constant[int], TK: ct.Constant[int]):
-    """A grouped GEMM: Cs[g] = As[g] @ Bs[g] for group g = bid(2), each of its own shape."""
+    """A grouped GEMM: Cs[g] = As[g] @ Bs[g] for group g = bid(2), each of its own shape (the grid covers the largest
+    group; blocks past a smaller one's tiles store nothing)."""
     g = ct.bid(2)
     bm = ct.bid(0)
     bn = ct.bid(1)
     A, B, C = As[g], Bs[g], Cs[g]
-    acc = ct.full((TM, TN), 0, dtype=ct.float32)
-    for k in range(ct.num_tiles(A, axis=1, shape=(TM, TK))):
-        a = ct.load(A, index=(bm, k), shape=(TM, TK), padding_mode=ct.PaddingMode.ZERO)
-        b = ct.load(B, index=(k, bn), shape=(TK, TN), padding_mode=ct.PaddingMode.ZERO)
-        acc = ct.mma(a, b, acc)
-    ct.store(C, index=(bm, bn), tile=acc.astype(C.dtype))
+    if bm < ct.num_tiles(C, axis=0, shape=(TM, TN)):
+        if bn < ct.num_tiles(C, axis=1, shape=(TM, TN)):
+            acc = ct.full((TM, TN), 0, dtype=ct.float32)
+            for k in range(ct.num_tiles(A, axis=1, shape=(TM, TK))):
+                a = ct.load(A, index=(bm, k), shape=(TM, TK), padding_mode=ct.PaddingMode.ZERO)
+                b = ct.load(B, index=(k, bn), shape=(TK, TN), padding_mode=ct.PaddingMode.ZERO)
+                acc = ct.mma(a, b, acc)
+            ct.store(C, index=(bm, bn), tile=acc.astype(C.dtype))
 
 
 @ct.kernel
