@@ -145,7 +145,7 @@ STEPS: tuple[Step, ...] = (
               py("scripts/gpu_steps/first_launch.py", "{gpu}/loadscale/synth-10000-100-sm_90a-p19.kpack", "--synth",
                  "k50:19", "--runs", "5")), cap=60),
     Step("sanitize", "each frontend's GPU tests under compute-sanitizer memcheck and racecheck",
-         needs=("demo", "frontends", "cute", "runtime"),
+         needs=("demo", "frontends", "cute", "runtime", "cutile_lists"),
          run=(py("scripts/gpu_steps/sanitize.py", "--out", "{out}/sanitize"),), cap=590),
 )
 
