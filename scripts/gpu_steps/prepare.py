@@ -174,6 +174,25 @@ def wheels(gpu: Path, jobs: int = 2) -> None:
     _manifest(out, {"wheels": built}, missing)
 
 
+def cutile_lists(gpu: Path) -> None:
+    """cutile_lists/: cuTile kernels taking lists of arrays (tests/cutile_list_kernels.py: group_scale f32/f16, the
+    grouped GEMM group_matmul, and scale_one -- group_scale on one array, without a list -- as the launch-cost
+    baseline) for sm_90a: lists.kpack and its C library kplists/ (read by tests/test_cutile_lists_gpu.py and
+    bench/list_launch.py)."""
+    import cutile_list_kernels as k
+    import kernelpack
+    import kernelpack.cutile as kc
+    from kernelpack.bundle.kpack import Bundle
+
+    out = _fresh(gpu / "cutile_lists")
+    bundle = Bundle.of(kc.compile(k.group_scale, k.SCALE, arch="sm_90a"),
+                       kc.compile(k.group_matmul, k.MATMUL, arch="sm_90a"),
+                       kc.compile(k.scale_one, k.SCALE_ONE, arch="sm_90a"))
+    _wrote(bundle.write(out / "lists.kpack"), _labels(bundle))
+    lib = kernelpack.Library("kplists", bundle).build(out / "kplists")
+    _wrote(lib.shared)
+
+
 def per_arch(gpu: Path) -> None:
     """per_arch/per_arch.kpack (tests/per_arch_builds.py): a cuTile matmul whose thread count differs per arch, a Triton
     matmul over tensor descriptors lowered per arch, kernels reading the SM count and max active clusters, builds for

@@ -72,6 +72,10 @@ STEPS: tuple[Step, ...] = (
          run=(gpu_tests("runtime", "tests/test_runtime_gpu.py"),)),
     Step("examples", "every example project built as a library", p.examples, ("examples/manifest.json",),
          run=(gpu_tests("examples", "tests/test_examples.py"),), cap=400),
+    Step("cutile_lists", "cuTile kernels taking lists of arrays (sm_90a): bundle and C library; Python, C, cost",
+         p.cutile_lists, ("cutile_lists/lists.kpack", "cutile_lists/kplists"),
+         run=(gpu_tests("cutile_lists", "tests/test_cutile_lists_gpu.py"),
+              py("bench/list_launch.py", "--json", "{out}/list_launch.json")), cap=240),
     Step("per_arch", "per-arch launch facts (cuTile, Triton TMA, SM-count builds)", p.per_arch,
          ("per_arch/per_arch.kpack",), run=(gpu_tests("per_arch", "tests/test_per_arch_gpu.py"),)),
     Step("wheels", "wheels of the CUDA C++ and Triton examples", p.wheels, ("wheel/manifest.json",),
@@ -102,7 +106,8 @@ STEPS: tuple[Step, ...] = (
               py("bench/fa4_attention.py", "--json", "{out}/fa4_bench.json")), cap=420),
     # ---- runs over the artifacts above
     Step("tests", "every GPU test of the suite", needs=("demo", "frontends", "cute", "runtime", "examples", "per_arch",
-                                                       "wheels", "ptx", "pdl", "tuning", "smem", "fp8"),
+                                                       "wheels", "ptx", "pdl", "tuning", "smem", "fp8",
+                                                       "cutile_lists"),
          run=(pytest("tests", gpu="tests", files_from="GPU_TESTS"),), cap=580),
     Step("cpu_tests", "the fake-driver launch-path tests against this machine's python and torch",
          run=(pytest(*CPU_TESTS, files_from="CPU_TESTS"),), cap=120),
@@ -140,7 +145,7 @@ STEPS: tuple[Step, ...] = (
               py("scripts/gpu_steps/first_launch.py", "{gpu}/loadscale/synth-10000-100-sm_90a-p19.kpack", "--synth",
                  "k50:19", "--runs", "5")), cap=60),
     Step("sanitize", "each frontend's GPU tests under compute-sanitizer memcheck and racecheck",
-         needs=("demo", "frontends", "cute", "runtime"),
+         needs=("demo", "frontends", "cute", "runtime", "cutile_lists"),
          run=(py("scripts/gpu_steps/sanitize.py", "--out", "{out}/sanitize"),), cap=590),
 )
 

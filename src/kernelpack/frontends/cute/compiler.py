@@ -71,7 +71,7 @@ def _compile_arch(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str,
     check_target(arch, _fn_name(fn))
     try:
         with tempfile.TemporaryDirectory(prefix="kp-cute-") as dump, capture_launches() as launches, \
-                target_arch(arch):
+                target_arch(arch.real):
             # --keep-cubin writes <function>.<arch>.cubin files: keep them out of the caller's directory
             keep = "--keep-cubin --keep-ptx" if arch.virtual else "--keep-cubin"
             opts = f"--gpu-arch {_cute_arch(arch)} {keep} --dump-dir={dump} {options}".strip()
