@@ -71,7 +71,7 @@ def carried_modules(root: Path | None = None) -> list[str]:
     with the ``__init__.py`` of every package on the way."""
     root = root or package_root()
     todo = [p.relative_to(root).as_posix() for r in ROOTS for p in
-            (sorted((root / r).glob("*.py")) if (root / r).is_dir() else [root / r])]
+            (sorted((root / r).glob("*.py")) if (root / r).is_dir() else [root / r]) if (root / r).exists()]
     seen: set[str] = set()
     while todo:
         rel = todo.pop()
