@@ -7,8 +7,9 @@ import side by side in one process (each reads its bundle with the runtime that 
 promise, no resolver conflict), and the same folder is a Hugging Face kernel-hub package as it is (those are loaded
 from a path, with no dependency installed). The price is ~280 KB per wheel.
 
-What is carried is computed, not listed: the modules of ``kernelpack/runtime/`` and ``kernelpack/argtypes.py`` (the
-stubs' types) and every kernelpack module they import, followed through their relative imports (every module of the
+What is carried is computed, not listed: the modules of ``kernelpack/runtime/``, ``kernelpack/argtypes.py`` (the
+stubs' types) and ``kernelpack/torch.py`` (custom ops, as ``NAME._kernelpack.torch``: torch is imported only by
+whoever imports that module) and every kernelpack module they import, followed through their relative imports (every module of the
 runtime's layers imports its own package relatively; an absolute ``kernelpack`` import there is refused, since the
 copy would reach an installed kernelpack -- or none). The package ``__init__`` of the copy is written here: the
 version and ``load``, nothing imported until the first load.
@@ -31,7 +32,7 @@ from .meta import WheelError
 from .platform import SharedObject, read_shared_object
 
 ABI3_PYTHON = (3, 10)  # setup.py WHEEL_ABI3: the limited API the carried extension is built for
-ROOTS = ("runtime", "argtypes.py")  # under kernelpack/: what the copy is made from (and what they import)
+ROOTS = ("runtime", "argtypes.py", "torch.py")  # under kernelpack/: what the copy is made of (and what they import)
 EXTENSION = "runtime/_wheel_launch.abi3.so"  # under kernelpack/, built by setup.py (its module is _launch)
 _VERSION_TAG = re.compile(rb"kernelpack-launch-version=([0-9A-Za-z.+!_-]{1,64});")
 INIT = '''"""The kernelpack runtime {package} carries (kernelpack {version}): kernelpack.load and what it reads --
