@@ -9,10 +9,10 @@ from a path, with no dependency installed). The price is ~280 KB per wheel.
 
 What is carried is computed, not listed: the modules of ``kernelpack/runtime/``, ``kernelpack/argtypes.py`` (the
 stubs' types) and ``kernelpack/torch.py`` (custom ops, as ``NAME._kernelpack.torch``: torch is imported only by
-whoever imports that module) and every kernelpack module they import, followed through their relative imports (every module of the
-runtime's layers imports its own package relatively; an absolute ``kernelpack`` import there is refused, since the
-copy would reach an installed kernelpack -- or none). The package ``__init__`` of the copy is written here: the
-version and ``load``, nothing imported until the first load.
+whoever imports that module) and every kernelpack module they import, followed through their relative imports
+(every module of the runtime's layers imports its own package relatively; an absolute ``kernelpack`` import there is
+refused, since the copy would reach an installed kernelpack -- or none). The package ``__init__`` of the copy is
+written here: the version and ``load``, nothing imported until the first load.
 
 The extension's version is read from the file (``kernelpack-launch-version=X;``, put there by _launch_module.c), so
 a stale build of another kernelpack is refused here, and the copy's own runtime refuses it at load
