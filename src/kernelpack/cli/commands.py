@@ -104,7 +104,7 @@ def _cmd_wheel(args: argparse.Namespace) -> int:
 
     return run_wheel(args.project or args.input, dist=args.out, with_library=args.with_library, platform=args.platform,
                      jobs=args.jobs,
-                     force=args.force, overwrite=args.overwrite, quiet=args.quiet)
+                     force=args.force, overwrite=args.overwrite, quiet=args.quiet, split=args.split)
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -177,7 +177,7 @@ def make_parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("wheel", parents=[common], help="build a project's kernels as a Python wheel (pip install)",
                        description="kernelpack wheel [PROJECT] builds the project as kernelpack build does "
-                                   "(incrementally) and writes NAME-VERSION-py3-none-TAG.whl: the package NAME with "
+                                   "(incrementally) and writes NAME-VERSION-cp310-abi3-TAG.whl: the package NAME with "
                                    "the bundle, typed stubs and, with --with-library, the C library. Needs [library] "
                                    "version. See docs/wheels.md.")
     w.add_argument("input", nargs="?", default=None, metavar="PROJECT",
@@ -193,6 +193,9 @@ def make_parser() -> argparse.ArgumentParser:
     w.add_argument("-j", "--jobs", type=int, default=None, help="parallel compile processes (default: CPU count)")
     w.add_argument("--force", action="store_true", help="rebuild every step (the compile cache still applies)")
     w.add_argument("--overwrite", action="store_true", help="replace a wheel of the same name with other contents")
+    w.add_argument("--split", choices=["arch"], default=None,
+                   help="arch: one provider wheel NAME_smNx per arch family and a front wheel NAME that loads the "
+                        "one matching the device (for kernel sets too big for one wheel)")
     w.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors and the wheel's path")
     w.set_defaults(func=_cmd_wheel)
     return p

@@ -38,7 +38,8 @@ from .platform import SharedObject, check_platform, kernels_tag, read_shared_obj
 from .project import wheel_meta
 from .runtime import ABI3_PYTHON, carried_runtime
 
-__all__ = ["WheelError", "WheelResult", "build_sdist", "build_wheel", "check_platform", "preflight"]
+__all__ = ["WheelError", "WheelResult", "build_sdist", "build_split_wheels", "build_wheel", "check_platform",
+           "preflight"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,68 @@ def build_wheel(where: str | os.PathLike[str] | None = None, dist: str | os.Path
             with Stage(d) as stage:
                 stage.write(target.name, data)
     return WheelResult(target, tag, len(data), unchanged, report, left_out, notes)
+
+
+def build_split_wheels(where: str | os.PathLike[str] | None = None, dist: str | os.PathLike[str] | None = None, *,
+                       platform: str | None = None, jobs: int | None = None, force: bool = False,
+                       overwrite: bool = False, events: Events | None = None) -> list[WheelResult]:
+    """``kernelpack wheel --split arch`` (:mod:`.split`): the front wheel first, then one provider wheel per arch
+    family, written into ``dist`` together (all or none)."""
+    static = load_project(where, import_includes=False)
+    meta, _ = wheel_meta(static)
+    arch = check_platform(platform)
+    outputs = tuple(dict.fromkeys((*static.library.outputs, "bundle")))
+    dist_dir = Path(dist) if dist is not None else static.root / "dist"
+    with output_dir(dist_dir, "wheel directory") as d, output_dir(static.out, "output directory"):
+        report = build(where, jobs=jobs, force=force, events=events, outputs=outputs)
+        made = _split_contents(static, meta, report, arch)
+        same = [_check_target(d / fname, overwrite, data) for fname, data, _, _, _ in made]
+        with Stage(d) as stage:
+            for (fname, data, _, _, _), unchanged in zip(made, same):
+                if not unchanged:
+                    stage.write(fname, data)
+    return [WheelResult(d / fname, tag, len(data), unchanged, report, left_out, notes)
+            for (fname, data, tag, notes, left_out), unchanged in zip(made, same)]
+
+
+def _split_contents(project: Project, meta: WheelMeta, report: BuildReport,
+                    arch: str) -> list[tuple[str, bytes, str, tuple[str, ...], tuple[str, ...]]]:
+    """(file name, bytes, tag, warnings, host programs left out) of the front wheel and of each provider."""
+    from ..runtime.module import KernelModule
+    from . import split
+    from .runtime import package_root
+
+    name = meta.name
+    bundle_path = Path(report.outputs["bundle"])
+    bundle = Bundle.from_bytes(bundle_path.read_bytes(), source=str(bundle_path))
+    left_out = tuple(r.kernel for r in report.rows if r.kernel not in {a.label for a in bundle})
+    with _quiet_fallback():
+        mod = KernelModule(bundle, str(bundle_path))
+    if not mod.__all__:
+        raise WheelError(f"{project.path}: no kernel to put into a wheel")
+    parts = split.split_bundle(bundle)
+    gen = package_files(mod, name, meta.version, (f"{name}.kpack",), with_library=False)
+    providers = {f: (int(f[2:-1]), split.carries_ptx(b)) for f, b in parts.items()}
+    files = {f"{name}/__init__.py": split.front_init(gen, providers).encode(),
+             f"{name}/__init__.pyi": gen.stub.encode(), f"{name}/py.typed": b"",
+             **split.front_runtime_files(name, (package_root() / "argtypes.py").read_bytes(), gen.runtime)}
+    front = split.front_meta(_described(meta, mod, bundle), list(parts))
+    made: tuple[str, bytes, str, tuple[str, ...], tuple[str, ...]] = (
+        front.wheel_name("py3-none-any"), wheel_bytes(front, "py3-none-any", files, purelib=True), "py3-none-any", (),
+        left_out)
+    out = [made]
+    for family, part in parts.items():
+        pkg = split.provider_name(name, family)
+        carried = carried_runtime(pkg, arch)
+        pfiles = {f"{pkg}/{name}.kpack": part.to_bytes(), f"{pkg}/py.typed": b"",
+                  f"{pkg}/__init__.py": split.provider_init(name, family, meta.version, f"{name}.kpack",
+                                                            "_kernelpack").encode(),
+                  **{f"{pkg}/_kernelpack/{rel}": data for rel, data in carried.files.items()}}
+        objects = [carried.extension] if carried.extension is not None else []
+        tag, _ = wheel_tag(carried.python_tag, arch, objects)
+        pmeta = split.provider_meta(meta, family, sorted({str(a) for art in part for a in art.archs}))
+        out.append((pmeta.wheel_name(tag), wheel_bytes(pmeta, tag, pfiles, purelib=False), tag, carried.notes, ()))
+    return out
 
 
 def preflight(where: str | os.PathLike[str] | None = None, platform: str | None = None) -> WheelMeta:
