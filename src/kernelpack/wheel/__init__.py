@@ -108,18 +108,25 @@ def build_split_wheels(where: str | os.PathLike[str] | None = None, dist: str | 
 def _split_contents(project: Project, meta: WheelMeta, report: BuildReport,
                     arch: str) -> list[tuple[str, bytes, str, tuple[str, ...], tuple[str, ...]]]:
     """(file name, bytes, tag, warnings, host programs left out) of the front wheel and of each provider."""
+    bundle_path = Path(report.outputs["bundle"])
+    bundle = Bundle.from_bytes(bundle_path.read_bytes(), source=str(bundle_path))
+    left_out = tuple(r.kernel for r in report.rows if r.kernel not in {a.label for a in bundle})
+    if not bundle.families():
+        raise WheelError(f"{project.path}: no kernel to put into a wheel")
+    return split_wheels(meta, bundle, arch, left_out)
+
+
+def split_wheels(meta: WheelMeta, bundle: Bundle, arch: str,
+                 left_out: tuple[str, ...] = ()) -> list[tuple[str, bytes, str, tuple[str, ...], tuple[str, ...]]]:
+    """The front and provider wheels of ``bundle`` (file name, bytes, tag, warnings, left out) -- what
+    ``--split arch`` writes; bench/wheel_sizes.py measures them for a bundle built elsewhere."""
     from ..runtime.module import KernelModule
     from . import split
     from .runtime import package_root
 
     name = meta.name
-    bundle_path = Path(report.outputs["bundle"])
-    bundle = Bundle.from_bytes(bundle_path.read_bytes(), source=str(bundle_path))
-    left_out = tuple(r.kernel for r in report.rows if r.kernel not in {a.label for a in bundle})
     with _quiet_fallback():
-        mod = KernelModule(bundle, str(bundle_path))
-    if not mod.__all__:
-        raise WheelError(f"{project.path}: no kernel to put into a wheel")
+        mod = KernelModule(bundle, f"{name}.kpack")
     parts = split.split_bundle(bundle)
     gen = package_files(mod, name, meta.version, (f"{name}.kpack",), with_library=False)
     providers = {f: (int(f[2:-1]), split.carries_ptx(b)) for f, b in parts.items()}
