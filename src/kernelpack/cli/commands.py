@@ -107,6 +107,16 @@ def _cmd_wheel(args: argparse.Namespace) -> int:
                      force=args.force, overwrite=args.overwrite, quiet=args.quiet, split=args.split)
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    from ..core.publish import check_out_dir
+
+    check_out_dir(args.hf_kernels, "--hf-kernels")
+    from ..wheel.ui import run_export
+
+    return run_export(args.project or args.input, hf_kernels=args.hf_kernels, platform=args.platform,
+                      jobs=args.jobs, force=args.force, quiet=args.quiet)
+
+
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kernelpack", description="Compile GPU kernels once; ship them anywhere.")
     debug_help = "print the traceback of an error"
@@ -198,6 +208,19 @@ def make_parser() -> argparse.ArgumentParser:
                         "one matching the device (for kernel sets too big for one wheel)")
     w.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors and the wheel's path")
     w.set_defaults(func=_cmd_wheel)
+
+    x = sub.add_parser("export", parents=[common], help="write a project's kernels in another ecosystem's layout",
+                       description="kernelpack export --hf-kernels DIR [PROJECT] builds the project and writes a "
+                                   "Hugging Face kernel-hub repository (build/<variant>/ with metadata.json) that the "
+                                   "kernels package loads. See docs/wheels.md.")
+    x.add_argument("input", nargs="?", default=None, metavar="PROJECT", help="a project file or directory")
+    x.add_argument("-p", "--project", default=None, help="project file or directory")
+    x.add_argument("--hf-kernels", required=True, metavar="DIR", help="the repository folder to write")
+    x.add_argument("--platform", default=None, metavar="CPU", help="x86_64 or aarch64 (default: this machine's)")
+    x.add_argument("-j", "--jobs", type=int, default=None, help="parallel compile processes (default: CPU count)")
+    x.add_argument("--force", action="store_true", help="rebuild every step (the compile cache still applies)")
+    x.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors and the variant's folder")
+    x.set_defaults(func=_cmd_export)
     return p
 
 

@@ -43,3 +43,24 @@ def run_wheel(project: str | None, *, dist: str | None, with_library: bool, plat
         console.print(f"{state} {escape(str(result.path))} ({result.size} bytes, {result.tag})", highlight=False)
         print(result.path)
     return 0
+
+
+def run_export(project: str | None, *, hf_kernels: str, platform: str | None, jobs: int | None, force: bool,
+               quiet: bool) -> int:
+    """``kernelpack export --hf-kernels DIR``; returns the exit status. The variant folder is printed on stdout."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from .hf import export_hf_kernels
+
+    preflight(project, platform)
+    console = Console(stderr=True, quiet=quiet)
+    with Display(console) as display:
+        result = export_hf_kernels(project, hf_kernels, platform=platform, jobs=jobs or os.cpu_count() or 1,
+                                   force=force, events=display)
+    summarize(result.report, console)
+    where = result.root / "build" / result.variant
+    console.print(f"wrote {escape(str(where))} ({len(result.files)} files, id {result.id}); load it with "
+                  f"kernels.get_local_kernel(Path({str(result.root)!r}))", highlight=False)
+    print(where)
+    return 0
