@@ -81,10 +81,10 @@ STEPS: tuple[Step, ...] = (
          ("per_arch/per_arch.kpack",), run=(gpu_tests("per_arch", "tests/test_per_arch_gpu.py"),)),
     Step("wheels", "wheels of the CUDA C++ and Triton examples", p.wheels, ("wheel/manifest.json",),
          run=(gpu_tests("wheels", "tests/test_wheel_gpu.py"),)),
-    Step("delivery", "a generated wheel: its kernels as torch custom ops (compile, CUDA graphs); installed offline "
-         "into an empty venv and timed (bench/wheel_delivery.py)",
+    Step("delivery", "a generated wheel: torch custom ops (compile, CUDA graphs), --split arch wheels, the kernel-hub "
+         "export; installed offline into an empty venv and timed (bench/wheel_delivery.py)",
          delivery.prepare, ("delivery/manifest.json",),
-         run=(gpu_tests("delivery", "tests/test_wheel_torch_gpu.py"),
+         run=(gpu_tests("delivery", "tests/test_wheel_torch_gpu.py", "tests/test_wheel_split_gpu.py"),
               py("bench/wheel_delivery.py", "--rounds", "9", "--wheel", "{gpu}/delivery/ex_cuda-1.0.0-cp310-abi3-"
                  "manylinux_2_17_x86_64.whl")), cap=400),
     Step("launchcost", "argument-count kernels, their C library, the runtime before the launch-cost work",
