@@ -98,3 +98,33 @@ def test_installed_by_extra_the_front_loads_its_devices_provider_or_names_the_mi
             "not installed: pip install 'ex_cuda[sm8x]==1.0.0' (installed providers: ex_cuda_sm9x)") == out["error"]
     out, _ = check("12.0")
     assert out["error"] == "ex_cuda 1.0.0 has no kernels for device 0 (?, sm_120): its provider wheels serve sm8x, sm9x"
+
+
+def test_a_device_newer_than_every_family_takes_the_newest_older_provider_with_ptx(
+        wheels: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The front's choice alone (its driver query stubbed): the device's family, required when the release has it;
+    else the highest older family that carries PTX; a provider of another version is refused."""
+    for family, version in (("sm8x", "1.0.0"), ("sm9x", "1.0.0")):
+        (tmp_path / f"ex_cuda_{family}").mkdir()
+        (tmp_path / f"ex_cuda_{family}" / "__init__.py").write_text(f"__version__ = {version!r}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ns: dict = {"__name__": "ex_cuda"}
+    exec(compile(_read(wheels[0], "ex_cuda/__init__.py"), "ex_cuda/__init__.py", "exec"), ns)  # noqa: S102
+    ns["__kernelpack_providers__"] = {"sm8x": (8, True), "sm9x": (9, False), "sm10x": (10, False)}
+
+    def provider(cc: tuple[int, int]) -> str:
+        ns["__kernelpack_device__"] = lambda: (*cc, "GPU")
+        return ns["__kernelpack_provider__"]().__name__  # type: ignore[no-any-return]
+
+    assert provider((9, 0)) == "ex_cuda_sm9x"
+    assert provider((8, 6)) == "ex_cuda_sm8x"
+    assert provider((12, 0)) == "ex_cuda_sm8x"  # sm8x's PTX, compiled by the driver; sm9x has none
+    with pytest.raises(ImportError, match=r"needs the provider wheel ex_cuda_sm10x .*\(installed providers: "
+                                          r"ex_cuda_sm8x, ex_cuda_sm9x"):
+        provider((10, 0))
+    (tmp_path / "ex_cuda_sm9x" / "__init__.py").write_text("__version__ = '0.9.0'\n")
+    sys.modules.pop("ex_cuda_sm9x", None)
+    with pytest.raises(ImportError, match=r"found its provider ex_cuda_sm9x 0\.9\.0: install the same version"):
+        provider((9, 0))
+    sys.modules.pop("ex_cuda_sm9x", None)
+    sys.modules.pop("ex_cuda_sm8x", None)

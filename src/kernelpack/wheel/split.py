@@ -85,14 +85,15 @@ def __kernelpack_device__():
 
 
 def __kernelpack_provider__():
-    """The provider package for device 0: its family's, else the highest older family's with PTX."""
+    """The provider package for device 0: its family's, else (no provider of this release serves that family) the
+    highest older family's that carries PTX."""
     import importlib
     import importlib.util
 
     major, minor, device = __kernelpack_device__()
     where = f"device 0 ({{device}}, sm_{{major}}{{minor}})"
     fams = sorted(__kernelpack_providers__.items(), key=lambda kv: -kv[1][0])
-    usable = [f for f, (m, ptx) in fams if m == major] + [f for f, (m, ptx) in fams if m < major and ptx]
+    usable = [f for f, (m, ptx) in fams if m == major] or [f for f, (m, ptx) in fams if m < major and ptx]
     if not usable:
         raise ImportError(f"{{__name__}} {{__version__}} has no kernels for {{where}}: its provider wheels serve "
                           f"{{', '.join(sorted(__kernelpack_providers__))}}")
