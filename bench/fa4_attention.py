@@ -65,26 +65,6 @@ def timed(fn, iters: int = 20) -> float:  # type: ignore[no-untyped-def]
     return sorted(times)[2]
 
 
-def graph_timed(fn, iters: int = 20) -> tuple[float, str]:  # type: ignore[no-untyped-def]
-    """Kernel time: ``iters`` calls captured in one CUDA graph and replayed (no host cost between launches), median
-    of 5 replays; where capture fails, the calls timed as they are issued (``eager``)."""
-    try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                fn()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(iters):
-                fn()
-        return timed(graph.replay, 1) / iters, "graph"
-    except Exception:  # noqa: BLE001 - a capture the launcher cannot take part in: time it as issued
-        torch.cuda.synchronize()
-        return timed(fn, iters), "eager"
-
-
 def flops(b: int, s: int, h: int, d: int, causal: bool) -> float:
     return 4 * b * h * s * s * d / (2 if causal else 1)
 
@@ -96,20 +76,18 @@ def measure(attn: Any, dtype: Any, d: int, causal: bool, s: int) -> dict[str, An
     q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(4))
     out, lse = attn.forward(q, k, v, causal=causal)
     dq, dk, dv = (torch.empty_like(x) for x in (q, k, v))
-    kp_f, how_f = graph_timed(lambda: attn.forward(q, k, v, causal=causal, out=out, lse=lse))
-    kp_b, how_b = graph_timed(lambda: attn.backward(q, k, v, out, do, lse, causal=causal, dq=dq, dk=dk, dv=dv))
-    eager_f = timed(lambda: attn.forward(q, k, v, causal=causal, out=out, lse=lse))
+    kp_f = timed(lambda: attn.forward(q, k, v, causal=causal, out=out, lse=lse))
+    kp_b = timed(lambda: attn.backward(q, k, v, out, do, lse, causal=causal, dq=dq, dk=dk, dv=dv))
     qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
     dot = do.transpose(1, 2)
     sdpa = torch.nn.functional.scaled_dot_product_attention
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-        th_f, th_how_f = graph_timed(lambda: sdpa(qt, kt, vt, is_causal=causal))
+        th_f = timed(lambda: sdpa(qt, kt, vt, is_causal=causal))
         o = sdpa(qt, kt, vt, is_causal=causal)
-        th_b, th_how_b = graph_timed(lambda: torch.autograd.grad(o, (qt, kt, vt), dot, retain_graph=True))
+        th_b = timed(lambda: torch.autograd.grad(o, (qt, kt, vt), dot, retain_graph=True))
     f = flops(b, s, h, d, causal)
     return {"dtype": str(dtype).split(".")[-1], "head_dim": d, "causal": causal, "seqlen": s, "batch": b, "heads": h,
-            "fwd_ms": kp_f, "fwd_sdpa_ms": th_f, "bwd_ms": kp_b, "bwd_sdpa_ms": th_b, "fwd_eager_ms": eager_f,
-            "timing": {"fwd": how_f, "bwd": how_b, "sdpa_fwd": th_how_f, "sdpa_bwd": th_how_b},
+            "fwd_ms": kp_f, "fwd_sdpa_ms": th_f, "bwd_ms": kp_b, "bwd_sdpa_ms": th_b,
             "fwd_tflops": f / kp_f / 1e9, "fwd_sdpa_tflops": f / th_f / 1e9,
             "bwd_tflops": 2.5 * f / kp_b / 1e9, "bwd_sdpa_tflops": 2.5 * f / th_b / 1e9}
 
@@ -120,12 +98,17 @@ def kernel_rows(attn: Any) -> list[dict[str, Any]]:
 
 
 def first_call(lib: Path, runs: int = 5) -> list[dict[str, float]]:
+    """A fresh process's first call, ``runs`` times after one discarded run. kernelpack's modules are compiled to
+    bytecode first, as ``pip install`` leaves an installed package (without it every process compiles them from
+    source: ~4x the import time)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "src" / "kernelpack")], check=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
     out = []
-    for _ in range(runs):
+    for i in range(runs + 1):
         r = subprocess.run([sys.executable, "-c", FIRST_CALL, str(lib)], capture_output=True, text=True, env=env,
                            timeout=120, check=True)
-        out.append(json.loads(r.stdout.strip().splitlines()[-1]))
+        if i:
+            out.append(json.loads(r.stdout.strip().splitlines()[-1]))
     return out
 
 
@@ -144,15 +127,13 @@ def main() -> int:
     torch.zeros(1, device="cuda")
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; kernelpack libfa4 "
           f"({lib.stat().st_size / 2**20:.1f} MiB) vs torch SDPA (flash backend), same inputs; "
-          f"batch*seqlen = {TOKENS}, heads*head_dim = {WIDTH}; ms per call: kernel time, 20 calls in a "
-          f"CUDA graph, median of 5 replays (eager where a capture fails: see --json); TFLOP/s (backward = 2.5 x "
-          f"forward FLOPs)")
+          f"batch*seqlen = {TOKENS}, heads*head_dim = {WIDTH}; ms per call: 20 calls issued back to back "
+          f"between CUDA events, median of 5 batches (each call runs for >= 0.1 ms, so the queue hides the host "
+          f"cost); TFLOP/s (backward = 2.5 x forward FLOPs)")
     rows = kernel_rows(FA4(lib, root / "fa4_meta.json"))
     print(f"{'dtype':8} {'hd':>3} {'causal':>6} {'seqlen':>6} | {'fwd ms':>7} {'TFLOP/s':>7} {'SDPA ms':>7} "
           f"{'TFLOP/s':>7} {'ratio':>5} | {'bwd ms':>7} {'TFLOP/s':>7} {'SDPA ms':>7} {'TFLOP/s':>7} {'ratio':>5}")
     for r in rows:
-        if set(r["timing"].values()) != {"graph"}:
-            print(f"  (timed as issued: {', '.join(k for k, v in r['timing'].items() if v != 'graph')})")
         print(f"{r['dtype']:8} {r['head_dim']:3} {str(r['causal']):>6} {r['seqlen']:6} | {r['fwd_ms']:7.3f} "
               f"{r['fwd_tflops']:7.1f} {r['fwd_sdpa_ms']:7.3f} {r['fwd_sdpa_tflops']:7.1f} "
               f"{r['fwd_sdpa_ms'] / r['fwd_ms']:5.2f} | {r['bwd_ms']:7.3f} {r['bwd_tflops']:7.1f} "
@@ -162,7 +143,8 @@ def main() -> int:
     each = ", ".join(f"{x['total_ms']:.1f}" for x in runs)
     manifest = json.loads((root / "manifest.json").read_text()) if (root / "manifest.json").is_file() else {}
     jit = manifest.get("jit", {})
-    print(f"\nfirst attention call in a fresh process (bf16, d128, causal; torch and its CUDA context already up), "
+    print(f"\nfirst attention call in a fresh process (bf16, d128, causal; torch and its CUDA context already up; "
+          f"kernelpack compiled to bytecode), "
           f"median of {len(runs)}: {med['total_ms']:.1f} ms = import kernelpack {med['import_ms']:.1f} + load "
           f"{med['load_ms']:.1f} + first call {med['first_call_ms']:.1f} (all: {each})")
     if jit:
