@@ -5,6 +5,11 @@
   limited API's calls (docs/benchmarks.md). ``KERNELPACK_BUILD_ABI3=1`` builds it with the limited API (abi3, one
   binary for CPython >= 3.12) instead. Optional: without it the runtime falls back to its pure-Python path and says
   so once.
+* ``kernelpack.runtime._wheel_launch`` -- the same source built with the limited API of CPython 3.10
+  (``_wheel_launch.abi3.so``, its module named ``_launch``: one binary for every CPython >= 3.10, vectorcall where
+  the interpreter is 3.12 or newer). It is not imported here: ``kernelpack wheel`` puts it into the runtime each
+  generated wheel carries (docs/wheels.md).
+  Optional: without it wheels carry the pure-Python path and say so.
 * ``kernelpack.runtime._torch_bridge`` -- C++ against the torch found at build time (``pip install
   --no-build-isolation`` so the build sees it), letting the C path read torch tensors and torch's current stream
   without calling Python. Optional; used only with the torch version it was built for. Set
@@ -16,6 +21,7 @@ In a checkout: ``python setup.py build_ext --inplace``.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import sysconfig
 from pathlib import Path
@@ -28,21 +34,29 @@ LIMITED = (os.environ.get("KERNELPACK_BUILD_ABI3", "0") == "1" and sys.version_i
            and not sysconfig.get_config_var("Py_GIL_DISABLED"))
 
 
+# the launch extension carries kernelpack's version; the runtime refuses an extension of another (runtime/fast.py)
+VERSION = re.search(r'__version__ = "([^"]+)"', Path("src/kernelpack/core/version.py").read_text())[1]
+WHEEL_ABI3 = 0x030A0000  # the limited API of the generated wheels' runtime: kernelpack/wheel/runtime.py ABI3_PYTHON
+
+
 # _launch.c is the extension's one translation unit: it includes _launch.h and its parts (_launch_*.c, in order), and
 # is the only file compiled (a unity build: the parts are never compiled on their own)
 LAUNCH_SOURCE = f"{RUNTIME}/_launch.c"
 
 
-def launch_extension() -> Extension:
+def launch_extension(name: str = "kernelpack.runtime._launch", limited: int | None = None,
+                     source: str = LAUNCH_SOURCE) -> Extension:
+    """The launch extension: version-specific, or for the limited API of CPython ``limited`` (0x030C0000: 3.12)."""
     # what the build reads besides the source: a change to any of them rebuilds it (and an sdist carries them)
-    depends = sorted(str(p) for p in [*Path(RUNTIME).glob("_launch_*.c"), *Path(RUNTIME).glob("*.h")])
+    depends = sorted(str(p) for p in [*Path(RUNTIME).glob("_launch*.c"), *Path(RUNTIME).glob("*.h")])
+    macros = [("KP_VERSION", f'"{VERSION}"')]
     return Extension(
-        "kernelpack.runtime._launch",
-        [LAUNCH_SOURCE],
+        name,
+        [source],
         depends=[*depends, f"{CSRC}/kp_model.h"],
         include_dirs=[RUNTIME, CSRC],
-        define_macros=[("Py_LIMITED_API", "0x030C0000")] if LIMITED else [],
-        py_limited_api=LIMITED,
+        define_macros=macros + ([("Py_LIMITED_API", hex(limited))] if limited else []),
+        py_limited_api=limited is not None,
         extra_compile_args=["-O2", "-std=c11", "-fvisibility=hidden", "-Wall", "-Wno-missing-braces"],
         optional=True,
     )
@@ -92,7 +106,10 @@ def torch_bridge_extension() -> Extension | None:
     )
 
 
-extensions = [launch_extension()]
+extensions = [launch_extension(limited=0x030C0000 if LIMITED else None)]
+if not sysconfig.get_config_var("Py_GIL_DISABLED") and os.environ.get("KERNELPACK_BUILD_WHEEL_RUNTIME", "1") != "0":
+    extensions.append(launch_extension("kernelpack.runtime._wheel_launch", WHEEL_ABI3,
+                                       f"{RUNTIME}/_wheel_launch.c"))
 bridge = torch_bridge_extension()
 if bridge is not None:
     extensions.append(bridge)

@@ -1,7 +1,15 @@
-"""Shared pytest fixtures: test cubins, the fake driver, a fresh compile cache."""
+"""Shared pytest fixtures: test cubins, the fake driver, a fresh compile cache.
+
+``KERNELPACK_TEST_LAUNCH=wheel`` runs the tests with the launch extension generated wheels carry (the limited API of
+CPython 3.10, ``runtime/_wheel_launch.abi3.so``) in place of the version-specific build.
+"""
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
+import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +22,26 @@ from kernelpack.bundle.kpack import Bundle
 from kernelpack.core import config
 from kernelpack.core.cache import CompileCache
 from toolchain_support import require_nvcc
+
+
+def _use_wheel_launch() -> None:
+    import kernelpack.runtime
+
+    path = Path(kernelpack.runtime.__file__).parent / "_wheel_launch.abi3.so"
+    if not path.is_file():
+        raise pytest.UsageError(f"KERNELPACK_TEST_LAUNCH=wheel: {path} is not built (python setup.py build_ext -i)")
+    loader = importlib.machinery.ExtensionFileLoader("kernelpack.runtime._launch", str(path))
+    spec = importlib.util.spec_from_file_location("kernelpack.runtime._launch", path, loader=loader)
+    assert spec is not None
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    sys.modules["kernelpack.runtime._launch"] = mod
+    kernelpack.runtime._launch = mod  # type: ignore[attr-defined]
+
+
+
+if os.environ.get("KERNELPACK_TEST_LAUNCH") == "wheel":
+    _use_wheel_launch()
 
 
 @pytest.fixture(scope="session")

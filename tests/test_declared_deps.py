@@ -31,6 +31,10 @@ OPTIONAL = {
     "atheris": "scripts/fuzz.py: an optional fuzzing engine",
     "zstandard": "fatbin entries: the reference zstd decoder where installed (the pure-Python one otherwise)",
     "lz4": "fatbin entries: the reference LZ4 decoder where installed (the pure-Python one otherwise)",
+    # declared in [dev] too; optional here so that an environment installed before they were added still passes
+    "auditwheel": "tests/test_wheel_runtime.py: a wheel's platform tag as auditwheel finds it (skips without)",
+    "abi3audit": "tests/test_wheel_runtime.py: the extension's limited API as abi3audit finds it (skips without)",
+    "kernels": "tests/test_hf_export.py: the Hugging Face kernel hub's loader (pip install kernels), skipped without",
 }
 LOCAL = {"kernelpack", "conftest", "corpus"}  # this repository's own packages and test helpers
 MADE_BY_TESTS = {"ex_cuda"}  # packages the tests build as wheels and install into venvs of their own

@@ -1,7 +1,8 @@
-"""A fresh virtual environment holding kernelpack without extras (and nothing of this process's site-packages), for
-installing kernelpack-built wheels the way their users do, offline (tests/test_wheel_install.py).
+"""Fresh virtual environments (nothing of this process's site-packages) for installing kernelpack-built wheels the
+way their users do, offline (tests/test_wheel_install.py): an empty one (a generated wheel carries its runtime and
+needs nothing else), and one holding kernelpack itself without extras.
 
-kernelpack is built once as a wheel from this checkout (``pip wheel --no-build-isolation --no-deps``, the torch
+kernelpack is built as a wheel from this checkout (``pip wheel --no-build-isolation --no-deps``, the torch
 bridge skipped: a consumer without torch has none) and installed into ``python -m venv`` with ``pip install
 --no-index --no-deps``: no index, no network, and nothing but kernelpack itself (the runtime needs none of its
 dependencies, which serve the command line). What a plain ``pip install kernelpack`` would pull is computed from the
@@ -75,12 +76,15 @@ def _skip(folder: str, entries: list[str]) -> set[str]:
     return {e for e in entries if e in here or e == "__pycache__" or e.endswith((".so", "_cache"))}
 
 
-def make_venv(where: Path, kernelpack: Path) -> Venv:
-    """A plain venv at ``where`` with ``kernelpack`` (a wheel) installed offline, without its dependencies."""
+def make_venv(where: Path, kernelpack: Path | None = None) -> Venv:
+    """A plain venv at ``where``, with ``kernelpack`` (a wheel) installed offline without its dependencies when
+    given."""
     r = subprocess.run([sys.executable, "-m", "venv", str(where)], capture_output=True, text=True, timeout=300)
     if r.returncode:
         raise VenvUnavailable(f"python -m venv failed: {r.stderr[-2000:]}")
     venv = Venv(where)
+    if kernelpack is None:
+        return venv
     r = venv.pip("install", "--no-index", "--no-deps", str(kernelpack))
     if r.returncode:
         raise VenvUnavailable(f"pip install --no-index --no-deps {kernelpack.name} failed:\n{r.stdout[-2000:]}\n"

@@ -1,5 +1,5 @@
-"""Run inside a venv that holds kernelpack (no extras) and kernelpack-built wheels: import each package and call each
-of its kernels once. Prints one JSON object on stdout.
+"""Run inside a venv that holds kernelpack-built wheels (and nothing else): import each package and call each of its
+kernels once, through the runtime the package carries. Prints one JSON object on stdout.
 
     python wheel_venv_check.py PACKAGE... [--gpu]
 
@@ -33,9 +33,11 @@ def heavy_loaded() -> list[str]:
     return sorted(m for m in HEAVY if m in sys.modules)
 
 
-def arguments(spec) -> tuple[list, dict] | None:  # noqa: ANN001
-    """Stand-in arguments for one specialization (None when one cannot be expressed, e.g. bfloat16)."""
-    from kernelpack.core.abi import Pointer, Scalar, Struct
+def arguments(spec, runtime: str) -> tuple[list, dict] | None:  # noqa: ANN001
+    """Stand-in arguments for one specialization (None when one cannot be expressed, e.g. bfloat16); ``runtime`` is
+    the package of the runtime that loaded it (its own abi module describes the parameters)."""
+    abi = importlib.import_module(f"{runtime}.core.abi")
+    Pointer, Scalar, Struct = abi.Pointer, abi.Scalar, abi.Struct  # noqa: N806
 
     art = spec.artifact
     args: list = []
@@ -76,8 +78,9 @@ def main(argv: list[str]) -> int:
     out: dict = {"before_import": heavy_loaded(), "packages": {}}
     for name in names:
         pkg = importlib.import_module(name)
+        runtime = pkg.__kernelpack_runtime__.__name__
         entry: dict = {"file": pkg.__file__, "all": list(pkg.__all__), "version": pkg.__version__,
-                       "heavy_after_import": heavy_loaded(), "launched": [], "skipped": []}
+                       "runtime": runtime, "heavy_after_import": heavy_loaded(), "launched": [], "skipped": []}
         for attr in pkg.__all__:
             fn = getattr(pkg, attr)
             family = getattr(fn, "family", None)
@@ -85,7 +88,7 @@ def main(argv: list[str]) -> int:
                 entry["skipped"].append(attr)
                 continue
             for spec in family.specs:
-                made = arguments(spec)
+                made = arguments(spec, runtime)
                 if made is not None:
                     fn(*made[0], **made[1])
                     entry["launched"].append(attr)
@@ -93,6 +96,7 @@ def main(argv: list[str]) -> int:
             else:
                 entry["skipped"].append(attr)
         entry["heavy_after_launch"] = heavy_loaded()
+        entry["kernelpack_modules"] = sorted(m for m in sys.modules if m.split(".")[0] == "kernelpack")
         out["packages"][name] = entry
     print(json.dumps(out))
     return 0

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import delivery
 from . import prepare as p
 
 
@@ -80,6 +81,12 @@ STEPS: tuple[Step, ...] = (
          ("per_arch/per_arch.kpack",), run=(gpu_tests("per_arch", "tests/test_per_arch_gpu.py"),)),
     Step("wheels", "wheels of the CUDA C++ and Triton examples", p.wheels, ("wheel/manifest.json",),
          run=(gpu_tests("wheels", "tests/test_wheel_gpu.py"),)),
+    Step("delivery", "a generated wheel: torch custom ops (compile, CUDA graphs), --split arch wheels, the kernel-hub "
+         "export; installed offline into an empty venv and timed (bench/wheel_delivery.py)",
+         delivery.prepare, ("delivery/manifest.json",),
+         run=(gpu_tests("delivery", "tests/test_wheel_torch_gpu.py", "tests/test_wheel_split_gpu.py"),
+              py("bench/wheel_delivery.py", "--rounds", "9", "--wheel", "{gpu}/delivery/ex_cuda-1.0.0-cp310-abi3-"
+                 "manylinux_2_17_x86_64.whl")), cap=400),
     Step("launchcost", "argument-count kernels, their C library, the runtime before the launch-cost work",
          p.launchcost, ("launchcost/argcount.kpack", "launchcost/argcount.cubin", "launchcost/clib",
                         "launchcost/before/src")),
@@ -107,7 +114,7 @@ STEPS: tuple[Step, ...] = (
     # ---- runs over the artifacts above
     Step("tests", "every GPU test of the suite", needs=("demo", "frontends", "cute", "runtime", "examples", "per_arch",
                                                        "wheels", "ptx", "pdl", "tuning", "smem", "fp8",
-                                                       "cutile_lists"),
+                                                       "cutile_lists", "delivery"),
          run=(pytest("tests", gpu="tests", files_from="GPU_TESTS"),), cap=580),
     Step("cpu_tests", "the fake-driver launch-path tests against this machine's python and torch",
          run=(pytest(*CPU_TESTS, files_from="CPU_TESTS"),), cap=120),

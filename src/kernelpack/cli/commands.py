@@ -104,7 +104,17 @@ def _cmd_wheel(args: argparse.Namespace) -> int:
 
     return run_wheel(args.project or args.input, dist=args.out, with_library=args.with_library, platform=args.platform,
                      jobs=args.jobs,
-                     force=args.force, overwrite=args.overwrite, quiet=args.quiet)
+                     force=args.force, overwrite=args.overwrite, quiet=args.quiet, split=args.split)
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from ..core.publish import check_out_dir
+
+    check_out_dir(args.hf_kernels, "--hf-kernels")
+    from ..wheel.ui import run_export
+
+    return run_export(args.project or args.input, hf_kernels=args.hf_kernels, platform=args.platform,
+                      jobs=args.jobs, force=args.force, quiet=args.quiet)
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -177,7 +187,7 @@ def make_parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("wheel", parents=[common], help="build a project's kernels as a Python wheel (pip install)",
                        description="kernelpack wheel [PROJECT] builds the project as kernelpack build does "
-                                   "(incrementally) and writes NAME-VERSION-py3-none-TAG.whl: the package NAME with "
+                                   "(incrementally) and writes NAME-VERSION-cp310-abi3-TAG.whl: the package NAME with "
                                    "the bundle, typed stubs and, with --with-library, the C library. Needs [library] "
                                    "version. See docs/wheels.md.")
     w.add_argument("input", nargs="?", default=None, metavar="PROJECT",
@@ -193,8 +203,24 @@ def make_parser() -> argparse.ArgumentParser:
     w.add_argument("-j", "--jobs", type=int, default=None, help="parallel compile processes (default: CPU count)")
     w.add_argument("--force", action="store_true", help="rebuild every step (the compile cache still applies)")
     w.add_argument("--overwrite", action="store_true", help="replace a wheel of the same name with other contents")
+    w.add_argument("--split", choices=["arch"], default=None,
+                   help="arch: one provider wheel NAME_smNx per arch family and a front wheel NAME that loads the "
+                        "one matching the device (for kernel sets too big for one wheel)")
     w.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors and the wheel's path")
     w.set_defaults(func=_cmd_wheel)
+
+    x = sub.add_parser("export", parents=[common], help="write a project's kernels in another ecosystem's layout",
+                       description="kernelpack export --hf-kernels DIR [PROJECT] builds the project and writes a "
+                                   "Hugging Face kernel-hub repository (build/<variant>/ with metadata.json) that the "
+                                   "kernels package loads. See docs/wheels.md.")
+    x.add_argument("input", nargs="?", default=None, metavar="PROJECT", help="a project file or directory")
+    x.add_argument("-p", "--project", default=None, help="project file or directory")
+    x.add_argument("--hf-kernels", required=True, metavar="DIR", help="the repository folder to write")
+    x.add_argument("--platform", default=None, metavar="CPU", help="x86_64 or aarch64 (default: this machine's)")
+    x.add_argument("-j", "--jobs", type=int, default=None, help="parallel compile processes (default: CPU count)")
+    x.add_argument("--force", action="store_true", help="rebuild every step (the compile cache still applies)")
+    x.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors and the variant's folder")
+    x.set_defaults(func=_cmd_export)
     return p
 
 

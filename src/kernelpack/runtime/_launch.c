@@ -17,7 +17,9 @@
  * dlopen-ed driver), so both paths always call one driver.
  *
  * Built as a version-specific extension (ints and floats read inline: CPython's compact ints); with
- * KERNELPACK_BUILD_ABI3=1, with the limited API (abi3) for CPython >= 3.12, where vectorcall is part of it.
+ * KERNELPACK_BUILD_ABI3=1, with the limited API (abi3) for CPython >= 3.12, where vectorcall is part of it; and for
+ * the runtime a generated wheel carries, with the limited API of 3.10 (abi3 for every CPython >= 3.10: vectorcall
+ * where the interpreter is 3.12 or newer, _launch_vcall.c).
  *
  * The extension is one translation unit made of the parts below, one concern each (a unity build): this file
  * includes them in order and setup.py compiles this file alone, so the code is what one file gives. gcc inlines the
@@ -28,6 +30,7 @@
 #include "_launch.h"
 
 #include "_launch_scalars.c"   /* scalar values: ranges, int and float read and stored */
+#include "_launch_vcall.c"     /* the limited API of 3.10: calls without vectorcall where it is not stable ABI */
 #include "_launch_desc.c"      /* tensor descriptors: TMA maps encoded and cached */
 #include "_launch_args.c"      /* the arguments of one launch: views, fit_slot */
 #include "_launch_config.c"    /* launch configuration, grid formulas, the driver call */

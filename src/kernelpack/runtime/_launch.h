@@ -19,6 +19,26 @@
 #if PY_VERSION_HEX < 0x030C0000 || !defined(Py_LIMITED_API)
 #include <structmember.h>
 #endif
+
+#if defined(Py_LIMITED_API) && Py_LIMITED_API < 0x030C0000
+/* The limited API of CPython 3.10 (abi3, one binary for every CPython >= 3.10: the runtime a generated wheel carries,
+ * kernelpack/wheel/runtime.py). Vectorcall entered the limited API in 3.12; its ABI (the type flag, the offset
+ * member, the calling convention) is the one 3.12's stable ABI fixes. This build uses it only where the running
+ * interpreter is 3.12 or newer (decided at init: _launch_vcall.c) and PyObject_Vectorcall only as an address the
+ * runtime hands over; on 3.10 and 3.11 its types are called through tp_call (a tuple and a dict per call) and it
+ * calls out with PyObject_Call. Nothing outside 3.10's stable ABI is linked. */
+#define KP_ABI3_COMPAT 1
+typedef PyObject* (*vectorcallfunc)(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames);
+#define PY_VECTORCALL_ARGUMENTS_OFFSET ((size_t)1 << (8 * sizeof(size_t) - 1))
+#define PyVectorcall_NARGS(n) ((Py_ssize_t)((n) & ~PY_VECTORCALL_ARGUMENTS_OFFSET))
+#define Py_TPFLAGS_HAVE_VECTORCALL (1UL << 11)
+static PyObject* kp_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames);
+#define PyObject_Vectorcall kp_vectorcall
+#define PyVectorcall_Call NULL /* each type's tp_call is set at init (kp_spec_for_interpreter) */
+#endif
+#ifndef KP_VERSION
+#define KP_VERSION "unknown" /* setup.py passes kernelpack's version: the runtime refuses an extension of another */
+#endif
 #ifndef Py_T_PYSSIZET
 #define Py_T_PYSSIZET T_PYSSIZET
 #define Py_READONLY READONLY
@@ -217,6 +237,7 @@ typedef struct kp_tmap {
 } kp_tmap;
 
 static PyTypeObject* FamilyType;
+static PyObject* s_errors_module; /* "<the runtime's package>.errors": where DriverError is (set at init) */
 
 /* ------------------------------------------------------------------ one launch, and what a prepared one keeps */
 

@@ -85,7 +85,7 @@ static int current_stream(int device, uint64_t* out) {
 static PyObject* driver_error(kp_family* self, const kp_plan* plan, int device, CUresult r, const char* call) {
     const char* name = NULL;
     if (cu_error_name == NULL || cu_error_name(r, &name) != 0 || name == NULL) name = "CUDA_ERROR_UNKNOWN";
-    PyObject* mod = PyImport_ImportModule("kernelpack.runtime.errors");
+    PyObject* mod = s_errors_module != NULL ? PyImport_Import(s_errors_module) : NULL; /* the runtime's own */
     if (mod == NULL) return NULL;
     PyObject* cls = PyObject_GetAttrString(mod, "DriverError");
     Py_DECREF(mod);

@@ -103,6 +103,12 @@ static PyMemberDef family_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
+#ifdef KP_ABI3_COMPAT
+static PyObject* family_tp_call(PyObject* self, PyObject* args, PyObject* kw) {
+    return kp_call_vector(self, args, kw, offsetof(kp_family, vectorcall));
+}
+#endif
+
 static PyMethodDef family_methods[] = {
     {"_set_device", family_set_device, METH_VARARGS, "Install the dispatch table of one device."},
     {"_set_entry", family_set_entry, METH_VARARGS, "Replace one loaded row of a device's dispatch table."},
@@ -263,17 +269,30 @@ static PyMethodDef module_methods[] = {
     {"set_release_gil", set_release_gil, METH_O, "Release the GIL around the driver call (default True)."},
     {"set_device_count", set_device_count, METH_O, "The number of visible devices (1: no context query per launch)."},
     {"state", state, METH_NOARGS, "What the fast path can do now."},
+#ifdef KP_ABI3_COMPAT
+    {"set_vectorcall", set_vectorcall, METH_O, "The interpreter's PyObject_Vectorcall (3.12+), for calls out."},
+#endif
     {NULL, NULL, 0, NULL},
 };
 
+/* the version as bytes, found without loading the extension (kernelpack/wheel/runtime.py reads it from the file) */
+__attribute__((used)) static const char kp_version_tag[] = "kernelpack-launch-version=" KP_VERSION ";";
+
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "kernelpack.runtime._launch", "kernelpack's fast launch path (see runtime/family.py).",
+    /* its last name only: the import system names the module after where it lies (kernelpack.runtime._launch, or
+     * the copy a generated wheel carries: NAME._kernelpack.runtime._launch) */
+    PyModuleDef_HEAD_INIT, "_launch", "kernelpack's fast launch path (see runtime/family.py).",
     -1, module_methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__launch(void) {
     PyObject* m = PyModule_Create(&module_def);
     if (m == NULL) return NULL;
+#ifdef KP_ABI3_COMPAT
+    kp_vectorcall_types = kp_python_at_least_312();
+    kp_spec_for_interpreter(&family_spec, family_members, family_slots, family_tp_call);
+    kp_spec_for_interpreter(&prepared_spec, prepared_members, prepared_slots, prepared_tp_call);
+#endif
     FamilyType = (PyTypeObject*)PyType_FromSpec(&family_spec);
     if (FamilyType == NULL) goto fail;
     Py_INCREF((PyObject*)FamilyType);
@@ -282,6 +301,17 @@ PyMODINIT_FUNC PyInit__launch(void) {
     if (PreparedType == NULL) goto fail;
     Py_INCREF((PyObject*)PreparedType);
     if (PyModule_AddObject(m, "PreparedLaunch", (PyObject*)PreparedType) < 0) goto fail;
+    PyObject* full = PyModule_GetNameObject(m);
+    if (full == NULL) goto fail;
+    const Py_ssize_t dot = PyUnicode_FindChar(full, '.', 0, PyUnicode_GetLength(full), -1);
+    PyObject* package = dot > 0 ? PyUnicode_Substring(full, 0, dot) : NULL;
+    Py_DECREF(full);
+    PyObject* old_errors = s_errors_module;
+    s_errors_module = package != NULL ? PyUnicode_FromFormat("%U.errors", package)
+                                      : PyUnicode_FromString("kernelpack.runtime.errors");
+    Py_XDECREF(old_errors);
+    Py_XDECREF(package);
+    if (s_errors_module == NULL) goto fail;
     s_grid = PyUnicode_InternFromString("grid");
     s_block = PyUnicode_InternFromString("block");
     s_smem = PyUnicode_InternFromString("smem");
@@ -292,6 +322,13 @@ PyMODINIT_FUNC PyInit__launch(void) {
     if (!s_grid || !s_block || !s_smem || !s_stream || !s_cluster || !s_cuda_stream || !s_repr) goto fail;
     if (PyModule_AddIntConstant(m, "BUFFER_BYTES", KP_BUF) < 0 || PyModule_AddIntConstant(m, "MAX_SLOTS", KP_MAX_SLOTS) < 0)
         goto fail;
+    /* the kernelpack it belongs to (runtime/fast.py refuses another's), and whether calls in use vectorcall */
+    if (PyModule_AddStringConstant(m, "VERSION", KP_VERSION) < 0) goto fail;
+#ifdef KP_ABI3_COMPAT
+    if (PyModule_AddIntConstant(m, "VECTORCALL", kp_vectorcall_types) < 0) goto fail;
+#else
+    if (PyModule_AddIntConstant(m, "VECTORCALL", 1) < 0) goto fail;
+#endif
     return m;
 fail:
     Py_DECREF(m);

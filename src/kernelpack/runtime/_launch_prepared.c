@@ -211,6 +211,12 @@ static PyMemberDef prepared_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
+#ifdef KP_ABI3_COMPAT
+static PyObject* prepared_tp_call(PyObject* self, PyObject* args, PyObject* kw) {
+    return kp_call_vector(self, args, kw, offsetof(kp_prepared, vectorcall));
+}
+#endif
+
 static PyGetSetDef prepared_getset[] = {
     {"fast", prepared_fast, NULL, "True when the launch was resolved on the C path (else each call takes Python's).",
      NULL},

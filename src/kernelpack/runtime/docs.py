@@ -35,7 +35,7 @@ def signature_text(family: KernelFamily) -> str:
     args = ", ".join(_arg_text(family, i) for i in range(len(family.arg_names)))
     block = _common_block(family)
     grid = "grid=None" if all(sp.artifact.launch.grid is not None for sp in family.specs) else "grid"
-    opts = f"{grid}, block={block}" if block else f"{grid}, block"
+    opts = f"{grid}, block={block or 'None'}" if block or block_fixed(family) else f"{grid}, block"
     text = f"{family.name}({args}, *, {opts}, smem=None, stream=None, cluster=None, pdl=None, cooperative=None)"
     family._signature_text = text  # type: ignore[attr-defined]
     return text
@@ -52,6 +52,18 @@ def _common_block(family: KernelFamily) -> str | None:
     if len(blocks) == 1 and None not in blocks:
         return _dim(blocks.pop())
     return None
+
+
+def block_fixed(family: KernelFamily) -> bool:
+    """Whether every specialization fixes its block on every binary (its launch rule, per arch or not, or the cubin's
+    REQNTID), so a launch may leave ``block`` out -- the same block or not."""
+    for s in family.specs:
+        for b in s.artifact.binaries:
+            if s.artifact.launch_for(b.arch).block:
+                continue
+            if b.kind != "cubin" or not _cubin_kernel(s.artifact, b.arch).reqntid:
+                return False
+    return True
 
 
 class _NoFacts:

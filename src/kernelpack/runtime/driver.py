@@ -407,7 +407,7 @@ def use_library(path: str = DEFAULT_LIBRARY) -> None:
     with _driver_lock:
         _driver, _driver_path = None, path
         _generation += 1
-    ext = sys.modules.get("kernelpack.runtime._launch")
+    ext = sys.modules.get(f"{__package__}._launch")  # this runtime's own (a wheel carries a copy)
     if ext is not None:  # the C launch path drops the old driver's entry points now (it asks again on its next launch)
         ext.forget_driver()
 

@@ -10,8 +10,12 @@ import sys
 import warnings
 from typing import Any
 
+from ..core.version import __version__
 from . import driver as drv
 from . import streams
+
+# a runtime elsewhere than kernelpack.runtime: the copy a generated wheel carries (kernelpack/wheel/runtime.py)
+CARRIED = not (__package__ or "").startswith("kernelpack.")
 
 _state: dict[str, Any] = {"ext": None, "tried": False, "driver_gen": -1}
 
@@ -27,12 +31,35 @@ def extension() -> Any:
         try:
             from . import _launch
         except ImportError as e:
-            warnings.warn(f"kernelpack: the launch extension (kernelpack.runtime._launch) is not built ({e}); kernels "
-                          f"launch through the pure-Python path (tens of microseconds per launch). Reinstall "
-                          f"kernelpack with a C compiler available to build it.", FallbackWarning, stacklevel=3)
+            fix = ("" if CARRIED else " Reinstall kernelpack with a C compiler available to build it.")
+            warnings.warn(f"kernelpack: the launch extension ({__package__}._launch) is not built or does not load "
+                          f"({e}); kernels launch through the pure-Python path (tens of microseconds per launch).{fix}",
+                          FallbackWarning, stacklevel=3)
         else:
+            check_extension(_launch)
             _state["ext"] = _launch
     return _state["ext"]
+
+
+def check_extension(ext: Any) -> None:
+    """ImportError when the extension belongs to another kernelpack than these Python modules (the two must agree on
+    plans, records and the driver hand-over); else hand it the interpreter's PyObject_Vectorcall where it asks."""
+    built_by = getattr(ext, "VERSION", None)
+    if built_by != __version__:
+        where = getattr(ext, "__file__", "?")
+        fix = ("the package was assembled from files of two kernelpack versions: reinstall it (pip install "
+               "--force-reinstall) or rebuild it with one kernelpack" if CARRIED else
+               "rebuild it: pip install --force-reinstall kernelpack, or python setup.py build_ext --inplace in a "
+               "checkout")
+        raise ImportError(f"kernelpack: the launch extension {where} was built by kernelpack "
+                          f"{built_by or 'before 0.1.0'} and the runtime beside it is kernelpack {__version__}; {fix}")
+    if getattr(ext, "VECTORCALL", 1) and hasattr(ext, "set_vectorcall"):  # the abi3 build on CPython >= 3.12
+        import ctypes
+
+        try:
+            ext.set_vectorcall(ctypes.cast(ctypes.pythonapi.PyObject_Vectorcall, ctypes.c_void_p).value)
+        except (AttributeError, ValueError):  # an interpreter whose symbols are not global: calls out take tuples
+            pass
 
 
 def sync_driver(ext: Any) -> None:
@@ -59,6 +86,8 @@ def install_torch_bridge() -> bool:
     try:
         from . import _torch_bridge
     except ImportError as e:
+        if CARRIED:  # a wheel carries no bridge (it is built per torch version): not news at every process start
+            return False
         warnings.warn(f"kernelpack: the torch bridge (kernelpack.runtime._torch_bridge) is not built or does not "
                       f"load ({e}); launches with torch tensors take the Python path (tens of microseconds each). "
                       f"Reinstall kernelpack with `pip install --no-build-isolation` so the build sees torch.",

@@ -41,7 +41,7 @@ def set_current_torch_stream(fn: Callable[[int], int] | None) -> None:
     """Use ``fn(device) -> CUstream handle`` as torch's current stream on both launch paths (None: torch's own)."""
     global current_torch_stream
     current_torch_stream = _torch_current if fn is None else fn
-    ext = sys.modules.get("kernelpack.runtime._launch")
+    ext = sys.modules.get(f"{__package__}._launch")
     if ext is not None:
         ext.set_stream_getter(c_getter())
 

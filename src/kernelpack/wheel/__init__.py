@@ -1,6 +1,6 @@
 """``kernelpack wheel``: a project's kernels as a Python wheel users ``pip install`` -- no DSL, no compiler, no JIT.
 
-Wheel layout (``NAME-VERSION-py3-none-manylinux_X_Y_<cpu>.whl``, tagged by :mod:`.platform`)::
+Wheel layout (``NAME-VERSION-cp310-abi3-manylinux_X_Y_<cpu>.whl``, tagged by :mod:`.platform`)::
 
     NAME/__init__.py           each kernel family a module attribute, loaded on first use (kernelpack.load)
     NAME/__init__.pyi          a typed signature per family with the docs of each specialization
@@ -8,7 +8,8 @@ Wheel layout (``NAME-VERSION-py3-none-manylinux_X_Y_<cpu>.whl``, tagged by :mod:
     NAME/NAME.kpack            the bundle
     NAME/__main__.py           --with-library: python -m NAME --prefix | --cmake-dir | ...
     NAME/include/NAME.h, NAME.hpp, NAME/lib/libNAME.so, libNAME.a, lib/cmake/NAME/, lib/pkgconfig/NAME.pc
-    NAME-VERSION.dist-info/METADATA, WHEEL, RECORD      (Requires-Dist: kernelpack>=X only)
+    NAME/_kernelpack/          the runtime it carries: kernelpack.load and the launch extension (abi3)
+    NAME-VERSION.dist-info/METADATA, WHEEL, RECORD      (no requirement: the runtime is in the package)
 
 The project is built as ``kernelpack build`` builds it (same output folder, same incremental state); the wheel is
 assembled in memory from the published outputs and written through :mod:`kernelpack.core.publish` (a failed build
@@ -33,10 +34,12 @@ from ..project.runner import BuildReport, Events, build
 from .archive import sdist_bytes, wheel_bytes
 from .meta import WheelError, WheelMeta, check_package_name
 from .package import package_files, summary_lines
-from .platform import check_platform, kernels_tag, read_shared_object
+from .platform import SharedObject, check_platform, kernels_tag, read_shared_object, wheel_tag
 from .project import wheel_meta
+from .runtime import ABI3_PYTHON, carried_runtime
 
-__all__ = ["WheelError", "WheelResult", "build_sdist", "build_wheel", "check_platform", "preflight"]
+__all__ = ["WheelError", "WheelResult", "build_sdist", "build_split_wheels", "build_wheel", "check_platform",
+           "preflight"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,7 @@ def build_wheel(where: str | os.PathLike[str] | None = None, dist: str | os.Path
     # the build's own output directory stays locked until its outputs are read: a build racing into it waits,
     # so the wheel never packs one build's bundle beside another's library
     with output_dir(dist_dir, "wheel directory") as d, output_dir(static.out, "output directory"):
-        _check_target(d / meta.wheel_name(kernels_tag(arch)), overwrite)
+        _check_target(d / meta.wheel_name(kernels_tag(arch, "cp{}{}-abi3".format(*ABI3_PYTHON))), overwrite)
         report = build(where, jobs=jobs, force=force, events=events, outputs=outputs)
         data, tag, notes, left_out = _contents(static, meta, report, with_library, arch)
         target = d / meta.wheel_name(tag)
@@ -78,6 +81,75 @@ def build_wheel(where: str | os.PathLike[str] | None = None, dist: str | os.Path
             with Stage(d) as stage:
                 stage.write(target.name, data)
     return WheelResult(target, tag, len(data), unchanged, report, left_out, notes)
+
+
+def build_split_wheels(where: str | os.PathLike[str] | None = None, dist: str | os.PathLike[str] | None = None, *,
+                       platform: str | None = None, jobs: int | None = None, force: bool = False,
+                       overwrite: bool = False, events: Events | None = None) -> list[WheelResult]:
+    """``kernelpack wheel --split arch`` (:mod:`.split`): the front wheel first, then one provider wheel per arch
+    family, written into ``dist`` together (all or none)."""
+    static = load_project(where, import_includes=False)
+    meta, _ = wheel_meta(static)
+    arch = check_platform(platform)
+    outputs = tuple(dict.fromkeys((*static.library.outputs, "bundle")))
+    dist_dir = Path(dist) if dist is not None else static.root / "dist"
+    with output_dir(dist_dir, "wheel directory") as d, output_dir(static.out, "output directory"):
+        report = build(where, jobs=jobs, force=force, events=events, outputs=outputs)
+        made = _split_contents(static, meta, report, arch)
+        same = [_check_target(d / fname, overwrite, data) for fname, data, _, _, _ in made]
+        with Stage(d) as stage:
+            for (fname, data, _, _, _), unchanged in zip(made, same):
+                if not unchanged:
+                    stage.write(fname, data)
+    return [WheelResult(d / fname, tag, len(data), unchanged, report, left_out, notes)
+            for (fname, data, tag, notes, left_out), unchanged in zip(made, same)]
+
+
+def _split_contents(project: Project, meta: WheelMeta, report: BuildReport,
+                    arch: str) -> list[tuple[str, bytes, str, tuple[str, ...], tuple[str, ...]]]:
+    """(file name, bytes, tag, warnings, host programs left out) of the front wheel and of each provider."""
+    bundle_path = Path(report.outputs["bundle"])
+    bundle = Bundle.from_bytes(bundle_path.read_bytes(), source=str(bundle_path))
+    left_out = tuple(r.kernel for r in report.rows if r.kernel not in {a.label for a in bundle})
+    if not bundle.families():
+        raise WheelError(f"{project.path}: no kernel to put into a wheel")
+    return split_wheels(meta, bundle, arch, left_out)
+
+
+def split_wheels(meta: WheelMeta, bundle: Bundle, arch: str,
+                 left_out: tuple[str, ...] = ()) -> list[tuple[str, bytes, str, tuple[str, ...], tuple[str, ...]]]:
+    """The front and provider wheels of ``bundle`` (file name, bytes, tag, warnings, left out) -- what
+    ``--split arch`` writes; bench/wheel_sizes.py measures them for a bundle built elsewhere."""
+    from ..runtime.module import KernelModule
+    from . import split
+    from .runtime import package_root
+
+    name = meta.name
+    with _quiet_fallback():
+        mod = KernelModule(bundle, f"{name}.kpack")
+    parts = split.split_bundle(bundle)
+    gen = package_files(mod, name, meta.version, (f"{name}.kpack",), with_library=False)
+    providers = {f: (int(f[2:-1]), split.carries_ptx(b)) for f, b in parts.items()}
+    files = {f"{name}/__init__.py": split.front_init(gen, providers).encode(),
+             f"{name}/__init__.pyi": gen.stub.encode(), f"{name}/py.typed": b"",
+             **split.front_runtime_files(name, (package_root() / "argtypes.py").read_bytes(), gen.runtime)}
+    front = split.front_meta(_described(meta, mod, bundle), list(parts))
+    made: tuple[str, bytes, str, tuple[str, ...], tuple[str, ...]] = (
+        front.wheel_name("py3-none-any"), wheel_bytes(front, "py3-none-any", files, purelib=True), "py3-none-any", (),
+        left_out)
+    out = [made]
+    for family, part in parts.items():
+        pkg = split.provider_name(name, family)
+        carried = carried_runtime(pkg, arch)
+        pfiles = {f"{pkg}/{name}.kpack": part.to_bytes(), f"{pkg}/py.typed": b"",
+                  f"{pkg}/__init__.py": split.provider_init(name, family, meta.version, f"{name}.kpack",
+                                                            "_kernelpack").encode(),
+                  **{f"{pkg}/_kernelpack/{rel}": data for rel, data in carried.files.items()}}
+        objects = [carried.extension] if carried.extension is not None else []
+        tag, _ = wheel_tag(carried.python_tag, arch, objects)
+        pmeta = split.provider_meta(meta, family, sorted({str(a) for art in part for a in art.archs}))
+        out.append((pmeta.wheel_name(tag), wheel_bytes(pmeta, tag, pfiles, purelib=False), tag, carried.notes, ()))
+    return out
 
 
 def preflight(where: str | os.PathLike[str] | None = None, platform: str | None = None) -> WheelMeta:
@@ -113,7 +185,8 @@ def _contents(project: Project, meta: WheelMeta, report: BuildReport, with_libra
     bundle_data = bundle_path.read_bytes()
     bundle = Bundle.from_bytes(bundle_data, source=str(bundle_path))
     files: dict[str, bytes] = {f"{name}/{name}.kpack": bundle_data, f"{name}/py.typed": b""}
-    tag, notes = kernels_tag(arch), []
+    notes: list[str] = []
+    objects: list[SharedObject] = []
     left_out: tuple[str, ...] = ()
     hosts = [r.kernel for r in report.rows if r.kernel not in {a.label for a in bundle}]
     mod: KernelModule
@@ -125,7 +198,7 @@ def _contents(project: Project, meta: WheelMeta, report: BuildReport, with_libra
         if so.arch != arch:
             raise WheelError(f"lib{name}.so is built for {so.arch}, the wheel for {arch}: set CC to a compiler for "
                              f"{arch} or pass --platform {so.arch}")
-        tag = f"py3-none-{so.tag}"
+        objects.append(so)
         if so.foreign:
             notes.append(f"lib{name}.so needs {', '.join(so.foreign)} beyond glibc: tagged {so.tag}, which PyPI "
                             f"refuses (install it from the file)")
@@ -144,6 +217,12 @@ def _contents(project: Project, meta: WheelMeta, report: BuildReport, with_libra
     files.update({f"{name}/__init__.py": gen.init.encode(), f"{name}/__init__.pyi": gen.stub.encode()})
     if gen.main is not None:
         files[f"{name}/__main__.py"] = gen.main.encode()
+    carried = carried_runtime(name, arch)
+    files.update({f"{name}/{gen.runtime}/{rel}": data for rel, data in carried.files.items()})
+    notes += carried.notes
+    if carried.extension is not None:
+        objects.append(carried.extension)
+    tag, _ = wheel_tag(carried.python_tag, arch, objects)
     meta = _described(meta, mod, bundle)
     return wheel_bytes(meta, tag, files, purelib=False), tag, tuple(notes), left_out
 

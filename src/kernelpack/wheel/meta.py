@@ -18,7 +18,7 @@ from ..core.version import __version__ as KERNELPACK_VERSION
 
 # PEP 508 names: letters and digits, with . _ - inside (never at either end)
 DIST_NAME = re.compile(r"[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9]")
-REQUIRES_PYTHON = ">=3.10"  # kernelpack's own
+REQUIRES_PYTHON = ">=3.10"  # kernelpack's own; the carried extension's limited API (kernelpack.wheel.runtime)
 _PRE = {"a": "a", "alpha": "a", "b": "b", "beta": "b", "c": "rc", "rc": "rc", "pre": "rc", "preview": "rc"}
 _VERSION_PARTS = re.compile(r"(?P<release>[0-9]+(?:\.[0-9]+)*)"
                             r"(?:[-.]?(?P<pre>alpha|beta|preview|pre|rc|a|b|c)[-.]?(?P<pre_n>[0-9]*))?"
@@ -94,17 +94,14 @@ class WheelMeta:
     def wheel_name(self, tag: str) -> str:
         return f"{self.dist}-{tag}.whl"
 
-    @property
-    def requires(self) -> str:
-        return f"kernelpack>={KERNELPACK_VERSION}"
-
     def metadata(self) -> str:
-        """METADATA (core metadata 2.1): the name, the version, kernelpack as the one requirement."""
+        """METADATA (core metadata 2.1): the name, the version, no requirement (the package carries its runtime:
+        :mod:`kernelpack.wheel.runtime`)."""
         lines = [("Metadata-Version", "2.1"), ("Name", self.name), ("Version", self.version)]
         if self.summary:
             lines.append(("Summary", one_line(self.summary)))
         lines += [(k, one_line(v)) for k, v in self.extra]
-        lines += [("Requires-Python", REQUIRES_PYTHON), ("Requires-Dist", self.requires)]
+        lines += [("Requires-Python", REQUIRES_PYTHON)]
         if self.description:
             lines.append(("Description-Content-Type", self.description_type))
         head = "".join(f"{k}: {v}\n" for k, v in lines)

@@ -34,21 +34,30 @@ class PackageFiles:
     init: str  # __init__.py
     stub: str  # __init__.pyi
     main: str | None  # __main__.py, with the C library
+    runtime: str = "_kernelpack"  # the folder of the runtime the package carries (runtime_folder)
+
+
+def runtime_folder(attrs: Sequence[str]) -> str:
+    """The name of the folder holding the runtime the package carries: ``_kernelpack``, or with ``_`` appended
+    while a kernel family takes that name."""
+    return fresh_alias(set(attrs), "_kernelpack")
 
 
 def package_files(mod: KernelModule, name: str, version: str, source: Sequence[str], *,
                   with_library: bool) -> PackageFiles:
-    """The generated files of package ``name`` whose kernels ``kernelpack.load`` reads from ``source`` (path parts
-    inside the package: ``("name.kpack",)`` or ``("lib", "libname.so")``)."""
+    """The generated files of package ``name`` whose kernels the runtime it carries (``NAME/<runtime_folder>``,
+    :mod:`kernelpack.wheel.runtime`) reads from ``source`` (path parts inside the package: ``("name.kpack",)`` or
+    ``("lib", "libname.so")``)."""
     callables = {attr: getattr(mod, attr) for attr in mod.__all__}
     own = sorted(n for n in _own_names() if not n.startswith("_"))
     label = "/".join((name, *source))
     summary = summary_lines(mod, callables)
+    runtime = runtime_folder([*callables, *own])
     doc = (f"{name} {version}: GPU kernels packaged with kernelpack {KERNELPACK_VERSION}; loaded on first use "
-           f"(kernelpack.load of {label}).\n\n" + "\n".join(summary))
-    return PackageFiles(init_py(doc, version, sorted(callables), own, source),
-                        stub_pyi(doc, callables, own, label),
-                        main_py(name) if with_library else None)
+           f"(kernelpack.load of {label}, by the runtime in {name}/{runtime}).\n\n" + "\n".join(summary))
+    return PackageFiles(init_py(doc, version, sorted(callables), own, source, runtime),
+                        stub_pyi(doc, callables, own, label, runtime),
+                        main_py(name) if with_library else None, runtime)
 
 
 def summary_lines(mod: KernelModule, callables: dict[str, Any]) -> list[str]:
@@ -64,7 +73,8 @@ def summary_lines(mod: KernelModule, callables: dict[str, Any]) -> list[str]:
 # ------------------------------------------------------------------------------------------------ __init__.py
 
 
-def init_py(doc: str, version: str, attrs: list[str], own: list[str], source: Sequence[str]) -> str:
+def init_py(doc: str, version: str, attrs: list[str], own: list[str], source: Sequence[str],
+            runtime: str = "_kernelpack") -> str:
     names = tuple(sorted({*attrs, *own}))
     return f'''{HEADER.format(kv=KERNELPACK_VERSION)}
 {py_docstring(doc)}
@@ -73,6 +83,16 @@ __version__ = {version!r}
 __all__ = {attrs!r}
 __kernelpack_source__ = {tuple(source)!r}
 __kernelpack_names__ = frozenset({names!r})
+__kernelpack_version__ = {KERNELPACK_VERSION!r}  # the kernelpack that built this package and the runtime it carries
+
+from . import {runtime} as __kernelpack_runtime__
+
+if __kernelpack_runtime__.__version__ != __kernelpack_version__:
+    raise ImportError(
+        f"{{__name__}} was built by kernelpack {{__kernelpack_version__}}, but the runtime it carries "
+        f"({{__kernelpack_runtime__.__file__}}) is kernelpack {{__kernelpack_runtime__.__version__}}: the package "
+        f"holds the files of two builds; reinstall it (pip install --force-reinstall {{__name__}})"
+    )
 
 
 def __getattr__(name):
@@ -89,16 +109,21 @@ def __getattr__(name):
 
 
 def __kernelpack_load__():
-    """kernelpack.load of the bundle in this package, once (a racing second load is dropped unused)."""
-    import importlib.resources
+    """kernelpack.load of the bundle in this package by the runtime it carries, once (a racing second load is
+    dropped unused)."""
+    import os
 
-    import kernelpack
+    here = os.path.dirname(__file__ or "")
+    path = os.path.join(here, *__kernelpack_source__)
+    if not os.path.isfile(path):  # imported from an archive: a file made from the resource
+        import importlib.resources
 
-    resource = importlib.resources.files(__name__)
-    for part in __kernelpack_source__:
-        resource = resource.joinpath(part)
-    with importlib.resources.as_file(resource) as path:
-        return globals().setdefault("__kernelpack_module__", kernelpack.load(path))
+        resource = importlib.resources.files(__name__)
+        for part in __kernelpack_source__:
+            resource = resource.joinpath(part)
+        with importlib.resources.as_file(resource) as file:
+            return globals().setdefault("__kernelpack_module__", __kernelpack_runtime__.load(file))
+    return globals().setdefault("__kernelpack_module__", __kernelpack_runtime__.load(path))
 
 
 def __dir__():
@@ -116,10 +141,10 @@ def fresh_alias(taken: set[str], base: str = "_kp") -> str:
     return alias
 
 
-def stub_pyi(doc: str, callables: dict[str, Any], own: list[str], label: str) -> str:
-    kp = fresh_alias({*callables, *own})
-    lines = [HEADER.format(kv=KERNELPACK_VERSION), py_docstring(doc), "", f"import kernelpack.argtypes as {kp}", "",
-             f"__version__: {kp}.Str", f"__all__ = {sorted(callables)!r}", ""]
+def stub_pyi(doc: str, callables: dict[str, Any], own: list[str], label: str, runtime: str = "_kernelpack") -> str:
+    kp = fresh_alias({*callables, *own, runtime})
+    lines = [HEADER.format(kv=KERNELPACK_VERSION), py_docstring(doc), "", f"from .{runtime} import argtypes as {kp}",
+             "", f"__version__: {kp}.Str", f"__all__ = {sorted(callables)!r}", ""]
     for attr, fn in sorted(callables.items()):
         fam = getattr(fn, "family", None)
         if fam is not None:
@@ -148,10 +173,10 @@ def _family_stub(attr: str, fam: Any, kp: str, label: str) -> list[str]:
     specs = fam.specs
     args = [f"{n}: {annotation(specs[0].plan.args[i], kp)}" for i, n in enumerate(fam.arg_names)]
     grid_rule = all(s.artifact.launch.grid is not None for s in specs)
-    block_known = docs._common_block(fam) is not None
     opts = [f"grid: {kp}.Dim3 | None = None" if grid_rule else f"grid: {kp}.Dim3",
-            f"block: {kp}.Dim3 | None = None" if block_known else f"block: {kp}.Dim3", f"smem: {kp}.Int | None = None",
-            f"stream: {kp}.Stream | None = None", f"cluster: {kp}.Dim3 | None = None"]
+            f"block: {kp}.Dim3 | None = None" if docs.block_fixed(fam) else f"block: {kp}.Dim3",
+            f"smem: {kp}.Int | None = None", f"stream: {kp}.Stream | None = None", f"cluster: {kp}.Dim3 | None = None",
+            f"pdl: {kp}.Bool | None = None", f"cooperative: {kp}.Bool | None = None"]
     return _def(attr, args, opts, docs.doc_text(fam, label))
 
 

@@ -1,13 +1,13 @@
-"""The platform tag of a wheel that carries the C library, read from the built ``libNAME.so`` itself.
+"""The tag of a wheel, read from the shared objects it holds (the runtime's launch extension, ``libNAME.so``).
 
-Every kernelpack wheel is tagged for the machine that will load it (``py3-none-manylinux_X_Y_<arch>``): cubins run
-only where a CUDA driver does, which is Linux on x86_64 or aarch64 here, so a wheel must not install on a Mac. A
-wheel of kernels and Python only holds no host code: it is tagged for the target CPU (``--platform``, default this
-machine's) at ``manylinux_2_17``, the oldest glibc current CUDA drivers support. A wheel that carries ``libNAME.so``
-for C++ consumers holds host code: its tag is read from the library's ELF header (so a cross compiler in ``CC`` tags
-correctly) and the newest ``GLIBC_X.Y`` symbol version it needs (``.gnu.version_r``), never older than 2.17. A
-library that needs a shared library beyond glibc's own is tagged ``linux_<arch>`` (installable from the file, not
-from PyPI).
+Every kernelpack wheel is tagged for the machine that will load it: cubins run only where a CUDA driver does, which
+is Linux on x86_64 or aarch64 here, so a wheel must not install on a Mac. Its interpreter and ABI tags are
+``cp310-abi3`` when it carries the runtime's launch extension (built for the limited API of CPython 3.10: every
+CPython >= 3.10 loads it), else ``py3-none``. Its platform tag is checked as auditwheel checks one: each shared
+object's CPU from its ELF header (so a cross compiler in ``CC`` tags correctly), the libraries it needs
+(``DT_NEEDED``: only glibc's own, PEP 600) and the newest ``GLIBC_X.Y`` symbol version it needs (``.gnu.version_r``),
+never older than 2.17, the oldest glibc current CUDA drivers support: ``manylinux_2_17_x86_64``. A library that
+needs a shared library beyond glibc's own is tagged ``linux_<arch>`` (installable from the file, not from PyPI).
 """
 
 from __future__ import annotations
@@ -68,10 +68,22 @@ def check_platform(given: str | None) -> str:
     return arch
 
 
-def kernels_tag(arch: str) -> str:
-    """The tag of a wheel without host code, for CPU ``arch``."""
+def kernels_tag(arch: str, python: str = "py3-none") -> str:
+    """The tag of a wheel without host code of its own, for CPU ``arch`` (``python``: its interpreter and ABI tags,
+    ``cp310-abi3`` when it carries the runtime's launch extension)."""
     major, minor = FIRST_MANYLINUX[arch]
-    return f"py3-none-manylinux_{major}_{minor}_{arch}"
+    return f"{python}-manylinux_{major}_{minor}_{arch}"
+
+
+def wheel_tag(python: str, arch: str, objects: list[SharedObject]) -> tuple[str, tuple[str, ...]]:
+    """The tag of a wheel for CPU ``arch`` holding the shared ``objects`` (all built for ``arch``), and the libraries
+    they need that a manylinux wheel may not assume: the newest glibc any of them needs (at least 2.17), or
+    ``linux_<arch>`` when one needs a library beyond glibc's."""
+    foreign = tuple(dict.fromkeys(n for o in objects for n in o.foreign))
+    if foreign:
+        return f"{python}-linux_{arch}", foreign
+    major, minor = max([FIRST_MANYLINUX[arch], *(o.glibc for o in objects)])
+    return f"{python}-manylinux_{major}_{minor}_{arch}", ()
 
 
 def read_shared_object(data: bytes, source: str) -> SharedObject:
