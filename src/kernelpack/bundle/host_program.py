@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..core._reprs import clip, size
 from ..core.abi import ParamType, Struct
 from ..core.arch import Arch
 from ..core.errors import KernelpackError
-from ..core.objfile import ObjectInfo, read_object
-from .artifact import KernelArtifact, Provenance
+
+if TYPE_CHECKING:  # reading a library's host-program descriptions (host_manifest.py) needs neither
+    from ..core.objfile import ObjectInfo
+    from .artifact import KernelArtifact, Provenance
 
 ZERO_EXTENT_POLICIES = ("skip", "error")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -47,6 +50,8 @@ class HostObject:
 
     @property
     def info(self) -> ObjectInfo:
+        from ..core.objfile import read_object
+
         return read_object(self.data, self.prefix)
 
     def __repr__(self) -> str:

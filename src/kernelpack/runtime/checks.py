@@ -9,7 +9,7 @@ import functools
 import operator
 import struct
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.abi import DType, Struct, TensorList
 from ..core.errors import KernelpackError, LaunchError
@@ -20,9 +20,11 @@ from ..launch.codes import MAX_PORTABLE_CLUSTER, PDL_MIN_MAJOR, SMEM_DEFAULT_LIM
 from ..launch.plan import INT_RANGE, OP_BYTES, OP_DESC, OP_LIST, OP_PTR, OP_SCALAR, OP_TENSOR, Slot
 from ..launch.ranges import INT64_MAX, Range
 from .adapters import ListView, TensorView
-from .driver import DeviceInfo
 from .errors import ArgumentTypeError, ArgumentValueError, DescriptorArgumentError
-from .loader import LaunchFacts
+
+if TYPE_CHECKING:  # an argument's checks (a CuTe host program's too) need no loader
+    from .driver import DeviceInfo
+    from .loader import LaunchFacts
 
 
 def _where(kernel: str, s: Slot) -> str:
