@@ -96,25 +96,18 @@ KERNEL_MACHINERY = ("kernelpack.bundle.kpack", "kernelpack.bundle.index", "kerne
                     "kernelpack.launch.record", "kernelpack.core.verify", "kernelpack.core.cubin")
 
 
-@pytest.fixture(scope="module")
-def host_only(tmp_path_factory):
-    """A shared library carrying only the description of one CuTe host program (section ``.kpack_host``, as the
-    generated entry source places it): no kernels, and no CuTe compile (the entry is never called here)."""
+def _host_library(out, programs):  # type: ignore[no-untyped-def]
+    """A shared library carrying only the description of CuTe host programs (section ``.kpack_host``, as the
+    generated entry source places it): no kernels, and no CuTe compile (the entries are never called here)."""
     from kernelpack.bundle import host_manifest as hm
-    from kernelpack.core.abi import DType, Pointer, Scalar, Struct, TensorSpec, type_to_json
     from kernelpack.core.version import __version__
 
-    tensor = Struct.tensor_descriptor("tensor_f32_dx1", TensorSpec(DType.f32, (None,), (1,), align=16))
-    params = [{"name": "x", "type": type_to_json(tensor), "stream": False, "checks": [["data", 16]]},
-              {"name": "scale", "type": type_to_json(Scalar(DType.f32)), "stream": False, "checks": []},
-              {"name": "stream", "type": type_to_json(Pointer(None)), "stream": True, "checks": []}]
     doc = {"format": hm.FORMAT, "kernelpack": __version__, "library": "kphostonly", "programs": [
-        {"name": "scale", "variant": "", "symbol": "kphostonly_scale", "zero_extent": "skip", "archs": ["sm_90a"],
-         "params": params}]}
+        {"name": name, "variant": "", "symbol": f"kphostonly_{name}", "zero_extent": "skip", "archs": ["sm_90a"],
+         "params": params} for name, params in programs]}
     body = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
     raw = hm.MAGIC + len(body).to_bytes(8, "little") + body
     raw += b"\0" * (-len(raw) % 8)
-    out = tmp_path_factory.mktemp("hostonly")
     src = out / "hostonly.c"
     data = ", ".join(map(str, raw))
     src.write_text(f'__attribute__((section("{hm.SECTION}"), used, aligned(8)))\n'
@@ -123,6 +116,20 @@ def host_only(tmp_path_factory):
     lib = out / "libkphostonly.so"
     subprocess.run([CC, "-shared", "-fPIC", "-o", str(lib), str(src)], check=True, capture_output=True, timeout=120)
     return lib
+
+
+def _scale_params():  # type: ignore[no-untyped-def]
+    from kernelpack.core.abi import DType, Pointer, Scalar, Struct, TensorSpec, type_to_json
+
+    tensor = Struct.tensor_descriptor("tensor_f32_dx1", TensorSpec(DType.f32, (None,), (1,), align=16))
+    return [{"name": "x", "type": type_to_json(tensor), "stream": False, "checks": [["data", 16]]},
+            {"name": "scale", "type": type_to_json(Scalar(DType.f32)), "stream": False, "checks": []},
+            {"name": "stream", "type": type_to_json(Pointer(None)), "stream": True, "checks": []}]
+
+
+@pytest.fixture(scope="module")
+def host_only(tmp_path_factory):
+    return _host_library(tmp_path_factory.mktemp("hostonly"), [("scale", _scale_params())])
 
 
 @needs_tools(CC)
@@ -157,3 +164,28 @@ def test_host_only_library_still_offers_the_kernel_views(host_only) -> None:
     with pytest.raises(AttributeError, match="has no kernel 'axpy'"):
         mod.axpy  # noqa: B018
 
+
+
+@needs_tools(CC)
+def test_host_program_types_are_parsed_at_first_use(tmp_path, monkeypatch) -> None:
+    """Loading reads each host program's name and argument names only; its parameter types are parsed when it is
+    first used, so a malformed type fails then (a BundleError naming the library and the section), and the other
+    programs of the library stay callable."""
+    import inspect
+
+    import kernelpack
+    from kernelpack.bundle import host_manifest
+    from kernelpack.core.errors import BundleError
+
+    bad = [{"name": "x", "type": {"kind": "bogus"}, "stream": False, "checks": []}]
+    lib = _host_library(tmp_path, [("scale", _scale_params()), ("broken", bad)])
+    parsed: list[object] = []
+    real = host_manifest.type_from_json
+    monkeypatch.setattr(host_manifest, "type_from_json", lambda d: parsed.append(d) or real(d))
+    mod = kernelpack.load(lib)
+    assert mod.__all__ == ["broken", "scale"] and not parsed
+    assert [str(p) for p in inspect.signature(mod.scale).parameters] == ["x", "scale", "stream"]
+    assert [c.label for c in mod.scale.host_program.calls] == ["scale"] and len(parsed) == 3
+    with pytest.raises(BundleError, match=r"libkphostonly.so: malformed host-program record in section "
+                                          r"\.kpack_host: AbiError\(\"unknown ABI type kind 'bogus'"):
+        mod.broken.host_program.calls  # noqa: B018

@@ -69,7 +69,8 @@ def _half(dt: DType, v: float) -> _Half:
 
 def call_signature(info: HostEntryInfo) -> tuple[tuple[str, ...], bool]:
     """A host program's Python argument names (the stream left out) and whether it takes a stream."""
-    return py_arg_names([p.name for p in info.params if not p.stream], ("stream",)), any(p.stream for p in info.params)
+    heads = info.heads  # the names alone: a library's programs' types are parsed when each is first called
+    return py_arg_names([n for n, stream in heads if not stream], ("stream",)), any(stream for _, stream in heads)
 
 
 class HostCall:
