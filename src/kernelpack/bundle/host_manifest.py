@@ -11,18 +11,37 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Iterator, Sequence
-from dataclasses import FrozenInstanceError
-from typing import Any
+from dataclasses import FrozenInstanceError, dataclass
+from typing import TYPE_CHECKING, Any
 
-from ..core.abi import Pointer, type_from_json, type_to_json
+from ..core._reprs import clip
+from ..core.abi import ParamType, Pointer, type_from_json, type_to_json
 from ..core.errors import AbiError, BundleError
 from ..core.names import entry_name
 from ..core.version import __version__
-from .host_program import ZERO_EXTENT_POLICIES, HostParam, HostProgram
+
+if TYPE_CHECKING:  # what the builder describes; reading a library's descriptions needs no HostProgram
+    from .host_program import HostProgram
 
 SECTION = ".kpack_host"
 MAGIC = b"KPHOST\x00\x01"
 FORMAT = 1
+ZERO_EXTENT_POLICIES = ("skip", "error")  # what an entry does with a zero extent (HostProgram.zero_extent)
+
+
+@dataclass(frozen=True, repr=False)  # its own __repr__: the generated one would go unused
+class HostParam:
+    """One parameter of the generated C entry (a flattened DSL argument)."""
+
+    name: str
+    type: ParamType
+    stream: bool = False
+    checks: tuple[tuple[str, int], ...] = ()  # (field, divisor): "data" = byte alignment, else the value itself
+
+    def __repr__(self) -> str:
+        kind = "void* (stream)" if self.stream else self.type.c_type
+        checks = "".join(f", {f} % {n} == 0" for f, n in self.checks)
+        return f"<HostParam {clip(kind, 64)} {clip(self.name, 64)}{clip(checks, 100)}>"
 
 
 class HostEntryInfo:

@@ -100,7 +100,7 @@ def evaluate_grid(e: GridExpr, fields: Mapping[tuple[str, str | None], int]) -> 
     return min(a, b) if op == "min" else max(a, b)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # its own __repr__: the generated one would go unused
 class LaunchSpec:
     """What a launch must use. None means the caller chooses.
 

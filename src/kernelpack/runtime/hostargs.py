@@ -14,8 +14,7 @@ import math
 import struct
 from typing import Any
 
-from ..bundle.host_manifest import HostEntryInfo
-from ..bundle.host_program import HostParam
+from ..bundle.host_manifest import HostEntryInfo, HostParam
 from ..core.abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct
 from ..core.names import py_arg_names
 from ..core.packing import bf16_bits
