@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .core.abi import Abi, DType, Field, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
-from .core.arch import Arch
 from .core.errors import (
     AbiError,
     AbiMismatch,
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
     from . import prebuilt as prebuilt
     from . import triton as triton
     from .clib import Library as Library
+    from .core.arch import Arch as Arch
 
 from ._aliases import install as _install_aliases
 from .core.version import __version__
@@ -52,6 +52,10 @@ def __getattr__(name: str):  # type: ignore[no-untyped-def]  # PEP 562: what `im
         from .clib import Library
 
         return Library
+    if name == "Arch":  # imported on first use: loading a library of CuTe host programs needs no Arch
+        from .core.arch import Arch
+
+        return Arch
     from ._aliases import resolve
 
     moved = resolve(name)  # kernelpack.core.abi as an attribute, as before the folders
@@ -61,7 +65,7 @@ def __getattr__(name: str):  # type: ignore[no-untyped-def]  # PEP 562: what `im
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_FRONTENDS) | {"Library"})
+    return sorted(set(globals()) | set(_FRONTENDS) | {"Library", "Arch"})
 
 
 __all__ = [

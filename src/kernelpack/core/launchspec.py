@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from . import _reprs
 from .abi import Abi
-from .arch import Arch
 from .errors import KernelpackError
-from .tma import TensorDescSpec
+
+if TYPE_CHECKING:  # imported where a launch has tensor descriptors (a CuTe host program's checks need none)
+    from .arch import Arch
+    from .tma import TensorDescSpec
 
 Dim3 = tuple[int, int, int]
 
@@ -149,7 +151,7 @@ class LaunchSpec:
                 raise KernelpackError(f"LaunchSpec.{f} must be an int >= 0 (got {size!r})")
             if not isinstance(align, int) or align < 1 or align & (align - 1):
                 raise KernelpackError(f"LaunchSpec.{f}_align must be a power of two (got {align!r})")
-        if not all(isinstance(t, TensorDescSpec) for t in self.tensor_descs):
+        if self.tensor_descs and not all(isinstance(t, _tma().TensorDescSpec) for t in self.tensor_descs):
             raise KernelpackError("LaunchSpec.tensor_descs must hold TensorDescSpec values")
 
     def to_json(self) -> dict[str, Any]:
@@ -187,7 +189,7 @@ class LaunchSpec:
         return cls(d.get("block"), d.get("dynamic_smem"), d.get("cluster"), int(d.get("global_scratch", 0)),
                    int(d.get("global_scratch_align", 1)), int(d.get("profile_scratch", 0)),
                    int(d.get("profile_scratch_align", 1)),
-                   tuple(TensorDescSpec.from_json(t) for t in d.get("tensor_descs", ())), d.get("grid"),
+                   tuple(_tma().TensorDescSpec.from_json(t) for t in d.get("tensor_descs", ())), d.get("grid"),
                    bool(d.get("pdl", False)), bool(d.get("cooperative", False)))
 
 
@@ -218,7 +220,7 @@ class ArchLaunch:
                    Abi.from_json(d["abi"]) if d.get("abi") is not None else None)
 
 
-PerArch = tuple[tuple[Arch, ArchLaunch], ...]
+PerArch: TypeAlias = "tuple[tuple[Arch, ArchLaunch], ...]"
 
 
 def split_per_arch(items: Sequence[tuple[Arch, Abi, LaunchSpec]]) -> tuple[Abi, LaunchSpec, dict[Arch, ArchLaunch]]:
@@ -228,3 +230,9 @@ def split_per_arch(items: Sequence[tuple[Arch, Abi, LaunchSpec]]) -> tuple[Abi, 
     per_arch = {arch: ArchLaunch(None if ls == launch else ls, None if a == abi else a)
                 for arch, a, ls in items[1:] if ls != launch or a != abi}
     return abi, launch, per_arch
+
+
+def _tma() -> Any:
+    from . import tma
+
+    return tma
