@@ -29,9 +29,12 @@ if TYPE_CHECKING:
     from .loader import Loader
 
 
+_KPACK = f"{__name__.rsplit('.', 2)[0]}.bundle.kpack"  # kernelpack.bundle.kpack, or a wheel's copy of it
+
+
 def _is_bundle(obj: Any) -> TypeGuard[Bundle]:
     """Whether ``obj`` is a :class:`Bundle` (an instance means its module was imported: nothing is imported here)."""
-    kpack = sys.modules.get("kernelpack.bundle.kpack")
+    kpack = sys.modules.get(_KPACK)
     return kpack is not None and isinstance(obj, kpack.Bundle)
 
 
