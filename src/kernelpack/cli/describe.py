@@ -84,8 +84,9 @@ def _cxx_param_types(name: str) -> list[str] | None:
         return None
 
 
-def describe(obj: Cubin | Bundle) -> dict[str, Any]:
-    """A JSON-ready description (the ``--json`` output)."""
+def describe(obj: Cubin | Bundle, *, library: bool = False) -> dict[str, Any]:
+    """A JSON-ready description (the ``--json`` output); ``library``: the bundle came out of a built library (its
+    ``kind`` is then ``library``)."""
     if isinstance(obj, Cubin):
         kernels = []
         for k in obj.kernels:
@@ -121,7 +122,7 @@ def describe(obj: Cubin | Bundle) -> dict[str, Any]:
         if a.range_rules:
             out["ranges"] = [r.text() for r in a.range_rules]
         arts.append(out)
-    return {"kind": "bundle", "artifacts": arts}
+    return {"kind": "library" if library else "bundle", "artifacts": arts}
 
 
 def device_choice(obj: Cubin | Bundle, device: str) -> dict[str, Any]:
@@ -147,7 +148,9 @@ def device_choice(obj: Cubin | Bundle, device: str) -> dict[str, Any]:
         else:
             out[name] = {"specializations": {label: choice(label, bins, major, minor)[0] or "no binary"
                                              for label, bins in specs}}
-    return {"device": f"sm_{major}{minor}", "families": out}
+    runs = all("binary" in c or ("specializations" in c and "no binary" not in c["specializations"].values())
+               for c in out.values())
+    return {"device": f"sm_{major}{minor}", "families": out, "runs": runs}
 
 
 def render_device(desc: dict[str, Any]) -> None:
@@ -177,8 +180,8 @@ def _dims(d: list[int] | None) -> str:
     return "x".join(map(str, d)) if d else "-"
 
 
-def render(desc: dict[str, Any]) -> None:
-    """Print the description as rich tables."""
+def render(desc: dict[str, Any], *, verbose: bool = False) -> None:
+    """Print the description as rich tables (``verbose``: each binary's provenance and hash too)."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -213,7 +216,7 @@ def render(desc: dict[str, Any]) -> None:
             r.add_row(*res_row(desc["arch"], k)[:-1])
             console.print(r)
         return
-    console.print(f"[bold]bundle[/], {len(desc['artifacts'])} kernel specialization(s)")
+    console.print(f"[bold]{desc['kind']}[/], {len(desc['artifacts'])} kernel specialization(s)")
     for a in desc["artifacts"]:
         label = f"{a['name']}[{a['variant']}]" if a["variant"] else a["name"]
         prov = a["provenance"]
@@ -243,6 +246,13 @@ def render(desc: dict[str, Any]) -> None:
             else:
                 r.add_row(b["target"] + " PTX", *["-"] * (len(res_cols) - 1), str(b["bytes"]))
         console.print(r)
+        if verbose:
+            opts = " ".join(prov.get("options") or []) or "-"
+            console.print(f"  compiler {escape(str(prov.get('compiler') or '?'))}; options {escape(opts)}; source "
+                          f"sha256 {prov.get('source_sha256') or '-'}", highlight=False)
+            for b in a["binaries"]:
+                console.print(f"  {b['target'] if b['kind'] == 'ptx' else b['arch']} {b['kind']} sha256 {b['sha256']}",
+                              highlight=False)
 
 
 def disassemble(obj: Cubin | Bundle, path: str | os.PathLike[str]) -> str:

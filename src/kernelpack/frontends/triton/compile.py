@@ -40,7 +40,7 @@ from typing import Any
 
 from ...bundle.artifact import KernelArtifact, Provenance
 from ...bundle.kpack import Bundle
-from ...core.abi import Abi, Param, Pointer, Scalar
+from ...core.abi import DTYPE_ALIASES, Abi, Param, Pointer, Scalar
 from ...core.arch import Arch, parse_archs
 from ...core.binary import Binary
 from ...core.cache import CompileCache, cache_key
@@ -48,6 +48,7 @@ from ...core.cubin import read_cubin
 from ...core.diagnostics import chain_log
 from ...core.errors import CompileError, KernelpackError
 from ...core.launchspec import LaunchSpec, split_per_arch
+from ...core.suggest import close
 from ...core.tma import ELEMENT_TYPES as TRITON_DTYPES  # Triton's element names are the descriptors'
 from ...core.tma import TENSOR_MAP, TensorDescSpec, expected_params
 from ...core.version import __version__
@@ -273,9 +274,13 @@ def _parse_signature(kname: str, names: list[str], signature: Mapping[str, str] 
         elif ty is None or ty == "constexpr":
             raise CompileError(f"kernel {kname}: parameter {i} '{n}' has no "
                                f"{'value in constexprs' if ty else 'type in the signature'}")
-        elif not isinstance(ty, str) or not _known_type(ty):
-            raise CompileError(f"kernel {kname}: parameter {i} '{n}': unsupported Triton type {ty!r} (expected "
-                               f"*T, *kT, T or tensordesc<T[block]> with T in {', '.join(TRITON_DTYPES)})")
+        else:
+            canon = _canonical_type(ty) if isinstance(ty, str) else None
+            if canon is None or not _known_type(canon):
+                raise CompileError(f"kernel {kname}: parameter {i} '{n}': unsupported Triton type {ty!r} (expected "
+                                   f"*T, *kT, T or tensordesc<T[block]> with T in {', '.join(TRITON_DTYPES)}, or "
+                                   f"kernelpack's name of T: f16, f32, ...{_type_hint(ty)})")
+            ty = canon
         out.append(_Arg(n, i, ty))
     return out
 
@@ -288,6 +293,40 @@ def _merge(kname: str, jit: Any, base: Mapping[str, str] | Sequence[str], over: 
             return base  # _parse_signature reports it
         base = dict(zip(jit.arg_names, base))
     return {**base, **over}
+
+
+# an element type named as Triton names it (fp16), as kernelpack does (f16) or as torch does (float16): Triton's name
+_TRITON_NAME = {dt: name for name, dt in reversed(TRITON_DTYPES.items()) if dt is not None}  # the first name wins
+_ELEMENT = {**{a: _TRITON_NAME[dt] for a, dt in DTYPE_ALIASES.items() if dt in _TRITON_NAME},
+            **{name: name for name in TRITON_DTYPES}, "f32": "fp32"}
+
+
+def _canonical_type(ty: str) -> str | None:
+    """``ty`` with its element type spelled as Triton spells it (``*f16`` -> ``*fp16``, ``tensordesc<float16[64]>``
+    -> ``tensordesc<fp16[64]>``); None when the element type has no known name."""
+    ty = ty.strip()
+    if ty in ("nvTmaDesc", "constexpr"):
+        return ty
+    m = _DESC.match(ty)
+    if m:
+        el = _ELEMENT.get(m.group(1)) or _ELEMENT.get(m.group(1).lower())
+        return None if el is None else f"tensordesc<{el}[{m.group(2)}]>"
+    head = "*k" if ty.startswith("*k") and ty[2:].lower() in _ELEMENT else "*" if ty.startswith("*") else ""
+    el = ty[len(head):]
+    got = _ELEMENT.get(el) or _ELEMENT.get(el.lower())
+    return None if got is None else head + got
+
+
+def _type_hint(ty: Any) -> str:
+    """``; did you mean '*fp16'?`` for a near miss of a Triton type."""
+    if not isinstance(ty, str):
+        return ""
+    el = ty.strip().lstrip("*")
+    head = ty.strip()[:len(ty.strip()) - len(el)]
+    if head == "*" and el.startswith("k") and el[1:]:
+        head, el = "*k", el[1:]
+    got = close(el, [*TRITON_DTYPES, *DTYPE_ALIASES], 1)
+    return f"; did you mean {head + _ELEMENT.get(got[0], got[0])!r}?" if got else ""
 
 
 def _known_type(ty: str) -> bool:
