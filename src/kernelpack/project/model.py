@@ -226,9 +226,12 @@ def declared_library(where: str | os.PathLike[str] | None = None) -> dict[str, A
     return dict(table) if isinstance(table, Mapping) else {}
 
 
-def load_project(where: str | os.PathLike[str] | None = None, *, import_includes: bool = True) -> Project:
+def load_project(where: str | os.PathLike[str] | None = None, *, import_includes: bool = True,
+                 check_files: bool = True) -> Project:
     """Read a project file. Python modules (a ``.py`` project, ``include``) are imported only when
-    ``import_includes``; otherwise their entries are missing (enough to fingerprint the project statically)."""
+    ``import_includes``; otherwise their entries are missing (enough to fingerprint the project statically).
+    ``check_files``: every file an entry names must exist (else an error at its key and line), as a build needs;
+    reading the project for its metadata alone needs not."""
     path = find_project(where)
     if path.suffix == ".py":
         raw: dict[str, Any] = {"library": None}
@@ -243,10 +246,11 @@ def load_project(where: str | os.PathLike[str] | None = None, *, import_includes
         _check_layout(raw, path)
         includes = [rel(path.parent, p) for p in raw.get("library", {}).get("include", [])]
     entries: list[Entry] = []
+    named: list[tuple[Entry, Callable[[str], str]]] = []  # each entry and where its keys are written
     for fe in FRONTENDS:  # a frontend's module is imported only when the project has entries of it
         for i, table in enumerate(raw.get(fe, [])):
             entry = _entry(FRONTENDS[fe].entry, table, path, fe, i)
-            _check_files(entry, path, _toml_where(path, fe, i))
+            named.append((entry, _toml_where(path, fe, i)))
             entries.append(entry)
     lib_table = raw.get("library")
     if import_includes:
@@ -259,7 +263,7 @@ def load_project(where: str | os.PathLike[str] | None = None, *, import_includes
             for k in kernels:
                 if not isinstance(k, Entry):
                     raise ProjectError(f"{inc}: KERNELS holds {type(k).__name__}, not a kernelpack.project entry")
-                _check_files(k, path, _module_where(inc, k))
+                named.append((k, _module_where(inc, k)))
                 entries.append(k)
             if lib_table is None:
                 lib_table = getattr(mod, "LIBRARY", None)
@@ -268,8 +272,11 @@ def load_project(where: str | os.PathLike[str] | None = None, *, import_includes
         if lib_table is None:
             raise ProjectError(f"{path}: define LIBRARY = {{'name': ..., 'archs': [...]}} (a literal dict)")
     n_static = sum(len(raw.get(fe, [])) for fe in FRONTENDS)
-    return Project(path, _library(lib_table, path), tuple(entries), tuple(includes), n_static,
-                   _build_spec(raw.get("build", {}), path))
+    project = Project(path, _library(lib_table, path), tuple(entries), tuple(includes), n_static,
+                      _build_spec(raw.get("build", {}), path))
+    for entry, at in named if check_files else ():  # the files last: a malformed table is the first thing to say
+        _check_files(entry, path, at)
+    return project
 
 
 def _check_layout(raw: dict[str, Any], path: Path) -> None:

@@ -22,6 +22,7 @@ from .fast import PyLauncher, extension, make_launcher, prepare_fast_path
 from .loader import Loader
 
 if TYPE_CHECKING:
+    from ..argtypes import Kernel
     from ..bundle.host_manifest import HostEntryInfo
     from .host import HostFamily
 
@@ -213,7 +214,7 @@ class KernelModule(types.ModuleType):
             for fam in families.values():
                 fam.preload(o)
 
-    def __getitem__(self, name: str) -> Any:
+    def __getitem__(self, name: str) -> Kernel:
         """The kernel family or host program called ``name`` (its own name, whatever its attribute is)."""
         st = self._st
         got = st.callables.get(name)
@@ -242,7 +243,8 @@ class KernelModule(types.ModuleType):
     def __dir__(self) -> list[str]:
         return sorted({*super().__dir__(), *self._st.attrs})
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Kernel:
+        """The kernel family or host program of attribute ``name`` (typed as :class:`kernelpack.argtypes.Kernel`)."""
         if _STATE not in vars(self):
             raise AttributeError(name)
         st = self._st
