@@ -12,6 +12,6 @@ def mistakes() -> None:
     mod.axpy(2.0, grid=1, smem=1.5)  # error: arg-type
     n: int = mod.axpy.binary_for("sm_90")  # error: assignment
     kernelpack.load(42)  # error: arg-type
-    kernelpack.cuda.compile("k.cu", ["k"], arch=["sm_90a"]).nope  # error: attr-defined
-    kernelpack.cute.export(print, arch="sm_90a").nope  # error: attr-defined
+    print(kernelpack.cuda.compile("k.cu", ["k"], arch=["sm_90a"]).nope)  # error: attr-defined
+    print(kernelpack.cute.export(print, arch="sm_90a").nope)  # error: attr-defined
     print(n)
