@@ -70,7 +70,8 @@ def _inspect_args(i: argparse.ArgumentParser) -> None:
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from ..bundle.kpack import Bundle
-    from .describe import describe, device_choice, disassemble, load_any, render, render_device
+    from .describe import describe, device_choice, disassemble, load_any
+    from .render import render, render_device
 
     obj = load_any(args.file, verify=args.verify)  # a bundle's artifacts verify every cubin against their ABI
     if args.device is not None:
