@@ -212,10 +212,14 @@ def test_a_project_builds_the_configs_of_an_autotuned_kernel_with_autotune_true(
     shutil.copy(HERE / "triton_kernels.py", tmp_path / "kernels.py")
     toml = ('[library]\nname = "p"\narchs = ["sm_90a"]\noutputs = ["bundle"]\n[[triton]]\n'
             'kernel = "kernels.py:add_autotuned"\nname = "add"\nautotune = true\n'
-            'signature = { x_ptr = "*fp32", y_ptr = "*fp32", out_ptr = "*fp32", n = "i32" }\n')
+            'signature = { x_ptr = "*fp32", y_ptr = "*fp32", out_ptr = "*fp32", n = "i32" }\n'
+            'grid = [["ceil_div", ["arg", "n"], "BLOCK"], 1, 1]\n')  # ["arg", n]: a scalar (TOML has no null)
     (tmp_path / "kernelpack.toml").write_text(toml)
     assert cli.main(["build", "-q", "-j", "1", str(tmp_path)]) == 0, capsys.readouterr().err
-    assert [a.label for a in Bundle.read(tmp_path / "build" / "p.kpack")] == ["add[c0]", "add[c1]"]
+    arts = list(Bundle.read(tmp_path / "build" / "p.kpack"))
+    assert [a.label for a in arts] == ["add[c0]", "add[c1]"]
+    # one grid formula in the project file, each config's own BLOCK in it (issue 30: as the Python API's function)
+    assert [a.launch.grid[0][2] for a in arts] == [128, 1024]  # type: ignore[index]
 
 
 # ------------------------------------------------------------------ kernelpack build embeds the table

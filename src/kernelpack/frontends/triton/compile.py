@@ -48,7 +48,7 @@ from ...core.cubin import read_cubin
 from ...core.diagnostics import chain_log
 from ...core.errors import CompileError, KernelpackError
 from ...core.launchspec import LaunchSpec, split_per_arch
-from ...core.suggest import close
+from ...core.suggest import close, hint
 from ...core.tma import ELEMENT_TYPES as TRITON_DTYPES  # Triton's element names are the descriptors'
 from ...core.tma import TENSOR_MAP, TensorDescSpec, expected_params
 from ...core.version import __version__
@@ -131,11 +131,12 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     ``device_args``: parameters the launcher fills from the launch device instead of the caller, by role
     (``{"NUM_SMS": "sm_count"}``; roles: ``sm_count``, ``max_dynamic_smem``, ``max_active_clusters:<cluster size>``).
     ``grid``: three grid formulas (:func:`kernelpack.core.launchspec.evaluate_grid`) over integer runtime parameters,
-    the
-    device-derived ones included (``(("arg", "NUM_SMS", None), 1, 1)``): the grid of a launch that gives none; or a
-    function of a specialization's constexprs returning them, as Triton's ``grid=lambda META: ...`` (each config of
-    an autotuned kernel then computes its own grid: ``lambda m: ((("mul", ("ceil_div", ("arg", "M", None),
-    m["BLOCK_M"]), ("ceil_div", ("arg", "N", None), m["BLOCK_N"]))), 1, 1)``).
+    the device-derived ones included (``(("arg", "NUM_SMS", None), 1, 1)``): the grid of a launch that gives none;
+    an operand may name a constexpr (``("ceil_div", ("arg", "n", None), "BLOCK")``: each specialization's value, as
+    ``kernelpack.toml`` writes it); or a function of a specialization's constexprs returning them, as Triton's
+    ``grid=lambda META: ...`` (each config of an autotuned kernel then computes its own grid: ``lambda m:
+    ((("mul", ("ceil_div", ("arg", "M", None), m["BLOCK_M"]), ("ceil_div", ("arg", "N", None), m["BLOCK_N"]))), 1,
+    1)``).
     An ``@triton.autotune`` kernel given no ``specializations`` compiles every config as a specialization of one
     family (variants ``c0``, ``c1``...; :func:`autotune_specializations`); ``kernelpack tune`` then picks one per
     problem shape ahead of time (kernelpack.tuning).
@@ -170,7 +171,7 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
                 "num_ctas": spec.num_ctas or num_ctas, "enable_fp_fusion": True, **(options or {})}
         label = f"{kname}[{variant}]" if variant else kname
         outs = {a: _compile_cached(jit, args, consts, divs, opts, a, label, cache) for a in archs}
-        spec_grid = grid(consts) if callable(grid) else grid
+        spec_grid = grid(consts) if callable(grid) else None if grid is None else _with_constexprs(grid, consts, label)
         per = [(a, *_abi_and_launch(label, args, divs, outs[a], opts["num_warps"], device_args or {}, spec_grid))
                for a in archs]
         abi, launch, per_arch = split_per_arch(per)
@@ -299,6 +300,26 @@ def _merge(kname: str, jit: Any, base: Mapping[str, str] | Sequence[str], over: 
 _TRITON_NAME = {dt: name for name, dt in reversed(TRITON_DTYPES.items()) if dt is not None}  # the first name wins
 _ELEMENT = {**{a: _TRITON_NAME[dt] for a, dt in DTYPE_ALIASES.items() if dt in _TRITON_NAME},
             **{name: name for name in TRITON_DTYPES}, "f32": "fp32"}
+
+
+def _with_constexprs(grid: Sequence[Any], consts: Mapping[str, Any], label: str) -> list[Any]:
+    """The grid formulas with each operand that names a constexpr (``"BLOCK"``) replaced by the specialization's
+    value (an int), so one formula serves every config of a family."""
+
+    def sub(e: Any) -> Any:
+        if isinstance(e, str):
+            v = consts.get(e)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise CompileError(f"kernel {label}: the grid names {e!r}, which is no integer constexpr of it "
+                                   f"(constexprs: {', '.join(sorted(consts)) or 'none'}{hint(e, consts)})")
+            return v
+        if isinstance(e, (list, tuple)) and e and e[0] != "arg":
+            return [e[0], *(sub(x) for x in e[1:])]
+        return e
+
+    if isinstance(grid, str) or not isinstance(grid, Sequence):
+        return grid  # type: ignore[return-value]  # LaunchSpec refuses it, naming what it is
+    return [sub(e) for e in grid]
 
 
 def _canonical_type(ty: str) -> str | None:
