@@ -5,6 +5,8 @@
   limited API's calls (docs/benchmarks.md). ``KERNELPACK_BUILD_ABI3=1`` builds it with the limited API (abi3, one
   binary for CPython >= 3.12) instead. Optional: without it the runtime falls back to its pure-Python path and says
   so once.
+* ``kernelpack.runtime._dryrun`` -- kernelpack's dry-run CUDA driver (a plain shared library opened with dlopen,
+  never imported; docs/testing.md). Optional: without it the runtime builds it on first use with the C compiler.
 * ``kernelpack.runtime._torch_bridge`` -- C++ against the torch found at build time (``pip install
   --no-build-isolation`` so the build sees it), letting the C path read torch tensors and torch's current stream
   without calling Python. Optional; used only with the torch version it was built for. Set
@@ -92,7 +94,23 @@ def torch_bridge_extension() -> Extension | None:
     )
 
 
-extensions = [launch_extension()]
+def dryrun_driver() -> Extension:
+    """kernelpack's dry-run CUDA driver (runtime/_dryrun.c): a plain shared library the runtime and C programs open
+    with dlopen, built here as if it were an extension module so that wheels carry it (runtime/dryrun.py builds it
+    on first use where it was not)."""
+    parts = sorted(str(p) for p in Path(RUNTIME).glob("_dryrun_*.c"))
+    return Extension(
+        "kernelpack.runtime._dryrun",
+        [f"{RUNTIME}/_dryrun.c"],
+        depends=parts,
+        define_macros=[("KP_DRYRUN_PYINIT", "PyInit__dryrun")],
+        libraries=["pthread"],
+        extra_compile_args=["-O1", "-std=c99", "-fvisibility=hidden", "-Wall"],
+        optional=True,
+    )
+
+
+extensions = [launch_extension(), dryrun_driver()]
 bridge = torch_bridge_extension()
 if bridge is not None:
     extensions.append(bridge)

@@ -160,7 +160,9 @@ def read_variables() -> set[str]:
                            (src / "core" / "config.py").read_text()))
     for c in [*src.glob("csrc/*.[ch]"), *src.glob("runtime/*.[ch]"), *src.glob("clib/host/*.[ch]")]:
         found |= set(re.findall(r'getenv\("([A-Z_][A-Z0-9_]*)"\)', c.read_text()))
-    return found
+    from kernelpack.runtime import dryrun  # the dry-run driver's settings: its prefix + each key
+
+    return found | {dryrun.ENV + key for key in dryrun.SETTINGS}
 
 
 def test_every_environment_variable_is_on_the_environment_page() -> None:

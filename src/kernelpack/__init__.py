@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from . import cutile as cutile
     from . import prebuilt as prebuilt
     from . import project as project
+    from . import testing as testing
     from . import triton as triton
     from . import tuning as tuning
     from .argtypes import Kernel as Kernel
@@ -48,7 +49,7 @@ _install_aliases()  # kernelpack.core.abi and the other paths of the layout befo
 # the frontends and the public modules, imported on first use: `import kernelpack` imports none of them, and no
 # frontend imports its DSL before a compile needs it (tests/test_runtime_imports.py)
 _FRONTENDS = ("cuda", "triton", "cutile", "cute", "prebuilt")
-_MODULES = (*_FRONTENDS, "argtypes", "project", "tuning")
+_MODULES = (*_FRONTENDS, "argtypes", "project", "testing", "tuning")
 # the public classes, from where they live (imported on first use)
 _CLASSES = {"Bundle": "bundle.kpack", "KernelArtifact": "bundle.artifact", "KernelModule": "runtime.module",
             "Kernel": "argtypes", "Library": "clib",

@@ -48,3 +48,11 @@ def launch(x: DeviceArray) -> str:
     except (DriverError, NoMatchingSpecialization) as e:
         print(e.status, e.message)
     return axpy.binary_for("sm_120") + axpy.__name__
+
+
+def test_without_a_gpu(x: DeviceArray) -> int:
+    with kernelpack.testing.dryrun(["sm_90"], sms=[132]) as run:
+        kernelpack.load("k.kpack").axpy(2.0, x, x, 16, grid=1, block=256)
+    launch = run.launches()[0]
+    grid: tuple[int, int, int] = launch.grid
+    return len(run.launches()) + grid[0] + int(launch.ok)

@@ -81,6 +81,7 @@ static CUresult (*cu_error_name)(CUresult, const char**);
 static CUresult (*cu_tmap_encode)(void*, int, unsigned, void*, const uint64_t*, const uint64_t*, const uint32_t*,
                                   const uint32_t*, int, int, int, int); /* cuTensorMapEncodeTiled; NULL: Python */
 static CUresult (*cu_param_info)(void*, size_t, size_t*, size_t*); /* cuKernelGetParamInfo (12.4); NULL: none */
+static void (*dry_note)(const char*); /* kpDryrunNote: kernelpack's dry-run driver only (NULL otherwise) */
 static int driver_version;        /* cuDriverGetVersion: the bit-21 fixup of old drivers (kernelpack.core.tma) */
 static uint64_t driver_gen = 1;   /* bumped by set_driver: encoded tensor maps of another driver are stale */
 

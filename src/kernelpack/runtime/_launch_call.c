@@ -288,6 +288,7 @@ dispatch:;
     uint64_t hstream;
     if (!launch_stream(stream, a.ntensors, device, &hstream)) goto slow;
     const char* call;
+    if (KP_UNLIKELY(dry_note != NULL)) note_launch(plan);
     CUresult r = launch_nogil(ctx, kernel, g, b, nsmem, hstream, c, pdl, ptrs, &call);
     if (KP_UNLIKELY(r != 0)) return driver_error(self, plan, device, r, call);
     Py_RETURN_NONE;

@@ -663,6 +663,8 @@ class KernelFamily:
         saved = d.current_context()
         if saved != info.context:
             d.set_current(info.context)
+        if d.dryrun:
+            d.note(entry.label)
         try:
             if plan.derived and _rt.pylaunch.scratch_sizes(entry.spec_launch):
                 _rt.pylaunch.launch_with_scratch(d, entry, grid, block, smem, cluster, stream, packed, where, flags)
