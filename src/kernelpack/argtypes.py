@@ -64,6 +64,9 @@ class PtrStream(Protocol):
 Tensor = DLPackTensor | CudaArray
 """A tensor argument (a tensor descriptor, a CuTe/cuTile tensor): an array on the kernel's CUDA device."""
 
+TensorList = list[Tensor] | tuple[Tensor, ...]
+"""A list of tensors (a cuTile list-of-arrays parameter): one or more arrays on the kernel's CUDA device."""
+
 Pointer = DLPackTensor | CudaArray | int | None
 """A pointer argument: a contiguous array on the device, a raw device address as an int, or None (NULL)."""
 
@@ -117,4 +120,4 @@ class Kernel(Protocol):
 
 
 __all__ = ["Bool", "Bytes", "CudaArray", "CudaStreamProtocol", "DLPackTensor", "Dim3", "Float", "Int", "Kernel",
-           "Pointer", "PreparedLaunch", "PtrStream", "Stream", "Str", "Struct", "Tensor", "TorchStream"]
+           "Pointer", "PreparedLaunch", "PtrStream", "Stream", "Str", "Struct", "Tensor", "TensorList", "TorchStream"]

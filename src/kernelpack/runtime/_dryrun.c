@@ -82,7 +82,9 @@ enum {
 #define MAX_LAUNCHES 4096
 #define MAX_ALLOCS 4096
 #define MAX_ENCODES 256
-#define MAX_ENTRIES 32
+#define MAX_COPIES 256
+#define COPY_BYTES 4096
+#define MAX_ENTRIES 40
 #define DEFAULT_SMEM 49152
 
 /* ------------------------------------------------------------------ records (the layouts tests/fake_cuda.py reads) */
@@ -107,6 +109,13 @@ typedef struct {
     int32_t device, freed;
     uint64_t free_stream;
 } fk_alloc;
+
+typedef struct {
+    uint64_t dst, size, stream;
+    int32_t result;
+    uint32_t nbytes; /* the first COPY_BYTES bytes copied */
+    unsigned char data[COPY_BYTES];
+} fk_copy;
 
 typedef struct {
     int32_t dtype;
@@ -155,7 +164,8 @@ static uint64_t alloc_seq;
 static fk_launch launches[MAX_LAUNCHES];
 static fk_alloc allocs[MAX_ALLOCS];
 static fk_encode encodes[MAX_ENCODES];
-static int nlaunches, nallocs, nencodes;
+static fk_copy copies[MAX_COPIES];
+static int nlaunches, nallocs, nencodes, ncopies;
 static struct {
     const char* name;
     int count;
@@ -296,7 +306,7 @@ EXPORT void fk_reset(void) {
     ready();
     pthread_mutex_lock(&lock);
     defaults_then_env();
-    nlaunches = nallocs = nencodes = 0;
+    nlaunches = nallocs = nencodes = ncopies = 0;
     memset(counts, 0, sizeof counts);
     __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&lock);
@@ -321,6 +331,8 @@ EXPORT int fk_launch_count(void) { return nlaunches; }
 EXPORT const fk_launch* fk_get_launch(int i) { return i >= 0 && i < nlaunches ? &launches[i] : NULL; }
 EXPORT int fk_alloc_count(void) { return nallocs; }
 EXPORT const fk_alloc* fk_get_alloc(int i) { return i >= 0 && i < nallocs ? &allocs[i] : NULL; }
+EXPORT int fk_copy_count(void) { return ncopies; }
+EXPORT const fk_copy* fk_get_copy(int i) { return i >= 0 && i < ncopies ? &copies[i] : NULL; }
 EXPORT int fk_encode_count(void) { return nencodes; }
 EXPORT const fk_encode* fk_get_encode(int i) { return i >= 0 && i < nencodes ? &encodes[i] : NULL; }
 EXPORT int fk_current_device(void) { return cur(); }

@@ -277,6 +277,35 @@ static CUresult cuMemFreeAsync(uint64_t ptr, void* stream) {
     return r;
 }
 
+/* A host-to-device copy lands in memory cuMemAllocAsync gave and nobody freed yet (else CUDA_ERROR_INVALID_VALUE);
+ * the bytes are recorded (fk_get_copy) and logged as 64-bit words (hex, the first 64). */
+static CUresult cuMemcpyHtoDAsync(uint64_t dst, const void* src, size_t size, void* stream) {
+    ENTER("cuMemcpyHtoDAsync");
+    NEED_INIT();
+    CUresult r = INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < nallocs && src != NULL; i++)
+        if (!allocs[i].freed && dst >= allocs[i].ptr && dst + size <= allocs[i].ptr + allocs[i].size) r = OK;
+    if (cur() < 0) r = INVALID_CONTEXT;
+    if (ncopies >= MAX_COPIES) ncopies = 0;
+    fk_copy* c = &copies[ncopies++];
+    c->dst = dst, c->size = size, c->stream = (uint64_t)(uintptr_t)stream, c->result = r;
+    c->nbytes = src == NULL ? 0 : size < COPY_BYTES ? (uint32_t)size : COPY_BYTES;
+    if (c->nbytes) memcpy(c->data, src, c->nbytes);
+    pthread_mutex_unlock(&lock);
+    char words[64 * 17 + 1];
+    size_t w = 0;
+    words[0] = 0;
+    for (uint32_t i = 0; i + 8 <= c->nbytes && i < 64 * 8; i += 8) {
+        uint64_t v;
+        memcpy(&v, c->data + i, 8);
+        w += (size_t)snprintf(words + w, sizeof words - w, i ? ",%llx" : "%llx", (unsigned long long)v);
+    }
+    logf_("cuMemcpyHtoDAsync dst=0x%llx size=%zu stream=%p words=%s -> %d", (unsigned long long)dst, size, stream,
+          w ? words : "-", r);
+    return r;
+}
+
 static void join_u64(char* out, size_t cap, const uint64_t* v, unsigned n) {
     size_t w = 0;
     out[0] = 0;
@@ -342,7 +371,7 @@ EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
         E(cuDeviceGetCount), E(cuDeviceGetAttribute), E(cuDevicePrimaryCtxRetain), E(cuCtxGetCurrent),
         E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuStreamGetCtx), E(cuLibraryLoadData), E(cuLibraryGetKernel),
         E(cuKernelGetFunction), E(cuKernelSetAttribute), E(cuPointerGetAttribute), E(cuLaunchKernel),
-        E(cuLaunchKernelEx), E(cuMemAllocAsync), E(cuMemFreeAsync), E(cuTensorMapEncodeTiled),
+        E(cuLaunchKernelEx), E(cuMemAllocAsync), E(cuMemFreeAsync), E(cuMemcpyHtoDAsync), E(cuTensorMapEncodeTiled),
         E(cuOccupancyMaxActiveClusters), E(cuOccupancyMaxActiveBlocksPerMultiprocessor), E(cuKernelGetParamInfo),
         E(kpDryrunNote),
 #undef E

@@ -44,6 +44,7 @@ def sync_driver(ext: Any) -> None:
                         "cuTensorMapEncodeTiled": d.addresses.get("cuTensorMapEncodeTiled"),
                         "cuKernelGetParamInfo": d.addresses.get("cuKernelGetParamInfo"),
                         "kpDryrunNote": d.addresses.get("kpDryrunNote"),
+                        **{n: d.addresses.get(n) for n in ("cuMemAllocAsync", "cuMemcpyHtoDAsync", "cuMemFreeAsync")},
                         "driver_version": d.version})
         ext.set_device_count(d.device_count())
         ext.set_stream_getter(streams.c_getter())

@@ -55,7 +55,8 @@ def check_without_device(fam: KernelFamily, values: list[Any], grid: Any, block:
             raise LaunchError(f"kernel {label}: {name} must be True, False or None (got {v!r})")
 
 
-def _choose(fam: KernelFamily, values: list[Any], views: list[adapters.TensorView | None]) -> Specialization:
+def _choose(fam: KernelFamily, values: list[Any],
+            views: list[adapters.TensorView | adapters.ListView | None]) -> Specialization:
     """The first specialization (the family's dispatch order, any device) that takes the arguments; else the
     refusal a launch would give."""
     reasons: list[tuple[str, KernelpackError]] = []
