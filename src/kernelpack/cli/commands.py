@@ -146,6 +146,10 @@ def _build_args(b: argparse.ArgumentParser) -> None:
     b.add_argument("--address", default=None, metavar="HOST:PORT",
                    help="the Ray cluster to run on (implies --executor ray; default: [build] address, else a local "
                         "Ray instance of -j CPUs started and stopped by the build)")
+    b.add_argument("--watch", action="store_true",
+                   help="build, then build again on every change of a file the project reads, with -j warm worker "
+                        "processes that keep what your kernel modules import (torch, the DSLs) imported; Ctrl-C "
+                        "stops (with --json: one build report per line)")
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
@@ -154,12 +158,16 @@ def _cmd_build(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_out_dir(args.out, "-o/--out")
     if len(args.inputs) >= 2:
+        if args.watch:
+            raise UsageError("--watch builds a project; kernelpack build NAME BUNDLE... links bundles once")
         return _build_bundles(args)
+    if args.watch and (args.executor == "ray" or args.address is not None):
+        raise UsageError("--watch runs its warm workers here; it cannot build on Ray (--executor ray, --address)")
     from ..project.ui import run_build
 
     return run_build(args.project or (args.inputs[0] if args.inputs else None), jobs=args.jobs, force=args.force,
                      quiet=args.quiet, as_json=args.json, out=args.out, tuning=args.tuning,
-                     executor=args.executor, address=args.address, verbose=args.verbose)
+                     executor=args.executor, address=args.address, verbose=args.verbose, watch=args.watch)
 
 
 def _build_bundles(args: argparse.Namespace) -> int:

@@ -78,8 +78,10 @@ class Display(Events):
 
 def run_build(project: str | None, *, jobs: int | None, force: bool, quiet: bool, as_json: bool,
               out: str | None = None, console: Any | None = None, tuning: str | None = None,
-              executor: str | None = None, address: str | None = None, verbose: bool = False) -> int:
-    """The ``kernelpack build`` command (project form); returns the exit status."""
+              executor: str | None = None, address: str | None = None, verbose: bool = False,
+              watch: bool = False) -> int:
+    """The ``kernelpack build`` command (project form); returns the exit status. ``watch``: build again on every
+    change, with warm workers (kernelpack.project.watch)."""
     import json
 
     def make() -> Any:  # rich is imported when something is drawn (a no-op build with --json draws nothing)
@@ -89,6 +91,12 @@ def run_build(project: str | None, *, jobs: int | None, force: bool, quiet: bool
         if not made.is_terminal:
             made = Console(stderr=as_json, quiet=quiet, width=max(made.width, 160))
         return made
+
+    if watch:
+        from .watch import run_watch
+
+        return run_watch(project, jobs=jobs, force=force, quiet=quiet, as_json=as_json, out=out, tuning=tuning,
+                         verbose=verbose, make_console=(lambda: console) if console is not None else make)
 
     workers = jobs  # None: the CPU count (local), the cluster's CPUs (Ray)
     with Display(console, make) as display:  # errors (BuildFailed included) go to the CLI: stderr, even with -q
