@@ -84,6 +84,7 @@ def test_an_edit_made_while_a_step_read_the_module_is_not_taken_for_what_it_read
         began = time.time_ns()
         import kp_watch_racy  # type: ignore[import-not-found]
 
+        assert kp_watch_racy.VALUE == 1
         (tmp_path / "kp_watch_racy.py").write_text("VALUE = 2\n")  # the user saves while the step runs
         remember(tmp_path, began)  # the step ends after the save
         assert refresh(tmp_path) and "kp_watch_racy" not in sys.modules  # the next step imports the new text

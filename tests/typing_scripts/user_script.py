@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import kernelpack
@@ -56,3 +57,14 @@ def test_without_a_gpu(x: DeviceArray) -> int:
     launch = run.launches()[0]
     grid: tuple[int, int, int] = launch.grid
     return len(run.launches()) + grid[0] + int(launch.ok)
+
+
+def tune_on_a_gpu(bundle: Bundle, x: DeviceArray) -> Bundle:
+    def make(shape: Mapping[str, int], meta: Mapping[str, Any]) -> tuple[Sequence[Any], Mapping[str, Any]]:
+        return (x, shape["n"]), {"grid": (shape["n"] + meta["BLOCK"] - 1) // meta["BLOCK"]}
+
+    problems = {"scale": kernelpack.tuning.Problem(key=["n"], shapes=[{"n": 1 << k} for k in range(10, 20)],
+                                                   make=make)}
+    table: kernelpack.tuning.TuningTable = kernelpack.tuning.tune(bundle, problems, arch="sm_90a")
+    table.write("tuning.json")
+    return kernelpack.tuning.embed(bundle, kernelpack.tuning.TuningTable.read("tuning.json"))

@@ -259,8 +259,9 @@ COMMANDS: tuple[Command, ...] = (
             "a device gets (exit status 3 when some kernel has none).", _inspect_args, _cmd_inspect),
     Command("build", "build a project (kernelpack.toml) or link bundles into a C/C++ library",
             "kernelpack build [PROJECT] compiles every kernel a kernelpack.toml (or a Python project module) lists, in "
-            "parallel, rebuilding only what changed, and links the library. kernelpack build NAME BUNDLE... -o DIR "
-            "links .kpack bundles directly.", _build_args, _cmd_build),
+            "parallel, rebuilding only what changed, and links the library; with --watch it then rebuilds on every "
+            "change, with warm workers. kernelpack build NAME BUNDLE... -o DIR links .kpack bundles directly.",
+            _build_args, _cmd_build),
     Command("tune", "time every config of a bundle's families on problem shapes (on a GPU) and write a tuning file "
                     "for kernelpack build",
             "kernelpack tune BUNDLE --problems FILE.py:NAME -o tuning.json times each config specialization of the "
