@@ -142,3 +142,13 @@ def test_watch_rebuilds_an_edit_on_warm_workers_and_never_stale(tmp_path: Path) 
                        env={**env, "KERNELPACK_CACHE_DIR": "off"}, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert (fresh / "w.kpack").read_bytes() == after  # the rebuilt kernel is the edited source's, not a stale one
+
+
+def test_watch_refuses_what_it_cannot_watch(capsys: pytest.CaptureFixture[str]) -> None:
+    """--watch builds a project here: with bundles to link, or on Ray, it is a usage error (exit status 2)."""
+    from kernelpack.cli import commands
+
+    for argv in (["build", "--watch", "lib", "a.kpack", "b.kpack", "-o", "out"],
+                 ["build", "--watch", "--executor", "ray"], ["build", "--watch", "--address", "h:1"]):
+        assert commands.main(argv) == commands.EXIT_USAGE
+        assert "--watch" in capsys.readouterr().err
