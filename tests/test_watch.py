@@ -5,6 +5,7 @@ rebuilt bundle is byte for byte what a fresh build gives). GPU-less; the timings
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -55,7 +56,7 @@ def test_a_changed_module_is_forgotten_with_its_bytecode(tmp_path: Path) -> None
     _age(tmp_path / "kp_watch_helper.py"), _age(tmp_path / "kp_watch_user.py")
     sys.path.insert(0, str(tmp_path))
     try:
-        import kp_watch_user  # type: ignore[import-not-found]
+        kp_watch_user = importlib.import_module("kp_watch_user")
 
         assert kp_watch_user.VALUE == 1
         remember(tmp_path, time.time_ns())
@@ -64,7 +65,7 @@ def test_a_changed_module_is_forgotten_with_its_bytecode(tmp_path: Path) -> None
         (tmp_path / "kp_watch_helper.py").write_text("VALUE = 2\n")  # same size
         os.utime(tmp_path / "kp_watch_helper.py", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
         assert refresh(tmp_path) and "kp_watch_user" not in sys.modules and "kp_watch_helper" not in sys.modules
-        import kp_watch_user  # type: ignore[import-not-found, no-redef]
+        kp_watch_user = importlib.import_module("kp_watch_user")
 
         assert kp_watch_user.VALUE == 2
         assert "json" in sys.modules  # third-party modules stay
@@ -82,13 +83,13 @@ def test_an_edit_made_while_a_step_read_the_module_is_not_taken_for_what_it_read
     sys.path.insert(0, str(tmp_path))
     try:
         began = time.time_ns()
-        import kp_watch_racy  # type: ignore[import-not-found]
+        kp_watch_racy = importlib.import_module("kp_watch_racy")
 
         assert kp_watch_racy.VALUE == 1
         (tmp_path / "kp_watch_racy.py").write_text("VALUE = 2\n")  # the user saves while the step runs
         remember(tmp_path, began)  # the step ends after the save
         assert refresh(tmp_path) and "kp_watch_racy" not in sys.modules  # the next step imports the new text
-        import kp_watch_racy  # type: ignore[import-not-found, no-redef]
+        kp_watch_racy = importlib.import_module("kp_watch_racy")
 
         assert kp_watch_racy.VALUE == 2
     finally:
