@@ -153,3 +153,18 @@ def test_watch_refuses_what_it_cannot_watch(capsys: pytest.CaptureFixture[str]) 
                  ["build", "--watch", "--executor", "ray"], ["build", "--watch", "--address", "h:1"]):
         assert commands.main(argv) == commands.EXIT_USAGE
         assert "--watch" in capsys.readouterr().err
+
+
+def test_a_ctrl_c_while_a_worker_starts_does_not_kill_it() -> None:
+    """Ctrl-C reaches the whole process group; a warm worker still starting (importing kernelpack) neither dies nor
+    prints a traceback: it ignores SIGINT from its first instruction (the parent stops the workers)."""
+    from kernelpack.project.warm import WarmWorkers
+
+    with WarmWorkers(1) as warm:
+        proc = warm.procs[0]
+        os.kill(proc.pid, signal.SIGINT)  # at once: the worker is still starting
+        proc.join(timeout=2)
+        assert proc.is_alive()
+        warm.conns[0].send(None)
+        proc.join(timeout=30)
+        assert proc.exitcode == 0

@@ -121,18 +121,36 @@ def _serve(conn: Connection) -> None:
         conn.send(out)
 
 
+def _start() -> tuple[Connection, Any]:
+    """A worker process and the parent's end of its pipe. The worker is started with SIGINT ignored -- a disposition
+    its new interpreter keeps -- so a Ctrl-C while it is still importing kernelpack neither kills it nor prints its
+    traceback: Ctrl-C is the parent's, which stops the workers."""
+    import signal
+
+    ctx = multiprocessing.get_context("spawn")  # the DSLs are neither thread- nor fork-safe
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_serve, args=(child,), daemon=True)
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: the worker starts as the caller's signals are
+        proc.start()
+    else:
+        try:
+            proc.start()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    child.close()
+    return parent, proc
+
+
 class WarmWorkers:
     """``workers`` processes that run build steps and stay (``with WarmWorkers(2) as w: build(..., steps=w)``)."""
 
     def __init__(self, workers: int) -> None:
-        ctx = multiprocessing.get_context("spawn")  # the DSLs are neither thread- nor fork-safe
         self.conns: list[Connection] = []
         self.procs: list[Any] = []
         for _ in range(max(1, workers)):
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_serve, args=(child,), daemon=True)
-            proc.start()
-            child.close()
+            parent, proc = _start()
             self.conns.append(parent)
             self.procs.append(proc)
         self.busy: dict[int, str | None] = {}  # worker -> the job it runs (None: a warm-up, whose outcome is dropped)
@@ -187,12 +205,7 @@ class WarmWorkers:
         return out
 
     def _replace(self, w: int) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(child,), daemon=True)
-        proc.start()
-        child.close()
-        self.conns[w], self.procs[w] = parent, proc
+        self.conns[w], self.procs[w] = _start()
 
     def __call__(self, project: Any, stale: list[Job], cache_dir: str | None, events: Any) -> list[Outcome]:
         """Run ``stale`` (the runner's StepRunner): each on its last worker when free, else on any free one."""
