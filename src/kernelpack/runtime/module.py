@@ -16,11 +16,13 @@ from ..bundle.kpack import HEADER_SIZE, MAGIC, Bundle, check_header
 from ..core._reprs import clip, clip_left, listing
 from ..core.errors import BundleError
 from ..core.names import py_name
+from ..core.suggest import hint
 from .family import KernelFamily
 from .fast import PyLauncher, extension, make_launcher, prepare_fast_path
 from .loader import Loader
 
 if TYPE_CHECKING:
+    from ..argtypes import Kernel
     from ..bundle.host_manifest import HostEntryInfo
     from .host import HostFamily
 
@@ -212,7 +214,7 @@ class KernelModule(types.ModuleType):
             for fam in families.values():
                 fam.preload(o)
 
-    def __getitem__(self, name: str) -> Any:
+    def __getitem__(self, name: str) -> Kernel:
         """The kernel family or host program called ``name`` (its own name, whatever its attribute is)."""
         st = self._st
         got = st.callables.get(name)
@@ -221,11 +223,17 @@ class KernelModule(types.ModuleType):
         try:
             return self._family(name)
         except KeyError:
-            raise KeyError(f"{self.__file__} has no kernel {name!r}; kernels: {self._known()}") from None
+            raise KeyError(f"{self.__file__} has no kernel {name!r}{self._near(name)}; kernels: "
+                           f"{self._known()}") from None
 
     def _known(self) -> str:
         st = self._st
         return ", ".join(sorted({*st.index.names(), *st.callables})) or "none"
+
+    def _near(self, name: str) -> str:
+        """`` (did you mean 'add'?)`` for a misspelled kernel (its name or its attribute)."""
+        st = self._st
+        return hint(name, [*st.attrs, *st.index.names(), *st.callables])
 
     def __repr__(self) -> str:
         st = self._st
@@ -235,7 +243,8 @@ class KernelModule(types.ModuleType):
     def __dir__(self) -> list[str]:
         return sorted({*super().__dir__(), *self._st.attrs})
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Kernel:
+        """The kernel family or host program of attribute ``name`` (typed as :class:`kernelpack.argtypes.Kernel`)."""
         if _STATE not in vars(self):
             raise AttributeError(name)
         st = self._st
@@ -244,7 +253,7 @@ class KernelModule(types.ModuleType):
             return self._family(fname)
         if name.startswith("__"):
             raise AttributeError(name)
-        raise AttributeError(f"{self.__file__} has no kernel {name!r}; kernels: {self._known()}")
+        raise AttributeError(f"{self.__file__} has no kernel {name!r}{self._near(name)}; kernels: {self._known()}")
 
 
 class _Docs:
