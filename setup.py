@@ -10,6 +10,8 @@
   the interpreter is 3.12 or newer). It is not imported here: ``kernelpack wheel`` puts it into the runtime each
   generated wheel carries (docs/wheels.md).
   Optional: without it wheels carry the pure-Python path and say so.
+* ``kernelpack.runtime._dryrun`` -- kernelpack's dry-run CUDA driver (a plain shared library opened with dlopen,
+  never imported; docs/testing.md). Optional: without it the runtime builds it on first use with the C compiler.
 * ``kernelpack.runtime._torch_bridge`` -- C++ against the torch found at build time (``pip install
   --no-build-isolation`` so the build sees it), letting the C path read torch tensors and torch's current stream
   without calling Python. Optional; used only with the torch version it was built for. Set
@@ -106,7 +108,23 @@ def torch_bridge_extension() -> Extension | None:
     )
 
 
-extensions = [launch_extension(limited=0x030C0000 if LIMITED else None)]
+def dryrun_driver() -> Extension:
+    """kernelpack's dry-run CUDA driver (runtime/_dryrun.c): a plain shared library the runtime and C programs open
+    with dlopen, built here as if it were an extension module so that wheels carry it (runtime/dryrun.py builds it
+    on first use where it was not)."""
+    parts = sorted(str(p) for p in Path(RUNTIME).glob("_dryrun_*.c"))
+    return Extension(
+        "kernelpack.runtime._dryrun",
+        [f"{RUNTIME}/_dryrun.c"],
+        depends=parts,
+        define_macros=[("KP_DRYRUN_PYINIT", "PyInit__dryrun")],
+        libraries=["pthread"],
+        extra_compile_args=["-O1", "-std=c99", "-fvisibility=hidden", "-Wall"],
+        optional=True,
+    )
+
+
+extensions = [launch_extension(limited=0x030C0000 if LIMITED else None), dryrun_driver()]
 if not sysconfig.get_config_var("Py_GIL_DISABLED") and os.environ.get("KERNELPACK_BUILD_WHEEL_RUNTIME", "1") != "0":
     extensions.append(launch_extension("kernelpack.runtime._wheel_launch", WHEEL_ABI3,
                                        f"{RUNTIME}/_wheel_launch.c"))

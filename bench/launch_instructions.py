@@ -3,9 +3,9 @@
 Wall-clock time needs the GPU (bench/launch_overhead.py); instruction counts do not, and they are stable enough to
 compare two versions of the extension (``runtime/_launch.c`` and its parts) on this machine. Each row runs a Python
 ``for`` loop of launches of ``add(a, b, out, n)`` (three torch CPU tensors read as CUDA tensors on device 0, an int)
-through the fake driver (tests/fakecuda); only the loop is counted (callgrind client requests around it). The first
-row is the fake's own ``cuLaunchKernel`` called from a C loop: the fake's cost, the same in every row; subtract it
-to get kernelpack's.
+through the fake driver (runtime/_dryrun.c as tests/fake_cuda.py builds it); only the loop is counted (callgrind
+client requests around it). The first row is the fake's own ``cuLaunchKernel`` called from a C loop: the fake's
+cost, the same in every row; subtract it to get kernelpack's.
 
 torch's current stream: the torch bridge answers it in C in these runs (``set_test_stream``), as it reads c10's on a
 GPU when built against torch's CUDA headers; the row "current stream from the getter" takes the fallback instead (a
@@ -121,7 +121,7 @@ def measure(work: Path, launches: int) -> None:
     from runtime_support import cpu_tensors_as_cuda
 
     fake = InProcessFake(work / "libkpfakecuda.so")
-    fake.reset((9, 0))
+    fake.reset((9, 0), missing="kpDryrunNote")  # a real driver's launch path: no specialization named per launch
     bundle = Bundle.read(work / "k.kpack")
     driver.use_library(str(fake.path))
     helper = ctypes.CDLL(str(work / "helper.so"))

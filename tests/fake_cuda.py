@@ -1,4 +1,5 @@
-"""The one fake CUDA driver of the GPU-less tests (tests/fakecuda/fakecuda.c), for both back ends.
+"""The one fake CUDA driver of the GPU-less tests, for both back ends: kernelpack's dry-run driver
+(src/kernelpack/runtime/_dryrun.c), built here with its configuration read from FAKECUDA_<KEY> variables.
 
 ``FakeCuda`` is the fake built once per session (``session_fake``): a C program finds it as ``libcuda.so.1``
 through ``FakeCuda.env(...)`` / ``run(...)`` and reports through its call log; the Python runtime loads it in-process
@@ -28,11 +29,12 @@ from toolchain_support import CC
 if TYPE_CHECKING:
     from kernelpack.core.cubin import CubinKernel
 
-SOURCE = Path(__file__).parent / "fakecuda" / "fakecuda.c"
+SOURCE = Path(__file__).resolve().parent.parent / "src" / "kernelpack" / "runtime" / "_dryrun.c"
+ENV_PREFIX = "FAKECUDA_"  # the product reads KERNELPACK_DRYRUN_<KEY>; the tests' build, FAKECUDA_<KEY>
 C_NAME = "libcuda.so.1"  # what a C program opens (dlopen("libcuda.so.1")), found through LD_LIBRARY_PATH
 IN_PROCESS_NAME = "libkpfakecuda.so"  # its own soname: never shadows a real libcuda.so.1 opened later
 LAUNCH_CALLS = ("cuLaunchKernel", "cuLaunchKernelEx")
-KEYS = ("cc", "sms", "version", "current", "fail", "missing", "load_us", "log", "param_base")
+KEYS = ("cc", "sms", "version", "current", "fail", "missing", "load_us", "log", "param_base", "record", "devices")
 Launch = dict[str, Any]
 
 
@@ -57,7 +59,7 @@ def settings(**config: Any) -> dict[str, str]:
 
 def environment(**config: Any) -> dict[str, str]:
     """``settings`` as the environment variables a program on the fake reads (``FAKECUDA_CC=...``)."""
-    return {f"FAKECUDA_{k}": v for k, v in settings(**config).items()}
+    return {f"{ENV_PREFIX}{k}": v for k, v in settings(**config).items()}
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ def build(out: Path) -> FakeCuda:
     out.mkdir(parents=True, exist_ok=True)
     for name in (C_NAME, IN_PROCESS_NAME):
         cmd = [CC, "-std=c99", "-O1", "-g", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", f"-Wl,-soname,{name}",
-               "-o", str(out / name), str(SOURCE), "-lpthread"]
+               f'-DKP_DRYRUN_ENV="{ENV_PREFIX}"', "-o", str(out / name), str(SOURCE), "-lpthread"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode:
             raise AssertionError(f"building the fake driver failed: {' '.join(cmd)}\n{proc.stderr}")

@@ -1,5 +1,5 @@
 /* Reliability scenarios against the generated "demo" library (tests/clib_support.py: demo_artifacts) with the fake
- * libcuda.so.1 (tests/fakecuda/).
+ * libcuda.so.1 (tests/fake_cuda.py builds it from src/kernelpack/runtime/_dryrun.c).
  *
  *   reliability_harness row NAME    one bad-input row: prints "NAME status=S msg=M", then "alive" (the process
  *                                   keeps running after the refusal)

@@ -18,7 +18,8 @@ def test_parse_round_trips_names():
 
 
 @pytest.mark.parametrize("bad,match", [
-    ("sm_95", r"not a CUDA arch: 'sm_95' \(no NVIDIA GPU has SM 95; known: .*sm_121\)"),
+    ("sm_95", r"not a CUDA arch: 'sm_95' \(no NVIDIA GPU has SM 95; known: .*sm_121; did you mean 'sm_90' or "
+              r"'sm_100'\?\)"),
     ("compute_99", "no NVIDIA GPU has SM 99"),
     ("sm_80a", r"sm_80 has no arch-specific 'a' target; those are sm_90a, sm_100a"),
     ("sm_90f", r"sm_90 has no family-specific 'f' target; those are sm_100f"),
@@ -45,6 +46,25 @@ def test_bad_arch_names_are_refused_clearly():
     with pytest.raises(KernelpackError, match="no target arch"):
         parse_archs([])
     assert parse_archs(["sm_80", "sm_80", "sm_90a"]) == (Arch(8, 0), Arch(9, 0, "a"))
+
+
+@pytest.mark.parametrize("typo,meant", [
+    ("sm90", "'sm_90'"), ("SM-90a", "'sm_90a'"), ("compute90", "'compute_90'"), ("sm_89a", "'sm_89' or 'sm_90a'"),
+    ("sm_100x", "'sm_100' or 'sm_100f'"), ("sm_90f", "'sm_90' or 'sm_100f'"),
+])
+def test_a_misspelled_arch_is_refused_naming_the_arch_meant(typo, meant):
+    with pytest.raises(KernelpackError, match=f"did you mean {meant}"):
+        Arch.parse(typo)
+
+
+@pytest.mark.parametrize("bare", ["90", "90a", " 100 ", 90])
+def test_a_bare_number_is_no_arch_as_a_string_or_as_an_int(bare):
+    """One rule (docs/reliability.md): an arch is a name with its prefix; "90" was taken as sm_90 while 90 was
+    refused, and either could have meant sm_90a."""
+    with pytest.raises(KernelpackError, match="sm_90" if "9" in str(bare) else "sm_100"):
+        Arch.parse(bare)
+    with pytest.raises(KernelpackError, match="write 'sm_|did you mean 'sm_"):
+        parse_archs([bare])
 
 
 @pytest.mark.parametrize("bad,match", [

@@ -80,7 +80,7 @@ def test_inspect_command_refuses_without_hanging(hostile, kind):
     path, message = hostile[kind]
     proc = subprocess.run([sys.executable, "-m", "kernelpack.cli", "inspect", str(path)], capture_output=True,
                           text=True, timeout=60, env=dict(os.environ, KERNELPACK_CACHE_DIR="off"))
-    assert proc.returncode == 2, proc.stderr  # a user error (kernelpack.cli)
+    assert proc.returncode == 1, proc.stderr  # a failed command (kernelpack.cli), not a usage error
     assert proc.stderr.startswith("kernelpack: error: file ") and "Traceback" not in proc.stderr, proc.stderr
     assert message.replace("\\", "") in proc.stderr
 

@@ -81,8 +81,8 @@ def test_inspect_sass_prints_the_disassembly(demo_dir):
 
 def test_inspect_of_a_missing_or_foreign_file_fails_cleanly(tmp_path):
     proc = kp("inspect", str(tmp_path / "nope.kpack"))
-    assert proc.returncode == 2 and proc.stderr.startswith("kernelpack: error: cannot read")
+    assert proc.returncode == 1 and proc.stderr.startswith("kernelpack: error: cannot read")
     junk = tmp_path / "junk.bin"
     junk.write_bytes(b"hello world" * 10)
     proc = kp("inspect", str(junk))
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr

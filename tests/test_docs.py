@@ -11,11 +11,16 @@ Fence info strings (```` ```lang tokens ````):
 
 A page declares what it needs with ``<!-- test-requires: triton -->`` (skipped where that module is missing) and
 ``<!-- test-requires-command: nvcc -->`` (skipped where that command is not on PATH).
+
+Every page of docs/ and the README is run (a new page is found, not listed); on every page, ``toml`` and ``json``
+blocks must parse and untested ``python`` blocks compile, so a page without runnable blocks cannot rot silently
+either.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -23,16 +28,21 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kernelpack.frontends.cuda.toolkit import cuda_include_dirs
 from toolchain_support import CC, CXX
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
-PAGES = ["quickstart-cuda.md", "quickstart-triton.md", "quickstart-cutile.md", "quickstart-cute.md",
-         "quickstart-prebuilt.md", "deploy-cpp.md", "abi.md", "migration.md", "wheels.md", "torch.md",
-         "architecture.md"]
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PAGES = sorted(p.name for p in DOCS.glob("*.md")) + ["../README.md"]
 FENCE = re.compile(r"^```([A-Za-z+]*)([^\n]*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 REQUIRES = re.compile(r"<!--\s*test-requires:\s*([\w., ]+?)\s*-->")
 REQUIRES_COMMAND = re.compile(r"<!--\s*test-requires-command:\s*([\w., -]+?)\s*-->")
@@ -81,8 +91,11 @@ def test_page_blocks_run(page: str, tmp_path: Path, docs_cache: Path) -> None:
     env = dict(os.environ, KERNELPACK_CACHE_DIR=str(docs_cache), COLUMNS="160",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     found = blocks(path)
-    assert found, f"{page} has no code blocks"
     for i, b in enumerate(found):
+        if b.lang == "toml" and "fragment" not in b.opts:
+            _parses(b, page, lambda text: tomllib.loads(text))
+        if b.lang == "json" and "fragment" not in b.opts:
+            _parses(b, page, lambda text: json.loads(text))
         if "file" in b.opts:
             (tmp_path / b.opts["file"]).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / b.opts["file"]).write_text(b.text)
@@ -100,6 +113,13 @@ def test_page_blocks_run(page: str, tmp_path: Path, docs_cache: Path) -> None:
         elif b.lang in ("c", "cpp"):
             assert "test" in b.opts and "lib" in b.opts, f"{page}: {b.where} must be 'test lib=NAME'"
             _compile_c(b, tmp_path, i, page, env)
+
+
+def _parses(b: Block, page: str, parse: Any) -> None:
+    try:
+        parse(b.text)
+    except ValueError as e:  # tomllib.TOMLDecodeError and json.JSONDecodeError are ValueErrors
+        raise AssertionError(f"{page}: {b.where} does not parse: {e}") from None
 
 
 def _compile_c(b: Block, d: Path, i: int, page: str, env: dict[str, str]) -> None:
@@ -131,3 +151,25 @@ def test_every_page_is_listed_and_links_resolve() -> None:
             if "://" in target:
                 continue
             assert (DOCS / page).parent.joinpath(target).exists(), f"{page}: broken link {target}"
+
+
+def read_variables() -> set[str]:
+    """Every environment variable the code reads: config.py's (Python) and ``getenv`` in the C sources."""
+    src = ROOT / "src" / "kernelpack"
+    found = set(re.findall(r"""(?:environ\.get|_path|_byte_count)\(\s*["']([A-Z_][A-Z0-9_]*)["']""",
+                           (src / "core" / "config.py").read_text()))
+    for c in [*src.glob("csrc/*.[ch]"), *src.glob("runtime/*.[ch]"), *src.glob("clib/host/*.[ch]")]:
+        found |= set(re.findall(r'getenv\("([A-Z_][A-Z0-9_]*)"\)', c.read_text()))
+    from kernelpack.runtime import dryrun  # the dry-run driver's settings: its prefix + each key
+
+    return found | {dryrun.ENV + key for key in dryrun.SETTINGS}
+
+
+def test_every_environment_variable_is_on_the_environment_page() -> None:
+    page = (DOCS / "environment.md").read_text()
+    documented = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", page))
+    read = read_variables()
+    assert {"KERNELPACK_CACHE_DIR", "KERNELPACK_MAX_FILE_BYTES"} <= read  # the scan sees the code
+    assert not read - documented, f"read but not on docs/environment.md: {sorted(read - documented)}"
+    stale = {v for v in documented if v.startswith("KERNELPACK_")} - read
+    assert not stale, f"docs/environment.md names variables nothing reads: {sorted(stale)}"

@@ -1,5 +1,6 @@
-"""The fake CUDA driver itself (tests/fakecuda/fakecuda.c): its driver rules, and one answer whether a program reads
-it through the call log or this process through ``fk_*``."""
+"""The fake CUDA driver itself (kernelpack's dry-run driver, src/kernelpack/runtime/_dryrun.c, as tests/fake_cuda.py
+builds it): its driver rules, and one answer whether a program reads it through the call log or this process through
+``fk_*``."""
 
 from __future__ import annotations
 

@@ -107,7 +107,9 @@ def test_no_hand_written_source_restates_a_model_fact():
                *(SRC / "cute_host").glob("*.c")]
     bad = []
     for f in c_files:
-        if f.name == header.NAME:
+        # the dry-run driver (runtime/_dryrun*.c) stands for NVIDIA's driver: it states the driver's facts itself,
+        # independently of kernelpack's model, so that a wrong model fact is caught by it rather than shared with it
+        if f.name == header.NAME or f.name.startswith("_dryrun"):
             continue
         for i, line in enumerate(f.read_text().splitlines(), 1):
             code = line.split("//")[0]

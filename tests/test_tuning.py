@@ -212,10 +212,14 @@ def test_a_project_builds_the_configs_of_an_autotuned_kernel_with_autotune_true(
     shutil.copy(HERE / "triton_kernels.py", tmp_path / "kernels.py")
     toml = ('[library]\nname = "p"\narchs = ["sm_90a"]\noutputs = ["bundle"]\n[[triton]]\n'
             'kernel = "kernels.py:add_autotuned"\nname = "add"\nautotune = true\n'
-            'signature = { x_ptr = "*fp32", y_ptr = "*fp32", out_ptr = "*fp32", n = "i32" }\n')
+            'signature = { x_ptr = "*fp32", y_ptr = "*fp32", out_ptr = "*fp32", n = "i32" }\n'
+            'grid = [["ceil_div", ["arg", "n"], "BLOCK"], 1, 1]\n')  # ["arg", n]: a scalar (TOML has no null)
     (tmp_path / "kernelpack.toml").write_text(toml)
     assert cli.main(["build", "-q", "-j", "1", str(tmp_path)]) == 0, capsys.readouterr().err
-    assert [a.label for a in Bundle.read(tmp_path / "build" / "p.kpack")] == ["add[c0]", "add[c1]"]
+    arts = list(Bundle.read(tmp_path / "build" / "p.kpack"))
+    assert [a.label for a in arts] == ["add[c0]", "add[c1]"]
+    # one grid formula in the project file, each config's own BLOCK in it (issue 30: as the Python API's function)
+    assert [a.launch.grid[0][2] for a in arts] == [128, 1024]  # type: ignore[index]
 
 
 # ------------------------------------------------------------------ kernelpack build embeds the table
@@ -251,10 +255,10 @@ def test_kernelpack_build_embeds_the_tuning_table_and_refuses_a_foreign_one(tmp_
     assert Bundle.read(tmp_path / "build" / "p.kpack").to_bytes() == plain.to_bytes(), "the untuned bundle again"
 
     replace(table, arch="sm_100a", device="B200").write(tmp_path / "tuning.json")
-    assert cli.main(build) == 2
+    assert cli.main(build) == 1
     assert "tuned on sm_100a (B200); the bundle carries sm_90a" in capsys.readouterr().err
     replace(table, bundle_sha256="0" * 64).write(tmp_path / "tuning.json")
-    assert cli.main(build) == 2
+    assert cli.main(build) == 1
     assert "was made for another bundle" in capsys.readouterr().err
     assert Bundle.read(tmp_path / "build" / "p.kpack").to_bytes() == plain.to_bytes(), "failed builds keep outputs"
 
@@ -269,5 +273,5 @@ def test_kernelpack_tune_without_a_gpu_says_so(tmp_path, capsys):
         pytest.skip("a GPU is present")
     b = tmp_path / "b.kpack"
     Bundle.read(HERE / "fixtures" / "built-2026-12-01" / "demo.kpack").write(b)
-    assert cli.main(["tune", str(b), "--problems", "p.py:PROBLEMS"]) == 2
+    assert cli.main(["tune", str(b), "--problems", "p.py:PROBLEMS"]) == 1
     assert "needs a CUDA device" in capsys.readouterr().err

@@ -156,7 +156,7 @@ def test_the_cli_reports_bad_input_in_one_line(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     r = subprocess.run([sys.executable, "-m", "kernelpack.cli", "wheel", str(proj)], capture_output=True, text=True,
                        env=env, timeout=120)
-    assert r.returncode == 2 and r.stderr.startswith("kernelpack: error: ") and "version" in r.stderr, r.stderr
+    assert r.returncode == 1 and r.stderr.startswith("kernelpack: error: ") and "version" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 
 

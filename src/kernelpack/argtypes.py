@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .bundle.kpack import Bundle as Bundle
+    from .runtime.family import KernelFamily
 
 Int = builtins.int
 Float = builtins.float
@@ -82,5 +83,41 @@ Stream = int | TorchStream | CudaStreamProtocol | PtrStream
 """A CUDA stream: an int ``CUstream`` handle or a stream object; None (the default) is torch's current stream with
 torch tensors, else the default stream."""
 
-__all__ = ["Bool", "Bytes", "CudaArray", "CudaStreamProtocol", "DLPackTensor", "Dim3", "Float", "Int", "Pointer",
-           "PtrStream", "Stream", "Str", "Struct", "Tensor", "TensorList", "TorchStream"]
+
+
+class PreparedLaunch(Protocol):
+    """A launch whose arguments were checked and packed once (``kernel.prepare(...)``): each call launches it again,
+    on ``stream`` (None: the default, as the call would)."""
+
+    def __call__(self, stream: Stream | None = None) -> None: ...
+
+
+class Kernel(Protocol):
+    """A kernel family (or a CuTe host program) of a module :func:`kernelpack.load` gives: calling it launches the
+    specialization its arguments choose. Kernel arguments are positional or by name (their types are the kernel's:
+    a generated stub, ``kernelpack wheel``, spells each); the launch options are keyword-only."""
+
+    __name__: str
+
+    def __call__(self, *args: Any, grid: Dim3 | None = None, block: Dim3 | None = None, smem: int | None = None,
+                 stream: Stream | None = None, cluster: Dim3 | None = None, pdl: bool | None = None,
+                 cooperative: bool | None = None, **kwargs: Any) -> None: ...
+
+    def prepare(self, *args: Any, grid: Dim3 | None = None, block: Dim3 | None = None, smem: int | None = None,
+                cluster: Dim3 | None = None, pdl: bool | None = None, cooperative: bool | None = None,
+                **kwargs: Any) -> PreparedLaunch:
+        """Check and pack the arguments once; the result launches them (``prepared(stream)``)."""
+        ...
+
+    def binary_for(self, device: str | int, specialization: str | None = None) -> str:
+        """Which binary runs on ``device`` (``"sm_120"`` or a device index): ``"sm_90a"``, ``"compute_80 PTX"``."""
+        ...
+
+    @property
+    def family(self) -> KernelFamily:
+        """The family's specializations and per-device state (:class:`kernelpack.runtime.family.KernelFamily`)."""
+        ...
+
+
+__all__ = ["Bool", "Bytes", "CudaArray", "CudaStreamProtocol", "DLPackTensor", "Dim3", "Float", "Int", "Kernel",
+           "Pointer", "PreparedLaunch", "PtrStream", "Stream", "Str", "Struct", "Tensor", "TensorList", "TorchStream"]

@@ -31,7 +31,8 @@ def compile_examples(archs: tuple[str, ...] | list[str] = DEFAULT_ARCHS):  # typ
 
 
 def run_demo(out: str | Path, archs: list[str] | None = None) -> int:
-    from .describe import describe, render
+    from .describe import describe
+    from .render import render
 
     console = Console()
     out = Path(out)

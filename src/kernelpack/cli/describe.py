@@ -14,6 +14,7 @@ from ..core.cubin import Cubin, CubinKernel, is_cubin, read_cubin
 from ..core.errors import KernelpackError
 from ..core.files import read_bounded
 from ..frontends.cuda.demangle import demangle, is_mangled, spell
+from . import facts
 
 
 def find_cuda_tool(name: str) -> str | None:
@@ -84,8 +85,9 @@ def _cxx_param_types(name: str) -> list[str] | None:
         return None
 
 
-def describe(obj: Cubin | Bundle) -> dict[str, Any]:
-    """A JSON-ready description (the ``--json`` output)."""
+def describe(obj: Cubin | Bundle, *, library: bool = False) -> dict[str, Any]:
+    """A JSON-ready description (the ``--json`` output); ``library``: the bundle came out of a built library (its
+    ``kind`` is then ``library``)."""
     if isinstance(obj, Cubin):
         kernels = []
         for k in obj.kernels:
@@ -109,19 +111,21 @@ def describe(obj: Cubin | Bundle) -> dict[str, Any]:
                 entry.update(_resources(ck), offsets=list(a.abi_for(b.arch).offsets(ck.param_base)))
             per_arch.append(entry)
         out: dict[str, Any] = {
-            "name": a.name, "variant": a.variant, "entry": a.entry, "params": _params(a.abi),
+            "name": a.name, "variant": a.variant, "entry": a.entry, "params": facts.abi_params(a.abi),
             "launch": a.launch.to_json(), "provenance": a.provenance.to_json(), "binaries": per_arch,
+            "config": facts.config(a), "grid": facts.grid_rule(a),
         }
         lays = layouts(a)
         if len(lays) > 1:  # the binaries of some archs take other kernel parameters (the same caller arguments)
             out["layouts"] = [{"archs": [str(b.arch) for b in a.binaries if layout_index(a, b) == i],
-                               "params": _params(abi)} for i, (abi, _) in enumerate(lays)]
+                               "params": facts.abi_params(abi)} for i, (abi, _) in enumerate(lays)]
         if a.requirements:
             out["requires"] = dict(a.requirements)
         if a.range_rules:
             out["ranges"] = [r.text() for r in a.range_rules]
         arts.append(out)
-    return {"kind": "bundle", "artifacts": arts}
+    return {"kind": "library" if library else "bundle", "artifacts": arts, "families": facts.dispatch(obj),
+            "devices": facts.devices(obj)}
 
 
 def device_choice(obj: Cubin | Bundle, device: str) -> dict[str, Any]:
@@ -147,102 +151,9 @@ def device_choice(obj: Cubin | Bundle, device: str) -> dict[str, Any]:
         else:
             out[name] = {"specializations": {label: choice(label, bins, major, minor)[0] or "no binary"
                                              for label, bins in specs}}
-    return {"device": f"sm_{major}{minor}", "families": out}
-
-
-def render_device(desc: dict[str, Any]) -> None:
-    """Print :func:`device_choice` as a table: family, binary (or why none)."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    t = Table("kernel", "binary", title=f"binaries a {desc['device']} device gets", title_justify="left")
-    for name, c in desc["families"].items():
-        if "binary" in c:
-            text = c["binary"] + (" (JIT-compiled by the driver on first load)" if c["binary"].endswith("PTX") else "")
-        elif "error" in c:
-            text = f"{c['error']}: {c['message']}"
-        else:
-            text = "; ".join(f"{label}: {b}" for label, b in c["specializations"].items())
-        t.add_row(escape(name), escape(text))
-    Console(width=200).print(t)
-
-
-def _params(abi: Any) -> list[dict[str, Any]]:
-    return [{"name": p.name, "c_type": p.type.c_type, "size": p.type.size, "align": p.type.align,
-             "divisibility": p.divisibility, "role": p.role} for p in abi.params]
-
-
-def _dims(d: list[int] | None) -> str:
-    return "x".join(map(str, d)) if d else "-"
-
-
-def render(desc: dict[str, Any]) -> None:
-    """Print the description as rich tables."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    console = Console()
-    res_cols = ("arch", "regs", "stack", "static smem", "block", "cluster", "param bytes", "dyn smem")
-
-    def res_row(arch: str, r: dict[str, Any]) -> list[str]:
-        ls = r.get("launch") or {}
-        cluster = _dims(r["cluster_dims"]) + (" (explicit)" if r["explicit_cluster"] else "")
-        if not r["explicit_cluster"] and ls.get("cluster"):
-            cluster = f"{_dims(ls['cluster'])} (launch)"
-        limit = f"<= {_dims(r['max_threads'])}" if r["max_threads"] else "any"
-        block = _dims(r["reqntid"]) if r["reqntid"] else f"{_dims(ls['block'])} (fixed)" if ls.get("block") else limit
-        smem = f"{r['static_smem']} (+{r['smem_reserved']} sys)" if r["smem_reserved"] else str(r["static_smem"])
-        capped = r["max_registers"] and r["max_registers"] < 255
-        regs = f"{r['registers']}" + (f" (cap {r['max_registers']})" if capped else "")
-        return [arch, regs, str(r["stack_bytes"]), smem, block, cluster, str(r["param_bytes"]),
-                str(ls.get("dynamic_smem") or 0)]
-
-    if desc["kind"] == "cubin":
-        console.print(f"[bold]cubin[/] {desc['arch']} (toolkit {desc['toolkit'] or 'unknown'}), "
-                      f"{len(desc['kernels'])} kernel(s)")
-        for k in desc["kernels"]:
-            t = Table(title=escape(k["name"]), title_justify="left")
-            for c in ("#", "C type", "offset", "size"):
-                t.add_column(c)
-            for p in k["params"]:
-                t.add_row(str(p["ordinal"]), p["c_type"] or "?", str(p["offset"]), str(p["size"]))
-            console.print(t)
-            r = Table(*res_cols[:-1])
-            r.add_row(*res_row(desc["arch"], k)[:-1])
-            console.print(r)
-        return
-    console.print(f"[bold]bundle[/], {len(desc['artifacts'])} kernel specialization(s)")
-    for a in desc["artifacts"]:
-        label = f"{a['name']}[{a['variant']}]" if a["variant"] else a["name"]
-        prov = a["provenance"]
-        requires = ", ".join(f"{n} == {v}" for n, v in a.get("requires", {}).items())
-        flags = [f for f in ("pdl", "cooperative") if (a.get("launch") or {}).get(f)]
-        console.print(f"\n[bold cyan]{escape(label)}[/]  entry {escape(a['entry'])}  "
-                      f"({prov['frontend']} {prov['frontend_version']})"
-                      + (f"  requires {requires}" if requires else "")
-                      + (f"  when {escape(', '.join(a['ranges']))}" if a.get("ranges") else "")
-                      + (f"  launch flags: {', '.join(flags)}" if flags else ""))
-        lays = a.get("layouts") or [{"archs": [b["arch"] for b in a["binaries"]], "params": a["params"]}]
-        for i, lay in enumerate(lays):
-            cubins = [b for b in a["binaries"] if b["kind"] == "cubin" and b.get("layout", 0) == i]
-            title = f"parameters of {', '.join(lay['archs'])}" if len(lays) > 1 else None
-            t = Table("#", "name", "C type", "size", *[f"offset {b['arch']}" for b in cubins], title=title,
-                      title_justify="left")
-            for j, p in enumerate(lay["params"]):
-                extra = f" /{p['divisibility']}" if p["divisibility"] > 1 else ""
-                hidden = "" if p["role"] == "arg" else f" ({p['role']})"
-                t.add_row(str(j), p["name"] + hidden, p["c_type"] + extra, str(p["size"]),
-                          *[str(b["offsets"][j]) for b in cubins])
-            console.print(t)
-        r = Table(*res_cols, "bytes")
-        for b in a["binaries"]:
-            if b["kind"] == "cubin":
-                r.add_row(*res_row(b["arch"], b), str(b["bytes"]))
-            else:
-                r.add_row(b["target"] + " PTX", *["-"] * (len(res_cols) - 1), str(b["bytes"]))
-        console.print(r)
+    runs = all("binary" in c or ("specializations" in c and "no binary" not in c["specializations"].values())
+               for c in out.values())
+    return {"device": f"sm_{major}{minor}", "families": out, "runs": runs}
 
 
 def disassemble(obj: Cubin | Bundle, path: str | os.PathLike[str]) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 
 from . import _reprs
 from .errors import AbiError
+from .suggest import did_you_mean
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -85,12 +86,29 @@ class DType(str, Enum):
 
     @classmethod
     def parse(cls, text: str | DType) -> DType:
+        """The dtype named ``text``, spelled as kernelpack spells it (``f16``); another library's spelling
+        (``fp16``, ``float16``, ``half``) or a near miss is refused naming the one to use."""
         try:
             return cls(text)
         except ValueError:
             valid = ", ".join(d.value for d in cls)
-            raise AbiError(f"unknown dtype {text!r} (expected one of {valid})") from None
+            alias = DTYPE_ALIASES.get(text.strip().lower()) if isinstance(text, str) else None
+            hint = f"; kernelpack spells it {alias.value!r}" if alias is not None else did_you_mean(
+                text, [d.value for d in cls]) if isinstance(text, str) else ""
+            raise AbiError(f"unknown dtype {text!r} (expected one of {valid}{hint})") from None
 
+
+# what other libraries call kernelpack's dtypes (torch, numpy, Triton, C): named in messages, and accepted where a
+# DSL's own spelling is (a Triton signature takes both)
+DTYPE_ALIASES: dict[str, DType] = {
+    **{d.value: d for d in DType},
+    "int8": DType.i8, "int16": DType.i16, "int32": DType.i32, "int": DType.i32, "int64": DType.i64,
+    "long": DType.i64, "uint8": DType.u8, "uint16": DType.u16, "uint32": DType.u32, "uint64": DType.u64,
+    "fp16": DType.f16, "float16": DType.f16, "half": DType.f16, "bfloat16": DType.bf16, "fp32": DType.f32,
+    "float32": DType.f32, "float": DType.f32, "fp64": DType.f64, "float64": DType.f64, "double": DType.f64,
+    "i1": DType.bool, "u1": DType.bool, "bool_": DType.bool, "fp8e4nv": DType.f8e4m3, "float8_e4m3fn": DType.f8e4m3,
+    "fp8e5": DType.f8e5m2, "float8_e5m2": DType.f8e5m2,
+}
 
 # size in bytes, C spelling (kp_f16/kp_bf16 are 2-byte structs in the generated header), struct code
 _DTYPE_INFO: dict[DType, tuple[int, str, str]] = {

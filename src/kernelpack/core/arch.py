@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .errors import KernelpackError
+from .suggest import did_you_mean
 
 # fullmatch; ASCII digits only. Patterns are compiled on first use (re caches them): sre compiles in Python, and
 # `import kernelpack` pays for every module-level re.compile
@@ -40,9 +41,10 @@ class Arch:
 
     @classmethod
     def parse(cls, text: str | Arch) -> Arch:
-        """``sm_90a`` (also ``90a``, any case) -> Arch; ``compute_90`` -> the virtual Arch (PTX); anything else (an
-        int such as 90, a malformed name, an SM no NVIDIA GPU has, a suffix that arch lacks) is a KernelpackError
-        naming the value."""
+        """``sm_90a`` (any case) -> Arch; ``compute_90`` -> the virtual Arch (PTX). One rule: an arch is a name with
+        its prefix. Anything else -- a bare number (``90`` or ``"90"``: SASS ``sm_90`` or ``sm_90a``, or PTX?), a
+        malformed name, an SM no NVIDIA GPU has, a suffix that arch lacks -- is a KernelpackError naming the value
+        and, where one is near, the name meant (``sm90`` -> ``sm_90``)."""
         if isinstance(text, Arch):
             return text
         got = _PARSED.get(text) if isinstance(text, str) else None
@@ -53,19 +55,19 @@ class Arch:
             raise KernelpackError(f"a CUDA arch must be a string such as 'sm_80' or 'sm_90a' (got "
                                   f"{type(text).__name__} {text!r:.40}{hint})")
         m = re.fullmatch(_ARCH_RE, text.strip().lower())
-        if not m:
+        if not m or not m.group(1):
             raise KernelpackError(f"not a CUDA arch: {text!r:.60} (expected e.g. 'sm_80', 'sm_90a', 'sm_100f', "
-                                  f"'compute_90')")
+                                  f"'compute_90'{_nearest(text)})")
         major, minor, suffix = int(m.group(2)), int(m.group(3)), m.group(4)
         sm = major * 10 + minor
         if sm not in KNOWN_SM:
             raise KernelpackError(f"not a CUDA arch: {text!r:.60} (no NVIDIA GPU has SM {sm}; known: "
-                                  f"{', '.join(f'sm_{k}' for k in KNOWN_SM)})")
+                                  f"{', '.join(f'sm_{k}' for k in KNOWN_SM)}{_nearest(text)})")
         if suffix and sm not in HAS_SUFFIX[suffix]:
             kind = "arch-specific" if suffix == "a" else "family-specific"
             have = ", ".join(f"sm_{k}{suffix}" for k in sorted(HAS_SUFFIX[suffix]))
             raise KernelpackError(f"not a CUDA arch: {text!r:.60} (sm_{sm} has no {kind} '{suffix}' target; those "
-                                  f"are {have})")
+                                  f"are {have}{_nearest(text)})")
         arch = cls(major, minor, suffix, m.group(1) == "compute_")
         if cls is Arch and len(_PARSED) < 1024:  # a few names per process; a flood of odd spellings is not kept
             _PARSED[text] = arch
@@ -88,6 +90,43 @@ class Arch:
 
     def __str__(self) -> str:
         return self.ptx_name if self.virtual else f"sm_{self.major}{self.minor}{self.suffix}"
+
+
+def all_names() -> list[str]:
+    """Every arch name :meth:`Arch.parse` accepts (``sm_80``, ``sm_90a``, ``compute_100f``, ...)."""
+    out = []
+    for sm in KNOWN_SM:
+        for suffix in ("", "a", "f"):
+            if not suffix or sm in HAS_SUFFIX[suffix]:
+                out += [f"sm_{sm}{suffix}", f"compute_{sm}{suffix}"]
+    return out
+
+
+def _nearest(text: str) -> str:
+    """``; did you mean 'sm_90'?`` for a near miss: the same digits and suffix spelled as a name (``sm90``, ``90``,
+    ``SM-90a``); for a suffix the arch lacks, the plain arch and the nearest newer one with the suffix (``sm_89a`` ->
+    ``sm_89`` or ``sm_90a``); for an SM no GPU has, the nearest ones that exist (``sm_95`` -> ``sm_90`` or
+    ``sm_100``); else the nearest spellings."""
+    folded = text.strip().lower()
+    m = re.fullmatch(r"(sm|compute)?[ _-]*([0-9]{1,4})([af]?)", folded)
+    if not m:
+        return did_you_mean(folded, all_names(), n=2)
+    prefix, suffix = m.group(1) or "sm", m.group(3)
+    sm = int(m.group(2)) * (10 if len(m.group(2)) == 1 else 1)  # sm_9: the major alone
+
+    def name(k: int, sfx: str = suffix) -> str:
+        return f"{prefix}_{k}{sfx}"
+
+    if sm in KNOWN_SM and (not suffix or sm in HAS_SUFFIX[suffix]):
+        near = [name(sm)]
+    elif sm in KNOWN_SM:  # the suffix is what is wrong
+        newer = [k for k in sorted(HAS_SUFFIX[suffix]) if k > sm]
+        near = [name(sm, ""), *([name(newer[0])] if newer else [])]
+    else:
+        have = [k for k in KNOWN_SM if not suffix or k in HAS_SUFFIX[suffix]]
+        below, above = [k for k in have if k < sm], [k for k in have if k > sm]
+        near = [name(k) for k in (below[-1:] + above[:1])]
+    return "; did you mean " + " or ".join(repr(n) for n in near) + "?" if near else ""
 
 
 def parse_archs(archs: str | Arch | Sequence[str | Arch]) -> tuple[Arch, ...]:

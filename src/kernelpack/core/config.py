@@ -18,6 +18,11 @@
                               devices, directories) are refused whatever the limit.
 ``SOURCE_DATE_EPOCH``         the timestamp (seconds since 1970) written into wheels and sdists (``kernelpack
                               wheel``, ``kernelpack.build_meta``); default 1980-01-01, the earliest a zip can hold
+``KERNELPACK_DRIVER``         the CUDA driver library the runtime opens instead of ``libcuda.so.1``: a path, or
+                              ``dryrun`` for kernelpack's dry-run driver (docs/testing.md); the C library reads it
+                              too (a path only)
+``KERNELPACK_DRYRUN_*``       the dry-run driver's settings (``DEVICES``, ``SMS``, ``VERSION``, ``RECORD``), read by
+                              that driver itself (runtime/_dryrun.c)
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ class Knobs:
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     source_date_epoch: str | None = None  # as given; kernelpack.wheel.archive checks it where it is used
     cache_key_file: Path | None = None
+    driver: str | None = None  # KERNELPACK_DRIVER: a driver library's path, "dryrun", or None (libcuda.so.1)
 
 
 _overrides: dict[str, object] = {}
@@ -71,7 +77,8 @@ def _from_env() -> Knobs:
                  os.environ.get("CC") or "cc", os.environ.get("AR") or "ar",
                  max_file_bytes=_byte_count("KERNELPACK_MAX_FILE_BYTES", DEFAULT_MAX_FILE_BYTES),
                  source_date_epoch=os.environ.get("SOURCE_DATE_EPOCH", "").strip() or None,
-                 cache_key_file=_path("KERNELPACK_CACHE_KEY_FILE"))
+                 cache_key_file=_path("KERNELPACK_CACHE_KEY_FILE"),
+                 driver=os.environ.get("KERNELPACK_DRIVER", "").strip() or None)
 
 
 def _path(name: str) -> Path | None:

@@ -43,10 +43,12 @@ def _grid_expr(e: Any) -> GridExpr:
         return e
     if len(e) == 3 and e[0] == "arg" and isinstance(e[1], str) and (e[2] is None or isinstance(e[2], str)):
         return ("arg", e[1], e[2])
+    if len(e) == 2 and e[0] == "arg" and isinstance(e[1], str):  # a scalar parameter (TOML has no null)
+        return ("arg", e[1], None)
     if len(e) == 3 and e[0] in GRID_OPS:
         return (e[0], _grid_operand(e[1]), _grid_operand(e[2]))
-    raise KernelpackError(f"malformed grid expression {e!r}: expected an int, ['arg', param, field|null] or "
-                          f"[op, a, b] with op in {GRID_OPS}")
+    raise KernelpackError(f"malformed grid expression {e!r}: expected an int, ['arg', param], ['arg', param, "
+                          f"field|null] or [op, a, b] with op in {GRID_OPS}")
 
 
 def _grid_operand(e: Any) -> GridExpr:

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kp_model.h"
@@ -73,16 +74,25 @@ typedef struct kp_driver_sym {
 
 enum { KP_DRIVER_READY = 0, KP_DRIVER_MISSING = 1, KP_DRIVER_TOO_OLD = 2 };
 
-/* Open libcuda.so.1 and fill `table` with the entry points `syms` names, each requested at KP_CUDA_API_VERSION
- * through cuGetProcAddress_v2 (absent optional ones stay NULL). Returns KP_DRIVER_READY, or KP_DRIVER_MISSING /
- * KP_DRIVER_TOO_OLD with msg saying why; *version is the driver's CUDA version (cuDriverGetVersion). */
+/* Open the driver -- libcuda.so.1, or the library the environment variable KERNELPACK_DRIVER names by its path
+ * (kernelpack's dry-run driver, for tests on machines without a GPU: docs/testing.md) -- and fill `table` with the
+ * entry points `syms` names, each requested at KP_CUDA_API_VERSION through cuGetProcAddress_v2 (absent optional ones
+ * stay NULL). Returns KP_DRIVER_READY, or KP_DRIVER_MISSING / KP_DRIVER_TOO_OLD with msg saying why; *version is the
+ * driver's CUDA version (cuDriverGetVersion). */
 static inline int kp_driver_resolve(const kp_driver_sym* syms, size_t n, void* table, int* version, char* msg,
                                     size_t cap) {
     *version = 0;
-    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    const char* path = getenv("KERNELPACK_DRIVER");
+    if (path == NULL || path[0] == 0) path = "libcuda.so.1";
+    if (strcmp(path, "dryrun") == 0) {
+        snprintf(msg, cap, "KERNELPACK_DRIVER=dryrun names kernelpack's dry-run driver as Python finds it; a program "
+                 "opens it by its path: KERNELPACK_DRIVER=$(python -m kernelpack.testing path)");
+        return KP_DRIVER_MISSING;
+    }
+    void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (h == NULL) {
         const char* why = dlerror();
-        snprintf(msg, cap, "cannot load the CUDA driver libcuda.so.1 (%s)", why ? why : "not found");
+        snprintf(msg, cap, "cannot load the CUDA driver %s (%s)", path, why ? why : "not found");
         return KP_DRIVER_MISSING;
     }
     kp_GetProcAddress_v2 gpa = (kp_GetProcAddress_v2)(uintptr_t)dlsym(h, "cuGetProcAddress_v2");

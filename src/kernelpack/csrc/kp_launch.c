@@ -216,6 +216,7 @@ static kp_status kp_run(const kp_ctx* c, uint32_t spec, const kp_launch* l, void
     const char* call = nattrs ? "cuLaunchKernelEx" : "cuLaunchKernel";
     kp_CUresult r;
     int retried = 0, rebound = 0;
+    if (KP_UNLIKELY(kp_cu.DryrunNote != NULL)) kp_cu.DryrunNote(KP_STR(sp->label)); /* a dry run records it */
     do {
         if (nattrs == 0) {
             r = kp_cu.LaunchKernel((kp_CUfunction)k, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,

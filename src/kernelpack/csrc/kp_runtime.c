@@ -34,6 +34,7 @@ typedef struct kp_driver {
                                         const unsigned int*, const unsigned int*, int, int, int, int);
     kp_CUresult (*OccupancyMaxActiveClusters)(int*, kp_CUfunction, const kp_CUlaunchConfig*);
     kp_CUresult (*OccupancyMaxActiveBlocksPerMultiprocessor)(int*, kp_CUfunction, int, size_t);
+    void (*DryrunNote)(const char*); /* kernelpack's dry-run driver only: the specialization the next launch runs */
 } kp_driver;
 
 
@@ -115,6 +116,7 @@ static kp_status kp_driver_open(void) {
         KP_DRIVER_SYM(kp_driver, TensorMapEncodeTiled, 0),
         KP_DRIVER_SYM(kp_driver, OccupancyMaxActiveClusters, 0),
         KP_DRIVER_SYM(kp_driver, OccupancyMaxActiveBlocksPerMultiprocessor, 0),
+        {"kpDryrunNote", offsetof(kp_driver, DryrunNote), 0},
     };
     char why[384];
     int v = 0;

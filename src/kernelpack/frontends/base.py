@@ -11,6 +11,7 @@ the files and package versions its output depends on, and how to build one step.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, fields
 from pathlib import Path
@@ -20,6 +21,7 @@ from ..core.cache import CompileCache
 from ..core.deps import dist_versions
 from ..core.errors import ConfigDropped, ProjectError
 from . import fields as fl
+from .refs import ref_file, rel
 
 OUTPUT_KINDS = ("bundle", "host")  # Bundle.to_bytes() | HostProgram.to_bytes() (CuTe host programs)
 
@@ -110,6 +112,25 @@ class Frontend(Generic[E]):
         """Files the entry's steps read, found without importing the project's modules (``depends`` is added by
         the project)."""
         return []
+
+    def missing(self, entry: E, root: Path) -> list[tuple[str, str]]:
+        """``(key, problem)`` for each file the entry names that is not there -- a path key (``source``) or a
+        ``file.py:name`` reference -- checked when the project is read, so the error names the key (and its line)
+        before any step runs."""
+        out = []
+        rules = {**ENTRY_RULES, **type(entry).rules}
+        for key in entry_keys(type(entry)):
+            v = getattr(entry, key, None)
+            if rules.get(key) is fl.PATH and isinstance(v, (str, os.PathLike)) and str(v):
+                f = rel(root, v)
+            elif isinstance(v, str) and ":" in v:
+                f = ref_file(v, root)  # type: ignore[assignment]
+            else:
+                continue
+            if f is not None and not f.is_file():
+                what = "a directory, not a file" if f.is_dir() else "no such file"
+                out.append((key, f"{what}: {f}"))
+        return out
 
     def versions(self) -> dict[str, str]:
         """Versions of what this frontend builds with (metadata only), for fingerprints."""

@@ -46,16 +46,6 @@ def str_key_map(v: Any, value_ok: Callable[[Any], bool]) -> bool:
     return isinstance(v, Mapping) and all(isinstance(k, str) and value_ok(x) for k, x in v.items())
 
 
-def _arch(v: Any) -> bool:
-    if not isinstance(v, str):
-        return False
-    try:
-        Arch.parse(v)
-    except KernelpackError:
-        return False
-    return True
-
-
 def optional(inner: Check) -> Check:
     return lambda v: None if v is None else (None if inner(v) is None else f"{inner(v)} (or leave the key out)")
 
@@ -72,8 +62,21 @@ PATH = rule(lambda v: isinstance(v, (str, os.PathLike)) and str(v) != "" and "\0
             "a path (a non-empty string)")
 STRINGS = rule(lambda v: is_sequence(v) and all(isinstance(x, str) for x in v), "a list of strings")
 PATHS = rule(lambda v: is_sequence(v) and all(isinstance(x, (str, os.PathLike)) for x in v), "a list of paths")
-ARCHS = rule(lambda v: is_sequence(v) and all(_arch(x) for x in v),
-             "a list of CUDA archs such as [\"sm_80\", \"sm_90a\"]")
+def _archs(v: Any) -> str | None:
+    """None for a list of arch names, else what was expected and why the first bad one is not an arch (with the
+    arch it was near: ``sm90`` -> did you mean 'sm_90')."""
+    expected = "a list of CUDA archs such as [\"sm_80\", \"sm_90a\"]"
+    if not is_sequence(v):
+        return expected
+    for x in v:
+        try:
+            Arch.parse(x)
+        except KernelpackError as e:
+            return f"{expected} ({e.message})"
+    return None
+
+
+ARCHS: Check = _archs
 TABLE = rule(lambda v: str_key_map(v, lambda x: True), "a table")
 STRING_TABLE = rule(lambda v: str_key_map(v, lambda x: isinstance(x, str)), "a table of strings")
 TABLES = rule(lambda v: is_sequence(v) and all(isinstance(x, Mapping) for x in v), "a list of tables")

@@ -52,7 +52,7 @@ from __future__ import annotations
 import ast
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,10 +60,12 @@ from typing import Any
 from ..core.arch import Arch
 from ..core.errors import KernelpackError, ProjectError
 from ..core.names import check_library_name, check_version
+from ..core.suggest import close
 from ..frontends import fields as fl
 from ..frontends.base import Entry, entry_keys, entry_problem
 from ..frontends.refs import import_file, rel
 from ..frontends.registry import FRONTENDS, frontend_of
+from . import tomlpos
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -224,9 +226,12 @@ def declared_library(where: str | os.PathLike[str] | None = None) -> dict[str, A
     return dict(table) if isinstance(table, Mapping) else {}
 
 
-def load_project(where: str | os.PathLike[str] | None = None, *, import_includes: bool = True) -> Project:
+def load_project(where: str | os.PathLike[str] | None = None, *, import_includes: bool = True,
+                 check_files: bool = True) -> Project:
     """Read a project file. Python modules (a ``.py`` project, ``include``) are imported only when
-    ``import_includes``; otherwise their entries are missing (enough to fingerprint the project statically)."""
+    ``import_includes``; otherwise their entries are missing (enough to fingerprint the project statically).
+    ``check_files``: every file an entry names must exist (else an error at its key and line), as a build needs;
+    reading the project for its metadata alone needs not."""
     path = find_project(where)
     if path.suffix == ".py":
         raw: dict[str, Any] = {"library": None}
@@ -235,14 +240,18 @@ def load_project(where: str | os.PathLike[str] | None = None, *, import_includes
         raw = _read_project_toml(path)
         unknown = sorted(set(raw) - {"library", "build", *FRONTENDS})
         if unknown:
-            raise ProjectError(f"{path}: unknown table(s) {unknown}; expected [library], [build], "
-                               + ", ".join(f"[[{f}]]" for f in FRONTENDS))
+            tables = ["library", "build", *FRONTENDS]
+            raise ProjectError(f"{path}: unknown table(s) {unknown}{_suggest(unknown, tables)}; expected [library], "
+                               f"[build], " + ", ".join(f"[[{f}]]" for f in FRONTENDS))
         _check_layout(raw, path)
         includes = [rel(path.parent, p) for p in raw.get("library", {}).get("include", [])]
     entries: list[Entry] = []
+    named: list[tuple[Entry, Callable[[str], str]]] = []  # each entry and where its keys are written
     for fe in FRONTENDS:  # a frontend's module is imported only when the project has entries of it
         for i, table in enumerate(raw.get(fe, [])):
-            entries.append(_entry(FRONTENDS[fe].entry, table, f"{path.name}: [[{fe}]] #{i + 1}"))
+            entry = _entry(FRONTENDS[fe].entry, table, path, fe, i)
+            named.append((entry, _toml_where(path, fe, i)))
+            entries.append(entry)
     lib_table = raw.get("library")
     if import_includes:
         for inc in includes:
@@ -254,6 +263,7 @@ def load_project(where: str | os.PathLike[str] | None = None, *, import_includes
             for k in kernels:
                 if not isinstance(k, Entry):
                     raise ProjectError(f"{inc}: KERNELS holds {type(k).__name__}, not a kernelpack.project entry")
+                named.append((k, _module_where(inc, k)))
                 entries.append(k)
             if lib_table is None:
                 lib_table = getattr(mod, "LIBRARY", None)
@@ -262,8 +272,11 @@ def load_project(where: str | os.PathLike[str] | None = None, *, import_includes
         if lib_table is None:
             raise ProjectError(f"{path}: define LIBRARY = {{'name': ..., 'archs': [...]}} (a literal dict)")
     n_static = sum(len(raw.get(fe, [])) for fe in FRONTENDS)
-    return Project(path, _library(lib_table, path), tuple(entries), tuple(includes), n_static,
-                   _build_spec(raw.get("build", {}), path))
+    project = Project(path, _library(lib_table, path), tuple(entries), tuple(includes), n_static,
+                      _build_spec(raw.get("build", {}), path))
+    for entry, at in named if check_files else ():  # the files last: a malformed table is the first thing to say
+        _check_files(entry, path, at)
+    return project
 
 
 def _check_layout(raw: dict[str, Any], path: Path) -> None:
@@ -303,11 +316,12 @@ def _check_table(table: Mapping[str, Any], schema: Mapping[str, fl.Check], name:
     """Unknown keys and ill-typed values of a ``[name]`` table, as one ProjectError each."""
     unknown = sorted(set(table) - set(schema))
     if unknown:
-        raise ProjectError(f"{path}: [{name}]: unknown key(s) {unknown}; {expected} {sorted(schema)}")
+        raise ProjectError(f"{tomlpos.where(path, name, None, unknown[0])}: [{name}]: unknown key(s) {unknown}"
+                           f"{_suggest(unknown, schema)}; {expected} {sorted(schema)}")
     for key, value in table.items():
         problem = fl.check(key, value, schema[key])
         if problem:
-            raise ProjectError(f"{path.name}: [{name}] {problem}")
+            raise ProjectError(f"{tomlpos.where(path, name, None, key)}: [{name}] {problem}")
 
 
 def _library(table: Any, path: Path) -> LibrarySpec:
@@ -333,17 +347,52 @@ def _build_spec(table: Any, path: Path) -> BuildSpec:
         raise ProjectError(f"{path.name}: {e.message}") from None
 
 
-def _entry(cls: type[Entry], table: Any, where: str) -> Entry:
+def _entry(cls: type[Entry], table: Any, path: Path, fe: str, i: int) -> Entry:
+    """The entry of the ``i``-th ``[[fe]]`` table; errors name the file, the line and the table."""
+
+    def where(key: str | None = None) -> str:
+        return f"{tomlpos.where(path, fe, i, key)}: [[{fe}]] #{i + 1}"
+
     if not isinstance(table, Mapping):
-        raise ProjectError(f"{where}: expected a table")
+        raise ProjectError(f"{where()}: expected a table")
     names = set(entry_keys(cls))
     unknown = sorted(set(table) - names)
     if unknown:
-        raise ProjectError(f"{where}: unknown key(s) {unknown}; expected some of {sorted(names)}")
-    problem = entry_problem(cls, table)
-    if problem:
-        raise ProjectError(f"{where}: {problem}")
+        raise ProjectError(f"{where(unknown[0])}: unknown key(s) {unknown}{_suggest(unknown, names)}; expected some "
+                           f"of {sorted(names)}")
+    for key, value in table.items():
+        problem = entry_problem(cls, {key: value})
+        if problem:
+            raise ProjectError(f"{where(key)}: {problem}")
     try:
         return cls(**dict(table))
     except (TypeError, ProjectError) as e:
-        raise ProjectError(f"{where}: {e}") from None
+        raise ProjectError(f"{where()}: {e}") from None
+
+
+def _suggest(unknown: Sequence[str], names: Iterable[str]) -> str:
+    """`` (did you mean 'signature'?)`` for each unknown key near a known one."""
+    names = list(names)
+    hints = [f"{k!r} -> {got[0]!r}" for k in unknown for got in [close(k, names)] if got]
+    if not hints:
+        return ""
+    if len(unknown) == 1:
+        return f" (did you mean {hints[0].split(' -> ')[1]}?)"
+    return f" (did you mean: {', '.join(hints)}?)"
+
+
+def _toml_where(path: Path, fe: str, i: int) -> Callable[[str], str]:
+    """Where a key of the ``i``-th ``[[fe]]`` table is: ``kernelpack.toml:12: [[cuda]] #2``."""
+    return lambda key: f"{tomlpos.where(path, fe, i, key)}: [[{fe}]] #{i + 1}"
+
+
+def _module_where(module: Path, entry: Entry) -> Callable[[str], str]:
+    """Where an entry of a project module's KERNELS is: ``kernels.py: KERNELS entry Cuda``."""
+    return lambda key: f"{module.name}: KERNELS entry {type(entry).__name__}"
+
+
+def _check_files(entry: Entry, path: Path, where: Callable[[str], str]) -> None:
+    """Every file ``entry`` names exists (its frontend's :meth:`~kernelpack.frontends.base.Frontend.missing`):
+    else a ProjectError at the key that names it, before any step runs."""
+    for key, problem in frontend_of(entry).missing(entry, path.parent):
+        raise ProjectError(f"{where(key)}: key {key!r}: {problem}")

@@ -177,23 +177,42 @@ def _smem_portability(major: int, minor: int, suffix: str, smem: int) -> list[st
     return [f"{smem // 1024} KiB smem will not launch on {', '.join(short)}"] if short else []
 
 
-def render(report_rows: Sequence[Row], *, console: Any, title: str, footer: str = "", limit: int = 60) -> None:
-    """The summary table (kernels with warnings always shown; others up to ``limit`` rows)."""
+COLUMNS = ("kernel", "frontend", "archs", "bytes", "regs", "spills", "smem", "block", "occ", "status")
+NARROW = 120  # below this many columns the table drops frontend, bytes, spills and occ (low occupancy and spills stay
+#               in the warnings)
+_RIGHT = ("bytes", "regs", "spills", "smem", "occ")
+
+
+def render(report_rows: Sequence[Row], *, console: Any, title: str, footer: str = "", limit: int | None = 60) -> None:
+    """The summary table (kernels with warnings always shown; others up to ``limit`` rows, None: all). Readable at
+    80 columns: a narrow console gets fewer columns, no vertical rules, and kernel names folded, never cut."""
+    from rich import box
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=title, title_justify="left")
-    for col in ("kernel", "frontend", "archs", "bytes", "regs", "spills", "smem", "block", "occ", "status"):
-        t.add_column(col, justify="right" if col in ("bytes", "regs", "spills", "smem", "occ") else "left")
+    narrow = console.width < NARROW
+    cols = [c for c in COLUMNS if not (narrow and c in ("frontend", "bytes", "spills", "occ"))]
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD if narrow else box.HEAVY_HEAD,
+              pad_edge=not narrow)
     shown = [r for r in report_rows if r.warnings] + [r for r in report_rows if not r.warnings]
-    hidden = max(0, len(shown) - max(limit, sum(1 for r in report_rows if r.warnings)))
+    longest = max((len(r.kernel) for r in shown), default=6)
+    arch = max((len(a) for r in shown for a in r.archs), default=5)
+    for col in cols:  # the kernel's name gets a third of a narrow line (folded below it); archs one a line there
+        t.add_column(col, justify="right" if col in _RIGHT else "left", overflow="fold",
+                     no_wrap=col not in ("kernel", "archs"),
+                     min_width=min(longest, max(console.width // 3 - 4, 12)) if col == "kernel" else None,
+                     max_width=max(arch, 5) if narrow and col == "archs" else None)
+    keep = len(shown) if limit is None else max(limit, sum(1 for r in report_rows if r.warnings))
+    hidden = max(0, len(shown) - keep)
     for r in shown[:len(shown) - hidden]:
         occ = min(r.occupancy.values()) if r.occupancy else None
-        t.add_row(escape(r.kernel), r.frontend, " ".join(r.archs), f"{r.bytes:,}", _span(r.registers),
-                  _span(r.spills), _span(r.smem), r.block, f"{occ:.0%}" if occ is not None else "-", r.status)
+        cells = {"kernel": escape(r.kernel), "frontend": r.frontend, "archs": " ".join(r.archs),
+                 "bytes": f"{r.bytes:,}", "regs": _span(r.registers), "spills": _span(r.spills), "smem": _span(r.smem),
+                 "block": r.block, "occ": f"{occ:.0%}" if occ is not None else "-", "status": r.status}
+        t.add_row(*(cells[c] for c in cols))
     console.print(t)
     if hidden:
-        console.print(f"  ... and {hidden} more kernel specialization(s) without warnings")
+        console.print(f"  ... and {hidden} more kernel specialization(s) without warnings (-v shows them)")
     warned = [r for r in report_rows if r.warnings]
     for r in warned:
         for w in r.warnings:

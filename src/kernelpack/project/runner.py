@@ -22,6 +22,7 @@ import json
 import os
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -99,10 +100,14 @@ class Events:
         """A job finished (see ``outcome.ok``)."""
 
 
+# what runs a build's stale steps instead of fresh worker processes: (project, steps, cache dir, events) -> outcomes
+StepRunner = Callable[[Project, list[Job], "str | None", Events], list[Outcome]]
+
+
 def build(where: str | os.PathLike[str] | None = None, *, jobs: int | None = None, force: bool = False,
           out: str | os.PathLike[str] | None = None, events: Events | None = None,
           outputs: tuple[str, ...] | None = None, tuning: str | os.PathLike[str] | None = None,
-          executor: str | None = None, address: str | None = None) -> BuildReport:
+          executor: str | None = None, address: str | None = None, steps: StepRunner | None = None) -> BuildReport:
     """Build the project at ``where`` (a project file or a directory holding one). ``jobs``: worker processes
     (default: CPU count; with Ray, the tasks in flight, default: the cluster's CPUs). ``executor``: "local" or "ray"
     (default: the project's ``[build] executor``, else local); ``address``: the Ray cluster (default: ``[build]
@@ -110,12 +115,13 @@ def build(where: str | os.PathLike[str] | None = None, *, jobs: int | None = Non
     fingerprints and stamps (the compile cache is still used). ``out``: output directory instead of the project's
     ``[library] out``. ``outputs``: instead of ``[library] outputs`` (``kernelpack wheel`` needs the bundle, and the
     library only when the wheel carries it). ``tuning``: a tuning file instead of ``[library] tuning`` (``"none"``:
-    build without one, e.g. the bundle ``kernelpack tune`` times)."""
+    build without one, e.g. the bundle ``kernelpack tune`` times). ``steps``: what runs the stale steps instead of
+    fresh worker processes (``kernelpack build --watch``'s warm workers, kernelpack.project.warm)."""
     t0 = time.perf_counter()
     static = _with_tuning(_load(where, out, import_includes=False, outputs=outputs), tuning)
     spec = _executor(static, executor, address)
     with output_dir(static.out, "output directory") as out_dir:
-        return _build(where, out, static, out_dir, jobs, force, events, t0, outputs, spec)
+        return _build(where, out, static, out_dir, jobs, force, events, t0, outputs, spec, steps)
 
 
 def _executor(project: Project, executor: str | None, address: str | None) -> BuildSpec:
@@ -140,7 +146,8 @@ def _with_tuning(project: Project, tuning: str | os.PathLike[str] | None) -> Pro
 
 def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | None, static: Project, out_dir: Path,
            jobs: int | None, force: bool, events: Events | None, t0: float,
-           outputs: tuple[str, ...] | None = None, spec: BuildSpec = LOCAL) -> BuildReport:
+           outputs: tuple[str, ...] | None = None, spec: BuildSpec = LOCAL,
+           steps: StepRunner | None = None) -> BuildReport:
     state_dir = out_dir / STATE_DIR
     st.prepare(state_dir)
     expected = {str(p) for p in _expected_outputs(static).values()}
@@ -184,7 +191,9 @@ def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | N
     if stale and cache_dir is not None and not CompileCache(cache_dir).usable():
         cache_dir = None  # warned once here, not once per worker
     (events or Events()).planned(stale, len(all_jobs) - len(stale))
-    if spec.executor == "ray":
+    if steps is not None:
+        ran = steps(project, stale, str(cache_dir) if cache_dir else None, events or Events())
+    elif spec.executor == "ray":
         from .distributed import run_ray
 
         ran = run_ray(project, stale, jobs, spec.address, str(cache_dir) if cache_dir else None, events or Events())
@@ -266,8 +275,9 @@ def _load(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | No
 # ------------------------------------------------------------------------------------------------ digests
 
 
-def project_digest(project: Project) -> str:
-    """Everything a build reads that can be found without importing the project's Python modules."""
+def project_files(project: Project) -> list[Path]:
+    """Every file a build reads that can be found without importing the project's Python modules (what ``kernelpack
+    build --watch`` watches)."""
     files: list[Path] = [project.path]
     for inc in project.includes:
         files += python_deps(inc, [project.root])
@@ -276,6 +286,12 @@ def project_digest(project: Project) -> str:
     tuning = tuning_path(project)
     if tuning is not None:
         files.append(tuning)
+    return files
+
+
+def project_digest(project: Project) -> str:
+    """Everything a build reads that can be found without importing the project's Python modules."""
+    files = project_files(project)
     frontends = sorted(FRONTENDS) if project.includes else sorted({e.frontend for e in project.entries})
     blob = {"files": digest_files(files), "versions": {f: FRONTENDS[f].versions() for f in frontends},
             "library": repr(project.library), "cc": config.knobs().cc, "state": STATE_VERSION}

@@ -71,15 +71,17 @@ class Display(Events):
             progress.remove_task(task)
         progress.advance(self.overall)
         st = outcome.status
-        err = f"  [red]{escape(outcome.error)}[/]" if outcome.error else ""
-        self.console.print(f"  [{_STYLE.get(st, 'white')}]{st:>8}[/] {escape(job.id)}  {outcome.seconds:.2f} s{err}",
+        # a failure's message is printed once, by the build's error at the end (with -q too)
+        self.console.print(f"  [{_STYLE.get(st, 'white')}]{st:>8}[/] {escape(job.id)}  {outcome.seconds:.2f} s",
                            highlight=False)
 
 
 def run_build(project: str | None, *, jobs: int | None, force: bool, quiet: bool, as_json: bool,
               out: str | None = None, console: Any | None = None, tuning: str | None = None,
-              executor: str | None = None, address: str | None = None) -> int:
-    """The ``kernelpack build`` command (project form); returns the exit status."""
+              executor: str | None = None, address: str | None = None, verbose: bool = False,
+              watch: bool = False) -> int:
+    """The ``kernelpack build`` command (project form); returns the exit status. ``watch``: build again on every
+    change, with warm workers (kernelpack.project.watch)."""
     import json
 
     def make() -> Any:  # rich is imported when something is drawn (a no-op build with --json draws nothing)
@@ -90,6 +92,12 @@ def run_build(project: str | None, *, jobs: int | None, force: bool, quiet: bool
             made = Console(stderr=as_json, quiet=quiet, width=max(made.width, 160))
         return made
 
+    if watch:
+        from .watch import run_watch
+
+        return run_watch(project, jobs=jobs, force=force, quiet=quiet, as_json=as_json, out=out, tuning=tuning,
+                         verbose=verbose, make_console=(lambda: console) if console is not None else make)
+
     workers = jobs  # None: the CPU count (local), the cluster's CPUs (Ray)
     with Display(console, make) as display:  # errors (BuildFailed included) go to the CLI: stderr, even with -q
         report = build(project, jobs=workers, force=force, out=out, events=display, tuning=tuning,
@@ -97,22 +105,33 @@ def run_build(project: str | None, *, jobs: int | None, force: bool, quiet: bool
     if as_json:
         print(json.dumps(report.to_json(), indent=1, sort_keys=True))
         return 0
-    summarize(report, display.console)
+    summarize(report, display.console, verbose=verbose)
     return 0
 
 
-def summarize(report: BuildReport, console: Any) -> None:
+def summarize(report: BuildReport, console: Any, verbose: bool = False) -> None:
+    """The table of kernels and what the build did: the steps, the link (its own time) and the whole build's time;
+    ``verbose``: every kernel row, the slowest steps and every output's path."""
     n = len(report.jobs)
     if report.up_to_date:
         head = f"[green]up to date[/]: {n} build step(s), nothing changed ({report.seconds:.2f} s)"
     else:
         parts = [f"{report.count(s)} {s}" for s in ("compiled", "cached", "reused") if report.count(s)]
-        link = "library linked" if report.linked else "library unchanged"
-        head = f"[green]built[/] {n} build step(s): {', '.join(parts)}; {link} ({report.seconds:.2f} s)"
+        link = f"library linked in {report.link_seconds:.2f} s" if report.linked else "library unchanged"
+        head = f"[green]built[/] {n} build step(s): {', '.join(parts)}; {link}; {report.seconds:.2f} s in all"
     files = [p for k, p in sorted(report.outputs.items()) if k in ("bundle", "shared", "static", "host_shared")]
     sizes = ", ".join(f"{Path(p).name} {_size(p)}" for p in files)
-    render(report.rows, console=console, title=f"{len(report.rows)} kernel specialization(s) in {report.out}",
-           footer=f"{head}\n  {sizes}" if sizes else head)
+    lines = [head] + ([f"  {sizes}"] if sizes else [])
+    if verbose:
+        slow = sorted(report.job_seconds.items(), key=lambda kv: -kv[1])[:5]
+        if slow:
+            lines.append("  slowest steps: " + ", ".join(f"{job} {s:.2f} s" for job, s in slow))
+        lines += [f"  {kind}: {path}" for kind, path in sorted(report.outputs.items())]
+    from rich.markup import escape
+
+    render(report.rows, console=console, title=f"{len(report.rows)} kernel specialization(s) in "
+                                               f"{escape(str(report.out))}",
+           footer="\n".join(lines[:1] + [escape(x) for x in lines[1:]]), limit=None if verbose else 60)
 
 
 def _size(p: str) -> str:

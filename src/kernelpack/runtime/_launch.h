@@ -102,6 +102,7 @@ static CUresult (*cu_error_name)(CUresult, const char**);
 static CUresult (*cu_tmap_encode)(void*, int, unsigned, void*, const uint64_t*, const uint64_t*, const uint32_t*,
                                   const uint32_t*, int, int, int, int); /* cuTensorMapEncodeTiled; NULL: Python */
 static CUresult (*cu_param_info)(void*, size_t, size_t*, size_t*); /* cuKernelGetParamInfo (12.4); NULL: none */
+static void (*dry_note)(const char*); /* kpDryrunNote: kernelpack's dry-run driver only (NULL otherwise) */
 /* a tensor list's descriptors copied per launch (cuMemAllocAsync, cuMemcpyHtoDAsync, cuMemFreeAsync); NULL: such
  * launches take the Python path, which says what the driver lacks */
 static CUresult (*cu_alloc_async)(uint64_t*, size_t, void*);

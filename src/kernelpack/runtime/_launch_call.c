@@ -290,6 +290,7 @@ dispatch:;
     uint64_t hstream;
     if (!launch_stream(stream, a.ntensors, device, &hstream)) goto slow;
     const char* call;
+    if (KP_UNLIKELY(dry_note != NULL)) note_launch(plan);
     CUresult r;
     if (KP_UNLIKELY(plan->nlists)) {
         int staged = launch_lists(plan, &a, buf, ctx, kernel, g, b, nsmem, hstream, c, pdl, ptrs, &call, &r);

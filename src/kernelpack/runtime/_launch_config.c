@@ -256,6 +256,13 @@ static KP_INLINE int launch_stream(PyObject* stream, int ntensors, int device, u
     return read_stream(stream, out);
 }
 
+/* Tell the dry-run driver which specialization the next launch runs (it records it; no other driver is told). */
+static void note_launch(const kp_plan* plan) {
+    const char* label = PyUnicode_AsUTF8AndSize(plan->label, NULL);
+    if (label == NULL) PyErr_Clear();
+    dry_note(label != NULL ? label : "");
+}
+
 /* launch() with the GIL released (unless set_release_gil(False)); *call names the entry point that answered r */
 static KP_INLINE CUresult launch_nogil(void* ctx, void* kernel, const uint32_t g[3], const uint32_t b[3], uint32_t smem,
                                        uint64_t stream, const uint32_t c[3], int pdl, void** ptrs, const char** call) {

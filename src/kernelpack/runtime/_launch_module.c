@@ -191,6 +191,10 @@ static PyObject* set_driver(PyObject* mod, PyObject* addresses) {
     fn = info != NULL && info != Py_None ? PyLong_AsVoidPtr(info) : NULL;
     if (fn == NULL && PyErr_Occurred()) return NULL;
     memcpy(&cu_param_info, &fn, sizeof fn);
+    PyObject* note = PyDict_GetItemString(addresses, "kpDryrunNote"); /* the dry-run driver: each launch is named */
+    fn = note != NULL && note != Py_None ? PyLong_AsVoidPtr(note) : NULL;
+    if (fn == NULL && PyErr_Occurred()) return NULL;
+    memcpy(&dry_note, &fn, sizeof fn);
     driver_version = (int)version;
     driver_gen++;
     Py_RETURN_NONE;

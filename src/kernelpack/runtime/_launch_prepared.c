@@ -81,6 +81,7 @@ static PyObject* prepared_launch(kp_prepared* p, kp_capture* c, PyObject* stream
     if (!launch_stream(stream, c->ntensors, c->device, &hstream)) return prepared_slow(p, stream);
     const char* call;
     p->busy++; /* under the GIL: while it is released, no other thread rewrites this capture */
+    if (KP_UNLIKELY(dry_note != NULL)) note_launch(c->plan);
     CUresult r = launch_nogil(c->ctx, c->kernel, c->g, c->b, c->smem, hstream, c->c, c->pdl, c->ptrs, &call);
     p->busy--;
     if (KP_UNLIKELY(r != 0)) return driver_error((kp_family*)p->family, c->plan, c->device, r, call);

@@ -107,7 +107,7 @@ def list_view(obj: Any, pointer_device: Any, owner: str, where: str) -> ListView
 
 
 class _Testing:
-    cpu_as_cuda = False  # tests without a GPU: treat CPU torch tensors as tensors on cuda:0
+    cpu_as_cuda = False  # no GPU (tests, a dry run: runtime/dryrun.py): host memory read as memory of cuda:0
 
 
 testing = _Testing()
@@ -304,6 +304,8 @@ def _dlpack_device(obj: Any) -> tuple[int | None, str] | None:
     kind, index = int(kind), int(index)
     if kind in (KDL_CUDA, KDL_CUDA_MANAGED):
         return index, f"cuda:{index}"
+    if kind == KDL_CPU and testing.cpu_as_cuda:
+        return 0, "cpu (as cuda:0)"
     names = {KDL_CPU: "cpu", KDL_CUDA_HOST: "cuda_host (pinned host memory)"}
     return None, names.get(kind, f"DLPack device type {kind}")
 
@@ -366,6 +368,8 @@ def dlpack_view(obj: Any) -> TensorView:
     if kind in (KDL_CUDA, KDL_CUDA_MANAGED):
         ordinal: int | None = index
         dev_name = f"cuda:{index}"
+    elif kind == KDL_CPU and testing.cpu_as_cuda:
+        ordinal, dev_name = 0, "cpu (as cuda:0)"
     else:
         ordinal, dev_name = None, {KDL_CPU: "cpu", KDL_CUDA_HOST: "cuda_host"}.get(kind, f"DLPack device {kind}")
     ptr = (t.data or 0) + t.byte_offset

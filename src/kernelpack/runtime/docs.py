@@ -35,35 +35,37 @@ def signature_text(family: KernelFamily) -> str:
     args = ", ".join(_arg_text(family, i) for i in range(len(family.arg_names)))
     block = _common_block(family)
     grid = "grid=None" if all(sp.artifact.launch.grid is not None for sp in family.specs) else "grid"
-    opts = f"{grid}, block={block or 'None'}" if block or block_fixed(family) else f"{grid}, block"
+    opts = f"{grid}, block={block}" if block else f"{grid}, block=None" if block_optional(family) else f"{grid}, block"
     text = f"{family.name}({args}, *, {opts}, smem=None, stream=None, cluster=None, pdl=None, cooperative=None)"
     family._signature_text = text  # type: ignore[attr-defined]
     return text
 
 
-def _common_block(family: KernelFamily) -> str | None:
+def _fixed_blocks(family: KernelFamily) -> set[Any]:
+    """The block each binary of each specialization fixes (its LaunchSpec's, else its cubin's REQNTID; None: it
+    fixes none, the caller gives it)."""
     blocks = set()
     for s in family.specs:
         for b in s.artifact.binaries:
-            if b.kind != "cubin":
-                return None
-            blk = s.artifact.launch_for(b.arch).block or _cubin_kernel(s.artifact, b.arch).reqntid
+            blk = s.artifact.launch_for(b.arch).block
+            if blk is None and b.kind == "cubin":
+                blk = _cubin_kernel(s.artifact, b.arch).reqntid
             blocks.add(blk)
+    return blocks
+
+
+def _common_block(family: KernelFamily) -> str | None:
+    """The one block every binary of the family fixes, as text; None when they fix none or several."""
+    blocks = _fixed_blocks(family)
     if len(blocks) == 1 and None not in blocks:
         return _dim(blocks.pop())
     return None
 
 
-def block_fixed(family: KernelFamily) -> bool:
-    """Whether every specialization fixes its block on every binary (its launch rule, per arch or not, or the cubin's
-    REQNTID), so a launch may leave ``block`` out -- the same block or not."""
-    for s in family.specs:
-        for b in s.artifact.binaries:
-            if s.artifact.launch_for(b.arch).block:
-                continue
-            if b.kind != "cubin" or not _cubin_kernel(s.artifact, b.arch).reqntid:
-                return False
-    return True
+def block_optional(family: KernelFamily) -> bool:
+    """Whether a call may leave ``block`` out: every specialization fixes its own (a Triton family's configs each
+    run 32 x num_warps threads, which may differ: the one dispatch chooses launches with its own)."""
+    return None not in _fixed_blocks(family)
 
 
 class _NoFacts:

@@ -149,12 +149,27 @@ class Driver:
                                   f"status {found.value}): update the NVIDIA driver", code=r, status=_TOO_OLD)
             self.addresses[name] = ptr.value
             self.fn[name] = ctypes.CFUNCTYPE(_i, *argtypes)(ptr.value)
+        # kernelpack's dry-run driver names each launch's specialization in its records (kpDryrunNote; a real driver
+        # has no such entry point)
+        ptr, found = _vp(), _i(-1)
+        r = gpa(b"kpDryrunNote", ctypes.byref(ptr), API_VERSION, 0, ctypes.byref(found))
+        note = ptr.value if r == 0 and found.value == 0 else None
+        self.dryrun = note is not None
+        self._note: Callable[[bytes], None] | None = None
+        if note is not None:
+            self.addresses["kpDryrunNote"] = note
+            self._note = ctypes.CFUNCTYPE(None, _c.c_char_p)(note)
         self._lock = threading.Lock()
         self._devices: dict[int, DeviceInfo] = {}
         self.check(self.fn["cuInit"](0), "cuInit")
         v = _i(0)
         self.check(self.fn["cuDriverGetVersion"](ctypes.byref(v)), "cuDriverGetVersion")
         self.version = v.value
+
+    def note(self, label: str) -> None:
+        """Tell a dry-run driver the specialization the next launch on this thread runs (other drivers: nothing)."""
+        if self._note is not None:
+            self._note(label.encode())
 
     # ------------------------------------------------------------ errors
 
@@ -383,7 +398,7 @@ class Driver:
 
 
 _driver: Driver | None = None
-_driver_path = DEFAULT_LIBRARY
+_driver_path: str | None = None  # None: KERNELPACK_DRIVER, else libcuda.so.1 (configured_path)
 _driver_lock = threading.Lock()
 _generation = 0  # bumped when the driver is replaced; loaded kernels of an older generation are stale
 
@@ -396,13 +411,36 @@ def get() -> Driver:
         return d
     with _driver_lock:
         if _driver is None:
-            _driver = Driver(_driver_path)
+            path = _driver_path or configured_path()
+            d = Driver(path)
+            if d.dryrun:  # kernelpack's dry-run driver: nothing runs, host memory stands for device memory
+                from . import dryrun
+
+                if dryrun.is_shipped(path):
+                    dryrun.host_memory_as_device()
+            _driver = d
         return _driver
 
 
-def use_library(path: str = DEFAULT_LIBRARY) -> None:
-    """Open the driver from ``path`` from now on (tests use a fake driver). Kernels loaded before stay bound to
-    the driver they were loaded with; load them again."""
+def configured_path() -> str:
+    """The driver library the environment names (``KERNELPACK_DRIVER``: a path, or ``dryrun`` for kernelpack's
+    dry-run driver), else ``libcuda.so.1``."""
+    from ..core.config import knobs
+
+    named = knobs().driver
+    if named is None:
+        return DEFAULT_LIBRARY
+    if named == "dryrun":
+        from .dryrun import library_path
+
+        return str(library_path())
+    return named
+
+
+def use_library(path: str | None = None) -> None:
+    """Open the driver from ``path`` from now on (tests use a fake driver; None: the configured one,
+    :func:`configured_path`). Kernels loaded before stay bound to the driver they were loaded with; load them
+    again."""
     global _driver, _driver_path, _generation
     with _driver_lock:
         _driver, _driver_path = None, path

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import compress
 from operator import add, itemgetter, not_
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from ..bundle.index import SpecSource
 from ..core import verify as _verify  # noqa: F401 - a first launch verifies its binary: imported with the runtime
@@ -71,6 +71,8 @@ class _PythonPath:
             from . import packer as mod  # type: ignore[no-redef]
         elif name == "pylaunch":
             from . import pylaunch as mod  # type: ignore[no-redef]
+        elif name == "precheck":
+            from . import precheck as mod  # type: ignore[no-redef]
         else:
             raise AttributeError(name)
         setattr(self, name, mod)
@@ -524,7 +526,8 @@ class KernelFamily:
         values = self._bind(args, named)
         try:
             d = self.loader.driver
-        except DriverError as e:  # no driver / a driver too old: say which launch could not happen
+        except DriverError as e:  # no driver / one too old: the arguments first, then which launch could not happen
+            _rt.precheck.check_without_device(self, values, grid, block, smem, cluster, pdl, cooperative)
             raise DriverError(f"kernel {self.label}: {e}", code=e.code, name=e.name, status=e.status) from None
         views = [self._view(i, v, d) for i, v in enumerate(values)]
         ordinal = self._device(values, views, d)
@@ -624,6 +627,11 @@ class KernelFamily:
             carried = describe_binaries([(arch, kind == "ptx") for arch, kind in s.src.bins])
             raise NoBinaryForDevice(f"kernel {s.label}: no binary runs on device {info.ordinal} ({info.arch_name}); it "
                               f"carries {carried}")
+        self.refuse(reasons, values, views)
+
+    def refuse(self, reasons: list[tuple[str, KernelpackError]], values: list[Any],
+               views: list[View | None]) -> NoReturn:
+        """No specialization took the arguments: raise the one reason, or each specialization's."""
         if len(reasons) == 1 or (reasons and all(type(r[1]) is ArgumentTypeError for r in reasons)):
             raise _no_match(reasons[0][1]) from None
         detail = "; ".join(f"{label}: {err.message.split(': ', 1)[-1]}" for label, err in reasons)
@@ -669,6 +677,8 @@ class KernelFamily:
         saved = d.current_context()
         if saved != info.context:
             d.set_current(info.context)
+        if d.dryrun:
+            d.note(entry.label)
         try:
             with _rt.pylaunch.staged_lists(d, plan, packed, stream, where) if plan.lists else _as_is(packed) as packed:
                 if plan.derived and _rt.pylaunch.scratch_sizes(entry.spec_launch):

@@ -14,12 +14,14 @@ from ..bundle.magic import MAGIC
 from ..core._reprs import clip, clip_left, listing
 from ..core.errors import BundleError
 from ..core.names import py_name
+from ..core.suggest import hint
 from .fast import PyLauncher, extension
 
 # The kernel-family machinery (the .kpack reader, the bundle index, KernelFamily, the loader, the launch model's
 # device and binary rules) is imported when a module first builds a kernel family: a library of CuTe host programs
 # only never imports it (tests/test_runtime_imports.py).
 if TYPE_CHECKING:
+    from ..argtypes import Kernel
     from ..bundle.artifact import KernelArtifact
     from ..bundle.host_manifest import HostEntryInfo
     from ..bundle.index import BundleIndex
@@ -275,7 +277,7 @@ class KernelModule(types.ModuleType):
             for fam in families.values():
                 fam.preload(o)
 
-    def __getitem__(self, name: str) -> Any:
+    def __getitem__(self, name: str) -> Kernel:
         """The kernel family or host program called ``name`` (its own name, whatever its attribute is)."""
         st = self._st
         got = st.callables.get(name)
@@ -284,11 +286,17 @@ class KernelModule(types.ModuleType):
         try:
             return self._family(name)
         except KeyError:
-            raise KeyError(f"{self.__file__} has no kernel {name!r}; kernels: {self._known()}") from None
+            raise KeyError(f"{self.__file__} has no kernel {name!r}{self._near(name)}; kernels: "
+                           f"{self._known()}") from None
 
     def _known(self) -> str:
         st = self._st
         return ", ".join(sorted({*st.index.names(), *st.callables})) or "none"
+
+    def _near(self, name: str) -> str:
+        """`` (did you mean 'add'?)`` for a misspelled kernel (its name or its attribute)."""
+        st = self._st
+        return hint(name, [*st.attrs, *st.index.names(), *st.callables])
 
     def __repr__(self) -> str:
         st = self._st
@@ -298,7 +306,8 @@ class KernelModule(types.ModuleType):
     def __dir__(self) -> list[str]:
         return sorted({*super().__dir__(), *self._st.attrs})
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Kernel:
+        """The kernel family or host program of attribute ``name`` (typed as :class:`kernelpack.argtypes.Kernel`)."""
         if _STATE not in vars(self):
             raise AttributeError(name)
         st = self._st
@@ -307,7 +316,7 @@ class KernelModule(types.ModuleType):
             return self._family(fname)
         if name.startswith("__"):
             raise AttributeError(name)
-        raise AttributeError(f"{self.__file__} has no kernel {name!r}; kernels: {self._known()}")
+        raise AttributeError(f"{self.__file__} has no kernel {name!r}{self._near(name)}; kernels: {self._known()}")
 
 
 class _Docs:

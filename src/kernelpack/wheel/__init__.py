@@ -63,7 +63,7 @@ def build_wheel(where: str | os.PathLike[str] | None = None, dist: str | os.Path
     replace a different wheel of the same name (else WheelError; the same bytes are left as they are).
     ``exact_outputs``: build only what the wheel carries (the bundle, and the library with ``with_library``) rather
     than the project's ``[library] outputs`` plus those."""
-    static = load_project(where, import_includes=False)
+    static = load_project(where, import_includes=False, check_files=False)
     meta, _ = wheel_meta(static)  # bad names and versions fail here, before anything is compiled
     arch = check_platform(platform)
     need = ("bundle", "library") if with_library else ("bundle",)
@@ -155,7 +155,7 @@ def split_wheels(meta: WheelMeta, bundle: Bundle, arch: str,
 def preflight(where: str | os.PathLike[str] | None = None, platform: str | None = None) -> WheelMeta:
     """What ``build_wheel`` checks before any work: the project file, its name and version, the platform
     (WheelError / KernelpackError naming what is wrong). The CLI calls it before drawing progress."""
-    meta, _ = wheel_meta(load_project(where, import_includes=False))
+    meta, _ = wheel_meta(load_project(where, import_includes=False, check_files=False))
     check_platform(platform)
     return meta
 
@@ -282,9 +282,9 @@ def sdist_files(where: str | os.PathLike[str] | None = None) -> tuple[WheelMeta,
     from ..core.deps import python_deps
     from ..project.jobs import static_files
 
-    static = load_project(where, import_includes=False)
+    static = load_project(where, import_includes=False, check_files=False)
     meta, read = wheel_meta(static)
-    project = load_project(where, import_includes=True) if static.includes else static
+    project = load_project(where, import_includes=True, check_files=False) if static.includes else static
     root = project.root.resolve()
     found: list[Path] = [project.path, *read]
     for inc in project.includes:

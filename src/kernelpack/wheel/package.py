@@ -173,9 +173,10 @@ def _family_stub(attr: str, fam: Any, kp: str, label: str) -> list[str]:
     specs = fam.specs
     args = [f"{n}: {annotation(specs[0].plan.args[i], kp)}" for i, n in enumerate(fam.arg_names)]
     grid_rule = all(s.artifact.launch.grid is not None for s in specs)
+    block_known = docs.block_optional(fam)
     opts = [f"grid: {kp}.Dim3 | None = None" if grid_rule else f"grid: {kp}.Dim3",
-            f"block: {kp}.Dim3 | None = None" if docs.block_fixed(fam) else f"block: {kp}.Dim3",
-            f"smem: {kp}.Int | None = None", f"stream: {kp}.Stream | None = None", f"cluster: {kp}.Dim3 | None = None",
+            f"block: {kp}.Dim3 | None = None" if block_known else f"block: {kp}.Dim3", f"smem: {kp}.Int | None = None",
+            f"stream: {kp}.Stream | None = None", f"cluster: {kp}.Dim3 | None = None",
             f"pdl: {kp}.Bool | None = None", f"cooperative: {kp}.Bool | None = None"]
     return _def(attr, args, opts, docs.doc_text(fam, label))
 

@@ -33,6 +33,7 @@ from ...core.deps import cuda_includes, include_digest
 from ...core.errors import AbiError, CompileError, KernelpackError
 from ...core.launchspec import LaunchSpec
 from ...core.ptx import ptx_entries
+from ...core.suggest import hint
 from ...core.version import __version__
 from .cxxtypes import abi_from_cxx, abi_from_params, declared_param_names
 from .demangle import Demangled, FunctionType, demangle, is_mangled, spell
@@ -215,9 +216,33 @@ def _compile_cached(text: str, filename: str, arch: Arch, opts: CudaOptions, exp
     hit = cache.get(key)
     if hit is not None:
         return CompileOutput(hit.data, dict(hit.meta["lowered"]), hit.meta["log"], hit.meta["compiler"])
-    out = compile_cubin(text, arch, opts, exprs, backend, filename=filename)
+    try:
+        out = compile_cubin(text, arch, opts, exprs, backend, filename=filename)
+    except CompileError as e:
+        raise _unknown_kernel(e, text, filename, exprs) or e from None
     cache.put(key, {"lowered": out.lowered, "log": out.log, "compiler": out.compiler}, out.cubin)
     return out
+
+
+_UNDEFINED = re.compile(r'identifier "([A-Za-z_][A-Za-z0-9_]*)" is undefined')
+_GLOBAL = re.compile(r"__global__[^;{}()]*?\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+
+
+def _unknown_kernel(e: CompileError, text: str, filename: str, exprs: list[str]) -> CompileError | None:
+    """A compile that failed because a kernel named is not in the source (``axpi`` for ``axpy``): the error naming
+    the kernel and the nearest ``__global__`` function (the compiler's log kept); None for any other failure."""
+    log = e.log or ""
+    if any("error" in line and not line.startswith("__nv_name_map") for line in log.splitlines()[:-1]):
+        return None  # the source itself does not compile: the compiler's message says why
+    undefined = set(_UNDEFINED.findall(log))
+    for expr in exprs:
+        head = expr.split("<", 1)[0].strip().split("::")[-1]
+        if head in undefined:
+            kernels = sorted(set(_GLOBAL.findall(text)))
+            return CompileError(f"{filename}: kernel {expr!r}: no __global__ function {head!r} in the source"
+                                f"{hint(head, kernels)} (its kernels: {', '.join(kernels) or 'none found'})",
+                                log=e.log)
+    return None
 
 
 def _symbol(r: _Request, out: CompileOutput, cubin: Cubin) -> str:

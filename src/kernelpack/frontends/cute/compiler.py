@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...bundle.artifact import KernelArtifact, Provenance
 from ...bundle.kpack import Bundle
@@ -34,6 +34,9 @@ from .examples import to_global
 from .llvm import check_host_abi, host_arg_types, launch_smem_bytes
 from .scope import check_target, plain_host_abi, target_arch, without_tvm_ffi
 from .types import mlir_ir, tensor_checks
+
+if TYPE_CHECKING:
+    from ...bundle.host_program import HostProgram
 
 ArchSpec = str | Arch | Sequence[str | Arch]
 
@@ -254,7 +257,7 @@ def export(
     options: str = "",
     kwargs: dict[str, Any] | None = None,
     zero_extent: str = "skip",
-) -> Any:
+) -> HostProgram:
     """Compile ``fn`` with its host logic (TMA descriptors, cluster launch, grid math) into a HostProgram.
 
     Parameters are derived from the example arguments and checked, byte by byte, against the host function CuTe

@@ -368,6 +368,10 @@ class PrebuiltFrontend(Frontend[Cubin]):
     def files(self, entry: Cubin, root: Path) -> list[Path]:
         return [p for pat in entry.files for p in _glob(root, pat)]
 
+    def missing(self, entry: Cubin, root: Path) -> list[tuple[str, str]]:
+        return [("files", f"{str(pat)!r} matches no file (under {root})") for pat in entry.files
+                if not _glob(root, pat)]
+
     def build(self, entry: Cubin, step: Step) -> Output:
         paths = []
         for pat in entry.files:

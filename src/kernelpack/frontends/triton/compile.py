@@ -42,7 +42,7 @@ from typing import Any
 from ...bundle.artifact import KernelArtifact, Provenance, over_limits
 from ...bundle.kpack import Bundle
 from ...bundle.pruned import check_pruned
-from ...core.abi import Abi, Param, Pointer, Scalar
+from ...core.abi import DTYPE_ALIASES, Abi, Param, Pointer, Scalar
 from ...core.arch import Arch, parse_archs
 from ...core.binary import Binary
 from ...core.cache import CompileCache, cache_key
@@ -50,6 +50,7 @@ from ...core.cubin import read_cubin
 from ...core.diagnostics import chain_log
 from ...core.errors import CompileError, ConfigDropped, KernelpackError
 from ...core.launchspec import LaunchSpec, split_per_arch
+from ...core.suggest import close, hint
 from ...core.tma import ELEMENT_TYPES as TRITON_DTYPES  # Triton's element names are the descriptors'
 from ...core.tma import TENSOR_MAP, TensorDescSpec, expected_params
 from ...core.version import __version__
@@ -133,11 +134,12 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     ``device_args``: parameters the launcher fills from the launch device instead of the caller, by role
     (``{"NUM_SMS": "sm_count"}``; roles: ``sm_count``, ``max_dynamic_smem``, ``max_active_clusters:<cluster size>``).
     ``grid``: three grid formulas (:func:`kernelpack.core.launchspec.evaluate_grid`) over integer runtime parameters,
-    the
-    device-derived ones included (``(("arg", "NUM_SMS", None), 1, 1)``): the grid of a launch that gives none; or a
-    function of a specialization's constexprs returning them, as Triton's ``grid=lambda META: ...`` (each config of
-    an autotuned kernel then computes its own grid: ``lambda m: ((("mul", ("ceil_div", ("arg", "M", None),
-    m["BLOCK_M"]), ("ceil_div", ("arg", "N", None), m["BLOCK_N"]))), 1, 1)``).
+    the device-derived ones included (``(("arg", "NUM_SMS", None), 1, 1)``): the grid of a launch that gives none;
+    an operand may name a constexpr (``("ceil_div", ("arg", "n", None), "BLOCK")``: each specialization's value, as
+    ``kernelpack.toml`` writes it); or a function of a specialization's constexprs returning them, as Triton's
+    ``grid=lambda META: ...`` (each config of an autotuned kernel then computes its own grid: ``lambda m:
+    ((("mul", ("ceil_div", ("arg", "M", None), m["BLOCK_M"]), ("ceil_div", ("arg", "N", None), m["BLOCK_N"]))), 1,
+    1)``).
     An ``@triton.autotune`` kernel given no ``specializations`` compiles every config as a specialization of one
     family (variants ``c0``, ``c1``...; :func:`autotune_specializations`); ``kernelpack tune`` then picks one per
     problem shape ahead of time (kernelpack.tuning).
@@ -209,7 +211,7 @@ def _compile(  # noqa: PLR0913 - compile's arguments
                 "num_ctas": spec.num_ctas or num_ctas, "enable_fp_fusion": True, **(options or {})}
         label = f"{kname}[{variant}]" if variant else kname
         outs = {a: _compile_cached(jit, args, consts, divs, opts, a, label, cache) for a in archs}
-        spec_grid = grid(consts) if callable(grid) else grid
+        spec_grid = grid(consts) if callable(grid) else None if grid is None else _with_constexprs(grid, consts, label)
         per = [(a, *_abi_and_launch(label, args, divs, outs[a], opts["num_warps"], device_args or {}, spec_grid))
                for a in archs]
         bins = {a: Binary(a, outs[a].cubin, "ptx" if a.virtual else "cubin") for a in archs}
@@ -320,9 +322,13 @@ def _parse_signature(kname: str, names: list[str], signature: Mapping[str, str] 
         elif ty is None or ty == "constexpr":
             raise CompileError(f"kernel {kname}: parameter {i} '{n}' has no "
                                f"{'value in constexprs' if ty else 'type in the signature'}")
-        elif not isinstance(ty, str) or not _known_type(ty):
-            raise CompileError(f"kernel {kname}: parameter {i} '{n}': unsupported Triton type {ty!r} (expected "
-                               f"*T, *kT, T or tensordesc<T[block]> with T in {', '.join(TRITON_DTYPES)})")
+        else:
+            canon = _canonical_type(ty) if isinstance(ty, str) else None
+            if canon is None or not _known_type(canon):
+                raise CompileError(f"kernel {kname}: parameter {i} '{n}': unsupported Triton type {ty!r} (expected "
+                                   f"*T, *kT, T or tensordesc<T[block]> with T in {', '.join(TRITON_DTYPES)}, or "
+                                   f"kernelpack's name of T: f16, f32, ...{_type_hint(ty)})")
+            ty = canon
         out.append(_Arg(n, i, ty))
     return out
 
@@ -335,6 +341,60 @@ def _merge(kname: str, jit: Any, base: Mapping[str, str] | Sequence[str], over: 
             return base  # _parse_signature reports it
         base = dict(zip(jit.arg_names, base))
     return {**base, **over}
+
+
+# an element type named as Triton names it (fp16), as kernelpack does (f16) or as torch does (float16): Triton's name
+_TRITON_NAME = {dt: name for name, dt in reversed(TRITON_DTYPES.items()) if dt is not None}  # the first name wins
+_ELEMENT = {**{a: _TRITON_NAME[dt] for a, dt in DTYPE_ALIASES.items() if dt in _TRITON_NAME},
+            **{name: name for name in TRITON_DTYPES}, "f32": "fp32"}
+
+
+def _with_constexprs(grid: Sequence[Any], consts: Mapping[str, Any], label: str) -> list[Any]:
+    """The grid formulas with each operand that names a constexpr (``"BLOCK"``) replaced by the specialization's
+    value (an int), so one formula serves every config of a family."""
+
+    def sub(e: Any) -> Any:
+        if isinstance(e, str):
+            v = consts.get(e)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise CompileError(f"kernel {label}: the grid names {e!r}, which is no integer constexpr of it "
+                                   f"(constexprs: {', '.join(sorted(consts)) or 'none'}{hint(e, consts)})")
+            return v
+        if isinstance(e, (list, tuple)) and e and e[0] != "arg":
+            return [e[0], *(sub(x) for x in e[1:])]
+        return e
+
+    if isinstance(grid, str) or not isinstance(grid, Sequence):
+        return grid  # type: ignore[return-value]  # LaunchSpec refuses it, naming what it is
+    return [sub(e) for e in grid]
+
+
+def _canonical_type(ty: str) -> str | None:
+    """``ty`` with its element type spelled as Triton spells it (``*f16`` -> ``*fp16``, ``tensordesc<float16[64]>``
+    -> ``tensordesc<fp16[64]>``); None when the element type has no known name."""
+    ty = ty.strip()
+    if ty in ("nvTmaDesc", "constexpr"):
+        return ty
+    m = _DESC.match(ty)
+    if m:
+        el = _ELEMENT.get(m.group(1)) or _ELEMENT.get(m.group(1).lower())
+        return None if el is None else f"tensordesc<{el}[{m.group(2)}]>"
+    head = "*k" if ty.startswith("*k") and ty[2:].lower() in _ELEMENT else "*" if ty.startswith("*") else ""
+    el = ty[len(head):]
+    got = _ELEMENT.get(el) or _ELEMENT.get(el.lower())
+    return None if got is None else head + got
+
+
+def _type_hint(ty: Any) -> str:
+    """``; did you mean '*fp16'?`` for a near miss of a Triton type."""
+    if not isinstance(ty, str):
+        return ""
+    el = ty.strip().lstrip("*")
+    head = ty.strip()[:len(ty.strip()) - len(el)]
+    if head == "*" and el.startswith("k") and el[1:]:
+        head, el = "*k", el[1:]
+    got = close(el, [*TRITON_DTYPES, *DTYPE_ALIASES], 1)
+    return f"; did you mean {head + _ELEMENT.get(got[0], got[0])!r}?" if got else ""
 
 
 def _known_type(ty: str) -> bool:
