@@ -38,7 +38,7 @@ from . import state as st
 from .jobs import Job, Outcome, execute, fingerprint, plan, run, static_files
 from .link import expected_outputs
 from .model import BuildSpec, Project, ProjectError, check_executor, load_project
-from .report import Row, rows_reusing
+from .report import Row, rows_reusing, warn_shadowed
 from .state import STATE_DIR, STATE_VERSION
 
 if TYPE_CHECKING:
@@ -230,6 +230,7 @@ def _finish(project: Project, stage: Stage, all_jobs: list[Job], built: dict[str
     report.outputs = {k: str(v) for k, v in outputs.items()}
     report.rows, row_keys = rows_reusing(bundle, project.library.archs, status, _previous_rows(state))
     report.rows += _host_rows(programs, project.library.archs)
+    warn_shadowed(bundle, report.rows)
     stage.write(f"{STATE_DIR}/state.json", st.encode({
         "version": STATE_VERSION, "digest": digest, "jobs": new_jobs,
         "library_stamp": stamp, "row_keys": row_keys,

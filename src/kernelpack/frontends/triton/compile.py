@@ -34,7 +34,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ from ...core.launchspec import LaunchSpec, split_per_arch
 from ...core.tma import ELEMENT_TYPES as TRITON_DTYPES  # Triton's element names are the descriptors'
 from ...core.tma import TENSOR_MAP, TensorDescSpec, expected_params
 from ...core.version import __version__
-from .signature import DerivedSignature, signature_from_args
+from .signature import DerivedSignature, missing_constexpr, signature_from_args
 
 __all__ = ["DerivedSignature", "Specialization", "compile", "signature_from_args"]
 
@@ -146,25 +146,23 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     auto = autotune_specializations(fn) if specializations is None else None
     if auto:  # an @triton.autotune kernel: every config, a specialization of one family
         specializations = auto
-    base_div: Sequence[str] = ()
-    if example_args is not None:
-        # the binder needs every constexpr: an autotuned kernel's first config stands in (each config sets its own)
-        derive = {**(auto[0].constexprs if auto else {}), **(constexprs or {})}
-        signature, constexprs, base_div = _from_example(signature_from_args(jit, example_args, constexprs=derive),
-                                                        signature, derive)
+    specs = [_spec(s, kname) for s in specializations] if specializations else [Specialization()]
+    if example_args is not None:  # each specialization's constexprs (an autotune config's) complete its call
+        specs, signature = derive_specs(fn, example_args, signature, constexprs, specs)
+        base_consts: dict[str, Any] = {}
     elif signature is None:
         raise CompileError(f"kernel {kname}: give a signature or example_args")
-    base_consts = dict(constexprs or {})
-    specs = [_spec(s, kname) for s in specializations] if specializations else [Specialization()]
+    else:
+        base_consts = dict(constexprs or {})
     archs = parse_archs(arch)
     cache = cache if cache is not None else CompileCache.default()
-    variants = _variant_names(kname, specs, base_consts, num_warps, num_stages, base_div)
+    variants = _variant_names(kname, specs, base_consts, num_warps, num_stages)
     source_sha = hashlib.sha256(jit.src.encode()).hexdigest()
     artifacts: list[KernelArtifact] = []
     for spec, variant in zip(specs, variants):
         consts = {**base_consts, **spec.constexprs}
-        args = _parse_signature(kname, list(jit.arg_names), _merge(kname, jit, signature, spec.signature), consts)
-        divs = _divisibility(kname, args, base_div if spec.divisibility is None else spec.divisibility)
+        args = _parse_signature(kname, jit, _merge(kname, jit, signature, spec.signature), consts)
+        divs = _divisibility(kname, args, spec.divisibility)
         opts = {"num_warps": spec.num_warps or num_warps, "num_stages": spec.num_stages or num_stages,
                 "num_ctas": spec.num_ctas or num_ctas, "enable_fp_fusion": True, **(options or {})}
         label = f"{kname}[{variant}]" if variant else kname
@@ -198,6 +196,28 @@ def _from_example(derived: DerivedSignature, signature: Mapping[str, str] | Sequ
     types = {k: v for k, v in types.items() if k not in consts}
     divs = tuple(n for n in derived.divisibility if n in types and _hintable(types[n]))
     return types, consts, divs
+
+
+def derive_specs(fn: Any, example_args: Sequence[Any] | Mapping[str, Any],
+                 signature: Mapping[str, str] | Sequence[str] | None, constexprs: Mapping[str, Any] | None,
+                 specs: Sequence[Specialization]) -> tuple[list[Specialization], dict[str, str]]:
+    """Each specialization with what Triton's JIT derives for the example call completed by its own constexprs (an
+    autotune config's ``BLOCK``, which heuristics may read): its constexprs become all the call's compile-time
+    values, its divisibility (when not given) the derived one; returns them and the derived signature's types.
+    Specializations whose derived types differ keep their own as signature overrides."""
+    base: dict[str, str] | None = None
+    out: list[Specialization] = []
+    for s in specs:
+        derive = {**(constexprs or {}), **s.constexprs}
+        types, consts, div = _from_example(signature_from_args(fn, example_args, constexprs=derive), signature,
+                                           derive)
+        if base is None:
+            base = types
+        over = {k: v for k, v in types.items() if base.get(k) != v}
+        out.append(replace(s, constexprs=consts, signature={**over, **s.signature},
+                           divisibility=div if s.divisibility is None else s.divisibility))
+    assert base is not None  # specs is never empty
+    return out, base
 
 
 def autotune_specializations(fn: Any) -> list[Specialization] | None:
@@ -249,8 +269,9 @@ def _spec(s: Specialization | Mapping[str, Any], kname: str) -> Specialization:
     return Specialization(**dict(s))
 
 
-def _parse_signature(kname: str, names: list[str], signature: Mapping[str, str] | Sequence[str],
+def _parse_signature(kname: str, jit: Any, signature: Mapping[str, str] | Sequence[str],
                      consts: Mapping[str, Any]) -> list[_Arg]:
+    names = list(jit.arg_names)
     if isinstance(signature, str) or not isinstance(signature, (Mapping, Sequence)):
         raise CompileError(f"kernel {kname}: signature must be a dict {{param: type}} or a list of types in "
                            f"parameter order (got {type(signature).__name__})")
@@ -262,6 +283,7 @@ def _parse_signature(kname: str, names: list[str], signature: Mapping[str, str] 
     unknown = [k for k in [*signature, *consts] if k not in names]
     if unknown:
         raise CompileError(f"kernel {kname}: parameter(s) {unknown} not in the kernel's parameters {names}")
+    annotated = {kp.name for kp in jit.params if kp.is_constexpr}
     out = []
     for i, n in enumerate(names):
         ty = signature.get(n)
@@ -270,9 +292,10 @@ def _parse_signature(kname: str, names: list[str], signature: Mapping[str, str] 
             if ty not in (None, "constexpr"):
                 raise CompileError(f"kernel {kname}: parameter {i} '{n}' has type {ty!r} and a constexpr value")
             ty = "constexpr"
-        elif ty is None or ty == "constexpr":
-            raise CompileError(f"kernel {kname}: parameter {i} '{n}' has no "
-                               f"{'value in constexprs' if ty else 'type in the signature'}")
+        elif ty == "constexpr" or (ty is None and n in annotated):
+            raise CompileError(missing_constexpr(kname, i, n))
+        elif ty is None:
+            raise CompileError(f"kernel {kname}: parameter {i} '{n}' has no type in the signature")
         elif not isinstance(ty, str) or not _known_type(ty):
             raise CompileError(f"kernel {kname}: parameter {i} '{n}': unsupported Triton type {ty!r} (expected "
                                f"*T, *kT, T or tensordesc<T[block]> with T in {', '.join(TRITON_DTYPES)})")
@@ -326,14 +349,14 @@ def _hintable(ty: str) -> bool:
 
 
 def _variant_names(kname: str, specs: list[Specialization], consts: Mapping[str, Any], warps: int,
-                   stages: int, base_div: Sequence[str] = ()) -> list[str]:
+                   stages: int) -> list[str]:
     if len(specs) == 1:
         return [specs[0].variant or ""]
     sigs = [dict(s.signature) for s in specs]
     sig_keys = sorted({k for d in sigs for k in d})
     varying_sig = [k for k in sig_keys if len({d.get(k) for d in sigs}) > 1]
     rows = [({**consts, **s.constexprs}, s.num_warps or warps, s.num_stages or stages, _div_key(
-        base_div if s.divisibility is None else s.divisibility)) for s in specs]
+        () if s.divisibility is None else s.divisibility)) for s in specs]
     varying = [k for k in rows[0][0] if len({repr(r[0].get(k)) for r in rows}) > 1]
     names = []
     for s, (cs, w, st, div) in zip(specs, rows):

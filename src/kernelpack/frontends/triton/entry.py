@@ -69,15 +69,13 @@ class TritonFrontend(Frontend[Triton]):
         from . import compile as kt
 
         name = entry.name or ref_name(entry.kernel)
+        specs_in = [kt._spec(s, name) for s in specs]
         consts: dict[str, Any] = dict(entry.constexprs)
-        base_div: tuple[str, ...] = ()
-        if entry.example_args is not None and any("divisibility" not in s for s in specs):  # names follow the JIT's
+        if entry.example_args is not None and any(s.variant is None for s in specs_in):  # names follow the JIT's
             fn = resolve(entry.kernel, root, f"triton kernel {entry.kernel!r}")
-            _, consts, base_div = kt._from_example(kt.signature_from_args(fn, _example_args(entry, root),
-                                                                          constexprs=consts),
-                                                   entry.signature or None, consts)
-        return kt._variant_names(name, [kt._spec(s, name) for s in specs], consts, entry.num_warps,
-                                 entry.num_stages, base_div)
+            specs_in, _ = kt.derive_specs(fn, _example_args(entry, root), entry.signature or None, consts, specs_in)
+            consts = {}
+        return kt._variant_names(name, specs_in, consts, entry.num_warps, entry.num_stages)
 
     def files(self, entry: Triton, root: Path) -> list[Path]:
         return python_ref_files([entry.kernel, entry.example_args], root)
