@@ -1,4 +1,4 @@
-"""The ``kernelpack`` command line: demo, inspect, build, tune, wheel.
+"""The ``kernelpack`` command line: demo, inspect, build, tune, wheel, capture.
 
 Exit status: 0 success; 2 a user error — any :class:`KernelpackError` (bad project file, compile error, build
 failure...) or an ``OSError`` from the environment (unreadable input, unwritable output, full disk) — reported as one
@@ -107,6 +107,13 @@ def _cmd_wheel(args: argparse.Namespace) -> int:
                      force=args.force, overwrite=args.overwrite, quiet=args.quiet)
 
 
+def _cmd_capture(args: argparse.Namespace) -> int:
+    from ..capture.ui import run_capture
+
+    return run_capture(args.run, out=args.out, device=args.device, configs=args.configs, name=args.name,
+                       interpret=args.interpret or (), quiet=args.quiet, as_json=args.json)
+
+
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kernelpack", description="Compile GPU kernels once; ship them anywhere.")
     debug_help = "print the traceback of an error"
@@ -174,6 +181,32 @@ def make_parser() -> argparse.ArgumentParser:
                                                           "median counts (default: 3)")
     t.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default: 0)")
     t.set_defaults(func=_cmd_tune)
+
+    c = sub.add_parser("capture", parents=[common], help="run your PyTorch code and write the kernelpack project of "
+                                                         "every Triton, cuTile and CuTe DSL kernel it launches",
+                       description="kernelpack capture -o DIR [--device h200] -- python script.py [ARGS] runs the "
+                                   "script in this process, records every Triton, cuTile and CuTe DSL launch with "
+                                   "the signature the DSL's own binder derives, and writes (or merges into) the "
+                                   "project DIR: kernelpack.toml, capture_args.py, capture.json. With --device and "
+                                   "no GPU, CPU tensors stand in for CUDA tensors and kernels are not run. See "
+                                   "docs/capture.md.")
+    c.add_argument("-o", "--out", default="captured", help="the project directory (default: ./captured); an "
+                                                              "existing capture there is merged into")
+    c.add_argument("--device", default=None, metavar="NAME", help="capture without a GPU, answering device queries "
+                                                                  "for NAME (h100, h200, b200, a100, ...; "
+                                                                  "docs/capture.md); default: this machine's GPU")
+    c.add_argument("--configs", default=None, metavar="first|all|cN|chosen",
+                   help="which configs of an autotuned kernel the project builds: the first (GPU-less default), all, "
+                        "config N, or on a GPU the ones the autotuner chose (default there)")
+    c.add_argument("--name", default=None, help="the library name (default: the directory's name)")
+    c.add_argument("--interpret", action="append", default=None, metavar="KERNEL",
+                   help="run this Triton kernel with Triton's CPU interpreter during a GPU-less capture (for host "
+                        "code that reads its results back); repeatable")
+    c.add_argument("-q", "--quiet", action="store_true", help="print nothing but what was skipped and errors")
+    c.add_argument("--json", action="store_true", help="print the capture's report as JSON")
+    c.add_argument("run", nargs=argparse.REMAINDER, metavar="-- python SCRIPT [ARGS]",
+                   help="the command to run (python SCRIPT ARGS or python -m MODULE ARGS)")
+    c.set_defaults(func=_cmd_capture)
 
     w = sub.add_parser("wheel", parents=[common], help="build a project's kernels as a Python wheel (pip install)",
                        description="kernelpack wheel [PROJECT] builds the project as kernelpack build does "

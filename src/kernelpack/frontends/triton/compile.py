@@ -130,9 +130,10 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     ``device_args``: parameters the launcher fills from the launch device instead of the caller, by role
     (``{"NUM_SMS": "sm_count"}``; roles: ``sm_count``, ``max_dynamic_smem``, ``max_active_clusters:<cluster size>``).
     ``grid``: three grid formulas (:func:`kernelpack.core.launchspec.evaluate_grid`) over integer runtime parameters,
-    the
-    device-derived ones included (``(("arg", "NUM_SMS", None), 1, 1)``): the grid of a launch that gives none; or a
-    function of a specialization's constexprs returning them, as Triton's ``grid=lambda META: ...`` (each config of
+    the device-derived ones included (``(("arg", "NUM_SMS", None), 1, 1)``), each as nested tuples or as text
+    (``"ceil_div(n, BLOCK)"``, a constexpr's name taking each specialization's value:
+    :func:`kernelpack.core.launchspec.parse_grid_text`): the grid of a launch that gives none; or a function
+    of a specialization's constexprs returning them, as Triton's ``grid=lambda META: ...`` (each config of
     an autotuned kernel then computes its own grid: ``lambda m: ((("mul", ("ceil_div", ("arg", "M", None),
     m["BLOCK_M"]), ("ceil_div", ("arg", "N", None), m["BLOCK_N"]))), 1, 1)``).
     An ``@triton.autotune`` kernel given no ``specializations`` compiles every config as a specialization of one
@@ -167,7 +168,7 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
                 "num_ctas": spec.num_ctas or num_ctas, "enable_fp_fusion": True, **(options or {})}
         label = f"{kname}[{variant}]" if variant else kname
         outs = {a: _compile_cached(jit, args, consts, divs, opts, a, label, cache) for a in archs}
-        spec_grid = grid(consts) if callable(grid) else grid
+        spec_grid = _grid(label, grid, consts)
         per = [(a, *_abi_and_launch(label, args, divs, outs[a], opts["num_warps"], device_args or {}, spec_grid))
                for a in archs]
         abi, launch, per_arch = split_per_arch(per)
@@ -572,6 +573,21 @@ def _hidden_params(label: str, params: list[Param], out: _Output) -> list[Param]
                            f"({', '.join(p.name for p in params)}), which hidden scratch pointers cannot explain")
     taken = {p.name for p in params}
     return [Param(r if r not in taken else f"kp_{r}", Pointer(None), role=r) for r in roles]
+
+
+def _grid(label: str, grid: Any, consts: Mapping[str, Any]) -> Sequence[Any] | None:
+    """The specialization's grid formulas: a function of its constexprs is called; a formula written as text
+    (``"ceil_div(n, BLOCK)"``) is read with the specialization's constexprs put in."""
+    from ...core.launchspec import parse_grid_text
+
+    if callable(grid):
+        return grid(consts)  # type: ignore[no-any-return]
+    if grid is None or isinstance(grid, str):
+        return grid
+    try:
+        return tuple(parse_grid_text(g, consts) if isinstance(g, str) else g for g in grid)
+    except KernelpackError as e:
+        raise CompileError(f"kernel {label}: {e.message}") from None
 
 
 def _provenance_options(opts: Mapping[str, Any], consts: Mapping[str, Any], divs: Mapping[str, int]) -> tuple[str, ...]:
