@@ -31,7 +31,8 @@ from toolchain_support import CC, CXX
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 PAGES = ["quickstart-cuda.md", "quickstart-triton.md", "quickstart-cutile.md", "quickstart-cute.md",
-         "quickstart-prebuilt.md", "deploy-cpp.md", "abi.md", "migration.md", "wheels.md", "architecture.md"]
+         "quickstart-prebuilt.md", "deploy-cpp.md", "abi.md", "migration.md", "wheels.md", "architecture.md",
+         "capture.md"]
 FENCE = re.compile(r"^```([A-Za-z+]*)([^\n]*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 REQUIRES = re.compile(r"<!--\s*test-requires:\s*([\w., ]+?)\s*-->")
 REQUIRES_COMMAND = re.compile(r"<!--\s*test-requires-command:\s*([\w., -]+?)\s*-->")

@@ -89,6 +89,9 @@ STEPS: tuple[Step, ...] = (
          run=(gpu_tests("fp8", "tests/test_fp8_gpu.py"),)),
     Step("loadscale", "bench/load_scale.py's synthesized bundles and C libraries", p.loadscale,
          ("loadscale/synth-100-10-sm_90a.kpack", "loadscale/synth-10000-100-sm_90a.kpack")),
+    Step("capture", "a GPU-less capture (device h200) of tests/capture_gpu_script.py; there, the GPU-mode capture of "
+                    "the same script with Triton's real autotuner, compared", p.capture,
+         ("capture/gpuless/capture.json",), run=(gpu_tests("capture", "tests/test_capture_gpu.py"),), cap=200),
     Step("corpus", "the liger-kernel corpus library and liger's Python sources", p.corpus, ("corpus/manifest.json",),
          optional=True),
     Step("corpus_fi", "the FlashInfer corpus library; runs every entry from C++ and Python", p.corpus_fi,

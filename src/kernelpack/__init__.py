@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from . import cutile as cutile
     from . import prebuilt as prebuilt
     from . import triton as triton
+    from .capture import Capture as capture
     from .clib import Library as Library
 
 from ._aliases import install as _install_aliases
@@ -48,6 +49,10 @@ def __getattr__(name: str):  # type: ignore[no-untyped-def]  # PEP 562: what `im
         from .core._lazy import submodule
 
         return submodule(__name__, name)
+    if name == "capture":  # kernelpack.capture(device=...): the package, callable (kernelpack/capture/__init__.py)
+        from .core._lazy import submodule
+
+        return submodule(__name__, name)
     if name == "Library":  # the C library generator imports the cubin reader and the builders
         from .clib import Library
 
@@ -61,7 +66,7 @@ def __getattr__(name: str):  # type: ignore[no-untyped-def]  # PEP 562: what `im
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_FRONTENDS) | {"Library"})
+    return sorted(set(globals()) | set(_FRONTENDS) | {"Library", "capture"})
 
 
 __all__ = [
@@ -85,5 +90,6 @@ __all__ = [
     "Struct",
     "TensorSpec",
     "__version__",
+    "capture",
     "load",
 ]

@@ -10,10 +10,24 @@ own binder derives from its arguments; the project groups them into families and
 
 from __future__ import annotations
 
+import sys
+import types
+from typing import Any
+
 from .devices import DEVICES, Device
 from .records import Launch, Skip
 from .session import Capture, run_script
 
 capture = Capture
+
+
+class _Module(types.ModuleType):
+    """``kernelpack.capture(device="h200")``: the package itself makes a :class:`Capture`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Capture:
+        return Capture(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _Module
 
 __all__ = ["DEVICES", "Capture", "Device", "Launch", "Skip", "capture", "run_script"]

@@ -139,15 +139,18 @@ def _differences(key: dict[str, Any], others: list[dict[str, Any]]) -> list[str]
 
 
 def _list_difference(v: list[Any], others: list[Any]) -> list[str]:
-    """The first element of ``v`` that differs from the others' (a tensor by its element type: ``BFloat16``)."""
+    """The elements of ``v`` that differ from another's (up to three; a tensor by its element type: ``BFloat16``)."""
+    out: list[str] = []
     for i, x in enumerate(v):
         if any(not isinstance(o, list) or len(o) <= i or stable(o[i]) != stable(x) for o in others):
             if isinstance(x, str):
                 x = x.split(" ")[0]
             elif isinstance(x, dict):
                 x = next((y for y in x.values() if isinstance(y, (int, str))), i)
-            return [_fmt(x)] if not isinstance(x, (list, dict)) else [f"a{i}"]
-    return [f"n{len(v)}"]
+            out.append(_fmt(x) if not isinstance(x, (list, dict)) else f"a{i}")
+            if len(out) == 3:
+                break
+    return out or [f"n{len(v)}"]
 
 
 def variant_name(launch: Launch) -> str:
@@ -157,7 +160,7 @@ def variant_name(launch: Launch) -> str:
 def merge(families: list[Family], launches: list[Launch], *, prefix: dict[str, str] | None = None) -> list[Family]:
     """``families`` (an earlier capture's, names kept) with ``launches`` added; returns the new families."""
     index = {(f.dsl, stable(f.key)): f for f in families}
-    taken = {f.name for f in families}
+    taken = {f.name: f.kernel for f in families}
     new: dict[tuple[str, str], list[Launch]] = {}
     for la in launches:
         k = (la.dsl, stable(la.family))
@@ -179,7 +182,7 @@ def merge(families: list[Family], launches: list[Launch], *, prefix: dict[str, s
             others = siblings + [new[o][0].family for o in keys if o != k]
             name = base if not others else short_name(f"{base}_{'_'.join(_differences(la.family, others))}"[:72])
             name = _unique(name, taken, la)
-            taken.add(name)
+            taken[name] = la.kernel
             fam = Family(dsl, name, kernel, la.family, la.options)
             for x in new[k]:
                 _add(fam, x)
@@ -187,14 +190,17 @@ def merge(families: list[Family], launches: list[Launch], *, prefix: dict[str, s
     return families + added
 
 
-def _unique(name: str, taken: set[str], la: Launch) -> str:
+def _unique(name: str, taken: dict[str, str], la: Launch) -> str:
+    """``name``, else (another family of the same kernel has it) ``name_2``..., else (another kernel's) the kernel's
+    module and DSL put in front."""
     if name not in taken:
         return name
-    mod = la.kernel.rsplit(":", 1)[0].replace("/", ".").removesuffix(".py").split(".")[-1]
-    alt = short_name(f"{la.dsl}_{mod}_{name}") if mod else short_name(f"{la.dsl}_{name}")
-    i, out = 2, alt
+    if taken[name] != la.kernel:
+        mod = la.kernel.rsplit(":", 1)[0].replace("/", ".").removesuffix(".py").split(".")[-1]
+        name = short_name(f"{la.dsl}_{mod}_{name}") if mod else short_name(f"{la.dsl}_{name}")
+    i, out = 2, name
     while out in taken:
-        out, i = f"{alt}_{i}", i + 1
+        out, i = f"{name}_{i}", i + 1
     return out
 
 

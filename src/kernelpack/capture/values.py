@@ -77,8 +77,11 @@ def _triton(v: Any, imports: set[str]) -> str:
     if name == "constexpr":
         return source(v.value, imports)
     if name == "dtype" or hasattr(v, "is_floating") and hasattr(v, "primitive_bitwidth"):
+        attr = _tl_names().get(str(v))
+        if attr is None:
+            raise Unwritable(f"Triton dtype {v} is no attribute of triton.language")
         imports.add("tl")
-        return f"tl.{v}"  # tl.float32: a dtype's str is its name
+        return f"tl.{attr}"
     if name == "TensorDescriptor":
         imports.add("TensorDescriptor")
         parts = [source(v.base, imports), source(list(v.shape), imports), source(list(v.strides), imports),
@@ -86,6 +89,17 @@ def _triton(v: Any, imports: set[str]) -> str:
         pad = getattr(v, "padding", "zero")
         return f"TensorDescriptor({', '.join(parts)}" + (f", padding={pad!r})" if pad != "zero" else ")")
     raise Unwritable(f"a {type(v).__module__}.{name} has no source form for the project")
+
+
+def _tl_names() -> dict[str, str]:
+    """A Triton dtype's name (``bf16``) -> its attribute in ``triton.language`` (``bfloat16``)."""
+    import triton.language as tl
+
+    out: dict[str, str] = {}
+    for attr, v in sorted(vars(tl).items(), key=lambda kv: -len(kv[0])):
+        if type(v).__name__ == "dtype" and not attr.startswith("_"):
+            out[str(v)] = attr
+    return out
 
 
 HEADER = {

@@ -206,7 +206,23 @@ def _modes() -> tuple[Any, Any]:
                 out.zero_()
             return out
 
-    return CpuForCuda(), ZeroFilled()
+    return CpuForCuda, ZeroFilled()
+
+
+def _backward_patch(function_mode: type) -> list[tuple[Any, str, Any]]:
+    """The autograd engine runs an ``autograd.Function``'s backward where the torch function mode is off (inside
+    the mode's own handling of ``Tensor.backward``): put it back on around the user's backward."""
+    from torch.autograd.function import BackwardCFunction
+
+    original = BackwardCFunction.apply
+
+    def apply(self: Any, *args: Any) -> Any:
+        if not pretending():
+            return original(self, *args)
+        with function_mode():
+            return original(self, *args)
+
+    return [(BackwardCFunction, "apply", apply)]
 
 
 def _tensor_patches() -> list[tuple[Any, str, Any]]:
@@ -401,9 +417,10 @@ def gpu_less(device: Device) -> Iterator[Answers]:
         raise KernelpackError("kernelpack capture: a GPU-less capture is already running in this process")
     patches = _tensor_patches() + _cuda_patches(answers) + _cutlass_patches(answers)
     function_mode, dispatch_mode = _modes()
+    patches += _backward_patch(function_mode)
     _WORLD.append(answers)
     try:
-        with patched(patches), _triton_driver(answers), function_mode, dispatch_mode:
+        with patched(patches), _triton_driver(answers), function_mode(), dispatch_mode:
             yield answers
     finally:
         _WORLD.clear()
