@@ -219,3 +219,54 @@ def _run(case: Case, point: Mapping[str, Any], device: str) -> Any:
             torch.randn(first.shape, generator=ins.gen).to(first.dtype).to(device)
         first.backward(grad)
     return out, args, kwargs
+
+
+def run_all(files: list[str], *, only: tuple[str, ...] = (), reduced: bool = False,
+            progress: Any = None) -> tuple[int, int]:
+    """Run every case point of the case files; under ``kernelpack capture`` each point is one of its runs (a point that
+    fails is listed as skipped and the rest go on). Returns (points run, points that failed)."""
+    from kernelpack.capture import current
+
+    ran = failed = 0
+    for f in files:
+        _, cases = load_cases(f)
+        for case in cases:
+            if (only and case.id not in only) or (reduced and not case.reduced):
+                continue
+            for point in case.points():
+                label = f"{case.id}[{tag(point)}]"
+                cap = current()
+                if cap is not None:
+                    cap.interpret.update(case.interpret)
+                    ok = cap.run(label, lambda c=case, p=point: run_case(c, p))
+                else:
+                    try:
+                        run_case(case, point)
+                        ok = True
+                    except Exception as e:  # noqa: BLE001 - one point failing leaves the others to run
+                        print(f"{label}: {type(e).__name__}: {e}")
+                        ok = False
+                ran, failed = ran + 1, failed + (not ok)
+                if progress is not None:
+                    progress(label, ok)
+    return ran, failed
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m corpus.cases FILE.toml... [--case ID]... [--reduced]``: the package's own wrappers called on the
+    cases' inputs -- the script of calls ``kernelpack capture`` runs (``kernelpack capture -o DIR --device h200 --
+    python -m corpus.cases corpus/liger_triton.toml``)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m corpus.cases", description=main.__doc__)
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--case", action="append", default=[], help="only this case id (repeatable)")
+    ap.add_argument("--reduced", action="store_true", help="only the cases marked reduced")
+    args = ap.parse_args(argv)
+    ran, failed = run_all(args.files, only=tuple(args.case), reduced=args.reduced)
+    print(f"{ran} case point(s) run, {failed} failed")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

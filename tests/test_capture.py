@@ -260,3 +260,20 @@ def test_a_cutile_launch_is_captured_with_cutiles_own_signature(tmp_path: Path, 
     report = build(tmp_path / "proj", jobs=1)
     assert sorted(a.label for a in Bundle.from_bytes(Path(report.outputs["bundle"]).read_bytes())) == [
         "vadd[f16]", "vadd[f32]"]
+
+
+def test_one_capture_and_one_build_keep_going_past_a_kernel_the_dsl_cannot_compile(kernels: Any, tmp_path: Path,
+                                                                                   fresh_cache: Any) -> None:
+    """A kernel Triton itself refuses to compile (captured fine: nothing compiles during capture) fails its step;
+    ``kernelpack build -k`` links the rest, names the failure and exits 2; without -k the build fails whole."""
+    import kernelpack
+    import kernelpack.cli as cli
+
+    with kc.capture(device="h200") as cap:
+        kernels.add(torch.randn(256), torch.randn(256))
+        kernels.dtype_call(torch.randn(64))
+    cap.write_project(tmp_path / "proj")
+    assert cli.main(["build", "-q", "-j", "1", str(tmp_path / "proj")]) == 2
+    assert cli.main(["build", "-q", "-j", "1", "-k", str(tmp_path / "proj")]) == 2
+    lib = kernelpack.load(str(tmp_path / "proj" / "build" / "proj.kpack"))
+    assert set(lib.families) == {"add_kernel"}

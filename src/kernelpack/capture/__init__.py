@@ -16,7 +16,7 @@ from typing import Any
 
 from .devices import DEVICES, Device
 from .records import Launch, Skip
-from .session import Capture, run_script
+from .session import Capture, current, run_script
 
 capture = Capture
 
@@ -30,4 +30,4 @@ class _Module(types.ModuleType):
 
 sys.modules[__name__].__class__ = _Module
 
-__all__ = ["DEVICES", "Capture", "Device", "Launch", "Skip", "capture", "run_script"]
+__all__ = ["DEVICES", "Capture", "Device", "Launch", "Skip", "capture", "current", "run_script"]

@@ -20,6 +20,13 @@ from .project import Written, write
 from .records import Launch, Skip
 
 CONFIGS = ("first", "all", "chosen")  # and c<N>
+_ACTIVE: list[Capture] = []  # the captures running in this process, innermost last
+
+
+def current() -> Capture | None:
+    """The capture running now (the code under ``kernelpack capture`` can run its parts through
+    :meth:`Capture.run`, so a part that fails is listed and the rest goes on), or None."""
+    return _ACTIVE[-1] if _ACTIVE else None
 
 
 def _check_configs(configs: str, gpu: bool) -> str:
@@ -108,10 +115,13 @@ class Capture:
             raise
         self._stack = stack
         self._t0 = time.perf_counter()
+        _ACTIVE.append(self)
         return self
 
     def __exit__(self, typ: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.seconds += time.perf_counter() - self._t0
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
         if exc is not None and isinstance(exc, Exception):
             self.skip(self.source or "the captured code", _raised(exc, tb))
         assert self._stack is not None

@@ -66,7 +66,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
     return run_build(args.project or (args.inputs[0] if args.inputs else None), jobs=args.jobs, force=args.force,
                      quiet=args.quiet, as_json=args.json, out=args.out, tuning=args.tuning,
-                     executor=args.executor, address=args.address)
+                     executor=args.executor, address=args.address, keep_going=args.keep_going)
 
 
 def _build_bundles(args: argparse.Namespace) -> int:
@@ -154,6 +154,9 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--force", action="store_true", help="rebuild every step and relink (the compile cache still "
                                                         "applies; KERNELPACK_CACHE_DIR=off for a cold build)")
     b.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors (no progress, no summary)")
+    b.add_argument("-k", "--keep-going", action="store_true",
+                   help="leave out the steps that fail and link the rest (the exit status is still 2 and names them; "
+                        "the next build tries them again)")
     b.add_argument("--json", action="store_true", help="print the build report as JSON on stdout")
     b.add_argument("--tuning", default=None, metavar="FILE", help="a kernelpack tune file to embed instead of "
                                                                   "[library] tuning ('none': build without one)")

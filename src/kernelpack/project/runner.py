@@ -68,6 +68,7 @@ class BuildReport:
     rows: list[Row] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    failed: dict[str, str] = field(default_factory=dict)  # keep_going: job id -> why it failed (left out)
 
     def __repr__(self) -> str:
         jobs = ", ".join(f"{n} {s}" for s in ("compiled", "cached", "reused", "failed") if (n := self.count(s)))
@@ -81,7 +82,7 @@ class BuildReport:
     def to_json(self) -> dict[str, Any]:
         return {"project": str(self.project), "out": str(self.out), "up_to_date": self.up_to_date, "jobs": self.jobs,
                 "job_seconds": self.job_seconds, "linked": self.linked, "link_seconds": self.link_seconds,
-                "outputs": self.outputs,
+                "outputs": self.outputs, "failed": self.failed,
                 "seconds": round(self.seconds, 3), "kernels": [r.to_json() for r in self.rows]}
 
 
@@ -101,7 +102,7 @@ class Events:
 def build(where: str | os.PathLike[str] | None = None, *, jobs: int | None = None, force: bool = False,
           out: str | os.PathLike[str] | None = None, events: Events | None = None,
           outputs: tuple[str, ...] | None = None, tuning: str | os.PathLike[str] | None = None,
-          executor: str | None = None, address: str | None = None) -> BuildReport:
+          executor: str | None = None, address: str | None = None, keep_going: bool = False) -> BuildReport:
     """Build the project at ``where`` (a project file or a directory holding one). ``jobs``: worker processes
     (default: CPU count; with Ray, the tasks in flight, default: the cluster's CPUs). ``executor``: "local" or "ray"
     (default: the project's ``[build] executor``, else local); ``address``: the Ray cluster (default: ``[build]
@@ -109,12 +110,13 @@ def build(where: str | os.PathLike[str] | None = None, *, jobs: int | None = Non
     fingerprints and stamps (the compile cache is still used). ``out``: output directory instead of the project's
     ``[library] out``. ``outputs``: instead of ``[library] outputs`` (``kernelpack wheel`` needs the bundle, and the
     library only when the wheel carries it). ``tuning``: a tuning file instead of ``[library] tuning`` (``"none"``:
-    build without one, e.g. the bundle ``kernelpack tune`` times)."""
+    build without one, e.g. the bundle ``kernelpack tune`` times). ``keep_going``: steps that fail are left out
+    (``report.failed`` says why) and the rest is linked; the next build tries them again."""
     t0 = time.perf_counter()
     static = _with_tuning(_load(where, out, import_includes=False, outputs=outputs), tuning)
     spec = _executor(static, executor, address)
     with output_dir(static.out, "output directory") as out_dir:
-        return _build(where, out, static, out_dir, jobs, force, events, t0, outputs, spec)
+        return _build(where, out, static, out_dir, jobs, force, events, t0, outputs, spec, keep_going)
 
 
 def _executor(project: Project, executor: str | None, address: str | None) -> BuildSpec:
@@ -139,7 +141,7 @@ def _with_tuning(project: Project, tuning: str | os.PathLike[str] | None) -> Pro
 
 def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | None, static: Project, out_dir: Path,
            jobs: int | None, force: bool, events: Events | None, t0: float,
-           outputs: tuple[str, ...] | None = None, spec: BuildSpec = LOCAL) -> BuildReport:
+           outputs: tuple[str, ...] | None = None, spec: BuildSpec = LOCAL, keep_going: bool = False) -> BuildReport:
     state_dir = out_dir / STATE_DIR
     st.prepare(state_dir)
     expected = {str(p) for p in _expected_outputs(static).values()}
@@ -199,11 +201,15 @@ def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | N
     failed = [o for o in outcomes.values() if not o.ok]
     new_jobs = _save_jobs(state_dir, all_jobs, prints, outcomes, old)
     partial = {**state, "version": STATE_VERSION, "digest": None, "jobs": new_jobs}  # the previous outputs, kept
-    if failed:
+    if failed and (not keep_going or len(failed) == len(all_jobs)):
         st.write(state_dir, partial)
         lines = "\n".join(f"  {o.job}: {o.error}" for o in failed)
         raise BuildFailed(f"{len(failed)} of {len(all_jobs)} build step(s) failed:\n{lines}",
                           log="\n\n".join(f"== {o.job}\n{o.log}" for o in failed if o.log))
+    if failed:  # keep going: link the rest; no digest, so the next build runs the failed steps again
+        report.failed = {o.job: o.error for o in failed}
+        all_jobs = [j for j in all_jobs if outcomes[j.id].ok]
+        digest = ""
 
     stage = Stage(out_dir)
     try:

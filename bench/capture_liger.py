@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""liger-kernel from its own wrappers to a library: one ``kernelpack capture`` (no GPU) + one ``kernelpack build``.
+
+    python bench/capture_liger.py [--device h200] [--cases corpus/liger_triton.toml ...] [--cold] [-j 2]
+
+Captures the corpus's script of calls (``python -m corpus.cases FILE.toml``: every liger operator, forward and
+backward, on the documented shapes) with ``kernelpack capture --device DEVICE``, builds the captured project with
+``kernelpack build -k`` and prints: launches captured, kernels reached (distinct kernels launched, against those
+liger defines: ``corpus/inventory.py``), families, specializations, capture time; build steps compiled, kernels
+compiled (a kernel counts when every specialization of it compiled), failures by class (a DSL limit: the DSL's own
+compiler refuses the kernel; kernelpack: anything else), build time. ``--cold`` builds with an empty compile cache.
+Needs liger-kernel 0.8.5 (``pip install --no-deps liger-kernel==0.8.5``) and Triton; no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DSL_LIMIT = ("Triton failed", "cuTile failed", "CuTe compile for")
+
+
+def capture(out: Path, device: str, cases: list[str], env: dict[str, str]) -> tuple[float, dict]:
+    t = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "kernelpack.cli", "capture", "-o", str(out), "--device", device, "--json",
+                        "--", "python", "-m", "corpus.cases", *cases], cwd=ROOT, env=env, capture_output=True,
+                       text=True)
+    seconds = time.perf_counter() - t
+    if p.returncode != 0:
+        sys.exit(f"capture failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    return seconds, json.loads(p.stdout[p.stdout.index("{"):])
+
+
+def build(project: Path, jobs: int, env: dict[str, str]) -> tuple[float, dict]:
+    t = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "kernelpack.cli", "build", "-k", "-q", "--json", "-j", str(jobs),
+                        "--force", str(project)], cwd=ROOT, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - t
+    if p.returncode not in (0, 2) or not p.stdout.strip():
+        sys.exit(f"build failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    return seconds, json.loads(p.stdout)
+
+
+def _defined_triton() -> set[str]:
+    """``module:function`` of every launchable ``@triton.jit`` function liger defines (corpus/inventory.py)."""
+    try:
+        sys.path.insert(0, str(ROOT))
+        from corpus import inventory
+        from corpus.liger import package_root
+    except ImportError:
+        return set()
+    root = package_root()
+    return {d.name for d in inventory.triton_kernels(root) if not d.helper} if root else set()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="h200")
+    ap.add_argument("--cases", action="append", default=None, help="case files (default: corpus/liger_triton.toml)")
+    ap.add_argument("-j", "--jobs", type=int, default=2)
+    ap.add_argument("--cold", action="store_true", help="build with an empty compile cache")
+    ap.add_argument("--out", default=None, help="keep the project here (default: a temporary directory)")
+    args = ap.parse_args()
+    cases = args.cases or ["corpus/liger_triton.toml"]
+    work = Path(args.out or tempfile.mkdtemp(prefix="kp-capture-liger-"))
+    project = work / "liger"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    if args.cold:
+        env["KERNELPACK_CACHE_DIR"] = str(work / "cache")
+    cap_s, cap = capture(project, args.device, cases, env)
+    state = json.loads((project / "capture.json").read_text())
+    fams = state["families"]
+    build_s, rep = build(project, args.jobs, env)
+
+    kernel_of = {f["name"]: (f["dsl"], f["kernel"]) for f in fams}
+    steps: dict[tuple[str, str], list[bool]] = defaultdict(list)
+    classes: Counter[str] = Counter()
+    failed_kernels: dict[tuple[str, str], str] = {}
+    for job, status in rep["jobs"].items():
+        fam = job.split(":", 1)[1].split("[")[0]
+        key = kernel_of.get(fam, ("?", fam))
+        steps[key].append(status != "failed")
+    for job, why in rep.get("failed", {}).items():
+        fam = job.split(":", 1)[1].split("[")[0]
+        cls = "DSL limit" if any(m in why for m in DSL_LIMIT) else "kernelpack"
+        classes[cls] += 1
+        failed_kernels[kernel_of.get(fam, ("?", fam))] = f"{cls}: {why[:160]}"
+    cute_errors = {(f["dsl"], f["kernel"]): f["error"] for f in fams if f["dsl"] == "cute" and f.get("error")}
+    for key, why in cute_errors.items():
+        steps[key].append(False)
+        failed_kernels[key] = f"{'DSL limit' if any(m in why for m in DSL_LIMIT) else 'kernelpack'}: {why[:160]}"
+    reached = {(f["dsl"], f["kernel"]) for f in fams}
+    compiled = {k for k in reached if steps.get(k) and all(steps[k])}
+    by_dsl: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for k in sorted(reached):
+        by_dsl[k[0]].append(k)
+
+    print(f"liger-kernel, GPU-less capture for {args.device} ({', '.join(cases)}); {os.cpu_count()} CPU cores, "
+          f"-j {args.jobs}, {'cold' if args.cold else 'warm'} compile cache")
+    print()
+    print("| DSL | launches | kernels reached | families | specializations | kernels compiled | failures |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    n_launch = Counter()
+    for f in fams:
+        n_launch[f["dsl"]] += sum(s["launches"] for s in f["specs"])
+    for dsl, keys in sorted(by_dsl.items()):
+        fs = [f for f in fams if f["dsl"] == dsl]
+        ok = sum(1 for k in keys if k in compiled)
+        fails = Counter(v.split(":")[0] for k, v in failed_kernels.items() if k[0] == dsl)
+        print(f"| {dsl} | {n_launch[dsl]} | {len(keys)} | {len(fs)} | {sum(len(f['specs']) for f in fs)} | "
+              f"{ok}/{len(keys)} ({100 * ok / max(1, len(keys)):.1f}%) | "
+              f"{', '.join(f'{n} {c}' for c, n in fails.items()) or 'none'} |")
+    total = len(reached)
+    defined = _defined_triton()
+    if defined:
+        hit = {k[1] for k in reached if k[0] == "triton"} & defined
+        print()
+        print(f"Triton kernels liger defines (liger_kernel/ops/*.py, helpers left out): {len(defined)}; reached "
+              f"{len(hit)}; not reached: {', '.join(sorted(x.split(':')[1] for x in defined - hit)) or 'none'}")
+    print()
+    print(f"capture: {cap['launches']} launches in {cap_s:.1f} s (the script's own run {cap['seconds']} s); "
+          f"{len(cap['skipped'])} skipped")
+    jobs_ok = sum(1 for s in rep["jobs"].values() if s != "failed")
+    print(f"build: {jobs_ok}/{len(rep['jobs'])} steps compiled in {build_s:.1f} s; kernels compiled "
+          f"{len(compiled)}/{total} ({100 * len(compiled) / max(1, total):.1f}%)")
+    for line in cap["skipped"]:
+        print(f"  skipped: {line[:200]}")
+    for k, why in sorted(failed_kernels.items()):
+        print(f"  not compiled: {k[0]} {k[1]}: {why}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
