@@ -50,15 +50,11 @@ class Case:
     autotune: Mapping[str, int] = field(default_factory=dict)  # kernel name -> autotune config index
     note: str = ""
     reduced: bool = False  # part of the reduced corpus CI runs
-    archs: tuple[str, ...] = ()  # empty: the corpus's archs
+    device: str = ""  # the GPU the capture stands for (kernelpack.capture.DEVICES); empty: the corpus's (h200)
     seed: int = 0
     pretend: Mapping[str, Any] = field(default_factory=dict)  # "module:attr" -> what it returns instead
     # ({ value = X }: the attribute itself becomes X, for module constants)
     interpret: tuple[str, ...] = ()  # kernels run by Triton's CPU interpreter during capture
-    # constexpr name -> its value on the GPU, as an expression of the launch's integer arguments and ``sm_count``
-    # (liger's norm backward kernels: rows_per_program = ceil(n_rows / sm_count), which the wrapper computes with
-    # sm_count = 1 on CPU tensors); the specialization is built for and required of an H200 (132 SMs)
-    device_constexprs: Mapping[str, str] = field(default_factory=dict)
 
     def points(self) -> Iterator[dict[str, Any]]:
         """The specializations: every combination of the params."""
@@ -80,7 +76,7 @@ def load_cases(path: str | Path) -> tuple[dict[str, Any], list[Case]]:
         params = {k: tuple(v if isinstance(v, list) else [v]) for k, v in dict(raw.pop("params", {})).items()}
         cases.append(Case(id=raw.pop("id"), op=raw.pop("op"), inputs=tuple(raw.pop("inputs", ())),
                           kwargs=dict(raw.pop("kwargs", {})), params=params,
-                          archs=tuple(raw.pop("archs", ())), interpret=tuple(raw.pop("interpret", ())), **raw))
+                          interpret=tuple(raw.pop("interpret", ())), **raw))
     ids = [c.id for c in cases]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
@@ -194,7 +190,7 @@ def pretend_patches(case: Case) -> list[tuple[Any, str, Any]]:
 
 def run_case(case: Case, point: Mapping[str, Any], device: str = "cpu") -> Any:
     """Build the inputs and run the operator (and its backward); returns the outputs and the inputs."""
-    from .capture import patched
+    from kernelpack.capture.world import patched
 
     with patched(pretend_patches(case)):
         return _run(case, point, device)

@@ -35,12 +35,23 @@ class _NoKernel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         if self._payload.get("call") is None:
+            with real():
+                for v in (*args, *kwargs.values()):
+                    _materialize(v)
             self._payload["call"] = (args, kwargs)
         return None
 
     def __getattr__(self, name: str) -> Any:
         raise AttributeError(f"kernelpack capture (no GPU): the compiled CuTe object has no attribute {name!r} "
                              f"(nothing was compiled)")
+
+
+def _materialize(v: Any) -> None:
+    """A CuTe tensor made by ``from_dlpack`` reads its DLPack capsule on first use: read it now, while the tensor
+    it views is alive (a kept call is described later)."""
+    with contextlib.suppress(Exception):  # a tensor whose capsule is gone already stays as it is
+        if type(v).__module__.startswith("cutlass") and hasattr(type(v), "element_type"):
+            _ = (v.element_type, v.shape, v.stride)
 
 
 def _site() -> tuple[str, int]:
@@ -108,6 +119,8 @@ def record(cap: Capture, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
            site: tuple[str, int]) -> dict[str, Any]:
     module, name = launcher_name(fn)
     qual = f"{module}:{name}"
+    for v in (*args, *kwargs.values()):
+        _materialize(v)
     family = {"kernel": qual, "args": [_describe(a) for a in args],
               "kwargs": {k: _describe(v) for k, v in sorted(kwargs.items())}, "options": options,
               "object": "" if inspect.isfunction(fn) else _describe(fn)}
@@ -121,11 +134,34 @@ def record(cap: Capture, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
 
 def compile_family(payload: dict[str, Any], name: str, archs: list[str], out: Path) -> Path:
     """Compile a recorded ``cute.compile`` call with kernelpack (kernel-level, else the launcher whole) into
-    ``out/NAME.kpack`` or ``out/NAME.kphost``; KernelpackError when neither can be built."""
+    ``out/NAME.kpack`` or ``out/NAME.kphost``, for the archs it compiles for (a launcher that needs Hopper's TMA or
+    WGMMA is built for sm_90a alone when sm_80 is asked too); KernelpackError naming each arch's failure when it
+    compiles for none."""
+    from ..core.errors import KernelpackError
     from ..frontends.cute.entry import auto
 
-    built = auto(payload["fn"], tuple(payload["args"]), archs, name, options=payload.get("options") or "",
-                 kwargs=payload.get("kwargs") or None)
+    def build(targets: list[str]) -> Any:
+        return auto(payload["fn"], tuple(payload["args"]), targets, name, options=payload.get("options") or "",
+                    kwargs=payload.get("kwargs") or None)
+
+    try:
+        built = build(archs)
+    except KernelpackError as first:
+        if len(archs) == 1:
+            raise
+        ok, why = [], []
+        for a in archs:
+            try:
+                build([a])
+                ok.append(a)
+            except KernelpackError as e:
+                why.append(f"{a}: {e.message}")
+        if not ok:
+            raise KernelpackError("; ".join(why)) from None
+        try:
+            built = build(ok)
+        except KernelpackError:
+            raise first from None
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.{'kpack' if built.kind == 'bundle' else 'kphost'}"
     path.write_bytes(built.data)

@@ -50,6 +50,7 @@ class Family:
     configs: list[str] = field(default_factory=list)
     formulas: list[Any] = field(default_factory=list)  # the traced grid formula of each launch (None: none)
     specs: list[Spec] = field(default_factory=list)
+    archs: list[str] = field(default_factory=list)  # the archs of the devices its launches were captured for
     prebuilt: str = ""  # CuTe: the file kernelpack compiled the launcher into (relative to the project)
     error: str = ""  # CuTe: why it could not be compiled
 
@@ -63,8 +64,8 @@ class Family:
     def from_json(cls, d: dict[str, Any]) -> Family:
         specs = [Spec(**s) for s in d.get("specs", [])]
         return cls(d["dsl"], d["name"], d["kernel"], d["key"], d.get("options", {}), list(d.get("configs", [])),
-                   [_formula_from_json(f) for f in d.get("formulas", [])], specs, d.get("prebuilt", ""),
-                   d.get("error", ""))
+                   [_formula_from_json(f) for f in d.get("formulas", [])], specs, list(d.get("archs", [])),
+                   d.get("prebuilt", ""), d.get("error", ""))
 
     @property
     def launches(self) -> int:
@@ -139,18 +140,38 @@ def _differences(key: dict[str, Any], others: list[dict[str, Any]]) -> list[str]
 
 
 def _list_difference(v: list[Any], others: list[Any]) -> list[str]:
-    """The elements of ``v`` that differ from another's (up to three; a tensor by its element type: ``BFloat16``)."""
+    """For each other family, the first element of ``v`` that tells them apart (a described tensor by its element
+    type, else by its first static extent that differs): up to three distinct parts."""
     out: list[str] = []
-    for i, x in enumerate(v):
-        if any(not isinstance(o, list) or len(o) <= i or stable(o[i]) != stable(x) for o in others):
+    for o in others:
+        for i, x in enumerate(v):
+            y = o[i] if isinstance(o, list) and len(o) > i else None
+            if stable(x) == stable(y):
+                continue
             if isinstance(x, str):
-                x = x.split(" ")[0]
+                words = x.split(" ")
+                same_type = isinstance(y, str) and y.split(" ")[0] == words[0]
+                x = _shape_part(x, str(y)) if same_type else words[0]
             elif isinstance(x, dict):
-                x = next((y for y in x.values() if isinstance(y, (int, str))), i)
-            out.append(_fmt(x) if not isinstance(x, (list, dict)) else f"a{i}")
-            if len(out) == 3:
-                break
+                x = next((z for z in x.values() if isinstance(z, (int, str))), i)
+            part = _fmt(x) if not isinstance(x, (list, dict)) else f"a{i}"
+            if part not in out:
+                out.append(part)
+            break
+        if len(out) == 3:
+            break
     return out or [f"n{len(v)}"]
+
+
+def _shape_part(x: str, y: str) -> str:
+    """What a described tensor's layout has that another's of the same element type lacks: its first number (a
+    static extent) that differs, else ``dyn``."""
+    import re as _re
+
+    for a, b in zip(_re.findall(r"\d+", x.split(" ", 1)[-1]), _re.findall(r"\d+", y.split(" ", 1)[-1])):
+        if a != b:
+            return a
+    return "dyn"
 
 
 def variant_name(launch: Launch) -> str:
@@ -205,6 +226,7 @@ def _unique(name: str, taken: dict[str, str], la: Launch) -> str:
 
 
 def _add(fam: Family, la: Launch) -> None:
+    fam.archs = sorted(set(fam.archs) | set(la.archs), key=lambda a: (len(a), a))
     for c in la.configs:
         if c not in fam.configs:
             fam.configs.append(c)

@@ -97,12 +97,18 @@ def _compile_cute(fams: list[Family], launches: list[Launch], root: Path, archs:
         if progress is not None:
             progress(f"compiling CuTe launcher {f.name} for {', '.join(archs)}")
         try:
-            path = compile_family(payloads[stable(f.key)], f.name, archs, root / "cute")
+            path = compile_family(payloads[stable(f.key)], f.name, _targets(f, archs), root / "cute")
             f.prebuilt, f.error = path.relative_to(root).as_posix(), ""
         except KernelpackError as e:
             f.error = " ".join(e.message.split())[:600]
         except Exception as e:  # noqa: BLE001 - the DSL failed on the recorded call: the family says why
             f.error = f"{type(e).__name__}: {' '.join(str(e).split())[:600]}"
+
+
+def _targets(f: Family, library: list[str]) -> list[str]:
+    """What a family is built for: the library's archs, or the archs of the devices it was captured for when none of
+    those is one of the library's (a path the package takes on another GPU only)."""
+    return list(library) if not f.archs or set(f.archs) & set(library) else list(f.archs)
 
 
 def _relative(la: Launch, root: Path) -> Launch:
@@ -133,9 +139,7 @@ def _library(root: Path, name: str | None, archs: list[str] | None, state: dict[
     if name:
         lib["name"] = name
     lib.setdefault("name", _library_name(root))
-    if archs:
-        lib["archs"] = sorted(set(archs) | set(lib.get("archs", [])), key=lambda a: (len(a), a))
-    lib.setdefault("archs", ["sm_90a"])
+    lib.setdefault("archs", list(archs or ["sm_90a"]))
     return lib
 
 
@@ -191,12 +195,16 @@ def _toml_value(v: Any) -> str:
 
 
 def toml(fams: list[Family], library: dict[str, Any], runs: list[dict[str, Any]]) -> str:
+    archs = list(library.get("archs", []))
     lines = [f"# Written by `kernelpack capture` (kernelpack {__version__}) from {len(runs)} run(s) (capture.json",
              "# lists them). Capture again to add calls: [library] is kept, the entries are written again.",
              "[library]"]
     lines += [f"{k} = {_toml_value(v)}" for k, v in library.items()]
     for f in fams:
-        lines += ["", *_entry(f)]
+        entry = _entry(f)
+        if f.dsl != "cute" and _targets(f, archs) != archs and any(x.startswith("[[") for x in entry):
+            entry.append(f"archs = {_toml_value(_targets(f, archs))}")
+        lines += ["", *entry]
     return "\n".join(lines) + "\n"
 
 

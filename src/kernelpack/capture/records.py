@@ -30,6 +30,7 @@ class Launch:
     chosen: str = ""  # autotune: the config this launch ran
     measured: dict[str, Any] | None = None  # on a GPU: {"key": {...}, "timings_ms": {config: ms}}
     imports: tuple[str, ...] = ()  # names ``call`` needs (values.HEADER)
+    archs: tuple[str, ...] = ()  # the arch of the device the capture ran for
     source: str = ""  # which run made it
     payload: Any = None  # the DSL objects, for compiling in this process (never written)
 

@@ -18,6 +18,7 @@ from .devices import Device
 from .devices import device as device_row
 from .project import Written, write
 from .records import Launch, Skip
+from .world import real
 
 CONFIGS = ("first", "all", "chosen")  # and c<N>
 _ACTIVE: list[Capture] = []  # the captures running in this process, innermost last
@@ -80,12 +81,14 @@ class Capture:
         self.answers: Any = None
         self.seconds = 0.0
         self._stack: contextlib.ExitStack | None = None
+        self._archs: list[str] = []
         self._t0 = 0.0
 
     # ----------------------------------------------------------------- what the hooks call
 
     def add(self, launch: Launch) -> None:
         launch.source = launch.source or self.source
+        launch.archs = launch.archs or tuple(self.archs())
         self.launches.append(launch)
 
     def skip(self, what: str, why: str) -> None:
@@ -154,15 +157,21 @@ class Capture:
     def archs(self) -> list[str]:
         if self.device is not None:
             return [self.device.arch]
+        if self._archs:
+            return list(self._archs)
         import torch
 
-        major, minor = torch.cuda.get_device_capability()
-        return [f"sm_{major}{minor}{'a' if major >= 9 and (major, minor) != (12, 0) else ''}"]
+        with real():
+            major, minor = torch.cuda.get_device_capability()
+        self._archs = [f"sm_{major}{minor}{'a' if major >= 9 and (major, minor) != (12, 0) else ''}"]
+        return list(self._archs)
 
     def write_project(self, root: str | os.PathLike[str], *, name: str | None = None, command: str = "",
                       archs: Sequence[str] | None = None, progress: Callable[[str], None] | None = None) -> Written:
         """Write (or merge into) the project at ``root``: kernelpack.toml, capture_args.py, capture.json (and the
-        CuTe launchers compiled, under cute/). ``archs``: what the project builds for (default: the device's)."""
+        CuTe launchers compiled, under cute/). ``archs``: what a new project builds for (default: the device's; an
+        existing project keeps its ``[library] archs``, and a family captured only for a device of another arch
+        is built for that arch)."""
         run = {"command": command or "kernelpack.capture()", "mode": self.mode, "configs": self.configs,
                "seconds": round(self.seconds, 2), "notes": list(self.notes),
                "device_reads": self.answers.summary() if self.answers is not None else []}
