@@ -4,11 +4,14 @@
     python bench/capture_liger.py [--device h200] [--cases corpus/liger_triton.toml ...] [--cold] [-j 2]
 
 Captures the corpus's script of calls (``python -m corpus.cases FILE.toml``: every liger operator, forward and
-backward, on the documented shapes) with ``kernelpack capture --device DEVICE``, builds the captured project with
-``kernelpack build -k`` and prints: launches captured, kernels reached (distinct kernels launched, against those
-liger defines: ``corpus/inventory.py``), families, specializations, capture time; build steps compiled, kernels
-compiled (a kernel counts when every specialization of it compiled), failures by class (a DSL limit: the DSL's own
-compiler refuses the kernel; kernelpack: anything else), build time. ``--cold`` builds with an empty compile cache.
+backward, on the documented shapes; default: its Triton, cuTile and CuTe DSL case files) with ``kernelpack capture
+--device DEVICE``, and the cases of a path liger takes on another GPU only (``device = "b200"`` in a case) with a
+second ``kernelpack capture --device b200`` into the same project (merged: their families build for sm_100a); builds
+the captured project with ``kernelpack build -k`` and prints: launches captured, kernels reached (distinct kernels
+launched, against those liger defines: ``corpus/inventory.py``), families, specializations, capture time; build
+steps compiled, kernels compiled (a kernel counts when every specialization of it compiled), failures by class (a
+DSL limit: the DSL's own compiler refuses the kernel; kernelpack: anything else), build time. ``--cold`` builds with
+an empty compile cache.
 Needs liger-kernel 0.8.5 (``pip install --no-deps liger-kernel==0.8.5``) and Triton; no GPU.
 """
 
@@ -31,8 +34,8 @@ DSL_LIMIT = ("Triton failed", "cuTile failed", "CuTe compile for")
 def capture(out: Path, device: str, cases: list[str], env: dict[str, str]) -> tuple[float, dict]:
     t = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "kernelpack.cli", "capture", "-o", str(out), "--device", device, "--json",
-                        "--", "python", "-m", "corpus.cases", *cases], cwd=ROOT, env=env, capture_output=True,
-                       text=True)
+                        "--", "python", "-m", "corpus.cases", *cases, "--device", device], cwd=ROOT, env=env,
+                       capture_output=True, text=True)
     seconds = time.perf_counter() - t
     if p.returncode != 0:
         sys.exit(f"capture failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
@@ -49,16 +52,30 @@ def build(project: Path, jobs: int, env: dict[str, str]) -> tuple[float, dict]:
     return seconds, json.loads(p.stdout)
 
 
-def _defined_triton() -> set[str]:
-    """``module:function`` of every launchable ``@triton.jit`` function liger defines (corpus/inventory.py)."""
+def _devices(cases: list[str], first: str) -> list[str]:
+    """The devices the case files name (``device`` of a case; none: ``first``), ``first`` first."""
+    sys.path.insert(0, str(ROOT))
+    from corpus.cases import load_cases
+
+    found = {c.device or first for f in cases for c in load_cases(ROOT / f)[1]}
+    return [first, *sorted(found - {first})]
+
+
+def _defined() -> dict[str, set[str]]:
+    """Per DSL, what liger defines (corpus/inventory.py): launchable ``@triton.jit`` functions, ``@ct.kernel``
+    functions, CuTe launchers."""
     try:
         sys.path.insert(0, str(ROOT))
         from corpus import inventory
-        from corpus.liger import package_root
+        from corpus.liger import CUTE_DIRS, package_root
     except ImportError:
-        return set()
+        return {}
     root = package_root()
-    return {d.name for d in inventory.triton_kernels(root) if not d.helper} if root else set()
+    if root is None:
+        return {}
+    return {"triton": {d.name for d in inventory.triton_kernels(root) if not d.helper},
+            "cutile": {d.name for d in inventory.cutile_kernels(root)},
+            "cute": {d.name for d in inventory.cute_launchers(root, CUTE_DIRS)}}
 
 
 def main() -> int:
@@ -69,13 +86,20 @@ def main() -> int:
     ap.add_argument("--cold", action="store_true", help="build with an empty compile cache")
     ap.add_argument("--out", default=None, help="keep the project here (default: a temporary directory)")
     args = ap.parse_args()
-    cases = args.cases or ["corpus/liger_triton.toml"]
+    cases = args.cases or ["corpus/liger_triton.toml", "corpus/liger_cutile.toml", "corpus/liger_cute.toml"]
     work = Path(args.out or tempfile.mkdtemp(prefix="kp-capture-liger-"))
     project = work / "liger"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]))
     if args.cold:
         env["KERNELPACK_CACHE_DIR"] = str(work / "cache")
-    cap_s, cap = capture(project, args.device, cases, env)
+    cap_s, cap = 0.0, {"launches": 0, "seconds": 0.0, "skipped": []}
+    runs = []
+    for device in _devices(cases, args.device):
+        s, got = capture(project, device, cases, env)
+        runs.append(f"{device}: {got['launches']} launches in {s:.1f} s")
+        cap_s += s
+        cap = {"launches": cap["launches"] + got["launches"], "seconds": round(cap["seconds"] + got["seconds"], 1),
+               "skipped": [*cap["skipped"], *got["skipped"]]}
     state = json.loads((project / "capture.json").read_text())
     fams = state["families"]
     build_s, rep = build(project, args.jobs, env)
@@ -119,15 +143,18 @@ def main() -> int:
               f"{ok}/{len(keys)} ({100 * ok / max(1, len(keys)):.1f}%) | "
               f"{', '.join(f'{n} {c}' for c, n in fails.items()) or 'none'} |")
     total = len(reached)
-    defined = _defined_triton()
-    if defined:
-        hit = {k[1] for k in reached if k[0] == "triton"} & defined
+    where = {"triton": "Triton kernels liger defines (liger_kernel/ops/*.py, helpers left out)",
+             "cutile": "cuTile kernels liger defines (liger_kernel/ops/cutile/)"}
+    for dsl, defined in _defined().items():
+        if dsl not in where or dsl not in by_dsl:
+            continue
+        hit = {k[1] for k in reached if k[0] == dsl} & defined
         print()
-        print(f"Triton kernels liger defines (liger_kernel/ops/*.py, helpers left out): {len(defined)}; reached "
-              f"{len(hit)}; not reached: {', '.join(sorted(x.split(':')[1] for x in defined - hit)) or 'none'}")
+        print(f"{where[dsl]}: {len(defined)}; reached {len(hit)}; not reached: "
+              f"{', '.join(sorted(x.split(':')[1] for x in defined - hit)) or 'none'}")
     print()
-    print(f"capture: {cap['launches']} launches in {cap_s:.1f} s (the script's own run {cap['seconds']} s); "
-          f"{len(cap['skipped'])} skipped")
+    print(f"capture: {cap['launches']} launches in {cap_s:.1f} s (the script's own run {cap['seconds']} s; "
+          f"{'; '.join(runs)}); {len(cap['skipped'])} skipped")
     jobs_ok = sum(1 for s in rep["jobs"].values() if s != "failed")
     print(f"build: {jobs_ok}/{len(rep['jobs'])} steps compiled in {build_s:.1f} s; kernels compiled "
           f"{len(compiled)}/{total} ({100 * len(compiled) / max(1, total):.1f}%)")

@@ -217,17 +217,19 @@ def _run(case: Case, point: Mapping[str, Any], device: str) -> Any:
     return out, args, kwargs
 
 
-def run_all(files: list[str], *, only: tuple[str, ...] = (), reduced: bool = False,
+def run_all(files: list[str], *, only: tuple[str, ...] = (), reduced: bool = False, device: str = "",
             progress: Any = None) -> tuple[int, int]:
     """Run every case point of the case files; under ``kernelpack capture`` each point is one of its runs (a point that
-    fails is listed as skipped and the rest go on). Returns (points run, points that failed)."""
+    fails is listed as skipped and the rest go on). ``device``: only the cases for that GPU (a case's ``device``,
+    default ``h200``). Returns (points run, points that failed)."""
     from kernelpack.capture import current
 
     ran = failed = 0
     for f in files:
         _, cases = load_cases(f)
         for case in cases:
-            if (only and case.id not in only) or (reduced and not case.reduced):
+            if (only and case.id not in only) or (reduced and not case.reduced) or (
+                    device and (case.device or "h200") != device):
                 continue
             for point in case.points():
                 label = f"{case.id}[{tag(point)}]"
@@ -258,8 +260,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("files", nargs="+")
     ap.add_argument("--case", action="append", default=[], help="only this case id (repeatable)")
     ap.add_argument("--reduced", action="store_true", help="only the cases marked reduced")
+    ap.add_argument("--device", default="", help="only the cases for this GPU (a case's device, default h200): "
+                    "capture each device's cases with kernelpack capture --device of the same name")
     args = ap.parse_args(argv)
-    ran, failed = run_all(args.files, only=tuple(args.case), reduced=args.reduced)
+    ran, failed = run_all(args.files, only=tuple(args.case), reduced=args.reduced, device=args.device)
     print(f"{ran} case point(s) run, {failed} failed")
     return 0
 

@@ -77,3 +77,10 @@ extern "C" __global__ void desc_dec(const float* p, int64_t p_s0, int64_t p_s1, 
                                     bool p_f1, int32_t p_u0, int32_t p_u1, int64_t p_v0, int64_t p_v1, float* out) {
     out[0] = p[0] + p_s0 + p_s1 + p_t0 + p_t1 + p_f0 + p_f1 + p_u0 + p_u1 + p_v0 + p_v1;
 }
+
+// a grouped kernel taking two lists of tensors as cuTile passes them (kernelpack.core.abi.TensorList): a pointer to
+// one descriptor per tensor (data pointer, extents, strides: 64-bit words) and a count, each
+extern "C" __global__ void glist(const long long* xs, int32_t nx, const long long* ys, int32_t ny, float alpha) {
+    int g = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (g < nx && g < ny && i < xs[3 * g + 1]) ((float*)ys[3 * g])[i] = alpha * ((const float*)xs[3 * g])[i];
+}

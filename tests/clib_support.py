@@ -13,7 +13,7 @@ import pytest
 
 from fake_cuda import FakeCuda, Run, run, session_fake
 from kernelpack.bundle.artifact import KernelArtifact
-from kernelpack.core.abi import Abi, DType, Param, Pointer, Scalar, Struct, TensorSpec
+from kernelpack.core.abi import Abi, DType, Param, Pointer, Scalar, Struct, TensorList, TensorSpec
 from kernelpack.core.binary import Binary
 from kernelpack.core.launchspec import ArchLaunch, LaunchSpec
 from kernelpack.core.tma import TENSOR_MAP, TensorDescSpec
@@ -90,6 +90,15 @@ DEC_ABI = Abi((Param("p", Pointer(DType.f32, True)), *(_i(f"p_{x}", "i64") for x
                _i("p_v1", "i64"), Param("out", Pointer(DType.f32))))
 
 PACK_DTYPES = ["i8", "i16", "i32", "i64", "f32", "f64", "bool", "f16", "u8", "u64"]
+
+
+def list_abi(d: DType) -> Abi:
+    """glist's: two tensor lists (cuTile's list-of-arrays parameters) of rank-1 tensors of ``d`` -- extents a multiple
+    of 4, unit stride, 16-byte aligned data, int32 indices -- and a float."""
+    lst = TensorList(TensorSpec(d, (None,), (1,), DType.i32, DType.i32, 16), (4,), (1,), (0,))
+    count = Scalar(DType.i32)
+    return Abi((Param("xs", lst), Param("xs_count", count, role="list_count"), Param("ys", lst),
+                Param("ys_count", count, role="list_count"), Param("alpha", Scalar(DType.f32))))
 TSUM_SPEC = TensorSpec(DType.f32, (None, None), (None, 1))
 
 
@@ -148,6 +157,9 @@ def demo_artifacts(k: TestKernels) -> list[KernelArtifact]:
         KernelArtifact("mac", "add_f32", Abi((*add_abi(f32).params[:3], Param("n", Scalar(DType.i32),
                                                                                role="max_active_clusters:2"))),
                        bins(k, "90a"), launch=LaunchSpec(cluster=(2, 1, 1))),
+        # tensor lists (kernelpack.core.abi.TensorList): the launcher copies their descriptors to the device
+        KernelArtifact("glist", "glist", list_abi(f32), bins(k, "80", "90a"), variant="f32"),
+        KernelArtifact("glist", "glist", list_abi(DType.f64), bins(k, "80", "90a"), variant="f64"),
     ]
 
 

@@ -219,6 +219,11 @@ class _Alloc(ctypes.Structure):
                 ("device", ctypes.c_int32), ("freed", ctypes.c_int32), ("free_stream", ctypes.c_uint64)]
 
 
+class _Copy(ctypes.Structure):
+    _fields_ = [("dst", ctypes.c_uint64), ("size", ctypes.c_uint64), ("stream", ctypes.c_uint64),
+                ("result", ctypes.c_int32), ("nbytes", ctypes.c_uint32), ("data", ctypes.c_ubyte * 4096)]
+
+
 class _Encode(ctypes.Structure):
     _fields_ = [("dtype", ctypes.c_int32), ("rank", ctypes.c_uint32), ("addr", ctypes.c_uint64),
                 ("dims", ctypes.c_uint64 * 5), ("strides", ctypes.c_uint64 * 5), ("box", ctypes.c_uint32 * 5),
@@ -236,6 +241,7 @@ class InProcessFake:
         self.lib.fk_get_launch.restype = ctypes.POINTER(_Launch)
         self.lib.fk_get_alloc.restype = ctypes.POINTER(_Alloc)
         self.lib.fk_get_encode.restype = ctypes.POINTER(_Encode)
+        self.lib.fk_get_copy.restype = ctypes.POINTER(_Copy)
         self.lib.fk_set.argtypes = (ctypes.c_char_p, ctypes.c_char_p)
         self.lib.fk_calls.argtypes = (ctypes.c_char_p,)
 
@@ -296,6 +302,15 @@ class InProcessFake:
         """Every cuMemAllocAsync since the reset: ptr, size, stream, device, freed, free_stream."""
         recs = (self.lib.fk_get_alloc(i).contents for i in range(self.lib.fk_alloc_count()))
         return [{f[0]: getattr(a, f[0]) for f in _Alloc._fields_} for a in recs]
+
+    def copies(self) -> list[dict[str, Any]]:
+        """Every cuMemcpyHtoDAsync since the reset: dst, size, stream, result, and the bytes copied (the first 4096)."""
+        out = []
+        for i in range(self.lib.fk_copy_count()):
+            c = self.lib.fk_get_copy(i).contents
+            out.append({"dst": c.dst, "size": c.size, "stream": c.stream, "result": c.result,
+                        "data": bytes(c.data[:c.nbytes])})
+        return out
 
     def encodes(self) -> list[dict[str, Any]]:
         """The arguments of every accepted cuTensorMapEncodeTiled since the reset (innermost dimension first)."""

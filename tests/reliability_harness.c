@@ -27,6 +27,14 @@ static kp_tensor T2(uintptr_t data, kp_dtype dtype, int64_t s0, int64_t s1, int6
     return t;
 }
 
+static kp_tensor T1(uintptr_t data, kp_dtype dtype, int64_t s0, int64_t t0) {
+    kp_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = at(data), t.dtype = dtype, t.rank = 1;
+    t.shape[0] = s0, t.stride[0] = t0;
+    return t;
+}
+
 static int row(const char* name) {
     const float *x = (const float*)at(0x10000), *y = (const float*)at(0x20000);
     float* out = (float*)at(0x30000);
@@ -156,6 +164,35 @@ static int row(const char* name) {
         l = L(4, 64);
         l.cluster[1] = 2; /* {0,2,0}: would launch as {1,2,1} */
         ROW(demo_add_f32(&l, x, y, out, 8));
+    } else if (!strcmp(name, "ok_list_many")) { /* 400 tensors a list: more descriptor words than the stack stages */
+        static kp_tensor many[400];
+        for (int k = 0; k < 400; k++) many[k] = T1(0x100000 + 0x100 * (uintptr_t)k, KP_F32, 4 * (k % 7 + 1), 1);
+        l = L(1, 128);
+        l.grid[1] = 400;
+        ROW(demo_glist(&l, many, 400, many, 400, 1.0f));
+    } else if (!strncmp(name, "ok_list", 7) || strstr(name, "list_") == name || strstr(name, "typed_list_") == name) {
+        /* glist: two lists of f32 tensors, through the family entry (typed_*: the f32 specialization's) */
+        kp_tensor xs[3] = {T1(0x50000, KP_F32, 8, 1), T1(0x50100, KP_F32, 12, 1), T1(0x50200, KP_F32, 4, 1)};
+        kp_tensor ys[2] = {T1(0x60000, KP_F32, 8, 1), T1(0x60100, KP_F32, 12, 1)};
+        const kp_tensor* px = xs;
+        int32_t nx = 2;
+        l = L(1, 128);
+        l.grid[1] = 2;
+        if (!strcmp(name, "list_mixed_dtype") || !strcmp(name, "typed_list_mixed_dtype")) xs[1].dtype = KP_F64;
+        if (!strcmp(name, "list_empty")) nx = 0;
+        if (!strcmp(name, "ok_list_odd")) nx = 3; /* 9 descriptor words: ys's start is padded to 16 bytes */
+        if (!strcmp(name, "list_null")) px = NULL;
+        if (!strcmp(name, "list_wrong_rank")) xs[1].rank = 2, xs[1].shape[1] = 1, xs[1].stride[1] = 1;
+        if (!strcmp(name, "list_static_stride")) xs[1].stride[0] = 2;
+        if (!strcmp(name, "list_shape_divisor")) xs[0].shape[0] = 6;
+        if (!strcmp(name, "list_misaligned")) xs[1].data = at(0x50104);
+        if (!strcmp(name, "list_negative_extent")) xs[1].shape[0] = -4;
+        if (!strcmp(name, "list_index_range")) xs[1].shape[0] = (int64_t)1 << 32; /* beyond the int32 index type */
+        if (strstr(name, "typed_") == name) {
+            ROW(demo_glist_f32(&l, px, nx, ys, 2, 2.0f));
+        } else {
+            ROW(demo_glist(&l, px, nx, ys, 2, 2.0f));
+        }
     } else {
         printf("unknown row %s\n", name);
         return 2;

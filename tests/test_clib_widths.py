@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import fuzz_support as fz
+from kernelpack.bundle.artifact import deferred_verification
 from kernelpack.bundle.kpack import Bundle
 from kernelpack.clib.generate import generate  # the function (kernelpack.clib.generate is also the module)
 from kernelpack.core.errors import KernelpackError
@@ -43,7 +44,8 @@ def _forged(bundle: Bundle, edit: Edit) -> Bundle:
     manifest = fz.manifest_of(bundle.to_bytes())
     m = copy.deepcopy(manifest)
     edit(next(a for a in m["artifacts"] if a["name"] == "add"))
-    return Bundle.from_bytes(fz.repack(bundle.to_bytes(), m, 2))
+    with deferred_verification():  # as kernelpack.load reads a bundle: the cubins (and their limits) left for later
+        return Bundle.from_bytes(fz.repack(bundle.to_bytes(), m, 2))
 
 
 @pytest.mark.parametrize("case", sorted(TOO_WIDE))

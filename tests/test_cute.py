@@ -147,11 +147,10 @@ def test_namedtuples_and_dataclasses_are_flattened_and_none_dropped() -> None:
     assert got == [("epi_alpha", "float"), ("epi_bias", "tensor_f32_d_1"), ("sched_tiles", "int32_t")]
 
 
-def test_plain_python_number_without_annotation_is_refused() -> None:
-    def f(x) -> None: ...  # type: ignore[no-untyped-def]
+def test_plain_python_number_without_annotation_gets_the_dsl_type() -> None:
+    def f(x, y: int, z) -> None: ...  # type: ignore[no-untyped-def]
 
-    with pytest.raises(CompileError, match="ambiguous"):
-        kc.host_leaves(f, (3,))
+    assert names_types(f, 3, 4, 0.5) == [("x", "int32_t"), ("y", "int32_t"), ("z", "float")]  # as cute.compile does
 
 
 # ------------------------------------------------------------------ kernel-level artifacts

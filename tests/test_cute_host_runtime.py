@@ -333,3 +333,20 @@ def test_call_path_on_the_fake_driver(mixed, tmp_path, fake_cuda) -> None:
                                 "kpmixpy: gemm[f16]: loading the sm_90a object on device 0 failed (CUresult 500)"), \
         r.stdout + r.stderr
     assert r.calls("cuLibraryLoadData") and not r.calls("cuLaunchKernelEx")
+
+
+def test_load_reads_names_and_builds_each_program_on_first_use(library, monkeypatch) -> None:
+    """Loading a library of many host programs (libfa4: 48) parses each distinct parameter type once and builds no
+    program's checked entries, docs or signature until that program is used."""
+    from kernelpack.bundle import host_manifest
+
+    parsed: list[object] = []
+    real = host_manifest.type_from_json
+    monkeypatch.setattr(host_manifest, "type_from_json", lambda d: parsed.append(d) or real(d))
+    mod = kernelpack.load(library.shared)
+    fams = mod.host_programs
+    assert len(parsed) < sum(len(i.params) for f in fams.values() for i in f._infos)
+    assert not any("calls" in vars(f) for f in fams.values())  # nothing built yet
+    assert "<__doc__>" not in vars(mod.gemm)
+    assert "gemm[f16]" in mod.gemm.__doc__ and [c.label for c in fams["gemm"].calls] == ["gemm[f16]", "gemm[bf16]"]
+    assert "calls" not in vars(fams["ew_add"])

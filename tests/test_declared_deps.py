@@ -39,9 +39,9 @@ BOOTSTRAP = {"pip"}  # what `python3 -m venv` itself installs
 
 def _local_modules() -> set[str]:
     """Modules these folders import from themselves (a script's sibling, a test's helper): their files' stems and
-    their packages; ``src`` and ``corpus`` are packages, named in LOCAL."""
+    their packages; ``src`` is the package, named in LOCAL."""
     names = set(LOCAL)
-    for d in ("tests", "scripts", "bench", "examples"):
+    for d in ("tests", "scripts", "bench", "examples", "corpus"):
         names.update(p.stem for p in (ROOT / d).rglob("*.py"))
         names.update(p.parent.name for p in (ROOT / d).rglob("__init__.py"))
     return names

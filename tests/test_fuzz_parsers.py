@@ -74,7 +74,8 @@ def test_fuzz_dispatch_record(seeds: fz.Seeds, fake, args) -> None:  # type: ign
 def test_every_integer_of_a_dispatch_record_at_a_width_boundary_is_refused_or_launched(seeds, fake):
     """The dispatch-record sweep's share in the suite (fuzz_support.record_sweep; scripts/fuzz.py runs all of it):
     every integer field of records holding a C slot of each kind (pointer, scalar with range and divisor, bytes,
-    null, tensor struct, TMA descriptor, descriptor field, device value) beside a grid program, every launch fact, a
+    null, tensor struct, TMA descriptor, descriptor field, device value, tensor list and its count) beside a grid
+    program, every launch fact, a
     device requirement and binaries, set in turn to values that wrap at each width the C launcher stores them in or
     overflow a sum with an offset; each hex group of the plan and the integer columns to 0x8000, 0xffff, 0x80000000.
     Written with every hash consistent, loaded, the family launched through the C launcher: each launched or refused

@@ -1,7 +1,8 @@
 """The C launch path (``_launch.c``) under AddressSanitizer and UndefinedBehaviorSanitizer: the extension built with
 both, then the launch tests that drive it hardest run against it in a child interpreter on the fake driver -- every
 call of the runtime bundle, tensor descriptors, derived values, the dispatch records (malformed ones and plans that
-would write outside the buffer included) and the dispatch-record fuzz target (400 records edited at random, every
+would write outside the buffer included), tensor lists (read through the torch bridge, staged, copied) and the
+dispatch-record fuzz target (400 records edited at random, every
 family launched through the C launcher with the plans they state; and the suite's share of its boundary sweep: every
 integer of a record at the values that wrap its C field). Any sanitizer report fails the child.
 """
@@ -22,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CC = shutil.which("gcc")
 SANITIZER_PRELOAD = "KERNELPACK_TEST_SANITIZER_PRELOAD"  # the sanitizer runtimes, for the tests' own child interpreters
 TESTS = ["test_dispatch_record.py", "test_runtime_launch.py", "test_descriptor_launch.py", "test_runtime_derived.py",
+         "test_tensor_lists.py",
          "test_fuzz_parsers.py::test_fuzz_dispatch_record",
          "test_fuzz_parsers.py::test_every_integer_of_a_dispatch_record_at_a_width_boundary_is_refused_or_launched"]
 

@@ -1,6 +1,7 @@
 """One kernel compiled in separate calls for different archs is one artifact: Bundle.of, kernelpack.Library and
-kernelpack build merge the parts (the same entry, ABI and launch spec; each arch's binary from one part, or the very
-same bytes) whatever their order, and refuse anything else naming both parts and what differs. GPU-less."""
+kernelpack build merge the parts (the same entry, caller-visible arguments, grid formula, requirements and ranges; each
+arch's binary from one part, or the very same bytes; launch facts per arch) whatever their order, and refuse anything
+else naming both parts and what differs. GPU-less."""
 
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def test_a_different_abi_is_refused_naming_both_sources_and_the_parameter(parts,
         kernelpack.Library("twoabis", a, b)
 
 
-def test_other_divisibility_or_launch_spec_is_another_kernel(parts) -> None:
+def test_other_divisibility_grid_or_requirements_is_another_kernel(parts) -> None:
     scale = parts["80"].artifacts[0]
     s90 = next(a for a in parts["90"] if a.name == "scale")
     params = list(s90.abi.params)
@@ -89,9 +90,30 @@ def test_other_divisibility_or_launch_spec_is_another_kernel(parts) -> None:
     with pytest.raises(BundleError, match=r"parameter 0: float\* y in argument 1, float\* y \(divisible by 16\) in "
                                           r"argument 2"):
         Bundle.of(scale, aligned)
-    smem = dataclasses.replace(s90, launch=LaunchSpec(dynamic_smem=1024))
-    with pytest.raises(BundleError, match="launch dynamic_smem: None in argument 2, 1024 in argument 1"):
-        Bundle.of(smem, scale)
+    gridded = dataclasses.replace(s90, launch=LaunchSpec(grid=(("ceil_div", ("arg", "n", None), 256), 1, 1)))
+    with pytest.raises(BundleError, match=r"launch grid: None in argument 2, \(\('ceil_div'"):
+        Bundle.of(gridded, scale)
+    with pytest.raises(BundleError, match=r"device requirements \{\} in argument 2, \{'sm_count': 132\} in argument"):
+        Bundle.of(dataclasses.replace(s90, requires={"sm_count": 132}), scale)
+    with pytest.raises(BundleError, match=r"range constraints none in argument 2, n <= 4096 in argument 1"):
+        Bundle.of(dataclasses.replace(s90, ranges=["n <= 4096"]), scale)
+
+
+def test_launch_facts_that_differ_per_arch_stay_with_each_archs_binaries(parts) -> None:
+    """Dynamic shared memory, block, cluster, scratch and flags may differ per arch: merged, not refused."""
+    scale = parts["80"].artifacts[0]
+    s90 = next(a for a in parts["90"] if a.name == "scale")
+    own = LaunchSpec(block=(256, 1, 1), dynamic_smem=98304, cluster=(2, 1, 1), pdl=True)
+    merged = Bundle.of(dataclasses.replace(s90, launch=own), scale).artifacts[0]
+    assert merged.launch == scale.launch and merged.launch_for("sm_80") == LaunchSpec()
+    assert merged.launch_for("sm_90a") == own and merged.abi == scale.abi
+    again = Bundle.from_bytes(Bundle.of(merged).to_bytes()).artifacts[0]
+    assert again == merged and again.launch_for("sm_90a").dynamic_smem == 98304
+    # one arch's binary from two places with two launch specs: which one holds is unknowable
+    other = dataclasses.replace(scale, launch=LaunchSpec(dynamic_smem=1024))
+    with pytest.raises(BundleError, match=r"kernel scale: the sm_80 binaries launch otherwise in argument 1 and "
+                                          r"argument 2: launch dynamic_smem: None in argument 1, 1024 in argument 2"):
+        Bundle.of(scale, other)
     with pytest.raises(BundleError, match="entry symbol"):
         Bundle.of(scale, dataclasses.replace(s90, entry="hopper_only", abi=next(
             a for a in parts["90"] if a.name == "hopper_only").abi))

@@ -256,7 +256,7 @@ def test_occupancy_and_warnings() -> None:
     assert regs is not None and regs.limiter == "registers" and regs.fraction == 0.125  # 1 block of 8 warps
     smem = occupancy(8, 0, 128, 32, 100 * 1024)
     assert smem is not None and smem.limiter == "smem" and smem.fraction == 0.0625
-    assert occupancy(7, 5, 128, 32, 0) is None
+    assert occupancy(5, 2, 128, 32, 0) is None  # an arch the launch model's table does not hold
 
 
 @needs_cuda_compiler
@@ -277,7 +277,8 @@ def test_summary_warns_about_spills_registers_and_smem(tmp_path: Path, fresh_cac
     bundle = cuda.compile(src, ["heavy"], arch=["sm_80"], maxrregcount=32, launch=LaunchSpec(dynamic_smem=120 << 10))
     r = row(bundle.artifacts[0], ["sm_80", "sm_90a"])
     text = "\n".join(r.warnings)
-    assert "local memory" in text and "will not launch on sm_86, sm_89" in text and "not built for sm_90a" in text
+    assert "local memory" in text and "will not launch on sm_86, sm_88, sm_89" in text
+    assert "not built for sm_90a" in text
     assert "occupancy" in text and "smem" in text
 
 

@@ -50,6 +50,16 @@ def _t(ptr: int = 0x40000, shape: tuple[int, ...] = (3, 5), strides: tuple[int, 
 X, Y, OUT = 0x10000, 0x20000, 0x30000
 
 
+def _glist(m: Any, **change: Any) -> Any:
+    """glist over two lists of f32 tensors (the reliability harness's list rows); ``change``: element 0 or 1 of xs
+    made otherwise (``x1={"typestr": "<f8"}``), or ``xs=`` the list itself."""
+    xs = [dict(ptr=0x50000, shape=(8,), strides=(1,)), dict(ptr=0x50100, shape=(12,), strides=(1,))]
+    for k in (0, 1):
+        xs[k].update(change.pop(f"x{k}", {}))
+    ys = [_t(0x60000, (8,), (1,)), _t(0x60100, (12,), (1,))]
+    return m.glist(change.pop("xs", [_t(**x) for x in xs]), ys, 2.0, grid=(1, 2), block=128)
+
+
 def _add(m: Any, **launch: Any) -> Any:
     return m.add(_f32(X), _f32(Y), _f32(OUT), 8, **{"grid": 2, "block": 128, **launch})
 
@@ -122,6 +132,26 @@ CASES = [
          "KP_ERROR_DRIVER_TOO_OLD", lambda m: _add(m, cooperative=True),
          fake=(("missing", "cuOccupancyMaxActiveBlocksPerMultiprocessor"),),
          msg=r"cooperative launch needs cuOccupancyMaxActiveBlocksPerMultiprocessor"),
+    Case("ok_list", "a valid launch with lists of tensors (their descriptors copied to the device)", "KP_SUCCESS",
+         lambda m: _glist(m)),
+    Case("list_mixed_dtype", "a list of tensors of two dtypes", "KP_ERROR_NO_MATCHING_SPECIALIZATION",
+         lambda m: _glist(m, x1={"typestr": "<f8"})),
+    Case("list_empty", "an empty list of tensors", "KP_ERROR_INVALID_ARGUMENT", lambda m: _glist(m, xs=[])),
+    Case("list_null", "NULL / None for a list of tensors", "KP_ERROR_INVALID_ARGUMENT", lambda m: _glist(m, xs=None)),
+    Case("list_wrong_rank", "a tensor of the wrong rank in a list", "KP_ERROR_NO_MATCHING_SPECIALIZATION",
+         lambda m: _glist(m, x1={"shape": (12, 1), "strides": (1, 1)})),
+    Case("list_static_stride", "a list's static stride violated", "KP_ERROR_NO_MATCHING_SPECIALIZATION",
+         lambda m: _glist(m, x1={"strides": (2,)})),
+    Case("list_shape_divisor", "a list's extent not the multiple it must be", "KP_ERROR_NO_MATCHING_SPECIALIZATION",
+         lambda m: _glist(m, x0={"shape": (6,)})),
+    Case("list_misaligned", "a misaligned tensor in a list", "KP_ERROR_NO_MATCHING_SPECIALIZATION",
+         lambda m: _glist(m, x1={"ptr": 0x50104})),
+    Case("list_negative_extent", "a negative extent in a list", "KP_ERROR_INVALID_ARGUMENT",
+         lambda m: _glist(m, x1={"shape": (-4,)}), msg=r"'xs'.? element 1: .*shape\[0\] = -4 is negative"),
+    Case("list_index_range", "an extent beyond the list's int32 index type", "KP_ERROR_NO_MATCHING_SPECIALIZATION",
+         lambda m: _glist(m, x1={"shape": (1 << 32,)})),
+    Case("list_no_copy_driver", "a list launch on a driver without cuMemcpyHtoDAsync", "KP_ERROR_DRIVER_TOO_OLD",
+         lambda m: _glist(m), fake=(("missing", "cuMemcpyHtoDAsync"),)),
     Case("mac_no_driver", "max_active_clusters on a driver without cuOccupancyMaxActiveClusters",
          "KP_ERROR_DRIVER_TOO_OLD", lambda m: m.mac(_f32(X), _f32(Y), _f32(OUT), grid=4, block=128),
          fake=(("missing", "cuOccupancyMaxActiveClusters"),)),

@@ -175,6 +175,25 @@ def wheels(gpu: Path, jobs: int = 2) -> None:
     _manifest(out, {"wheels": built}, missing)
 
 
+def cutile_lists(gpu: Path) -> None:
+    """cutile_lists/: cuTile kernels taking lists of arrays (tests/cutile_list_kernels.py: group_scale f32/f16, the
+    grouped GEMM group_matmul, and scale_one -- group_scale on one array, without a list -- as the launch-cost
+    baseline) for sm_90a: lists.kpack and its C library kplists/ (read by tests/test_cutile_lists_gpu.py and
+    bench/list_launch.py)."""
+    import cutile_list_kernels as k
+    import kernelpack
+    import kernelpack.cutile as kc
+    from kernelpack.bundle.kpack import Bundle
+
+    out = _fresh(gpu / "cutile_lists")
+    bundle = Bundle.of(kc.compile(k.group_scale, k.SCALE, arch="sm_90a"),
+                       kc.compile(k.group_matmul, k.MATMUL, arch="sm_90a"),
+                       kc.compile(k.scale_one, k.SCALE_ONE, arch="sm_90a"))
+    _wrote(bundle.write(out / "lists.kpack"), _labels(bundle))
+    lib = kernelpack.Library("kplists", bundle).build(out / "kplists")
+    _wrote(lib.shared)
+
+
 def per_arch(gpu: Path) -> None:
     """per_arch/per_arch.kpack (tests/per_arch_builds.py): a cuTile matmul whose thread count differs per arch, a Triton
     matmul over tensor descriptors lowered per arch, kernels reading the SM count and max active clusters, builds for
@@ -275,6 +294,22 @@ def tuning(gpu: Path) -> None:
     _wrote(compile_bundle("sm_90a").write(out / "matmul_configs.kpack"))
 
 
+def smem(gpu: Path) -> None:
+    """smem/smem.kpack: an autotuned Triton matmul (tests/smem_kernels.py) whose configs WIDE, BIG and SMALL were
+    compiled for sm_80 and sm_90a, each left out for the arch whose shared memory it exceeds (WIDE for sm_90a, BIG for
+    sm_80); tests/test_smem_limits_gpu.py launches what dispatch picks on the H200."""
+    import warnings
+
+    import smem_kernels as sk
+
+    out = gpu / "smem"
+    out.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings(record=True) as dropped:
+        warnings.simplefilter("always")
+        bundle = sk.compile_family((sk.WIDE, sk.BIG, sk.SMALL), ["sm_80", "sm_90a"])
+    _wrote(bundle.write(out / "smem.kpack"), f"{_labels(bundle)}; {'; '.join(str(w.message) for w in dropped)}")
+
+
 def fp8(gpu: Path) -> None:
     """fp8/fp8.kpack: tests/fp8_kernels.cu (__nv_fp8_e4m3/__nv_fp8_e5m2 -> f32) with NVRTC for sm_90
     (tests/test_fp8_gpu.py compares them with torch's own conversion)."""
@@ -341,3 +376,15 @@ def corpus_fi(gpu: Path) -> None:
     subprocess.run([sys.executable, str(ROOT / "scripts" / "corpus.py"), "--package", "flashinfer", "-q"],
                    check=True, cwd=ROOT)
     print(json.dumps(flashinfer.gpu_prepare(ROOT / "build" / "corpus", gpu / "corpus-fi"), indent=1))
+
+
+def fa4(gpu: Path) -> None:
+    """fa4/: FlashAttention-4 precompiled (corpus/fa4: forward, backward and its pre/post kernels, sm_80/sm_90a/sm_100a,
+    head dims 64/128, causal or not, bf16/f16) as libfa4.so + headers, its wheel, the backward's buffer padding
+    (fa4_meta.json) and manifest.json with FA4's own JIT time measured here; needs flash-attn-4 4.0.0b36,
+    quack-kernels 0.6.5 and apache-tvm-ffi (--no-deps) beside the CuTe DSL."""
+    sys.path.insert(0, str(ROOT / "corpus" / "fa4"))
+    from gpu_prepare import gpu_prepare
+
+    manifest = gpu_prepare(gpu / "fa4")
+    print(json.dumps({k: v for k, v in manifest.items() if k != "entries"}, indent=1))

@@ -32,6 +32,7 @@ SUBSET = {
     "triton": ("tests/test_triton_gpu.py", "vector_add or axpy or scratch or tma_descriptors_and_scratch"),
     "cute": ("tests/test_cute_gpu.py", "elementwise or policy or kernel_level or fresh_thread"),
     "cutile": ("tests/test_cutile_gpu.py", "vector_add or through_kernelpack_load"),
+    "cutile_lists": ("tests/test_cutile_lists_gpu.py", "group_scale_from_python or c_library"),
     "cpp": ("tests/test_frontends_cpp_gpu.py", ""),
     "concurrency": ("tests/test_concurrency_gpu.py", ""),
 }

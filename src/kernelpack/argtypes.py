@@ -63,6 +63,9 @@ class PtrStream(Protocol):
 Tensor = DLPackTensor | CudaArray
 """A tensor argument (a tensor descriptor, a CuTe/cuTile tensor): an array on the kernel's CUDA device."""
 
+TensorList = list[Tensor] | tuple[Tensor, ...]
+"""A list of tensors (a cuTile list-of-arrays parameter): one or more arrays on the kernel's CUDA device."""
+
 Pointer = DLPackTensor | CudaArray | int | None
 """A pointer argument: a contiguous array on the device, a raw device address as an int, or None (NULL)."""
 
@@ -80,4 +83,4 @@ Stream = int | TorchStream | CudaStreamProtocol | PtrStream
 torch tensors, else the default stream."""
 
 __all__ = ["Bool", "Bytes", "CudaArray", "CudaStreamProtocol", "DLPackTensor", "Dim3", "Float", "Int", "Pointer",
-           "PtrStream", "Stream", "Str", "Struct", "Tensor", "TorchStream"]
+           "PtrStream", "Stream", "Str", "Struct", "Tensor", "TensorList", "TorchStream"]

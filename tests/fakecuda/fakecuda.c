@@ -71,7 +71,9 @@ enum {
 #define MAX_LAUNCHES 4096
 #define MAX_ALLOCS 4096
 #define MAX_ENCODES 256
-#define MAX_ENTRIES 32
+#define MAX_COPIES 256
+#define COPY_BYTES 4096
+#define MAX_ENTRIES 40
 #define DEFAULT_SMEM 49152
 
 /* ------------------------------------------------------------------ records (the layouts tests/fake_cuda.py reads) */
@@ -96,6 +98,13 @@ typedef struct {
     int32_t device, freed;
     uint64_t free_stream;
 } fk_alloc;
+
+typedef struct {
+    uint64_t dst, size, stream;
+    int32_t result;
+    uint32_t nbytes; /* the first COPY_BYTES bytes copied */
+    unsigned char data[COPY_BYTES];
+} fk_copy;
 
 typedef struct {
     int32_t dtype;
@@ -140,7 +149,8 @@ static uint64_t alloc_seq;
 static fk_launch launches[MAX_LAUNCHES];
 static fk_alloc allocs[MAX_ALLOCS];
 static fk_encode encodes[MAX_ENCODES];
-static int nlaunches, nallocs, nencodes;
+static fk_copy copies[MAX_COPIES];
+static int nlaunches, nallocs, nencodes, ncopies;
 static struct {
     const char* name;
     int count;
@@ -268,7 +278,7 @@ EXPORT void fk_reset(void) {
     ready();
     pthread_mutex_lock(&lock);
     defaults_then_env();
-    nlaunches = nallocs = nencodes = 0;
+    nlaunches = nallocs = nencodes = ncopies = 0;
     memset(counts, 0, sizeof counts);
     __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&lock);
@@ -293,6 +303,8 @@ EXPORT int fk_launch_count(void) { return nlaunches; }
 EXPORT const fk_launch* fk_get_launch(int i) { return i >= 0 && i < nlaunches ? &launches[i] : NULL; }
 EXPORT int fk_alloc_count(void) { return nallocs; }
 EXPORT const fk_alloc* fk_get_alloc(int i) { return i >= 0 && i < nallocs ? &allocs[i] : NULL; }
+EXPORT int fk_copy_count(void) { return ncopies; }
+EXPORT const fk_copy* fk_get_copy(int i) { return i >= 0 && i < ncopies ? &copies[i] : NULL; }
 EXPORT int fk_encode_count(void) { return nencodes; }
 EXPORT const fk_encode* fk_get_encode(int i) { return i >= 0 && i < nencodes ? &encodes[i] : NULL; }
 EXPORT int fk_current_device(void) { return cur(); }
@@ -882,6 +894,35 @@ static CUresult cuMemFreeAsync(uint64_t ptr, void* stream) {
     return r;
 }
 
+/* A host-to-device copy lands in memory cuMemAllocAsync gave and nobody freed yet (else CUDA_ERROR_INVALID_VALUE);
+ * the bytes are recorded (fk_get_copy) and logged as 64-bit words (hex, the first 64). */
+static CUresult cuMemcpyHtoDAsync(uint64_t dst, const void* src, size_t size, void* stream) {
+    ENTER("cuMemcpyHtoDAsync");
+    NEED_INIT();
+    CUresult r = INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < nallocs && src != NULL; i++)
+        if (!allocs[i].freed && dst >= allocs[i].ptr && dst + size <= allocs[i].ptr + allocs[i].size) r = OK;
+    if (cur() < 0) r = INVALID_CONTEXT;
+    if (ncopies >= MAX_COPIES) ncopies = 0;
+    fk_copy* c = &copies[ncopies++];
+    c->dst = dst, c->size = size, c->stream = (uint64_t)(uintptr_t)stream, c->result = r;
+    c->nbytes = src == NULL ? 0 : size < COPY_BYTES ? (uint32_t)size : COPY_BYTES;
+    if (c->nbytes) memcpy(c->data, src, c->nbytes);
+    pthread_mutex_unlock(&lock);
+    char words[64 * 17 + 1];
+    size_t w = 0;
+    words[0] = 0;
+    for (uint32_t i = 0; i + 8 <= c->nbytes && i < 64 * 8; i += 8) {
+        uint64_t v;
+        memcpy(&v, c->data + i, 8);
+        w += (size_t)snprintf(words + w, sizeof words - w, i ? ",%llx" : "%llx", (unsigned long long)v);
+    }
+    logf_("cuMemcpyHtoDAsync dst=0x%llx size=%zu stream=%p words=%s -> %d", (unsigned long long)dst, size, stream,
+          w ? words : "-", r);
+    return r;
+}
+
 static void join_u64(char* out, size_t cap, const uint64_t* v, unsigned n) {
     size_t w = 0;
     out[0] = 0;
@@ -947,7 +988,7 @@ EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
         E(cuDeviceGetCount), E(cuDeviceGetAttribute), E(cuDevicePrimaryCtxRetain), E(cuCtxGetCurrent),
         E(cuCtxSetCurrent), E(cuCtxGetDevice), E(cuStreamGetCtx), E(cuLibraryLoadData), E(cuLibraryGetKernel),
         E(cuKernelGetFunction), E(cuKernelSetAttribute), E(cuPointerGetAttribute), E(cuLaunchKernel),
-        E(cuLaunchKernelEx), E(cuMemAllocAsync), E(cuMemFreeAsync), E(cuTensorMapEncodeTiled),
+        E(cuLaunchKernelEx), E(cuMemAllocAsync), E(cuMemFreeAsync), E(cuMemcpyHtoDAsync), E(cuTensorMapEncodeTiled),
         E(cuOccupancyMaxActiveClusters), E(cuOccupancyMaxActiveBlocksPerMultiprocessor), E(cuKernelGetParamInfo),
 #undef E
     };

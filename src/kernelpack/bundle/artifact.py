@@ -21,7 +21,7 @@ from ..core.abi import Abi
 from ..core.arch import Arch
 from ..core.binary import Binary
 from ..core.cubin import CubinKernel
-from ..core.errors import AbiMismatch, KernelpackError
+from ..core.errors import AbiMismatch, KernelpackError, LimitError
 from ..core.launchspec import ArchLaunch, LaunchSpec, PerArch, grid_params
 from ..launch import ranges as ranges_model
 
@@ -282,9 +282,11 @@ def verify_binary(label: str, entry: str, abi: Abi, launch: LaunchSpec, binary: 
     """Check one binary of kernel ``label`` against the kernel parameters (``abi``) and launch spec it launches with:
     AbiMismatch naming the kernel and arch when they disagree or the binary is malformed. A cubin: its kernel
     ``entry``'s parameters (kernelpack.core.verify) and required block; PTX: as far as PTX fixes parameters (each one's
-    size, not its type), and its ``.target`` must be the arch it is filed under."""
+    size, not its type), and its ``.target`` must be the arch it is filed under. Either must fit the limits of some
+    device it runs on (LimitError: :func:`over_limits`)."""
     if binary.kind != "cubin":
         _verify_ptx(label, entry, abi, binary)
+        _check_limits(label, entry, launch, binary)
         return
     from ..core.verify import verify_abi
 
@@ -297,6 +299,24 @@ def verify_binary(label: str, entry: str, abi: Abi, launch: LaunchSpec, binary: 
     if fixed is not None and ck.reqntid is not None and fixed != ck.reqntid:
         raise AbiMismatch(f"kernel {label} ({binary.arch}): launch block {fixed} contradicts the cubin's "
                           f"required block {ck.reqntid}; give {binary.arch} its own block (per_arch)")
+    _check_limits(label, entry, launch, binary)
+
+
+def over_limits(entry: str, launch: LaunchSpec, binary: Binary) -> str | None:
+    """Why kernel ``entry`` of ``binary``, launched with ``launch``, fits no device the binary runs on (its shared
+    memory, static and dynamic, beyond the arch's limit: :mod:`kernelpack.launch.limits`); None when it fits. What a
+    frontend asks before it makes an artifact of a tuning config, to leave the config out for that arch."""
+    from ..launch.limits import smem_overflow
+
+    static = binary.cubin.kernel(entry).static_smem if binary.kind == "cubin" else 0
+    return smem_overflow(binary.target, static, launch.dynamic_smem or 0)
+
+
+def _check_limits(label: str, entry: str, launch: LaunchSpec, binary: Binary) -> None:
+    why = over_limits(entry, launch, binary)
+    if why:
+        raise LimitError(f"kernel {label} ({binary.arch}): {why}; use less shared memory (smaller tiles, fewer "
+                         f"pipeline stages) or leave {binary.arch} out")
 
 
 def _verify_ptx(label: str, entry: str, abi: Abi, binary: Binary) -> None:

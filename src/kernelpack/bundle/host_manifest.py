@@ -87,8 +87,11 @@ def _records(section: bytes, source: str) -> Iterator[dict[str, Any]]:
         pos += 16 + size + (-(16 + size) % 8)
 
 
-def _param(d: dict[str, Any]) -> HostParam:
-    t = type_from_json(d["type"])
+def _param(d: dict[str, Any], types: dict[str, Any]) -> HostParam:
+    key = repr(d["type"])  # a library's entries share few types: each is parsed once (equal JSON, equal repr)
+    t = types.get(key)
+    if t is None:
+        t = types[key] = type_from_json(d["type"])
     stream = bool(d.get("stream", False))
     if stream and not isinstance(t, Pointer):
         raise AbiError(f"stream parameter {d['name']} is not a pointer")
@@ -98,13 +101,14 @@ def _param(d: dict[str, Any]) -> HostParam:
 def parse(section: bytes, source: str) -> list[HostEntryInfo]:
     """Every host program described in a ``.kpack_host`` section."""
     out = []
+    types: dict[str, Any] = {}
     for doc in _records(section, source):
         try:
             for p in doc["programs"]:
                 if p["zero_extent"] not in ZERO_EXTENT_POLICIES:
                     raise ValueError(f"zero_extent {p['zero_extent']!r}")
                 out.append(HostEntryInfo(str(p["name"]), str(p.get("variant", "")), str(p["symbol"]),
-                                         tuple(_param(q) for q in p["params"]), tuple(p.get("archs", ())),
+                                         tuple(_param(q, types) for q in p["params"]), tuple(p.get("archs", ())),
                                          p["zero_extent"], str(doc["library"])))
         except (KeyError, TypeError, ValueError, AbiError) as e:
             raise BundleError(f"{source}: malformed host-program record in section {SECTION}: {e!r}") from None

@@ -1,13 +1,19 @@
 """Merging artifacts of one kernel compiled in separate calls: ``Bundle.of``, ``kernelpack.Library`` and
 ``kernelpack build`` combine artifacts with the same name and variant into one multi-arch artifact.
 
-The rule: the parts must be the same kernel — the same entry symbol, ABI (parameter names, types, divisibility,
-roles) and launch spec — and each arch's binary must come from one part, or be the very same bytes wherever it
-appears (the same cubin given twice is harmless). Anything else is refused, naming both parts and what differs.
+The rule: the parts must be the same kernel — the same entry symbol, caller-visible arguments (parameter names,
+types, divisibility, roles; :func:`kernelpack.launch.facts.check_caller_args`), grid formula, device requirements and
+range constraints — and each arch's binary must come from one part, or be the very same bytes wherever it appears
+(the same cubin given twice is harmless). Anything else is refused, naming both parts and what differs. What may
+differ per arch stays with the arch's binaries (``KernelArtifact.per_arch``): the launch facts (block, dynamic shared
+memory, cluster, scratch, PDL, cooperative) and the parameter layout (a tensor descriptor as a CUtensorMap on sm_90a,
+as pointer, shapes and strides on sm_80) -- so a Triton kernel compiled in one call per arch merges into the artifact
+one call for both archs makes.
 
 The result does not depend on the order of the parts: binaries are sorted by (arch, kind), and the merged artifact
-keeps the provenance of the part holding the lowest arch (a part that already holds every binary is returned as it
-is, so a bundle merged with itself is unchanged).
+keeps the provenance, kernel parameters and launch spec of the part holding the lowest arch (its binaries'; every
+other arch's where they differ go to ``per_arch``). A part that already holds every binary is returned as it is, so
+a bundle merged with itself is unchanged.
 
 Where a part came from (a bundle's file, a build step, an argument position) is kept beside the artifact, never in
 it: it names the parts in messages and changes no byte of a bundle.
@@ -22,13 +28,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from ..core._reprs import clip
-from ..core.abi import Param, type_to_json
+from ..core.abi import Abi, Param, type_to_json
+from ..core.arch import Arch
 from ..core.binary import Binary
-from ..core.errors import BundleError
+from ..core.errors import BundleError, KernelpackError
+from ..core.launchspec import ArchLaunch, LaunchSpec
 from .artifact import KernelArtifact
 
 if TYPE_CHECKING:
-    from ..core.arch import Arch
     from .host_program import HostObject, HostProgram
 
 T = TypeVar("T")
@@ -55,6 +62,7 @@ def merge(parts: Sequence[tuple[KernelArtifact, str]]) -> KernelArtifact:
     ordered = sorted(parts, key=_order)
     ref, ref_where = ordered[0]
     binaries: dict[tuple[object, str], tuple[Binary, str]] = {}
+    own: dict[Arch, tuple[Abi, LaunchSpec, str]] = {}  # each arch's kernel parameters and launch spec, and from where
     for a, where in ordered:
         diff = _difference(ref, ref_where, a, where)
         if diff:
@@ -70,11 +78,22 @@ def merge(parts: Sequence[tuple[KernelArtifact, str]]) -> KernelArtifact:
                     f"kernel {ref.label}: two different {b.arch} {b.kind}s: {_binary(seen[0])} from {seen[1]}, "
                     f"{_binary(b)} from {where} (an arch's binary must come from one place: drop {b.arch} from one "
                     f"of them)")
+            facts = (a.abi_for(b.arch), a.launch_for(b.arch))
+            had = own.setdefault(b.arch, (*facts, where))
+            if had[:2] != facts:
+                what = _launch_difference(had[1], had[2], facts[1], where) or "other kernel parameters"
+                raise BundleError(f"kernel {ref.label}: the {b.arch} binaries launch otherwise in {had[2]} and "
+                                  f"{where}: {what} (an arch's launch facts must come from one place)")
     want = {k: b.sha256 for k, (b, _) in binaries.items()}
     for a, _ in ordered:  # one part holds it all already: keep it as it is
         if {(b.arch, b.kind): b.sha256 for b in a.binaries} == want:
             return a
-    merged = dataclasses.replace(ref, binaries=tuple(b for _, (b, _) in sorted(binaries.items(), key=_key)))
+    per_arch = {arch: ArchLaunch(ls, abi) for arch, (abi, ls, _) in own.items()}
+    try:
+        merged = dataclasses.replace(ref, binaries=tuple(b for _, (b, _) in sorted(binaries.items(), key=_key)),
+                                     per_arch=per_arch)
+    except KernelpackError as e:  # what _difference does not see (a scratch size without its parameter, say)
+        raise BundleError(f"kernel {ref.label}: cannot merge {', '.join(w for _, w in ordered)}: {e.message}") from None
     wheres = list(dict.fromkeys(w for _, w in ordered))
     return set_origin(merged, " + ".join(wheres))
 
@@ -99,10 +118,11 @@ def _binary(b: Binary) -> str:
 
 
 def _difference(a: KernelArtifact, wa: str, b: KernelArtifact, wb: str) -> str:
-    """What makes ``a`` and ``b`` different kernels ("" when they are one kernel), naming where each came from."""
+    """What makes ``a`` and ``b`` different kernels ("" when they are one kernel), naming where each came from: what
+    may differ per arch (launch facts, parameter layouts) is no difference."""
     if a.entry != b.entry:
         return f"entry symbol {clip(a.entry, 120)} in {wa}, {clip(b.entry, 120)} in {wb}"
-    if a.abi != b.abi:
+    if a.abi != b.abi and _caller_args(a) != _caller_args(b):
         pa, pb = a.abi.params, b.abi.params
         for i, (x, y) in enumerate(zip(pa, pb)):
             if x != y:
@@ -111,11 +131,28 @@ def _difference(a: KernelArtifact, wa: str, b: KernelArtifact, wb: str) -> str:
                     tx, ty = _type(x), _type(y)
                 return f"parameter {i}: {tx} in {wa}, {ty} in {wb}"
         return f"{len(pa)} parameters in {wa}, {len(pb)} in {wb}"
-    if a.launch != b.launch:
-        for f in dataclasses.fields(a.launch):
-            x, y = getattr(a.launch, f.name), getattr(b.launch, f.name)
-            if x != y:
-                return f"launch {f.name}: {clip(repr(x), 160)} in {wa}, {clip(repr(y), 160)} in {wb}"
+    if a.launch.grid != b.launch.grid:  # the one launch fact every arch shares
+        return _launch_difference(a.launch, wa, b.launch, wb)
+    if a.requirements != b.requirements:
+        return f"device requirements {dict(a.requirements)} in {wa}, {dict(b.requirements)} in {wb}"
+    if a.range_rules != b.range_rules:
+        ra, rb = (", ".join(r.text() for r in x.range_rules) or "none" for x in (a, b))
+        return f"range constraints {clip(ra, 160)} in {wa}, {clip(rb, 160)} in {wb}"
+    return ""
+
+
+def _caller_args(a: KernelArtifact) -> list[object]:
+    """What a caller of ``a`` passes (kernelpack.launch.facts): the same for every parameter layout of one kernel."""
+    from ..launch.facts import caller_view, plans
+
+    return [caller_view(s) for s in plans(a)[0].args]
+
+
+def _launch_difference(x: LaunchSpec, wx: str, y: LaunchSpec, wy: str) -> str:
+    for f in dataclasses.fields(x):
+        vx, vy = getattr(x, f.name), getattr(y, f.name)
+        if vx != vy:
+            return f"launch {f.name}: {clip(repr(vx), 160)} in {wx}, {clip(repr(vy), 160)} in {wy}"
     return ""
 
 

@@ -7,7 +7,7 @@ generated translation unit static-asserts that the C compiler agrees.
 from __future__ import annotations
 
 from ..bundle.artifact import KernelArtifact
-from ..core.abi import DType, Opaque, Pointer, Scalar, Struct, TensorSpec
+from ..core.abi import DType, Opaque, ParamType, Struct, TensorSpec
 from ..core.names import LIBRARY_API, c_comment, c_name, entry_name  # noqa: F401 - LIBRARY_API re-exported
 from ..launch.codes import DTYPE_CODE, DTYPES, DTYPES_V1, LAUNCH_FLAGS, STATUS, STATUS_V1, dtype_enum_name
 from ..launch.codes import INT64_RANGE as INT_RANGE  # noqa: E402,F401 - values a kp_tensor field can carry
@@ -117,7 +117,7 @@ class TypeNames:
         self._names: dict[Struct | Opaque, str] = {}
         self._order: list[Struct | Opaque] = []
 
-    def add(self, t: Scalar | Pointer | Struct | Opaque) -> None:
+    def add(self, t: ParamType) -> None:
         if isinstance(t, Struct):
             for f in t.fields:
                 self.add(f.type)
@@ -138,7 +138,7 @@ class TypeNames:
         """Every struct and opaque type, in definition order."""
         return list(self._order)
 
-    def c_type(self, t: Scalar | Pointer | Struct | Opaque) -> str:
+    def c_type(self, t: ParamType) -> str:
         if isinstance(t, (Struct, Opaque)):
             return self._names[t]
         return t.c_type
@@ -191,7 +191,7 @@ def _tensor_doc(s: TensorSpec) -> str:
             f"{dims(s.stride)} ({s.stride_dtype.value}, in elements); ? = passed at run time.")
 
 
-def param_decl(names: TypeNames, t: Scalar | Pointer | Struct | Opaque, name: str) -> str:
+def param_decl(names: TypeNames, t: ParamType, name: str) -> str:
     """How a typed wrapper takes a parameter: opaque blobs by const pointer, everything else by value."""
     if isinstance(t, Opaque):
         return f"const {names.c_type(t)}* {name}"

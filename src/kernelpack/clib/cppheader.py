@@ -20,7 +20,7 @@ from ..core.version import __version__
 from ..launch.codes import DTYPES, DTYPES_V1
 from .buildid import cpp_check, cpp_check_build
 from .cdecl import dtype_enum, entry_name, param_decl, renamed_params, wrapper_name
-from .launchgen import LAUNCH, CallerArg, DescArg
+from .launchgen import LAUNCH, CallerArg, DescArg, ListArg
 
 if TYPE_CHECKING:
     from ..bundle.host_program import HostProgram
@@ -273,8 +273,13 @@ class _Overloads:
                         params.append(f"const kp_tensor& {v}")
                         call.append(f"&{v}")
                         continue
+                    if fa.kind == "list":
+                        decl, arg = _list_arg(v, views)
+                        params.append(decl)
+                        call.append(arg)
+                        continue
                     if fa.kind == "ptr":
-                        assert not isinstance(p, DescArg) and isinstance(p.type, Pointer)
+                        assert not isinstance(p, (DescArg, ListArg)) and isinstance(p.type, Pointer)
                         t = Pointer(p.type.pointee, fa.const) if fa.varying else p.type
                         span = _span_type(t) if views else None
                         if fa.varying and t.pointee is not None and t.pointee.is_fp8:
@@ -322,6 +327,8 @@ class _Overloads:
         names, v = self.g.names, c_name(p.name)
         if isinstance(p, DescArg):
             return f"const kp_tensor& {v}", f"&{v}"
+        if isinstance(p, ListArg):
+            return _list_arg(v, views)
         t = p.type
         if views and isinstance(t, Pointer) and (span := _span_type(t)):
             return f"{span} {v}", f"{v}.data()"
@@ -330,6 +337,15 @@ class _Overloads:
             view = f"kp::tensor_view<{t.fields[0].type.pointee.c_type}, {t.tensor.rank}>"
             return f"const {view}& {v}", f"to_{names.c_type(t)[len(self.g.lib) + 1:]}({v})"
         return param_decl(names, t, v), v
+
+
+def _list_arg(v: str, views: bool) -> tuple[str, str]:
+    """A tensor list: a kp_tensor array and its count, or one view of the array (a std::vector<kp_tensor>, ...; a
+    count beyond int32_t is passed as -1, which the entry refuses)."""
+    if views:
+        return (f"kp::device_span<const kp_tensor> {v}",
+                f"{v}.data(), ({v}.size() > INT32_MAX ? -1 : static_cast<int32_t>({v}.size()))")
+    return f"const kp_tensor* {v}, int32_t {v}_count", f"{v}, {v}_count"
 
 
 def _renamed(name: str, params: list[str]) -> str:

@@ -14,10 +14,11 @@ from ..core.names import c_name
 from ..launch import family as model
 from ..launch.plan import Plan as LaunchPlan
 from .cdecl import INT_RANGE, TypeNames, dtype_enum, param_decl
-from .launchgen import CallerArg, DescArg
+from .launchgen import CallerArg, DescArg, ListArg
 from .rangeindex import Candidate, RangeIndex, build, indexable, key_expr
 
 PlanOf = Callable[[KernelArtifact], LaunchPlan]
+ListRow = Callable[[KernelArtifact, str], int]  # the kp_lists row of a specialization's list argument
 
 KP_DYN = "KP_DYN"
 
@@ -27,8 +28,9 @@ class FamilyArg:
     """One caller-visible argument of a family entry."""
 
     name: str
-    kind: str  # "ptr" (dtype may vary), "tensor"/"desc" (a kp_tensor*), "value" (same type in every specialization)
-    type: Scalar | Pointer | Struct | Opaque | None  # the first specialization's type (None: desc)
+    kind: str  # "ptr" (dtype may vary), "tensor"/"desc" (a kp_tensor*), "list" (kp_tensor* + count), "value" (same
+    #            type in every specialization)
+    type: Scalar | Pointer | Struct | Opaque | None  # the first specialization's type (None: desc, list)
     varying: bool = False  # ptr whose pointee differs between specializations: passed as void* + kp_dtype
     const: bool = False
 
@@ -40,13 +42,18 @@ class FamilyArg:
     def decl(self, names: TypeNames) -> str:
         if self.kind in ("tensor", "desc"):
             return f"const kp_tensor* {self.cname}"
+        if self.kind == "list":
+            return f"const kp_tensor* {self.cname}, int32_t {self.cname}_count"
         if self.kind == "ptr" and self.varying:
             return f"{'const ' if self.const else ''}void* {self.cname}, kp_dtype {self.cname}_dtype"
         assert self.type is not None
         return param_decl(names, self.type, self.cname)
 
     def call_args(self) -> list[str]:
-        """The C names this argument takes in an entry's parameter list (a varying pointer adds its dtype)."""
+        """The C names this argument takes in an entry's parameter list (a varying pointer adds its dtype, a list its
+        count)."""
+        if self.kind == "list":
+            return [self.cname, f"{self.cname}_count"]
         return [self.cname, f"{self.cname}_dtype"] if self.kind == "ptr" and self.varying else [self.cname]
 
 
@@ -111,7 +118,8 @@ class Family:
 
 
 def _family_arg(fa: model.FamilyArg) -> FamilyArg:
-    return FamilyArg(fa.name, fa.kind, None if fa.kind == "desc" else fa.slot.param.type, fa.varying, fa.const)
+    t = None if fa.kind in ("desc", "list") else fa.slot.param.type
+    return FamilyArg(fa.name, fa.kind, t, fa.varying, fa.const)  # type: ignore[arg-type]
 
 
 def _tensor_constraint(arg: str, spec: TensorSpec, align: int, index: int, pidx: int) -> tuple[Constraint, list[str]]:
@@ -138,9 +146,14 @@ def _tensor_constraint(arg: str, spec: TensorSpec, align: int, index: int, pidx:
     return Constraint(expr, text), decls
 
 
-def _render(c: model.Constraint, fa: FamilyArg, index: int) -> tuple[Constraint, list[str]]:
-    """The C expression of one model constraint on argument ``fa`` of specialization ``index``."""
+def _render(c: model.Constraint, fa: FamilyArg, index: int, list_row: int = -1) -> tuple[Constraint, list[str]]:
+    """The C expression of one model constraint on argument ``fa`` of specialization ``index`` (``list_row``: the
+    kp_lists row of a list argument)."""
     v, name = fa.cname, fa.name
+    if c.kind == "list":
+        assert c.tensor is not None and c.tensor.tlist is not None
+        return Constraint(f"kp_list_fits({v}, {v}_count, &kp_lists[{list_row}])",
+                          f"{name}: list of {c.tensor.tlist.describe()}"), []
     if c.kind == "desc":
         d = c.desc
         assert d is not None
@@ -189,9 +202,10 @@ def _range(c: model.Constraint, fa: FamilyArg) -> Constraint:
 
 
 def build_families(arts_by_name: dict[str, tuple[KernelArtifact, ...]], index_of: dict[int, int],
-                   plan_of: PlanOf) -> tuple[list[Family], list[str]]:
+                   plan_of: PlanOf, list_row: ListRow | None = None) -> tuple[list[Family], list[str]]:
     """Families in name order, and the static arrays their constraints refer to. ``index_of[id(art)]`` is the spec
-    table index of an artifact; ``plan_of(art)`` its launch-model plan."""
+    table index of an artifact; ``plan_of(art)`` its launch-model plan; ``list_row(art, name)`` the kp_lists row of
+    its list argument ``name``."""
     families, decls = [], []
     for name, arts in arts_by_name.items():
         margs = model.family_args(name, [(a.label, plan_of(a)) for a in arts])
@@ -202,7 +216,8 @@ def build_families(arts_by_name: dict[str, tuple[KernelArtifact, ...]], index_of
             mcons = model.constraints(margs, plan_of(a))
             rendered = []
             for c in mcons:
-                r, d = _render(c, args[c.arg], index)
+                row = list_row(a, args[c.arg].name) if c.kind == "list" and list_row is not None else -1
+                r, d = _render(c, args[c.arg], index, row)
                 rendered.append(r)
                 decls += d
             specs.append(Spec(index, a, tuple(rendered), model.specificity(mcons)))
@@ -218,7 +233,7 @@ def typed_constraint_checks(caller: tuple[CallerArg, ...], ranges: Mapping[str, 
     specialization's range constraints by argument name (``Slot.ranges``); those on integer values are checked."""
     out = []
     for i, p in enumerate(caller):
-        if isinstance(p, DescArg):
+        if isinstance(p, (DescArg, ListArg)):  # checked when encoded / staged (kp_list_check)
             continue
         t, d, v = p.type, p.divisibility, c_name(p.name)
         if isinstance(t, Opaque):  # passed by pointer: the driver would read through a NULL one
@@ -257,6 +272,8 @@ def describe_arg(fa: FamilyArg) -> str:
     n, t, v = fa.name, fa.type, fa.cname  # n: the user's name (messages); v: its C name
     if fa.kind in ("tensor", "desc"):
         return f'kp_describe_tensor(&kp_sb_, "{n}", {v});'
+    if fa.kind == "list":
+        return f'kp_describe_list(&kp_sb_, "{n}", {v}, {v}_count);'
     if fa.kind == "ptr":
         dt = f"(int){v}_dtype" if fa.varying else ("-1" if t.pointee is None else dtype_enum(t.pointee))  # type: ignore[union-attr]
         return f'kp_describe_ptr(&kp_sb_, "{n}", (const void*){v}, {dt});'

@@ -32,7 +32,7 @@ from .cppheader import cpp_header, cpp_names
 from .dataobj import RowFacts, c_declarations, data_asm, launch_facts
 from .family import Family, build_families, describe_arg, null_checks, typed_constraint_checks
 from .headers import c_header
-from .launchgen import LAUNCH, DescArg, Plan, desc_table
+from .launchgen import LAUNCH, DescArg, ListArg, Plan, desc_table, list_table
 from .rangeindex import dispatch_c
 
 if TYPE_CHECKING:
@@ -94,20 +94,22 @@ class _Gen:
         self.arts = bundle.artifacts
         self.names = TypeNames(lib)
         self.plans: list[Plan] = []
-        ndesc = 0
+        ndesc = nlist = 0
         for a in self.arts:
-            self.plans.append(Plan(a, ndesc))
+            self.plans.append(Plan(a, ndesc, nlist))
             ndesc += len(self.plans[-1].descs)
+            nlist += len(self.plans[-1].lists)
             for p in self.plans[-1].params:
-                self.names.add(p.type)
-        self.ndesc = ndesc
+                self.names.add(p.type)  # type: ignore[arg-type]
+        self.ndesc, self.nlist = ndesc, nlist
         self.nreq = sum(len(a.requirements) for a in self.arts)
         for prog in self.programs:
             for hp in prog.params:
                 self.names.add(hp.type)
         self._index = {id(a): i for i, a in enumerate(self.arts)}
         self.families, self.const_decls = build_families(bundle.families(), self._index,
-                                                         lambda a: self.plan(a).model)
+                                                         lambda a: self.plan(a).model,
+                                                         lambda a, name: self.plan(a).list_row(name))
         self._check_names()
 
     def plan(self, a: KernelArtifact) -> Plan:
@@ -118,10 +120,13 @@ class _Gen:
         are refused here, before any file is written, naming both."""
         for a in self.arts:
             _unique([(LAUNCH, "the launch configuration")] + [(c_name(p.name), f"parameter '{p.name}'")
-                                                               for p in self.plan(a).args], f"kernel {a.label}")
+                                                               for p in self.plan(a).args] + [
+                (x.count, f"the count of parameter '{x.name}'") for x in self.plan(a).args if isinstance(x, ListArg)],
+                f"kernel {a.label}")
         for f in self.families:
             _unique([(LAUNCH, "the launch configuration")] + [
-                (c, f"parameter '{fa.name}'" if c == fa.cname else f"the element type of parameter '{fa.name}'")
+                (c, f"parameter '{fa.name}'" if c == fa.cname else
+             f"the {'count' if fa.kind == 'list' else 'element type'} of parameter '{fa.name}'")
                 for fa in f.args for c in fa.call_args()], f"kernel family {f.name}")
         for t in self.names.structs():
             _unique([(c_name(fld.name), f"field '{fld.name}'") for fld in t.fields], f"struct {t.name}")
@@ -168,6 +173,9 @@ class _Gen:
         sep = ",\n    "
         rows = desc_table(self.plans, string)
         descs = f"static const kp_desc_info kp_descs[KP_NDESC] = {{\n    {sep.join(rows)}\n}};\n" if rows else ""
+        lrows = list_table(self.plans, string)
+        if lrows:
+            descs += f"static const kp_list_info kp_lists[KP_NLIST] = {{\n    {sep.join(lrows)}\n}};\n"
         if requires:
             descs += f"static const kp_require kp_requires[KP_NREQ] = {{\n    {sep.join(requires)}\n}};\n"
         strtab = "\n    ".join(_cstr(t)[:-1] + '\\0"' for t in pool)
@@ -187,6 +195,7 @@ static const kp_bin_launch kp_launches[KP_NBIN] = {{
     def typed_signature(self, a: KernelArtifact) -> str:
         params = [f"const kp_launch* {LAUNCH}"] + [
             f"const kp_tensor* {c_name(p.name)}" if isinstance(p, DescArg)
+            else f"const kp_tensor* {c_name(p.name)}, int32_t {p.count}" if isinstance(p, ListArg)
             else param_decl(self.names, p.type, c_name(p.name)) for p in self.plan(a).args]
         return f"kp_status {wrapper_name(self.lib, a)}({', '.join(params)})"
 
@@ -199,9 +208,13 @@ static const kp_bin_launch kp_launches[KP_NBIN] = {{
             f"{_cstr(f'{fn}: kernel {a.label}: ' + msg)}{', ' + arg if arg else ''});\n"
             for cond, msg, arg in typed_constraint_checks(self.plan(a).args,
                                                           {x.name: x.ranges for x in self.plan(a).model.args}))
+        lists = "".join(f"    if (KP_UNLIKELY((kp_s = kp_list_check(&kp_c, {index}, &kp_lists[{x.table}], "
+                        f"{c_name(x.name)}, {x.count})) != KP_SUCCESS)) return kp_s;\n"
+                        for x in self.plan(a).args if isinstance(x, ListArg))
         return (f"{self.lib.upper()}_API {self.typed_signature(a)} {{\n{checks}    kp_ctx kp_c;\n"
                 f"    kp_status kp_s = kp_enter(\"{fn}\", {LAUNCH}, &kp_c);\n"
-                f"    if (KP_UNLIKELY(kp_s != KP_SUCCESS)) return kp_s;\n{self.plan(a).body(index, '    ', {})}}}\n")
+                f"    if (KP_UNLIKELY(kp_s != KP_SUCCESS)) return kp_s;\n"
+                f"{lists}{self.plan(a).body(index, '    ', {})}}}\n")
 
     def family_signature(self, f: Family) -> str:
         params = [f"const kp_launch* {LAUNCH}"] + [fa.decl(self.names) for fa in f.args]
@@ -234,6 +247,10 @@ static const kp_bin_launch kp_launches[KP_NBIN] = {{
             f"    {{\n        kp_status kp_v = kp_tensor_valid({_cstr(fn)}, {_cstr(fa.name)}, {fa.cname});\n"
             f"        if (KP_UNLIKELY(kp_v != KP_SUCCESS)) return kp_v;\n    }}\n"
             for fa in f.args if fa.kind in ("tensor", "desc"))
+        nulls += "".join(
+            f"    {{\n        kp_status kp_v = kp_list_valid({_cstr(fn)}, {_cstr(fa.name)}, {fa.cname}, "
+            f"{fa.cname}_count);\n        if (KP_UNLIKELY(kp_v != KP_SUCCESS)) return kp_v;\n    }}\n"
+            for fa in f.args if fa.kind == "list")
         body = [f"{self.lib.upper()}_API {self.family_signature(f)} {{\n{nulls}    kp_ctx kp_c;\n"
                 f"    kp_status kp_s = kp_enter(\"{fn}\", {LAUNCH}, &kp_c);\n"
                 f"    if (KP_UNLIKELY(kp_s != KP_SUCCESS)) return kp_s;\n"]
@@ -294,7 +311,7 @@ static const kp_bin_launch kp_launches[KP_NBIN] = {{
     def _convert(self, f: Family, a: KernelArtifact) -> str:
         out = []
         for fa, p in zip(f.args, self.plan(a).args, strict=True):
-            if fa.kind != "tensor" or isinstance(p, DescArg):
+            if fa.kind != "tensor" or isinstance(p, (DescArg, ListArg)):
                 continue
             t = p.type
             assert isinstance(t, Struct) and t.tensor is not None
@@ -354,6 +371,7 @@ static const kp_bin_launch kp_launches[KP_NBIN] = {{
 #define KP_NSPEC {len(self.arts)}
 #define KP_NBIN {sum(len(a.binaries) for a in self.arts)}
 #define KP_NDESC {self.ndesc}
+#define KP_NLIST {self.nlist}
 #define KP_GRID {int(any(a.launch.grid is not None for a in self.arts))}
 #define KP_SCRATCH {int(any(p.scratch for p in self.plans))}
 #define KP_NREQ {self.nreq}

@@ -102,6 +102,9 @@ def _arg_doc(g: Gen, args: tuple[FamilyArg, ...]) -> str:
     for fa in args:
         if fa.kind in ("tensor", "desc"):
             out.append(f"{fa.name} (kp_tensor{', encoded as a TMA descriptor' if fa.kind == 'desc' else ''})")
+        elif fa.kind == "list":
+            out.append(f"{fa.name} (an array of {fa.cname}_count kp_tensor: a list of tensors, copied to the device "
+                       f"for each launch)")
         elif fa.kind == "ptr" and fa.varying:
             out.append(f"{fa.name} (device pointer, element type in {fa.name}_dtype)")
         else:

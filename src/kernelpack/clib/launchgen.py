@@ -1,24 +1,26 @@
 """What a generated entry derives from its arguments before launching: the caller-visible arguments (a
-tensor-descriptor argument is one ``kp_tensor`` instead of the params it fills), the grid from
-``LaunchSpec.grid`` formulas, Triton scratch buffers, device-derived values, and the C statements that do it, one
-body per parameter layout of the specialization's binaries (runtime side: ``csrc/kp_args.c``, ``kp_run_scratch``
-and ``kp_max_active_clusters`` in ``csrc/kp_launch.c``).
+tensor-descriptor argument is one ``kp_tensor`` instead of the params it fills, a tensor list ``kp_tensor`` array
+and a count), the grid from ``LaunchSpec.grid`` formulas, Triton scratch buffers, device-derived values, the device
+copy of tensor lists' descriptors, and the C statements that do it, one body per parameter layout of the
+specialization's binaries (runtime side: ``csrc/kp_args.c`` -- ``kp_run_lists`` --, ``kp_run_scratch`` and
+``kp_max_active_clusters`` in ``csrc/kp_launch.c``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..bundle.artifact import KernelArtifact
-from ..core.abi import Abi, Opaque, Param
+from ..core.abi import Abi, Opaque, Param, TensorList
 from ..core.errors import KernelpackError
 from ..core.launchspec import GridExpr, LaunchSpec, grid_params
 from ..core.names import c_name
 from ..core.tma import TensorDescSpec, expected_params
-from ..launch.codes import DTYPE_CODE
+from ..launch.codes import DTYPE_CODE, INT64_RANGE
 from ..launch.device import role_property
 from ..launch.facts import layout_index, layouts
-from ..launch.plan import OP_DESC
+from ..launch.plan import OP_DESC, OP_LIST, OP_LIST_COUNT
 from ..launch.plan import Plan as LaunchPlan
 from .widths import U8, U32, check_layout, fit
 
@@ -37,21 +39,48 @@ class DescArg:
     table: int
 
 
-CallerArg = Param | DescArg
+@dataclass(frozen=True)
+class ListArg:
+    """A tensor-list argument: the caller passes ``const kp_tensor* name, int32_t name_count``; ``table`` indexes
+    kp_lists."""
+
+    name: str
+    tlist: TensorList
+    table: int
+
+    @property
+    def count(self) -> str:
+        """The C name of its count."""
+        return f"{c_name(self.name)}_count"
+
+
+CallerArg = Param | DescArg | ListArg
 
 
 class Layout:
     """One parameter layout of a specialization (kernelpack.launch.facts): its kernel params and how an entry fills
     them -- tensor descriptors (rows ``first_desc``... of kp_descs), Triton scratch, device-derived values."""
 
-    def __init__(self, art: KernelArtifact, abi: Abi, launch: LaunchSpec, first_desc: int) -> None:
+    def __init__(self, art: KernelArtifact, abi: Abi, launch: LaunchSpec, first_desc: int, first_list: int) -> None:
         self.art, self.abi, self.launch = art, abi, launch
         self.model = LaunchPlan.of(abi, launch, art.range_rules)
         check_layout(art.label, launch, self.model.slots, art.requirements)  # each fits its C field (widths.py)
         self.descs = [DescArg(s.arg, s, first_desc + i) for i, s in enumerate(launch.tensor_descs)]
-        self.filled: dict[str, str] = {}  # kernel param -> C lvalue the descriptor fill writes
+        self.filled: dict[str, str] = {}  # kernel param -> C lvalue the descriptor fill (or list staging) writes
         for k, d in enumerate(self.descs):
             self.filled.update(zip(d.spec.params, _slots(d.spec, f"kp_d{k}"), strict=True))
+        self.lists = [ListArg(s.name, s.tlist, first_list + i) for i, s in enumerate(self.model.lists)
+                      if s.tlist is not None]
+        counts = {s.arg: s for s in self.model.slots if s.op == OP_LIST_COUNT}
+        self.counts: list[tuple[str, str]] = []  # (C type, caller's count) of each list's count param
+        for i, s in enumerate(self.model.lists):
+            self.filled[s.param.name] = f"kp_lp[{i}]"
+            n = counts[s.arg]
+            self.filled[n.param.name] = f"kp_lc{i}"
+            self.counts.append((n.param.type.c_type, self.lists[i].count))
+        if self.lists and (launch.global_scratch or launch.profile_scratch):
+            raise KernelpackError(f"kernel {art.label}: tensor lists and Triton scratch in one kernel are not "
+                                  f"supported")
         self.device = {s.param.name: f"kp_v{i}" for i, s in enumerate(self.model.device_slots)}
         self.scratch = (launch.global_scratch, launch.global_scratch_align, launch.profile_scratch,
                         launch.profile_scratch_align)
@@ -69,6 +98,11 @@ class Layout:
         for k, d in enumerate(self.descs):
             out.append(f"{indent}kp_desc_vals kp_d{k};\n{indent}if (KP_UNLIKELY((kp_s = kp_desc_fill(&kp_c, {index}, "
                        f"&kp_descs[{d.table}], {c_name(d.name)}, &kp_d{k})) != KP_SUCCESS)) return kp_s;\n")
+        if self.lists:
+            rows = ", ".join(f"{{{c_name(x.name)}, {x.count}, &kp_lists[{x.table}]}}" for x in self.lists)
+            out.append(f"{indent}const kp_list_arg kp_la[{len(self.lists)}] = {{{rows}}};\n"
+                       f"{indent}uint64_t kp_lp[{len(self.lists)}];\n")
+            out += [f"{indent}{t} kp_lc{i} = ({t}){n};\n" for i, (t, n) in enumerate(self.counts)]
         out += self._device_values(index, indent)
         values = {**values, **self.device}
         launch = LAUNCH
@@ -92,6 +126,9 @@ class Layout:
         if gs or ps:
             out.append(f"{indent}return kp_run_scratch(&kp_c, {index}, {launch}, {args}, {gs}u, {ga}u, &kp_gs, {ps}u, "
                        f"{pa}u, &kp_ps);\n")
+        elif self.lists:
+            out.append(f"{indent}return kp_run_lists(&kp_c, {index}, {launch}, {args}, kp_la, {len(self.lists)}, "
+                       f"kp_lp);\n")
         else:
             out.append(f"{indent}return kp_run(&kp_c, {index}, {launch}, {args});\n")
         return "".join(out)
@@ -133,16 +170,18 @@ class Plan:
     """How one specialization's entry turns caller arguments into kernel params: one :class:`Layout` per parameter
     layout of its binaries (the launch model's), chosen with the binary the device state selected."""
 
-    def __init__(self, art: KernelArtifact, first_desc: int) -> None:
+    def __init__(self, art: KernelArtifact, first_desc: int, first_list: int = 0) -> None:
         self.art = art
         self.layouts: list[Layout] = []
         for abi, launch in layouts(art):
-            self.layouts.append(Layout(art, abi, launch, first_desc))
+            self.layouts.append(Layout(art, abi, launch, first_desc, first_list))
             first_desc += len(launch.tensor_descs)
+            first_list += len(self.layouts[-1].lists)
         self.model = self.layouts[0].model  # the caller's arguments, the same in every layout
         by_arg = {d.name: d for d in self.layouts[0].descs}
-        args: list[CallerArg] = [by_arg[s.desc.arg] if s.op == OP_DESC and s.desc is not None else s.param
-                                 for s in self.model.args]
+        by_list = {x.name: x for x in self.layouts[0].lists}
+        args: list[CallerArg] = [by_arg[s.desc.arg] if s.op == OP_DESC and s.desc is not None else
+                                 by_list[s.name] if s.op == OP_LIST else s.param for s in self.model.args]
         self.args = tuple(args)
 
     @property
@@ -151,13 +190,23 @@ class Plan:
         return [d for lay in self.layouts for d in lay.descs]
 
     @property
+    def lists(self) -> list[ListArg]:
+        """Every tensor list of every layout, in kp_lists order."""
+        return [x for lay in self.layouts for x in lay.lists]
+
+    def list_row(self, name: str) -> int:
+        """The kp_lists row of list argument ``name`` in the first layout (what dispatch checks the tensors
+        against: every layout takes the same caller arguments)."""
+        return next(x.table for x in self.layouts[0].lists if x.name == name)
+
+    @property
     def scratch(self) -> bool:
         """Some layout allocates Triton scratch."""
         return any(lay.scratch[0] or lay.scratch[2] for lay in self.layouts)
 
     @property
     def params(self) -> tuple[Param, ...]:
-        """Caller-visible params that are passed as they are."""
+        """Caller-visible params that are passed as they are (no descriptor, no list)."""
         return tuple(a for a in self.args if isinstance(a, Param))
 
     def body(self, index: int | str, indent: str, values: dict[str, str]) -> str:
@@ -212,3 +261,27 @@ def desc_table(plans: list[Plan], string: object) -> list[str]:
                         f"{int(s.fp4_padded)}, {DTYPE_CODE[dt] if dt else 0}}}")
             assert len(expected_params(s.lowering, s.rank, len(s.flags))) == len(s.params)
     return rows
+
+
+def list_table(plans: list[Plan], string: Callable[[str], int]) -> list[str]:
+    """Rows of kp_lists for every tensor list of every layout of every plan (``string`` interns into kp_strtab)."""
+    rows = []
+
+    def i64s(values: tuple[int | None, ...], default: str) -> str:
+        items = [default if v is None else f"INT64_C({v})" for v in values]
+        return "{" + ", ".join(items + [default] * (8 - len(items))) + "}"
+
+    for plan in plans:
+        for x in plan.lists:
+            t, e = x.tlist, x.tlist.element
+            lo, hi = INT64_RANGE[e.shape_dtype]
+            where = f"kernel {plan.art.label}: tensor list {x.name}"
+            rows.append(f"{{{string(x.name)}u, {fit(e.align, U32, where, 'alignment')}u, {DTYPE_CODE[e.dtype]}, "
+                        f"{e.rank}, {DTYPE_CODE[e.shape_dtype]}, {_lit(lo)}, {_lit(hi)}, "
+                        f"{i64s(e.shape, 'KP_DYN')}, {i64s(e.stride, 'KP_DYN')}, {i64s(t.shape_div, 'INT64_C(1)')}, "
+                        f"{i64s(t.stride_div, 'INT64_C(1)')}, {i64s(t.stride_min, 'KP_DYN')}}}")
+    return rows
+
+
+def _lit(v: int) -> str:
+    return "INT64_MIN" if v == -(2**63) else f"INT64_C({v})"

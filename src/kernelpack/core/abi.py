@@ -6,7 +6,9 @@ A kernel's ABI is an ordered tuple of :class:`Param`, each with a name and a typ
 * :class:`Pointer` - a device pointer to an element dtype (the scalar dtypes and f8e4m3, f8e5m2; or untyped), with
   an address space;
 * :class:`Struct`  - a by-value C struct of named fields (a tensor descriptor ``{data, shape*, stride*}``);
-* :class:`Opaque`  - bytes of a given size and alignment (a 128-byte ``CUtensorMap``).
+* :class:`Opaque`  - bytes of a given size and alignment (a 128-byte ``CUtensorMap``);
+* :class:`TensorList` - a device pointer to descriptors of a list of tensors the launcher builds per launch (cuTile's
+  list-of-arrays parameter), followed by its count (a param of role ``list_count``).
 
 Each kind knows its size, alignment and C spelling, and serializes to JSON and back losslessly.
 """
@@ -294,9 +296,79 @@ class Struct:
         return f"<Struct {_reprs.clip(self.name, 64)} {{{fields}}}, {self.size} bytes>"
 
 
-ParamType = Scalar | Pointer | Struct | Opaque
+LIST_MAX_RANK = 8  # a list element's rank: what a C caller's kp_tensor holds (KP_MAX_RANK)
 
-PARAM_ROLES = ("arg", "global_scratch", "profile_scratch")
+
+@dataclass(frozen=True)
+class TensorList:
+    """A list of tensors, passed to the kernel as a 64-bit device pointer to one descriptor per tensor.
+
+    Each descriptor is ``1 + 2 * rank`` 64-bit words in global memory: the data pointer, every extent, every stride
+    (in elements; static modes included), one descriptor after the other. The launcher builds them from the caller's
+    list for each launch (kernelpack.launch.plan: OP_LIST); the number of tensors is the parameter that follows, of
+    role ``list_count``. ``element`` is what every tensor of the list must be: dtype, rank, static modes (None: any),
+    the index type its extents and strides must fit (``shape_dtype``, the same as ``stride_dtype``: the kernel may
+    read only the low bits of each word) and the alignment of its data in bytes. Per mode, ``shape_div`` and
+    ``stride_div`` are the multiples the extents and strides must be, ``stride_min`` the least stride (None: any).
+    """
+
+    element: TensorSpec
+    shape_div: tuple[int, ...] = ()
+    stride_div: tuple[int, ...] = ()
+    stride_min: tuple[int | None, ...] = ()
+
+    size = 8
+    align = 8
+
+    def __post_init__(self) -> None:
+        e = self.element
+        if not isinstance(e, TensorSpec):
+            raise AbiError(f"a tensor list's element must be a TensorSpec (got {type(e).__name__})")
+        n = e.rank
+        if not 1 <= n <= LIST_MAX_RANK:
+            raise AbiError(f"a tensor list's elements must have rank 1 to {LIST_MAX_RANK} (got {n})")
+        if e.shape_dtype != e.stride_dtype:
+            raise AbiError(f"a tensor list's extents and strides share one index type (got {e.shape_dtype.value} and "
+                           f"{e.stride_dtype.value})")
+        for name, default in (("shape_div", 1), ("stride_div", 1), ("stride_min", None)):
+            v = tuple(getattr(self, name)) or (default,) * n
+            if len(v) != n:
+                raise AbiError(f"tensor list {name} has {len(v)} modes, its elements have rank {n}")
+            if name != "stride_min" and any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in v):
+                raise AbiError(f"tensor list {name} must be ints >= 1 (got {list(v)})")
+            if name == "stride_min" and any(d is not None and (isinstance(d, bool) or not isinstance(d, int))
+                                            for d in v):
+                raise AbiError(f"tensor list stride_min must be ints or None (got {list(v)})")
+            object.__setattr__(self, name, v)
+
+    @property
+    def rank(self) -> int:
+        return self.element.rank
+
+    @property
+    def words(self) -> int:
+        """64-bit words per descriptor: the data pointer, the extents, the strides."""
+        return 1 + 2 * self.element.rank
+
+    @property
+    def c_type(self) -> str:
+        return "kp_tensor_list"
+
+    def describe(self) -> str:
+        """``f32[?, 64] stride [?, 1], 16-byte aligned``: what each tensor must be."""
+        e = self.element
+        dims = ", ".join("?" if d is None else str(d) for d in e.shape)
+        strides = ", ".join("?" if d is None else str(d) for d in e.stride)
+        extra = [f"{e.align}-byte aligned"] if e.align > 1 else []
+        extra += [f"shape[{i}] % {d} == 0" for i, d in enumerate(self.shape_div) if d > 1]
+        extra += [f"stride[{i}] % {d} == 0" for i, d in enumerate(self.stride_div) if d > 1]
+        extra += [f"stride[{i}] >= {d}" for i, d in enumerate(self.stride_min) if d is not None]
+        return f"{e.dtype.value}[{dims}] stride [{strides}]" + "".join(f", {x}" for x in extra)
+
+
+ParamType = Scalar | Pointer | Struct | Opaque | TensorList
+
+PARAM_ROLES = ("arg", "global_scratch", "profile_scratch", "list_count")
 # hidden params the launcher fills from the device it launches on, queried once per device (kernelpack.launch.device);
 # "max_active_clusters" takes the cluster size in blocks: "max_active_clusters:2"
 DEVICE_ROLES = ("sm_count", "max_dynamic_smem", "max_active_clusters")
@@ -318,7 +390,8 @@ class Param:
 
     ``divisibility``: a dispatch constraint; the integer value (or pointer address) is a multiple of it.
     ``role``: ``arg`` for a caller-visible argument; the others are hidden params the launcher fills: Triton's
-    scratch pointers (``global_scratch``, ``profile_scratch``) and values read from the launch device
+    scratch pointers (``global_scratch``, ``profile_scratch``), the number of tensors of the :class:`TensorList`
+    param just before it (``list_count``, a 32- or 64-bit integer) and values read from the launch device
     (:data:`DEVICE_ROLES`: ``sm_count``, ``max_dynamic_smem``, ``max_active_clusters:<blocks per cluster>``), which
     must be 32- or 64-bit integers.
     """
@@ -330,14 +403,17 @@ class Param:
 
     def __post_init__(self) -> None:
         _check_ident(self.name, "parameter")
-        if not isinstance(self.type, (Scalar, Pointer, Struct, Opaque)):
+        if not isinstance(self.type, (Scalar, Pointer, Struct, Opaque, TensorList)):
             raise AbiError(f"parameter {self.name}: {self.type!r} is not an ABI type")
         if not isinstance(self.divisibility, int) or self.divisibility < 1:
             raise AbiError(f"parameter {self.name}: divisibility must be an int >= 1 (got {self.divisibility!r})")
         if self.role not in PARAM_ROLES and device_role(self.role) is None:
             raise AbiError(f"parameter {self.name}: unknown role {self.role!r} (expected one of {PARAM_ROLES}, "
                            f"{DEVICE_ROLES[0]!r}, {DEVICE_ROLES[1]!r} or '{DEVICE_ROLES[2]}:<blocks per cluster>')")
-        if device_role(self.role) is not None and not (
+        if isinstance(self.type, TensorList) and self.role != "arg":
+            raise AbiError(f"parameter {self.name}: a tensor list is a caller's argument (role 'arg', not "
+                           f"{self.role!r})")
+        if (device_role(self.role) is not None or self.role == "list_count") and not (
                 isinstance(self.type, Scalar) and self.type.dtype.is_integer and self.type.size in (4, 8)):
             raise AbiError(f"parameter {self.name}: role {self.role!r} fills a 32- or 64-bit integer, not "
                            f"{self.type.c_type}")
@@ -367,6 +443,13 @@ class Abi:
         if len(set(names)) != len(names):
             dupes = sorted({n for n in names if names.count(n) > 1})
             raise AbiError(f"duplicate parameter names: {', '.join(dupes)}")
+        for i, p in enumerate(self.params):  # a tensor list, then its count
+            nxt = self.params[i + 1] if i + 1 < len(self.params) else None
+            if isinstance(p.type, TensorList) and (nxt is None or nxt.role != "list_count"):
+                raise AbiError(f"parameter {p.name}: a tensor list must be followed by its count (a parameter of role "
+                               f"'list_count')")
+            if p.role == "list_count" and (i == 0 or not isinstance(self.params[i - 1].type, TensorList)):
+                raise AbiError(f"parameter {p.name}: role 'list_count' must follow a tensor list parameter")
 
     def __len__(self) -> int:
         return len(self.params)
@@ -435,6 +518,9 @@ def type_to_json(t: ParamType) -> dict[str, Any]:
         }
     if isinstance(t, Opaque):
         return {"kind": "opaque", "size": t.size, "align": t.align, "name": t.name}
+    if isinstance(t, TensorList):
+        return {"kind": "tensor_list", "element": _spec_to_json(t.element), "shape_div": list(t.shape_div),
+                "stride_div": list(t.stride_div), "stride_min": list(t.stride_min)}
     out: dict[str, Any] = {
         "kind": "struct",
         "name": t.name,
@@ -442,16 +528,24 @@ def type_to_json(t: ParamType) -> dict[str, Any]:
         "min_align": t.min_align,
     }
     if t.tensor is not None:
-        s = t.tensor
-        out["tensor"] = {
-            "dtype": s.dtype.value,
-            "shape": list(s.shape),
-            "stride": list(s.stride),
-            "shape_dtype": s.shape_dtype.value,
-            "stride_dtype": s.stride_dtype.value,
-            "align": s.align,
-        }
+        out["tensor"] = _spec_to_json(t.tensor)
     return out
+
+
+def _spec_to_json(s: TensorSpec) -> dict[str, Any]:
+    return {
+        "dtype": s.dtype.value,
+        "shape": list(s.shape),
+        "stride": list(s.stride),
+        "shape_dtype": s.shape_dtype.value,
+        "stride_dtype": s.stride_dtype.value,
+        "align": s.align,
+    }
+
+
+def _spec_from_json(s: Mapping[str, Any]) -> TensorSpec:
+    return TensorSpec(DType.parse(s["dtype"]), tuple(s["shape"]), tuple(s["stride"]), DType.parse(s["shape_dtype"]),
+                      DType.parse(s["stride_dtype"]), int(s.get("align", 1)))
 
 
 def type_from_json(d: Mapping[str, Any]) -> ParamType:
@@ -468,21 +562,14 @@ def type_from_json(d: Mapping[str, Any]) -> ParamType:
             return Opaque(int(d["size"]), int(d["align"]), str(d.get("name", "")))
         if kind == "struct":
             fields = tuple(Field(f["name"], type_from_json(f["type"])) for f in d["fields"])
-            tensor = None
-            if d.get("tensor") is not None:
-                s = d["tensor"]
-                tensor = TensorSpec(
-                    DType.parse(s["dtype"]),
-                    tuple(s["shape"]),
-                    tuple(s["stride"]),
-                    DType.parse(s["shape_dtype"]),
-                    DType.parse(s["stride_dtype"]),
-                    int(s.get("align", 1)),
-                )
+            tensor = _spec_from_json(d["tensor"]) if d.get("tensor") is not None else None
             return Struct(d["name"], fields, tensor, int(d.get("min_align", 1)))
+        if kind == "tensor_list":
+            return TensorList(_spec_from_json(d["element"]), tuple(d["shape_div"]), tuple(d["stride_div"]),
+                              tuple(d["stride_min"]))
     except (KeyError, TypeError, ValueError) as e:
         raise AbiError(f"malformed ABI type {dict(d)!r}: {e!r}") from None
-    raise AbiError(f"unknown ABI type kind {kind!r} (expected scalar, pointer, struct or opaque)")
+    raise AbiError(f"unknown ABI type kind {kind!r} (expected scalar, pointer, struct, opaque or tensor_list)")
 
 
 def param_to_json(p: Param) -> dict[str, Any]:

@@ -35,6 +35,25 @@ class AbiError(KernelpackError):
     """An ABI description is invalid in itself (bad dtype, bad size, bad JSON)."""
 
 
+class LimitError(KernelpackError):
+    """A binary's launch fits no device it runs on (shared memory beyond its arch's limit): refused when the
+    artifact is made (kernelpack.launch.limits), naming the kernel, its arch, what it needs and the limit."""
+
+
+class ConfigDropped(UserWarning):
+    """One config of an autotuned family left out for one arch because it exceeds that arch's limits, as Triton's
+    autotuner prunes it: the family has no binary of that arch for the config (dispatch there picks another one).
+    ``kernel``: the family; ``label``: the config's (``mm[c0]``); ``arch``; ``reason``: what it needs and the
+    limit."""
+
+    def __init__(self, kernel: str, label: str, arch: str, reason: str) -> None:
+        self.kernel, self.label, self.arch, self.reason = kernel, label, arch, reason
+        super().__init__(kernel, label, arch, reason)
+
+    def __str__(self) -> str:
+        return f"kernel {self.label} left out for {self.arch}: {self.reason}"
+
+
 class BundleError(KernelpackError):
     """A bundle file is truncated, tampered with, or of an unsupported format version."""
 

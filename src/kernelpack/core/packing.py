@@ -10,7 +10,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .abi import Abi, DType, Opaque, ParamType, Pointer, Scalar, Struct
+from .abi import Abi, DType, Opaque, ParamType, Pointer, Scalar, Struct, TensorList
 from .errors import KernelpackError
 
 
@@ -46,7 +46,7 @@ def pack_value(t: ParamType, value: Any, where: str) -> bytes:
     """The bytes of one value of ABI type ``t`` (``where`` names it in errors)."""
     if isinstance(t, Scalar):
         return _scalar(t.dtype, value, where)
-    if isinstance(t, Pointer):
+    if isinstance(t, (Pointer, TensorList)):  # a tensor list: the device address of its descriptors
         ptr = value.data_ptr() if hasattr(value, "data_ptr") else value
         if isinstance(ptr, bool) or not isinstance(ptr, int) or not 0 <= ptr < 1 << 64:
             raise KernelpackError(f"{where}: expected a device pointer (int or tensor), got {type(value).__name__}")

@@ -111,6 +111,8 @@
 #define KP_OP_DESC 6
 #define KP_OP_DESC_FIELD 7
 #define KP_OP_DEVICE 8
+#define KP_OP_LIST 9
+#define KP_OP_LIST_COUNT 10
 #define KP_G_CONST 0
 #define KP_G_LOAD 1
 #define KP_G_ADD 2

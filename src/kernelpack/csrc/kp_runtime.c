@@ -29,6 +29,7 @@ typedef struct kp_driver {
     /* optional: only kernels that need them fail without them */
     kp_CUresult (*MemAllocAsync)(kp_CUdeviceptr*, size_t, kp_CUstream);
     kp_CUresult (*MemFreeAsync)(kp_CUdeviceptr, kp_CUstream);
+    kp_CUresult (*MemcpyHtoDAsync)(kp_CUdeviceptr, const void*, size_t, kp_CUstream);
     kp_CUresult (*TensorMapEncodeTiled)(void*, int, unsigned int, void*, const uint64_t*, const uint64_t*,
                                         const unsigned int*, const unsigned int*, int, int, int, int);
     kp_CUresult (*OccupancyMaxActiveClusters)(int*, kp_CUfunction, const kp_CUlaunchConfig*);
@@ -110,7 +111,8 @@ static kp_status kp_driver_open(void) {
         KP_DRIVER_SYM(kp_driver, LibraryLoadData, 1), KP_DRIVER_SYM(kp_driver, LibraryGetKernel, 1),
         KP_DRIVER_SYM(kp_driver, KernelSetAttribute, 1), KP_DRIVER_SYM(kp_driver, LaunchKernel, 1),
         KP_DRIVER_SYM(kp_driver, LaunchKernelEx, 1), KP_DRIVER_SYM(kp_driver, MemAllocAsync, 0),
-        KP_DRIVER_SYM(kp_driver, MemFreeAsync, 0), KP_DRIVER_SYM(kp_driver, TensorMapEncodeTiled, 0),
+        KP_DRIVER_SYM(kp_driver, MemFreeAsync, 0), KP_DRIVER_SYM(kp_driver, MemcpyHtoDAsync, 0),
+        KP_DRIVER_SYM(kp_driver, TensorMapEncodeTiled, 0),
         KP_DRIVER_SYM(kp_driver, OccupancyMaxActiveClusters, 0),
         KP_DRIVER_SYM(kp_driver, OccupancyMaxActiveBlocksPerMultiprocessor, 0),
     };

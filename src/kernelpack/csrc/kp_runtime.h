@@ -47,6 +47,19 @@ typedef struct kp_desc_info {
         fp4_padded, dtype /* kp_dtype the tensor must have; 0 = any */;
 } kp_desc_info;
 
+/* A tensor-list argument (kernelpack.core.abi.TensorList): the entry takes kp_tensor[count] and passes the kernel the
+ * device address of one descriptor per tensor (1 + 2 * rank 64-bit words: data pointer, extents, strides) and the
+ * count (kp_run_lists). What every tensor of the list must be: */
+typedef struct kp_list_info {
+    uint32_t arg;      /* parameter name (offset in kp_strtab) */
+    uint32_t align;    /* of the data, in bytes */
+    uint8_t dtype, rank, index_dt; /* kp_dtype of the elements, of the index type */
+    int64_t index_min, index_max;  /* every extent and stride fits the kernel's index type */
+    int64_t shape[KP_MAX_RANK], stride[KP_MAX_RANK]; /* a static mode's value; KP_DYN: any */
+    int64_t shape_div[KP_MAX_RANK], stride_div[KP_MAX_RANK]; /* multiples (1: any) */
+    int64_t stride_min[KP_MAX_RANK];                          /* the least stride; KP_DYN: none */
+} kp_list_info;
+
 /* One specialization (one KernelArtifact). */
 typedef struct kp_spec_info {
     uint32_t label;      /* kernel[variant], for messages (offset in kp_strtab) */

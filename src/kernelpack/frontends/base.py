@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from ..core.cache import CompileCache
 from ..core.deps import dist_versions
-from ..core.errors import ProjectError
+from ..core.errors import ConfigDropped, ProjectError
 from . import fields as fl
 
 OUTPUT_KINDS = ("bundle", "host")  # Bundle.to_bytes() | HostProgram.to_bytes() (CuTe host programs)
@@ -72,10 +72,13 @@ class Step:
 
 @dataclass(frozen=True)
 class Output:
-    """What one step built: ``kind`` is one of :data:`OUTPUT_KINDS`, ``data`` its bytes."""
+    """What one step built: ``kind`` is one of :data:`OUTPUT_KINDS`, ``data`` its bytes; ``dropped``: the
+    (config, arch) pairs of a tuned family it left out because they exceed the arch's limits (the build checks that
+    the whole family still covers each arch, and shows each in its summary)."""
 
     kind: str
     data: bytes
+    dropped: tuple[ConfigDropped, ...] = ()
 
 
 E = TypeVar("E", bound=Entry)

@@ -147,3 +147,42 @@ MAX_PORTABLE_CLUSTER = 8  # blocks per cluster every cluster-capable GPU runs (l
 MAX_BLOCK = (1024, 1024, 64)  # threads per block dimension on every supported GPU (the device may say less)
 MAX_BLOCK_THREADS = 1024
 MAX_GRID = (2**31 - 1, 65535, 65535)
+
+
+# ------------------------------------------------------------------------------------------------ per-arch limits
+
+
+@dataclass(frozen=True)
+class SmLimits:
+    """What a device of one compute capability allows (NVIDIA's CUDA programming guide, "Compute Capabilities";
+    CCCL's ``cuda::arch_traits``): ``smem_block`` is the shared memory one block can have, static and dynamic
+    together, with the kernel's opt-in (``MAX_SHARED_MEMORY_PER_BLOCK_OPTIN``: the SM's shared memory less the 1 KiB
+    the system keeps per block from 8.0 on)."""
+
+    threads: int  # resident threads per SM
+    blocks: int  # resident blocks per SM
+    smem_sm: int  # shared memory per SM (bytes)
+    smem_block: int  # opt-in maximum per block (bytes)
+
+
+KIB = 1024
+SM_LIMITS: dict[tuple[int, int], SmLimits] = {
+    (6, 0): SmLimits(2048, 32, 64 * KIB, 48 * KIB),
+    (6, 1): SmLimits(2048, 32, 96 * KIB, 48 * KIB),
+    (6, 2): SmLimits(2048, 32, 64 * KIB, 48 * KIB),
+    (7, 0): SmLimits(2048, 32, 96 * KIB, 96 * KIB),
+    (7, 2): SmLimits(2048, 32, 96 * KIB, 96 * KIB),
+    (7, 5): SmLimits(1024, 16, 64 * KIB, 64 * KIB),
+    (8, 0): SmLimits(2048, 32, 164 * KIB, 163 * KIB),
+    (8, 6): SmLimits(1536, 16, 100 * KIB, 99 * KIB),
+    (8, 7): SmLimits(1536, 16, 164 * KIB, 163 * KIB),
+    (8, 8): SmLimits(1536, 16, 100 * KIB, 99 * KIB),
+    (8, 9): SmLimits(1536, 24, 100 * KIB, 99 * KIB),
+    (9, 0): SmLimits(2048, 32, 228 * KIB, 227 * KIB),
+    (10, 0): SmLimits(2048, 32, 228 * KIB, 227 * KIB),
+    (10, 1): SmLimits(1536, 24, 228 * KIB, 227 * KIB),  # Thor before CUDA 13 named it 11.0
+    (10, 3): SmLimits(2048, 32, 228 * KIB, 227 * KIB),
+    (11, 0): SmLimits(1536, 24, 228 * KIB, 227 * KIB),
+    (12, 0): SmLimits(1536, 24, 100 * KIB, 99 * KIB),
+    (12, 1): SmLimits(1536, 24, 100 * KIB, 99 * KIB),
+}

@@ -114,7 +114,7 @@ def plans(art: KernelArtifact) -> tuple[Plan, ...]:
     return tuple(Plan.of(abi, ls, art.range_rules) for abi, ls in layouts(art))
 
 
-def _caller_view(s: Slot) -> tuple[object, ...]:
+def caller_view(s: Slot) -> tuple[object, ...]:
     """What the caller sees of one argument: a tensor descriptor's name, element type and rank (its lowering is
     the binary's business), any other argument's whole parameter."""
     if s.op == OP_DESC and s.desc is not None:
@@ -128,9 +128,9 @@ def check_caller_args(art: KernelArtifact) -> None:
     if len(layouts(art)) < 2:  # one layout: nothing to compare (and no plan to build here)
         return
     ps = plans(art)
-    first = [_caller_view(s) for s in ps[0].args]
+    first = [caller_view(s) for s in ps[0].args]
     for i, plan in enumerate(ps[1:], 1):
-        if [_caller_view(s) for s in plan.args] != first:
+        if [caller_view(s) for s in plan.args] != first:
             archs = sorted({str(b.arch) for b in art.binaries if layout_index(art, b) == i})
             want = ", ".join(s.describe() for s in ps[0].args) or "none"
             have = ", ".join(s.describe() for s in plan.args) or "none"

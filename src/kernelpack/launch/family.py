@@ -2,7 +2,8 @@
 
 * **Consistency** (:func:`family_args`): every specialization takes the same caller arguments by name; an argument
   may differ between specializations only in a pointer's element type (the C entry then takes ``void*`` plus a
-  ``kp_dtype``) or a tensor's static shape/dtype; a tensor-descriptor argument is one in every specialization.
+  ``kp_dtype``) or a tensor's (or a tensor list's elements') static shape/dtype; a tensor-descriptor argument is one
+  in every specialization, and so is a tensor list.
 * **Constraints** (:func:`constraints`): what an argument must satisfy for a specialization to accept it, as data
   (the C generator renders each as a C expression, the runtime checks them in ``runtime/checks.py``).
 * **Dispatch order** (:func:`specificity`, :func:`dispatch_order`): the most specific specialization first -- how
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..core.abi import DType, Pointer
 from ..core.errors import KernelpackError
 from ..core.tma import TensorDescSpec
-from .plan import OP_DESC, OP_PTR, OP_TENSOR, Plan, Slot
+from .plan import OP_DESC, OP_LIST, OP_PTR, OP_TENSOR, Plan, Slot, list_weight
 from .ranges import Range
 
 if TYPE_CHECKING:  # the launch model reads artifacts; it is below the bundle layer that defines them
@@ -37,7 +38,8 @@ class FamilyArg:
     """One caller-visible argument of a family, as every specialization takes it."""
 
     name: str
-    kind: str  # "ptr" (element type may vary), "tensor", "desc" (a tensor descriptor), "value" (same type in all)
+    kind: str  # "ptr" (element type may vary), "tensor", "desc" (a tensor descriptor), "list" (a tensor list),
+    #            "value" (same type in all)
     slot: Slot  # the first specialization's
     varying: bool = False  # a pointer whose element type differs between specializations
     const: bool = False  # a pointer that is const in every specialization
@@ -49,7 +51,9 @@ class Constraint:
 
     ``kind``: ``dtype`` (a varying pointer's element type is ``value``), ``align`` (the pointer or tensor data is a
     multiple of ``value`` bytes), ``divisible`` (the integer is a multiple of ``value``), ``tensor`` (dtype, rank,
-    static modes, index ranges and alignment of the tensor spec ``tensor``), ``desc`` (a tensor descriptor's dtype
+    static modes, index ranges and alignment of the tensor spec ``tensor``), ``list`` (every tensor of a list fits
+    the element of the TensorList of slot ``tensor``: dtype, rank, static modes, index ranges, alignment, divisors,
+    stride bounds), ``desc`` (a tensor descriptor's dtype
     and rank pick between specializations), ``range`` (``lo <= x <= hi`` where x is the integer (``value`` -1) or
     the extent ``value`` of a tensor)."""
 
@@ -79,6 +83,9 @@ class Constraint:
             assert self.tensor is not None and self.tensor.tensor is not None
             spec = self.tensor.tensor.spec
             return sum(d is not None for d in spec.shape + spec.stride) + log2(self.tensor.align)
+        if self.kind == "list":
+            assert self.tensor is not None and self.tensor.tlist is not None
+            return list_weight(self.tensor.tlist)
         return 0.0
 
 
@@ -99,13 +106,14 @@ def family_args(name: str, specs: Sequence[tuple[str, Plan]]) -> tuple[FamilyArg
     out = []
     for i, s0 in enumerate(plan0.args):
         items = [(label, plan.args[i]) for label, plan in specs]
-        descs = [s.op == OP_DESC for _, s in items]
-        if all(descs):
-            out.append(FamilyArg(s0.name, "desc", s0))
+        for op, what in ((OP_DESC, "a tensor descriptor"), (OP_LIST, "a list of tensors")):
+            marks = [s.op == op for _, s in items]
+            if any(marks) and not all(marks):
+                raise KernelpackError(f"kernel family {name}: argument {i} '{s0.name}' is {what} in some "
+                                      f"specializations only")
+        if s0.op in (OP_DESC, OP_LIST):
+            out.append(FamilyArg(s0.name, "desc" if s0.op == OP_DESC else "list", s0))
             continue
-        if any(descs):
-            raise KernelpackError(f"kernel family {name}: argument {i} '{s0.name}' is a tensor descriptor in some "
-                                  f"specializations only")
         types = [s.param.type for _, s in items]
         if all(s.op == OP_PTR for _, s in items):
             ptrs = [t for t in types if isinstance(t, Pointer)]
@@ -135,6 +143,9 @@ def constraints(args: Sequence[FamilyArg], plan: Plan) -> tuple[Constraint, ...]
             continue
         if s.op == OP_TENSOR:
             out.append(Constraint(i, "tensor", tensor=s))
+            continue
+        if s.op == OP_LIST:
+            out.append(Constraint(i, "list", tensor=s))
             continue
         if fa.varying and s.dtype is not None:
             out.append(Constraint(i, "dtype", dtype=s.dtype))
@@ -194,9 +205,11 @@ def _base_key(cons: Sequence[Constraint]) -> tuple[object, ...]:
     for c in cons:
         if c.kind == "range":
             continue
-        tensor = None
+        tensor: object = None
         if c.tensor is not None and c.tensor.tensor is not None:
             tensor = (repr(c.tensor.tensor.spec), c.tensor.align)
+        elif c.tensor is not None and c.tensor.tlist is not None:
+            tensor = repr(c.tensor.tlist)
         out.append((c.arg, c.kind, c.value, c.dtype, tensor, repr(c.desc) if c.desc is not None else None))
     return tuple(out)
 
@@ -236,6 +249,11 @@ def plan_specificity(plan: Plan) -> Specificity:
             assert s.tensor is not None
             spec = s.tensor.spec
             w = sum(d is not None for d in spec.shape + spec.stride) + log2(s.align)
+            if w > 0:
+                count, weight = count + 1, weight + w
+        elif s.op == OP_LIST:
+            assert s.tlist is not None
+            w = list_weight(s.tlist)
             if w > 0:
                 count, weight = count + 1, weight + w
         else:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from ..core.abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct, TensorSpec, device_role
+from ..core.abi import Abi, DType, Param, Pointer, Scalar, Struct, TensorList, TensorSpec, device_role
 from ..core.launchspec import GRID_OPS, GridExpr, LaunchSpec
 from ..core.tma import TensorDescSpec
 from .codes import DTYPE_CODE, INT64_RANGE, INT_RANGE  # noqa: F401 - INT_RANGE: the ranges every plan check uses
@@ -28,12 +28,15 @@ KP_DYN = -(2**63)  # a mode passed at run time (C plans; KP_DYN in kp_model.h)
 
 # how a parameter is filled; the C extension packs the first five and "device" itself and leaves plans with the
 # others (launch-derived values: a Triton scratch buffer, the first param of a tensor descriptor -- the caller's
-# tensor -- and the other params that descriptor fills) to the Python path. "device": a hidden param filled with a
-# property of the launch device (its role names it: kernelpack.launch.device)
+# tensor -- and the other params that descriptor fills, a tensor list) to the Python path. "device": a hidden param
+# filled with a property of the launch device (its role names it: kernelpack.launch.device). "list": a TensorList
+# param -- the caller's list of tensors, whose descriptors the launch copies into device memory of its own (the
+# param is their address) -- and "list_count" the count param after it, filled from the same caller argument
 OPS: dict[str, int] = {"null": 0, "ptr": 1, "scalar": 2, "tensor": 3, "bytes": 4, "scratch": 5, "desc": 6,
-                       "desc_field": 7, "device": 8}
+                       "desc_field": 7, "device": 8, "list": 9, "list_count": 10}
 OP_NULL, OP_PTR, OP_SCALAR, OP_TENSOR, OP_BYTES = OPS["null"], OPS["ptr"], OPS["scalar"], OPS["tensor"], OPS["bytes"]
 OP_SCRATCH, OP_DESC, OP_DESC_FIELD, OP_DEVICE = OPS["scratch"], OPS["desc"], OPS["desc_field"], OPS["device"]
+OP_LIST, OP_LIST_COUNT = OPS["list"], OPS["list_count"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class Slot:
     # range constraints (kernelpack.launch.ranges), each (mode, lo, hi): mode -1 bounds an integer argument's value,
     # mode k a tensor's extent k (one the argument's type holds whole is left out)
     ranges: tuple[tuple[int, int, int], ...] = ()
+    tlist: TensorList | None = None  # OP_LIST: what each tensor of the list must be
 
     @property
     def name(self) -> str:
@@ -87,6 +91,8 @@ class Slot:
         if self.desc is not None:  # its lowering and box are the binary's (they may differ per arch)
             d = self.desc
             return f"{d.arg}: tensor {d.dtype}, rank {d.rank} (tensor descriptor)"
+        if self.tlist is not None:
+            return f"{self.name}: list of tensors {self.tlist.describe()}"
         if self.tensor is not None:
             s = self.tensor.spec
             dims = ", ".join("?" if d is None else str(d) for d in s.shape)
@@ -100,13 +106,29 @@ class Slot:
         if isinstance(t, Scalar):
             extra = f", multiple of {self.divisor}" if self.divisor > 1 else ""
             return f"{self.name}: {t.dtype.value}{extra}"
-        if isinstance(t, Opaque):
-            return f"{self.name}: {t.c_type} ({t.size} bytes)"
-        return f"{self.name}: struct {t.name} ({t.size} bytes)"
+        if isinstance(t, Struct):
+            return f"{self.name}: struct {t.name} ({t.size} bytes)"
+        return f"{self.name}: {t.c_type} ({t.size} bytes)"
+
+
+def list_weight(t: TensorList) -> float:
+    """How much a tensor list's element constraint narrows (family dispatch): static modes, alignment, divisors,
+    stride bounds."""
+    e = t.element
+    return (sum(d is not None for d in e.shape + e.stride) + _log2(e.align)
+            + sum(_log2(d) for d in t.shape_div + t.stride_div) + sum(m is not None for m in t.stride_min))
+
+
+def _log2(n: int) -> float:
+    return math.log2(n) if n > 1 else 0.0
 
 
 def _slot(index: int, p: Param, arg: int, offset: int, launch: LaunchSpec) -> Slot:
     t = p.type
+    if p.role == "list_count" and isinstance(t, Scalar):  # the count of the tensor list before it (caller arg - 1)
+        return Slot(index, p, arg - 1, offset, t.size, OP_LIST_COUNT, t.dtype, 1, 1)
+    if isinstance(t, TensorList):
+        return Slot(index, p, arg, offset, 8, OP_LIST, t.element.dtype, t.element.align, 1, tlist=t)
     if p.role in ("global_scratch", "profile_scratch") and getattr(launch, p.role):
         return Slot(index, p, -1, offset, t.size, OP_SCRATCH, None, 1, 1)
     if device_role(p.role) is not None and isinstance(t, Scalar):
@@ -141,7 +163,7 @@ class Plan:
         plan = cls._of(abi, launch, cache)
         if not ranges:
             return plan
-        slots = tuple(replace(s, ranges=slot_ranges(s, ranges)) if s.arg >= 0 and s.op != OP_DESC_FIELD else s
+        slots = tuple(replace(s, ranges=slot_ranges(s, ranges)) if s.arg >= 0 and s.op not in _FILLED else s
                       for s in plan.slots)
         return cls(slots, plan.nbytes, plan.nargs)
 
@@ -180,13 +202,19 @@ class Plan:
 
     @cached_property
     def args(self) -> tuple[Slot, ...]:
-        """One slot per caller argument (a tensor descriptor's first param stands for the whole descriptor)."""
-        return tuple(s for s in self.slots if s.arg >= 0 and s.op != OP_DESC_FIELD)
+        """One slot per caller argument (a tensor descriptor's first param stands for the whole descriptor, a tensor
+        list's pointer for the list)."""
+        return tuple(s for s in self.slots if s.arg >= 0 and s.op not in _FILLED)
 
     @property
     def derived(self) -> bool:
-        """Launches need values the C extension does not compute (scratch buffers, tensor maps)."""
-        return any(OP_SCRATCH <= s.op <= OP_DESC_FIELD for s in self.slots)
+        """Launches need values the C extension does not compute (scratch buffers, tensor maps, tensor lists)."""
+        return any(OP_SCRATCH <= s.op <= OP_DESC_FIELD or s.op in (OP_LIST, OP_LIST_COUNT) for s in self.slots)
+
+    @cached_property
+    def lists(self) -> tuple[Slot, ...]:
+        """The tensor-list arguments (OP_LIST), in order."""
+        return tuple(s for s in self.slots if s.op == OP_LIST)
 
     @cached_property
     def device_slots(self) -> tuple[Slot, ...]:
@@ -211,14 +239,31 @@ class Plan:
                 stride = tuple(KP_DYN if d is None else d for d in spec.stride)
                 tensor = (shape, stride, tf.data, tf.shape, tf.stride, DTYPE_CODE[spec.shape_dtype],
                           DTYPE_CODE[spec.stride_dtype])
+            elif s.tlist is not None:
+                tensor = _list_c(s.tlist)
             else:
                 tensor = _desc_c(s)
-            op = s.op if s.op < OP_SCRATCH or s.op == OP_DEVICE or tensor is not None else -1  # others: Python
-            arg = self.device_slots.index(s) if s.op == OP_DEVICE else s.arg  # device: which entry value
+            op = s.op if s.op < OP_SCRATCH or s.op in (OP_DEVICE, OP_LIST_COUNT) or tensor is not None else -1
+            # others (-1): the Python path's; device: which entry value
+            arg = self.device_slots.index(s) if s.op == OP_DEVICE else s.arg
             dtype = s.dtype if s.op != OP_DESC or s.desc is None else s.desc.element_dtype
             out.append((op, arg, s.offset, s.size, DTYPE_CODE.get(dtype, 0) if dtype else 0, s.align,
                         s.divisor, tensor, s.ranges))
         return tuple(out)
+
+
+_FILLED = (OP_DESC_FIELD, OP_LIST_COUNT)  # params filled from a caller argument another slot stands for
+
+
+def _list_c(t: TensorList) -> tuple[Any, ...]:
+    """What the C extension needs of a tensor-list slot (``_launch_family.c`` parse_list): ``(rank, index dtype, lo,
+    hi, shape, stride, shape divisors, stride divisors, least strides)``, static modes and least strides KP_DYN where
+    there are none; the element dtype and alignment are the slot's."""
+    e = t.element
+    lo, hi = INT64_RANGE[e.shape_dtype]
+    return (e.rank, DTYPE_CODE[e.shape_dtype], lo, hi, tuple(KP_DYN if d is None else d for d in e.shape),
+            tuple(KP_DYN if d is None else d for d in e.stride), t.shape_div, t.stride_div,
+            tuple(KP_DYN if d is None else d for d in t.stride_min))
 
 
 def _desc_c(s: Slot) -> tuple[Any, ...] | None:

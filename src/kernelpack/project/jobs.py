@@ -29,7 +29,7 @@ from typing import Any
 from ..core.cache import CompileCache
 from ..core.deps import digest_files
 from ..core.errors import KernelpackError
-from ..frontends.base import OUTPUT_KINDS, Entry, Step
+from ..frontends.base import OUTPUT_KINDS, Entry, Output, Step
 from ..frontends.registry import frontend_of
 from .model import Project, ProjectError
 
@@ -42,6 +42,9 @@ class Job:
     index: int  # position of that variant in the entry
     frontend: str
     archs: tuple[str, ...]
+
+
+Dropped = tuple[str, str, str, str]  # ConfigDropped as plain data: (kernel, config label, arch, reason)
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class Outcome:
     error: str = ""
     log: str = ""
     inputs: str = ""  # a Ray worker's: the digest of the project files it compiled from (Snapshot.digest's recipe)
+    dropped: tuple[Dropped, ...] = ()  # (kernel, config label, arch, why): configs it left out for an arch
 
     @property
     def status(self) -> str:
@@ -146,22 +150,24 @@ def run(project: Project, job: Job, cache_dir: str | None) -> Outcome:
     cache = CountingCache(Path(cache_dir) if cache_dir else None)
     t0 = time.perf_counter()
     try:
-        kind, data = _compile(project, job, cache)
+        out = _compile(project, job, cache)
     except KernelpackError as err:
         return Outcome(job.id, False, seconds=time.perf_counter() - t0, error=err.message, log=err.log or "")
     except Exception as err:  # a user's kernel module can raise anything
         return Outcome(job.id, False, seconds=time.perf_counter() - t0, error=f"{type(err).__name__}: {err}",
                        log=traceback.format_exc())
-    return Outcome(job.id, True, kind, data, time.perf_counter() - t0, cache.hits, cache.misses)
+    dropped = tuple((d.kernel, d.label, d.arch, d.reason) for d in out.dropped)
+    return Outcome(job.id, True, out.kind, out.data, time.perf_counter() - t0, cache.hits, cache.misses,
+                   dropped=dropped)
 
 
-def _compile(project: Project, job: Job, cache: CompileCache) -> tuple[str, bytes]:
+def _compile(project: Project, job: Job, cache: CompileCache) -> Output:
     e = project.entries[job.entry]
     out = frontend_of(e).build(e, Step(project.root, job.key, job.index, job.archs, cache))
     if out.kind not in OUTPUT_KINDS or not isinstance(out.data, bytes):
         raise ProjectError(f"{job.id}: the {e.frontend} frontend returned a {out.kind!r} output; expected one of "
                            f"{OUTPUT_KINDS}")
-    return out.kind, out.data
+    return out
 
 
 _LOADED: dict[str, tuple[float, Project, dict[str, Job]]] = {}

@@ -16,25 +16,7 @@ if TYPE_CHECKING:  # (annotations only: reading a state's rows imports neither)
     from ..bundle.kpack import Bundle
 
 
-@dataclass(frozen=True)
-class SmLimits:
-    threads: int  # resident threads per SM
-    blocks: int  # resident blocks per SM
-    smem_sm: int  # shared memory per SM (bytes)
-    smem_block: int  # opt-in maximum per block (bytes)
-
-
 REGS_PER_SM = 65536
-SM_LIMITS: dict[tuple[int, int], SmLimits] = {
-    (8, 0): SmLimits(2048, 32, 164 * 1024, 163 * 1024),
-    (8, 6): SmLimits(1536, 16, 100 * 1024, 99 * 1024),
-    (8, 7): SmLimits(2048, 16, 164 * 1024, 163 * 1024),
-    (8, 9): SmLimits(1536, 24, 100 * 1024, 99 * 1024),
-    (9, 0): SmLimits(2048, 32, 228 * 1024, 227 * 1024),
-    (10, 0): SmLimits(2048, 32, 228 * 1024, 227 * 1024),
-    (10, 3): SmLimits(2048, 32, 228 * 1024, 227 * 1024),
-    (12, 0): SmLimits(1536, 32, 100 * 1024, 99 * 1024),
-}
 DEFAULT_BLOCK = 256  # assumed for kernels that take any block shape
 
 
@@ -48,6 +30,8 @@ class Occupancy:
 def occupancy(major: int, minor: int, threads: int, regs: int, smem: int) -> Occupancy | None:
     """Theoretical occupancy of a block of ``threads`` using ``regs`` registers per thread and ``smem`` bytes of
     shared memory (the 1 KiB system reserve per block added), or None for an unknown arch."""
+    from ..launch.codes import SM_LIMITS  # the launch model's table (imported when a row is made)
+
     lim = SM_LIMITS.get((major, minor))
     if lim is None or threads <= 0:
         return None
@@ -86,49 +70,71 @@ def _copy(v: Any) -> Any:
     return dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v
 
 
-def rows(bundle: Bundle, library_archs: Sequence[str], status: dict[str, str] | None = None) -> list[Row]:
-    return [row(a, library_archs, (status or {}).get(a.label, "")) for a in bundle]
+def rows(bundle: Bundle, library_archs: Sequence[str], status: dict[str, str] | None = None,
+         dropped: Sequence[Dropped] = ()) -> list[Row]:
+    return rows_reusing(bundle, library_archs, status or {}, {}, dropped)[0]
 
 
-def row_key(a: KernelArtifact, library_archs: Sequence[str]) -> str:
-    """What :func:`row` reads of ``a`` (its binaries by SHA-256), the library's archs and kernelpack's code, hashed:
-    equal keys give equal rows (the status aside)."""
+Dropped = tuple[str, ...]  # a config left out for an arch: (frontend, kernel, config label, arch, reason)
+
+
+def row_key(a: KernelArtifact, library_archs: Sequence[str], dropped: Mapping[str, str] | None = None) -> str:
+    """What :func:`row` reads of ``a`` (its binaries by SHA-256, the archs it was left out for), the library's archs
+    and kernelpack's code, hashed: equal keys give equal rows (the status aside)."""
     from ..core.cache import code_digest
 
-    ls = a.launch
-    facts = [a.label, a.entry, a.provenance.frontend, ls.block, ls.dynamic_smem, list(library_archs),
-             [[str(b.arch), b.kind, b.sha256] for b in a.binaries], code_digest()]
+    facts = [a.label, a.entry, a.provenance.frontend, list(library_archs),
+             [[str(b.arch), b.kind, b.sha256, a.launch_for(b.arch).block, a.launch_for(b.arch).dynamic_smem]
+              for b in a.binaries], sorted((dropped or {}).items()), code_digest()]
     return hashlib.sha256(json.dumps(facts).encode()).hexdigest()
 
 
 def rows_reusing(bundle: Bundle, library_archs: Sequence[str], status: Mapping[str, str],
-                 previous: Mapping[str, tuple[str, Mapping[str, Any]]]) -> tuple[list[Row], dict[str, str]]:
+                 previous: Mapping[str, tuple[str, Mapping[str, Any]]],
+                 dropped: Sequence[Dropped] = ()) -> tuple[list[Row], dict[str, str]]:
     """:func:`rows`, taking each kernel's row from ``previous`` (label -> (row key, row as ``Row.to_json`` wrote
-    it)) where its key is the kernel's :func:`row_key` (no cubin is parsed for it); also returns every row's key."""
+    it)) where its key is the kernel's :func:`row_key` (no cubin is parsed for it); also returns every row's key.
+    ``dropped``: configs left out for an arch (each a warning on its row; a config left out for every arch it was
+    built for gets a row of its own, status "dropped")."""
+    left: dict[str, dict[str, str]] = {}
+    for _, _, label, arch, why in dropped:
+        left.setdefault(label, {})[arch] = why
     out, keys = [], {}
     for a in bundle:
-        k = keys[a.label] = row_key(a, library_archs)
+        mine = left.pop(a.label, {})
+        k = keys[a.label] = row_key(a, library_archs, mine)
         prev = previous.get(a.label)
         if prev is not None and prev[0] == k:
             r = Row(**prev[1])
             r.status = status.get(a.label, "")
         else:
-            r = row(a, library_archs, status.get(a.label, ""))
+            r = row(a, library_archs, status.get(a.label, ""), mine)
         out.append(r)
+    frontends = {d[2]: d[0] for d in dropped}
+    for label, archs in left.items():  # not in the bundle at all: no arch it was built for could launch it
+        out.append(Row(label, frontends[label], [], 0, status="dropped", warnings=_left_out(archs)))
     return out, keys
 
 
-def row(a: KernelArtifact, library_archs: Sequence[str], status: str = "") -> Row:
+def _left_out(archs: Mapping[str, str]) -> list[str]:
+    return [f"left out for {arch} (a config of a tuned family, as Triton's autotuner prunes it): {why}"
+            for arch, why in sorted(archs.items())]
+
+
+def row(a: KernelArtifact, library_archs: Sequence[str], status: str = "",
+        dropped: Mapping[str, str] | None = None) -> Row:
+    """The summary row of ``a``; ``dropped``: the archs it was left out for, and why."""
     from ..launch.facts import launch_bounds_threads
     archs = [str(b.arch) if b.kind == "cubin" else str(b.arch).replace("sm_", "compute_") for b in a.binaries]
     r = Row(a.label, a.provenance.frontend, archs, sum(len(b.data) for b in a.binaries), status=status)
-    block = a.launch.block
     for b in a.binaries:
         if b.kind != "cubin":
             continue
         ck = b.cubin.kernel(a.entry)
         arch = str(b.arch)
-        smem = ck.static_smem + (a.launch.dynamic_smem or 0)
+        ls = a.launch_for(b.arch)  # each binary's own launch facts (kernelpack.launch.facts)
+        block = ls.block
+        smem = ck.static_smem + (ls.dynamic_smem or 0)
         r.registers[arch], r.spills[arch], r.smem[arch] = ck.registers, ck.stack_bytes, smem
         fixed = block or ck.reqntid
         if fixed:
@@ -145,9 +151,11 @@ def row(a: KernelArtifact, library_archs: Sequence[str], status: str = "") -> Ro
             r.warnings.append(f"{ck.stack_bytes} B local memory (spills/stack) on {arch}")
         r.warnings += _smem_portability(b.arch.major, b.arch.minor, b.arch.suffix, smem)
     carried = {(b.arch.major, b.arch.minor) for b in a.binaries}
-    skipped = [x for x in library_archs if _mm(x) not in carried]
+    left = {_mm(x) for x in dropped or {}}
+    skipped = [x for x in library_archs if _mm(x) not in carried and _mm(x) not in left]
     if skipped:
         r.warnings.append(f"not built for {', '.join(skipped)}")
+    r.warnings += _left_out(dropped or {})
     return r
 
 
@@ -177,10 +185,12 @@ def _mm(arch: str) -> tuple[int, int]:
 
 def _smem_portability(major: int, minor: int, suffix: str, smem: int) -> list[str]:
     """A plain sm_XY cubin also runs on later minors of the same major, some with less shared memory."""
+    from ..launch.codes import SM_LIMITS
+
     if suffix or not smem:
         return []
     short = [f"sm_{ma}{mi}" for (ma, mi), lim in sorted(SM_LIMITS.items())
-             if ma == major and mi >= minor and smem + 1024 > lim.smem_block]
+             if ma == major and mi >= minor and smem > lim.smem_block]
     return [f"{smem // 1024} KiB smem will not launch on {', '.join(short)}"] if short else []
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import config
 from ..core._reprs import clip_left
+from ..core.arch import Arch
 from ..core.cache import CompileCache
 from ..core.deps import digest_files, python_deps
 from ..core.errors import BundleError, KernelpackError
@@ -152,7 +153,8 @@ def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | N
         report.up_to_date = True
         report.jobs = {j: "reused" for j in state.get("jobs", {})}
         report.outputs = dict(state.get("outputs_paths", {}))
-        report.rows = [Row(**{**r, "status": "reused"}) for r in state.get("rows", [])]
+        report.rows = [Row(**{**r, "status": "reused" if r["status"] != "dropped" else "dropped"})
+                       for r in state.get("rows", [])]
         report.seconds = time.perf_counter() - t0
         return report
 
@@ -177,7 +179,8 @@ def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | N
             stale.append(j)
             continue
         built[j.id] = reused
-        outcomes[j.id] = Outcome(j.id, True, prev["kind"], seconds=prev.get("seconds", 0.0))
+        outcomes[j.id] = Outcome(j.id, True, prev["kind"], seconds=prev.get("seconds", 0.0),
+                                 dropped=tuple(tuple(d) for d in prev.get("dropped", ())))
         report.jobs[j.id] = "reused"
     cache_dir = config.knobs().cache_dir
     if stale and cache_dir is not None and not CompileCache(cache_dir).usable():
@@ -226,7 +229,8 @@ def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | N
 def _finish(project: Project, stage: Stage, all_jobs: list[Job], built: dict[str, Built], new_jobs: dict[str, Any],
             digest: str, state: dict[str, Any], force: bool, report: BuildReport) -> None:
     """Merge the jobs' outputs, embed the tuning table, link, and stage the outputs with the new state."""
-    bundle, programs, status = _merge(all_jobs, built, report.jobs)
+    dropped = [(j.frontend, *d) for j in all_jobs for d in new_jobs[j.id].get("dropped", ())]
+    bundle, programs, status = _merge(all_jobs, built, report.jobs, dropped)
     bundle = _tuned(project, bundle)
     t_link = time.perf_counter()
     data = bundle.to_bytes()  # once: the bundle output and the library stamp both hash it
@@ -234,7 +238,7 @@ def _finish(project: Project, stage: Stage, all_jobs: list[Job], built: dict[str
     outputs, report.linked = _write_outputs(project, stage, bundle, data, stamp, programs, state, force)
     report.link_seconds = round(time.perf_counter() - t_link, 3)
     report.outputs = {k: str(v) for k, v in outputs.items()}
-    report.rows, row_keys = rows_reusing(bundle, project.library.archs, status, _previous_rows(state))
+    report.rows, row_keys = rows_reusing(bundle, project.library.archs, status, _previous_rows(state), dropped)
     report.rows += _host_rows(programs, project.library.archs)
     warn_shadowed(bundle, report.rows)
     stage.write(f"{STATE_DIR}/state.json", st.encode({
@@ -402,12 +406,16 @@ def _worker_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _merge(all_jobs: list[Job], built: dict[str, Built],
-           statuses: dict[str, str]) -> tuple[Bundle, list[Any], dict[str, str]]:
+def _merge(all_jobs: list[Job], built: dict[str, Built], statuses: dict[str, str],
+           dropped: list[tuple[str, ...]]) -> tuple[Bundle, list[Any], dict[str, str]]:
     """The jobs' kernels as one bundle and their host programs, each kernel (program) built for several archs by
-    several jobs merged into one (kernelpack.bundle.merge); a kernel's status is its last job's."""
+    several jobs merged into one (kernelpack.bundle.merge); a kernel's status is its last job's. ``dropped``: the
+    configs the jobs left out for an arch, (frontend, kernel, config label, arch, reason): some other config of the
+    family must carry that arch."""
     from ..bundle.kpack import Bundle
     from ..bundle.merge import merge_programs
+    from ..bundle.pruned import check_pruned
+    from ..core.errors import ConfigDropped
     from ..launch.family import check_families
 
     bundles, programs, status = [], [], {}
@@ -424,6 +432,7 @@ def _merge(all_jobs: list[Job], built: dict[str, Built],
         raise BuildFailed(f"the build steps' kernels cannot share one library: {err.message}") from None
     try:  # families the C library and the runtime would refuse (ambiguous ranges...), whatever the outputs
         check_families(bundle.families())
+        check_pruned(bundle, [ConfigDropped(*d[1:]) for d in dropped])
     except KernelpackError as err:
         raise BuildFailed(err.message) from None
     return bundle, merge_programs(programs), status
@@ -489,6 +498,8 @@ def _save_jobs(d: Path, all_jobs: list[Job], prints: dict[str, str], outcomes: d
         else:  # reused: its file is already there
             sha = old[j.id]["sha256"]
         out[j.id] = {"fingerprint": prints[j.id], "kind": o.kind, "seconds": round(o.seconds, 3), "sha256": sha}
+        if o.dropped:
+            out[j.id]["dropped"] = [list(d) for d in o.dropped]
     return out
 
 
@@ -507,12 +518,18 @@ def _outputs_intact(state: dict[str, Any], expected: set[str]) -> bool:
 
 
 def _host_rows(programs: list[Any], archs: tuple[str, ...]) -> list[Row]:
+    """Rows of the kernels host programs launch. A program carries one object per arch and describes its kernels per
+    arch where their parameter layouts differ: the archs a row misses are those the *program* has no object for."""
     from .report import row
 
     out = []
     for p in programs:
+        have = {(o.arch.major, o.arch.minor) for o in p.objects}
+        missing = [a for a in archs if (Arch.parse(a).major, Arch.parse(a).minor) not in have]
         for k in p.kernels:
-            r = row(k, archs, "host program")
+            r = row(k, [str(b.arch) for b in k.binaries], "host program")
             r.kernel = f"{p.label} ({k.name})"
+            if missing:
+                r.warnings.append(f"not built for {', '.join(missing)}")
             out.append(r)
     return out

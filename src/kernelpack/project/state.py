@@ -128,9 +128,15 @@ def _int(v: Any) -> bool:
 
 
 def _job_row(v: Any) -> bool:
-    return (isinstance(v, dict) and set(v) == {"fingerprint", "kind", "seconds", "sha256"}
+    return (isinstance(v, dict) and set(v) - {"dropped"} == {"fingerprint", "kind", "seconds", "sha256"}
             and isinstance(v["fingerprint"], str) and isinstance(v["kind"], str) and v["kind"] in KINDS
-            and _num(v["seconds"]) and isinstance(v["sha256"], str) and len(v["sha256"]) == 64)
+            and _num(v["seconds"]) and isinstance(v["sha256"], str) and len(v["sha256"]) == 64
+            and ("dropped" not in v or _dropped(v["dropped"])))
+
+
+def _dropped(v: Any) -> bool:
+    """A job's configs left out for an arch: [[kernel, config label, arch, reason], ...]."""
+    return isinstance(v, list) and all(isinstance(d, list) and len(d) == 4 and _str_list(d) for d in v)
 
 
 def _stat_value(v: Any) -> bool:

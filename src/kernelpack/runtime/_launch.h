@@ -29,6 +29,7 @@
 #define KP_BUF 4096
 #define KP_MAX_TMA_RANK 5  /* cuTensorMapEncodeTiled's */
 #define KP_TMAP_CACHE 16   /* encoded tensor maps kept per family (least recently used replaced) */
+#define KP_LIST_VIEWS 1024 /* the tensors of one launch's lists the C path reads (more: the Python path) */
 #define KP_LIKELY(x) __builtin_expect(!!(x), 1)
 #define KP_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define KP_INLINE inline __attribute__((always_inline)) /* the per-argument steps of a launch */
@@ -81,6 +82,11 @@ static CUresult (*cu_error_name)(CUresult, const char**);
 static CUresult (*cu_tmap_encode)(void*, int, unsigned, void*, const uint64_t*, const uint64_t*, const uint32_t*,
                                   const uint32_t*, int, int, int, int); /* cuTensorMapEncodeTiled; NULL: Python */
 static CUresult (*cu_param_info)(void*, size_t, size_t*, size_t*); /* cuKernelGetParamInfo (12.4); NULL: none */
+/* a tensor list's descriptors copied per launch (cuMemAllocAsync, cuMemcpyHtoDAsync, cuMemFreeAsync); NULL: such
+ * launches take the Python path, which says what the driver lacks */
+static CUresult (*cu_alloc_async)(uint64_t*, size_t, void*);
+static CUresult (*cu_copy_async)(uint64_t, const void*, size_t, void*);
+static CUresult (*cu_free_async)(uint64_t, void*);
 static int driver_version;        /* cuDriverGetVersion: the bit-21 fixup of old drivers (kernelpack.core.tma) */
 static uint64_t driver_gen = 1;   /* bumped by set_driver: encoded tensor maps of another driver are stale */
 
@@ -133,6 +139,10 @@ typedef struct kp_slot_x {
     int32_t shape_off[KP_MAX_RANK], stride_off[KP_MAX_RANK];
     int8_t rmode[KP_MAX_RANK + 1];
     int64_t rlo[KP_MAX_RANK + 1], rhi[KP_MAX_RANK + 1];
+    /* KP_OP_LIST: what each tensor of the list must be (kernelpack.core.abi.TensorList) besides its dtype, rank and
+     * static modes (shape, stride above) and alignment (the slot's align): every extent and stride in [lo, hi] (the
+     * index type), multiples of sdiv / tdiv, strides at least tmin (KP_DYN: any) */
+    int64_t lo, hi, sdiv[KP_MAX_RANK], tdiv[KP_MAX_RANK], tmin[KP_MAX_RANK];
 } kp_slot_x;
 
 /* One step of a grid formula (LaunchSpec.grid) in postfix order: push a constant, push an integer read from the
@@ -150,6 +160,7 @@ typedef struct {
     int grid;       /* 1: a grid formula the C path evaluates; -1: one it cannot (Python path); 0: none */
     int glen[3];
     int ndev;       /* device-derived params (KP_OP_DEVICE): each entry carries their values */
+    int nlists;     /* tensor lists (KP_OP_LIST): their descriptors are copied to the device per launch */
     kp_slot* slots;
     kp_gop* gcode; /* the three formulas one after the other */
     PyObject* label;
@@ -193,6 +204,7 @@ typedef struct {
     uint64_t tmap_clock;   /* stamps for least-recently-used replacement */
     kp_slot_x** xs;        /* every slot's out-of-line part (slot_x), freed with the family */
     int nxs, capxs;
+    int has_lists;         /* some plan takes a tensor list: its calls read lists (kp_lcall) */
 } kp_family;
 
 /* One encoded CUtensorMap: a pure function of the descriptor slot (its encoding facts), the tensor's address,
@@ -208,6 +220,16 @@ static PyTypeObject* FamilyType;
 
 /* ------------------------------------------------------------------ one launch, and what a prepared one keeps */
 
+/* The tensors of a launch's list arguments, each list read (through the torch bridge) when a slot first takes it:
+ * argument i's tensors are v[first[i] .. first[i] + count[i]) (first -1: not read yet). Heap memory of the call, made
+ * only for families that take lists; the views point into the tensors, which the lists hold for the call. */
+typedef struct {
+    int nv;
+    int16_t first[KP_MAX_SLOTS];
+    int16_t count[KP_MAX_SLOTS];
+    kp_view v[KP_LIST_VIEWS];
+} kp_lcall;
+
 /* What a launch knows of its arguments: the views of the arguments that may be tensors, read through the torch
  * bridge in one call before dispatch; each slot reads its own int, float or bool argument as it packs it. No copy of
  * the arguments is made. */
@@ -216,6 +238,7 @@ typedef struct {
     int nargs;
     int device;   /* the launch device: every tensor must be on it */
     int ntensors; /* torch tensors among the arguments */
+    kp_lcall* lc; /* the list arguments' tensors (NULL: the family takes no list) */
     kp_view v[KP_MAX_SLOTS];
 } kp_call;
 

@@ -132,6 +132,58 @@ static KP_NOINLINE int fit_tensor(const kp_slot* s, const kp_view* v, unsigned c
     return !s->nranges || ranges_ok(s, 0, v->shape);
 }
 
+/* The tensors of list argument i, read through the torch bridge into c->lc: 0, or -1 when the C path does not take
+ * the list (no bridge, not a list or tuple, empty, too long, an element that is no torch tensor: the Python path
+ * decides, and refuses what it must). */
+static KP_NOINLINE int read_list(kp_call* c, int i) {
+    uint8_t ones[256];
+    kp_lcall* lc = c->lc;
+    PyObject* o = c->args[i];
+    const int is_list = PyList_CheckExact(o);
+    if (bridge == NULL || (!is_list && !PyTuple_CheckExact(o))) return -1;
+    Py_ssize_t n = is_list ? PyList_Size(o) : PyTuple_Size(o);
+    if (n < 1 || n > KP_LIST_VIEWS - lc->nv) return -1;
+    memset(ones, 1, sizeof ones);
+    for (Py_ssize_t base = 0; base < n; base += 256) { /* the bridge takes argument indices as bytes */
+        PyObject* items[256];
+        int m = (int)(n - base < 256 ? n - base : 256);
+        for (int k = 0; k < m; k++) items[k] = is_list ? PyList_GetItem(o, base + k) : PyTuple_GetItem(o, base + k);
+        uint8_t which[256];
+        for (int k = 0; k < m; k++) which[k] = (uint8_t)k;
+        int r = bridge->unpack_args(items, which, m, ones, &lc->v[lc->nv + base]);
+        if (r != m) return -1; /* an element the bridge cannot read, or no torch tensor */
+    }
+    c->ntensors += (int)n;
+    lc->first[i] = (int16_t)lc->nv, lc->count[i] = (int16_t)n;
+    lc->nv += (int)n;
+    return 0;
+}
+
+/* A list argument for a tensor-list slot (KP_OP_LIST): every tensor on the launch device fits what the slot's
+ * tensors must be (launch/plan.py _list_c; runtime/checks.py _list is the Python path's). The param itself (the
+ * descriptors' device address) is written at the launch (launch_lists). */
+static KP_NOINLINE int fit_list(const kp_slot* s, kp_call* c, unsigned char* p) {
+    kp_lcall* lc = c->lc;
+    if (lc == NULL) return -1;
+    if (lc->first[s->arg] < 0 && read_list(c, s->arg) < 0) return -1;
+    const kp_slot_x* x = s->x;
+    const kp_view* v = &lc->v[lc->first[s->arg]];
+    for (int k = 0; k < lc->count[s->arg]; k++, v++) {
+        if (v->device != c->device) return -1; /* elsewhere: the Python path says where */
+        if (v->dtype != s->dtype || v->ndim != s->rank) return 0;
+        if (s->align > 1 && !multiple(v->data, s->align, s->apow2)) return 0;
+        for (int i = 0; i < s->rank; i++) {
+            const int64_t sh = v->shape[i], st = v->stride[i];
+            if ((x->shape[i] != KP_DYN && sh != x->shape[i]) || (x->stride[i] != KP_DYN && st != x->stride[i])) return 0;
+            if (sh < x->lo || sh > x->hi || st < x->lo || st > x->hi) return 0;
+            if ((x->sdiv[i] > 1 && sh % x->sdiv[i]) || (x->tdiv[i] > 1 && st % x->tdiv[i])) return 0;
+            if (x->tmin[i] != KP_DYN && st < x->tmin[i]) return 0;
+        }
+    }
+    memset(p, 0, 8);
+    return 1;
+}
+
 /* Does the argument of slot s fit it? If so, pack it into buf (dv: the device values of the entry tried). 1: it
  * fits; 0: it does not; -1: the Python path decides (an argument the fast path does not read, a tensor descriptor
  * it alone can judge). */
@@ -193,6 +245,15 @@ static KP_NOINLINE int fit_slot(kp_family* f, const kp_slot* s, kp_call* c, unsi
     case KP_OP_DESC_FIELD:
         if ((r = arg_view(c, s->arg, &v)) <= 0) return r;
         return fit_desc_field(s, v, p);
+    case KP_OP_LIST:
+        return fit_list(s, c, p);
+    case KP_OP_LIST_COUNT: { /* the number of tensors of the list argument (its list slot checks them) */
+        PyObject* o = c->args[s->arg];
+        Py_ssize_t n = PyList_CheckExact(o) ? PyList_Size(o) : PyTuple_CheckExact(o) ? PyTuple_Size(o) : -1;
+        if (n < 1 || n > KP_LIST_VIEWS) return -1;
+        store_int(p, s->dtype, (uint64_t)n);
+        return 1;
+    }
     case KP_OP_BYTES: {
         PyObject* o = c->args[s->arg];
         if (!PyBytes_CheckExact(o)) return not_taken(f, c, s->arg);

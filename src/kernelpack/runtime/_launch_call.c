@@ -59,8 +59,9 @@ static int call_load(kp_family* self, int device, int entry) {
 }
 
 /* One call: resolve (arguments, dispatch, configuration) and launch; with cap, resolve only, into cap (ok = 0: the
- * Python path decides), and launch nothing. */
-static PyObject* family_run(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames, kp_capture* cap) {
+ * Python path decides), and launch nothing. lc: where the tensors of list arguments are read (NULL: no list). */
+static PyObject* family_resolve(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames, kp_capture* cap,
+                                kp_lcall* lc) {
     kp_family* self = (kp_family*)op;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     PyObject* const* argv = args; /* the parameters in order (some passed by keyword: put in place in named[]) */
@@ -104,7 +105,7 @@ static PyObject* family_run(PyObject* op, PyObject* const* args, size_t nargsf, 
      * tensor is checked to be on it as a slot takes it); else the first tensor's, and without one the current
      * context's (device 0 when none is current), as in Python */
     kp_call a;
-    a.args = argv, a.nargs = (int)nargs, a.device = -1, a.ntensors = 0;
+    a.args = argv, a.nargs = (int)nargs, a.device = -1, a.ntensors = 0, a.lc = lc;
     if (self->ncand > 0 && read_views(self, &a, self->which, self->ncand) < 0) goto slow;
     if (KP_LIKELY(one_device)) {
         a.device = 0;
@@ -264,6 +265,7 @@ dispatch:;
         if (g[0] % want[0] || g[1] % want[1] || g[2] % want[2]) goto slow;
         if (!e->cluster[0]) memcpy(c, want, sizeof c); /* a compile-time cluster is never requested again */
     }
+    if (cap != NULL && plan->nlists) goto slow; /* a prepared launch with lists: each call stages them (Python path) */
     if (cap != NULL) {
         cap->ok = 1, cap->empty = 0, cap->recheck = 0, cap->gen = driver_gen;
         cap->device = device, cap->pdl = e->pdl, cap->ntensors = a.ntensors;
@@ -288,7 +290,14 @@ dispatch:;
     uint64_t hstream;
     if (!launch_stream(stream, a.ntensors, device, &hstream)) goto slow;
     const char* call;
-    CUresult r = launch_nogil(ctx, kernel, g, b, nsmem, hstream, c, pdl, ptrs, &call);
+    CUresult r;
+    if (KP_UNLIKELY(plan->nlists)) {
+        int staged = launch_lists(plan, &a, buf, ctx, kernel, g, b, nsmem, hstream, c, pdl, ptrs, &call, &r);
+        if (staged < 0) return NULL;
+        if (!staged) goto slow;
+    } else {
+        r = launch_nogil(ctx, kernel, g, b, nsmem, hstream, c, pdl, ptrs, &call);
+    }
     if (KP_UNLIKELY(r != 0)) return driver_error(self, plan, device, r, call);
     Py_RETURN_NONE;
 
@@ -301,6 +310,18 @@ slow:
         Py_RETURN_NONE;
     }
     return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+}
+
+/* family_resolve with the memory its list arguments' tensors are read into, when the family takes lists. */
+static PyObject* family_run(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames, kp_capture* cap) {
+    if (KP_LIKELY(!((kp_family*)op)->has_lists)) return family_resolve(op, args, nargsf, kwnames, cap, NULL);
+    kp_lcall* lc = (kp_lcall*)PyMem_Malloc(sizeof(kp_lcall));
+    if (lc == NULL) return PyErr_NoMemory();
+    lc->nv = 0;
+    memset(lc->first, 0xff, sizeof lc->first); /* -1: not read */
+    PyObject* r = family_resolve(op, args, nargsf, kwnames, cap, lc);
+    PyMem_Free(lc);
+    return r;
 }
 
 static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames) {

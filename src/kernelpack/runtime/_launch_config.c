@@ -265,3 +265,100 @@ static KP_INLINE CUresult launch_nogil(void* ctx, void* kernel, const uint32_t g
     if (ts != NULL) PyEval_RestoreThread(ts);
     return r;
 }
+
+/* ------------------------------------------------------------------ tensor lists */
+
+/* launch() of a plan with tensor lists, in the launch device's context with the GIL released: one allocation on the
+ * launch stream for the descriptors (cuMemAllocAsync), one copy of them from host memory the driver has read when it
+ * returns (cuMemcpyHtoDAsync), the list params (at buf + at[i]) set to their addresses, the launch, cuMemFreeAsync
+ * -- as kp_run_lists in the C library and runtime/pylaunch.py staged_lists on the Python path. */
+static CUresult launch_staged(void* ctx, void* kernel, const uint32_t g[3], const uint32_t b[3], uint32_t smem,
+                              void* stream, const uint32_t c[3], int pdl, void** ptrs, const char** call,
+                              const int64_t* words, size_t nwords, unsigned char* buf, const uint32_t* at,
+                              const size_t* start, int nl) {
+    void* saved = NULL;
+    int restore = 0;
+    uint64_t base = 0;
+    CUresult r;
+    if (!one_device) {
+        if ((r = cu_ctx_get(&saved)) != 0) {
+            *call = "cuCtxGetCurrent";
+            return r;
+        }
+        if (saved != ctx) {
+            if ((r = cu_ctx_set(ctx)) != 0) {
+                *call = "cuCtxSetCurrent";
+                return r;
+            }
+            restore = saved != NULL;
+        }
+    }
+    r = cu_alloc_async(&base, nwords * sizeof(int64_t), stream);
+    if (r == KP_CUDA_ERROR_INVALID_CONTEXT && one_device) { /* no current context yet: the device's, as launch() */
+        if ((r = cu_ctx_set(ctx)) != 0) {
+            *call = "cuCtxSetCurrent";
+            return r;
+        }
+        r = cu_alloc_async(&base, nwords * sizeof(int64_t), stream);
+    }
+    if (r != 0) {
+        *call = "cuMemAllocAsync (tensor-list descriptors)";
+    } else {
+        r = cu_copy_async(base, words, nwords * sizeof(int64_t), stream);
+        if (r != 0) {
+            *call = "cuMemcpyHtoDAsync (tensor-list descriptors)";
+        } else {
+            for (int i = 0; i < nl; i++) {
+                uint64_t a = base + start[i] * sizeof(int64_t);
+                memcpy(buf + at[i], &a, 8);
+            }
+            r = launch_once(kernel, g, b, smem, stream, c, pdl, ptrs);
+        }
+        CUresult rf = cu_free_async(base, stream);
+        if (r == 0 && rf != 0) r = rf, *call = "cuMemFreeAsync (tensor-list descriptors)";
+    }
+    if (restore) cu_ctx_set(saved);
+    return r;
+}
+
+/* Launch plan's kernel with its tensor lists (the tensors checked by fit_list, in a->lc): their descriptors staged
+ * here, each list 16-byte aligned (1 + 2 * rank 64-bit words a tensor: data pointer, extents, strides), then
+ * launch_staged. 1: launched, or refused by the driver (*r, *call); 0: nothing done, the Python path decides (a
+ * driver without these entry points); -1: an exception. */
+static KP_NOINLINE int launch_lists(const kp_plan* plan, const kp_call* a, unsigned char* buf, void* ctx, void* kernel,
+                                    const uint32_t g[3], const uint32_t b[3], uint32_t smem, uint64_t stream,
+                                    const uint32_t c[3], int pdl, void** ptrs, const char** call, CUresult* r) {
+    if (cu_alloc_async == NULL || cu_copy_async == NULL || cu_free_async == NULL || a->lc == NULL) return 0;
+    const kp_lcall* lc = a->lc;
+    uint32_t at[KP_MAX_SLOTS];
+    size_t start[KP_MAX_SLOTS], nwords = 0;
+    int nl = 0;
+    for (int s = 0; s < plan->nslots; s++) {
+        const kp_slot* sl = &plan->slots[s];
+        if (sl->op != KP_OP_LIST) continue;
+        if (lc->first[sl->arg] < 0) return 0; /* fit_list read it: never here */
+        nwords += nwords % 2;
+        at[nl] = sl->offset, start[nl++] = nwords;
+        nwords += (size_t)lc->count[sl->arg] * (1u + 2u * (unsigned)sl->rank);
+    }
+    int64_t* words = (int64_t*)PyMem_Calloc(nwords, sizeof(int64_t)); /* zeros: the pad words between lists */
+    if (words == NULL) return PyErr_NoMemory(), -1;
+    for (int s = 0, i = 0; s < plan->nslots; s++) {
+        const kp_slot* sl = &plan->slots[s];
+        if (sl->op != KP_OP_LIST) continue;
+        int64_t* w = words + start[i++];
+        const kp_view* v = &lc->v[lc->first[sl->arg]];
+        for (int k = 0; k < lc->count[sl->arg]; k++, v++) {
+            *w++ = (int64_t)v->data;
+            for (int m = 0; m < sl->rank; m++) *w++ = v->shape[m];
+            for (int m = 0; m < sl->rank; m++) *w++ = v->stride[m];
+        }
+    }
+    *call = c[0] || pdl ? "cuLaunchKernelEx" : "cuLaunchKernel";
+    PyThreadState* ts = release_gil ? PyEval_SaveThread() : NULL;
+    *r = launch_staged(ctx, kernel, g, b, smem, (void*)(uintptr_t)stream, c, pdl, ptrs, call, words, nwords, buf, at,
+                       start, nl);
+    if (ts != NULL) PyEval_RestoreThread(ts);
+    PyMem_Free(words);
+    return 1;
+}

@@ -80,6 +80,28 @@ static int parse_tensor(kp_family* f, PyObject* tensor, kp_slot* s) {
     return good;
 }
 
+/* A tensor-list slot's facts (KP_OP_LIST: (rank, index dtype, lo, hi, shape, stride, shape divisors, stride divisors,
+ * least strides), launch/plan.py _list_c): 1 when they are whole, 0 when not, -1 for an exception. */
+static int parse_list(kp_family* f, PyObject* t, kp_slot* s) {
+    long long rank, index_dt, lo, hi;
+    PyObject *shape, *stride, *sdiv, *tdiv, *tmin;
+    if (!is_tuple(t, "a tensor list") ||
+        !PyArg_ParseTuple(t, "LLLLOOOOO", &rank, &index_dt, &lo, &hi, &shape, &stride, &sdiv, &tdiv, &tmin))
+        return -1;
+    if (rank < 1 || rank > KP_MAX_RANK) return 0;
+    kp_slot_x* x = slot_x(f, s);
+    if (x == NULL || get_i64s(shape, x->shape, (int)rank, "shape") < 0 ||
+        get_i64s(stride, x->stride, (int)rank, "stride") < 0 || get_i64s(sdiv, x->sdiv, (int)rank, "divisors") < 0 ||
+        get_i64s(tdiv, x->tdiv, (int)rank, "divisors") < 0 || get_i64s(tmin, x->tmin, (int)rank, "strides") < 0)
+        return -1;
+    s->rank = (int8_t)rank;
+    int good = KP_NARROW(s->shape_dt, index_dt, KP_DT_I8, KP_DT_U64) && lo <= hi && s->size == 8 &&
+               s->dtype != KP_DT_ANY && s->nranges == 0; /* no range constraint: nothing here would check it */
+    x->lo = lo, x->hi = hi;
+    for (int i = 0; i < rank; i++) good &= x->sdiv[i] >= 1 && x->tdiv[i] >= 1;
+    return good;
+}
+
 static int parse_slot(kp_family* f, PyObject* t, kp_slot* s, int* ok) {
     long long op, arg, offset, size, dtype, align, divisor;
     PyObject *tensor, *ranges;
@@ -96,12 +118,13 @@ static int parse_slot(kp_family* f, PyObject* t, kp_slot* s, int* ok) {
      * is one kernelpack defines. A plan that does not keep to this takes the Python path (op -1: a value derived at
      * launch), which, for a plan of a bundle's dispatch record, builds the family from its entries and refuses a
      * record that disagrees with them. */
-    int good = KP_NARROW(s->op, op, KP_OP_NULL, KP_OP_DEVICE) && op != KP_OP_SCRATCH;
+    int good = KP_NARROW(s->op, op, KP_OP_NULL, KP_OP_LIST_COUNT) && op != KP_OP_SCRATCH;
     if (!good) s->op = KP_OP_NULL; /* packs nothing, reads no argument */
     const int dev = s->op == KP_OP_DEVICE;
     good &= KP_NARROW(s->arg, arg, s->op == KP_OP_NULL ? -1 : 0, dev ? KP_MAX_DEVICE_VALUES - 1 : KP_MAX_SLOTS - 1);
     good &= KP_NARROW(s->size, size, 0, KP_BUF);
     good &= !dev || s->size == 4 || s->size == 8;
+    good &= s->op != KP_OP_LIST_COUNT || s->size == 4 || s->size == 8; /* an integer count (store_int) */
     good &= KP_NARROW(s->offset, offset, 0, KP_BUF - (s->size > 8 ? s->size : 8));
     good &= KP_NARROW(s->dtype, dtype, KP_DT_ANY, KP_DT_LAST) & KP_NARROW(s->align, align, 0, UINT32_MAX) &
             KP_NARROW(s->divisor, divisor, 0, INT64_MAX);
@@ -122,6 +145,8 @@ static int parse_slot(kp_family* f, PyObject* t, kp_slot* s, int* ok) {
     int r = 1;
     if (s->op == KP_OP_DESC || s->op == KP_OP_DESC_FIELD) r = parse_desc(tensor, s);
     else if (s->op == KP_OP_TENSOR) r = parse_tensor(f, tensor, s);
+    else if (s->op == KP_OP_LIST) r = parse_list(f, tensor, s);
+    else if (s->op == KP_OP_LIST_COUNT) r = s->dtype >= KP_DT_I8 && s->dtype <= KP_DT_U64 && s->nranges == 0;
     if (r < 0) return -1;
     if (!(good & r) || !ranges_fit(s)) *ok = 0;
     if (s->op == KP_OP_PTR) {
@@ -313,6 +338,7 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
             if (!c->ok) pl->ok = 0;
             if ((sl->op == KP_OP_TENSOR || sl->op == KP_OP_DESC) && sl->arg >= 0 && sl->arg < KP_MAX_SLOTS)
                 f->dims[sl->arg] = 1;
+            if (sl->op == KP_OP_LIST) pl->nlists++, f->has_lists = 1;
             if (sl->op != KP_OP_DEVICE) continue;
             if (sl->arg != pl->ndev || pl->ndev == KP_MAX_DEVICE_VALUES) {
                 pl->ok = 0;

@@ -160,6 +160,18 @@ static PyObject* set_driver(PyObject* mod, PyObject* addresses) {
     memcpy(&cu_launch, &fns[2], sizeof fns[2]);
     memcpy(&cu_launch_ex, &fns[3], sizeof fns[3]);
     memcpy(&cu_error_name, &fns[4], sizeof fns[4]);
+    /* optional: what a tensor list's launch copies its descriptors with (without them: the Python path, which says
+     * what the driver lacks) */
+    static const char* lists[] = {"cuMemAllocAsync", "cuMemcpyHtoDAsync", "cuMemFreeAsync"};
+    void* lfns[3];
+    for (int i = 0; i < 3; i++) {
+        PyObject* v = PyDict_GetItemString(addresses, lists[i]);
+        lfns[i] = v != NULL && v != Py_None ? PyLong_AsVoidPtr(v) : NULL;
+        if (lfns[i] == NULL && PyErr_Occurred()) return NULL;
+    }
+    memcpy(&cu_alloc_async, &lfns[0], sizeof lfns[0]);
+    memcpy(&cu_copy_async, &lfns[1], sizeof lfns[1]);
+    memcpy(&cu_free_async, &lfns[2], sizeof lfns[2]);
     /* optional: cuTensorMapEncodeTiled (a driver without it: TMA launches take the Python path, which says so) and
      * the driver's version; maps encoded under another driver are not reused */
     PyObject* enc = PyDict_GetItemString(addresses, "cuTensorMapEncodeTiled");

@@ -57,6 +57,52 @@ class TensorView:
         return f"{self.dtype_name} tensor of shape {list(self.shape)} on {self.device_name}"
 
 
+@dataclass(slots=True)
+class ListView:
+    """A list (or tuple) of arrays given for a tensor-list parameter: a view of each, in order."""
+
+    items: tuple[TensorView, ...]
+
+    @property
+    def source(self) -> str:
+        """"torch" when some element is a torch tensor (the launch then reads torch's current stream)."""
+        return next((v.source for v in self.items if v.source == "torch"), self.items[0].source)
+
+    def describe(self) -> str:
+        shown = ", ".join(f"{v.dtype_name}{list(v.shape)}" for v in self.items[:4])
+        more = f", ... ({len(self.items)} tensors)" if len(self.items) > 4 else ""
+        return f"list of {len(self.items)} tensor{'s' * (len(self.items) != 1)} ({shown}{more})"
+
+
+INT32_MAX = 2**31 - 1  # the most tensors a list may hold (its count is a 32-bit kernel parameter)
+
+
+def list_view(obj: Any, pointer_device: Any, owner: str, where: str) -> ListView:
+    """The views of a list or tuple of arrays for a tensor-list parameter (``owner`` "kernel k", ``where``
+    "parameter 0 'xs'" name it in errors): ArgumentTypeError for anything else or an element that is no array,
+    ArgumentValueError for an empty list (as cuTile's own launch refuses one: its kernels index the list by block)."""
+    if not isinstance(obj, (list, tuple)):
+        raise ArgumentTypeError(f"{owner}: {where}: expected a list of tensors, got {type(obj).__name__}")
+    if not obj:
+        raise ArgumentValueError(f"{owner}: {where}: the list is empty; a tensor list takes 1 to {INT32_MAX} tensors")
+    if len(obj) > INT32_MAX:
+        raise ArgumentValueError(f"{owner}: {where}: a list of {len(obj)} tensors; a tensor list takes at most "
+                                 f"{INT32_MAX}")
+    items = []
+    torch = torch_module()
+    tensor = torch.Tensor if torch is not None else ()
+    for k, x in enumerate(obj):
+        try:
+            v = torch_view(x) if isinstance(x, tensor) else as_view(x, pointer_device)
+        except PRODUCER_ERRORS as e:
+            err = refusal(e, x, owner, f"{where}: element {k}")
+            raise err from err.__cause__
+        if v is None:
+            raise ArgumentTypeError(f"{owner}: {where}: element {k} is {type(x).__name__}, not a tensor")
+        items.append(v)
+    return ListView(tuple(items))
+
+
 class _Testing:
     cpu_as_cuda = False  # tests without a GPU: treat CPU torch tensors as tensors on cuda:0
 
@@ -328,7 +374,7 @@ def dlpack_view(obj: Any) -> TensorView:
     return TensorView(ptr, dtype, name, shape, strides, ordinal, dev_name, "dlpack")
 
 
-def launch_device(owner: str, views: Iterable[tuple[str, TensorView | None]], *, kind: str = "parameter",
+def launch_device(owner: str, views: Iterable[tuple[str, TensorView | ListView | None]], *, kind: str = "parameter",
                   needs: str = "kernels") -> int | None:
     """The CUDA device every array of one launch is on (None when no argument is an array).
 
@@ -337,17 +383,20 @@ def launch_device(owner: str, views: Iterable[tuple[str, TensorView | None]], *,
     on a CUDA device, or arrays on two devices: ArgumentValueError naming the arguments."""
     ordinal: int | None = None
     first = ""
-    for i, (name, v) in enumerate(views):
-        if v is None:
+    for i, (name, view) in enumerate(views):
+        if view is None:
             continue
-        if v.device is None:
-            raise ArgumentValueError(f"{owner}: {kind} {i} '{name}' is a {v.describe()}; {needs} need "
-                                     f"CUDA device memory (move it with .cuda())")
-        if ordinal is None:
-            ordinal, first = v.device, f"{kind} {i} '{name}'"
-        elif v.device != ordinal:
-            raise ArgumentValueError(f"{owner}: {first} is on cuda:{ordinal} but {kind} {i} '{name}' is on "
-                                     f"cuda:{v.device}; all tensors of a launch must be on one device")
+        items = view.items if isinstance(view, ListView) else (view,)
+        for k, v in enumerate(items):
+            what = f"{kind} {i} '{name}'" + (f" element {k}" if isinstance(view, ListView) else "")
+            if v.device is None:
+                raise ArgumentValueError(f"{owner}: {what} is a {v.describe()}; {needs} need CUDA device memory "
+                                         f"(move it with .cuda())")
+            if ordinal is None:
+                ordinal, first = v.device, what
+            elif v.device != ordinal:
+                raise ArgumentValueError(f"{owner}: {first} is on cuda:{ordinal} but {what} is on cuda:{v.device}; "
+                                         f"all tensors of a launch must be on one device")
     return ordinal
 
 

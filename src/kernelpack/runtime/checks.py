@@ -5,20 +5,21 @@ name), what was expected and what was given. Nothing here touches the driver.
 
 from __future__ import annotations
 
+import functools
 import operator
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..core.abi import DType, Struct
+from ..core.abi import DType, Struct, TensorList
 from ..core.errors import KernelpackError, LaunchError
 from ..core.launchspec import Dim3, LaunchSpec
 from ..core.packing import pack_value
 from ..core.tma import encode_args
 from ..launch.codes import MAX_PORTABLE_CLUSTER, PDL_MIN_MAJOR, SMEM_DEFAULT_LIMIT  # noqa: F401 - SMEM_DEFAULT_LIMIT re-exported
-from ..launch.plan import INT_RANGE, OP_BYTES, OP_DESC, OP_PTR, OP_SCALAR, OP_TENSOR, Slot
+from ..launch.plan import INT_RANGE, OP_BYTES, OP_DESC, OP_LIST, OP_PTR, OP_SCALAR, OP_TENSOR, Slot
 from ..launch.ranges import INT64_MAX, Range
-from .adapters import TensorView
+from .adapters import ListView, TensorView
 from .driver import DeviceInfo
 from .errors import ArgumentTypeError, ArgumentValueError, DescriptorArgumentError
 from .loader import LaunchFacts
@@ -70,7 +71,89 @@ def check_arg(kernel: str, s: Slot, value: Any, view: TensorView | None) -> Any:
         return _bytes(kernel, s, value, view)
     if s.op == OP_DESC:
         return _desc(kernel, s, value, view)
+    if s.op == OP_LIST:
+        return _list(kernel, s, value, view)
     return None
+
+
+Element = tuple[int, tuple[int, ...], tuple[int, ...]]  # a list element's data pointer, extents, strides
+
+
+@functools.lru_cache(maxsize=256)
+def _list_rules(t: TensorList) -> tuple[Any, ...]:
+    """What a list's elements are checked against, per mode only where there is something to check: (dtype, rank,
+    index range, static (mode, is stride, value), divisors (mode, is stride, d), least strides (mode, m), align)."""
+    e = t.element
+    lo, hi = INT_RANGE[e.shape_dtype]
+    static = tuple((i, st, w) for st, want in ((0, e.shape), (1, e.stride)) for i, w in enumerate(want)
+                   if w is not None)
+    divs = tuple((i, st, d) for st, ds in ((0, t.shape_div), (1, t.stride_div)) for i, d in enumerate(ds) if d > 1)
+    least = tuple((i, m) for i, m in enumerate(t.stride_min) if m is not None)
+    return e.dtype, e.rank, lo, hi, static, divs, least, e.align
+
+
+def _list(kernel: str, s: Slot, value: Any, view: Any) -> tuple[Element, ...]:
+    """Every tensor of a list argument (read before dispatch: ``adapters.list_view``) against what the list's
+    elements must be (kernelpack.core.abi.TensorList), as ``(ptr, shape, strides)`` each; the launch copies them
+    into device memory as the kernel's descriptors (a list's launch pays this per tensor: the checks are data)."""
+    t = s.tlist
+    assert t is not None
+    if not isinstance(view, ListView):
+        raise ArgumentTypeError(f"{_where(kernel, s)}: expected a list of {t.element.dtype.value} tensors, got "
+                                f"{_got(value, view)}")
+    dt, rank, lo, hi, static, divs, least, align = _list_rules(t)
+    out = []
+    for v in view.items:
+        shape, strides = v.shape, v.strides
+        if v.dtype is not dt or len(shape) != rank or (align > 1 and v.ptr % align):
+            raise _list_refusal(kernel, s, view, t)
+        for i, st, w in static:
+            if (strides if st else shape)[i] != w:
+                raise _list_refusal(kernel, s, view, t)
+        if min(shape) < lo or max(shape) > hi or min(strides) < lo or max(strides) > hi:
+            raise _list_refusal(kernel, s, view, t)
+        for i, st, d in divs:
+            if (strides if st else shape)[i] % d:
+                raise _list_refusal(kernel, s, view, t)
+        for i, m in least:
+            if strides[i] < m:
+                raise _list_refusal(kernel, s, view, t)
+        out.append((v.ptr, shape, strides))
+    return tuple(out)
+
+
+def _list_refusal(kernel: str, s: Slot, view: ListView, t: TensorList) -> KernelpackError:
+    """The error for the first tensor of a list that does not fit ``t``, naming it and why."""
+    e = t.element
+    lo, hi = INT_RANGE[e.shape_dtype]
+    for k, v in enumerate(view.items):
+        where = f"{_where(kernel, s)}: element {k}"
+        if v.dtype is None:
+            return _unnamed(where, v)
+        if v.dtype != e.dtype:
+            return ArgumentValueError(f"{where}: expected a {e.dtype.value} tensor, got a {v.dtype_name} tensor "
+                                      f"(every tensor of the list: {t.describe()})")
+        if len(v.shape) != e.rank:
+            return ArgumentValueError(f"{where}: expected a tensor of rank {e.rank}, got rank {len(v.shape)} (shape "
+                                      f"{list(v.shape)})")
+        for what, want, got, divs in (("shape", e.shape, v.shape, t.shape_div),
+                                      ("stride", e.stride, v.strides, t.stride_div)):
+            for i, (w, g, div) in enumerate(zip(want, got, divs)):
+                if w is not None and w != g:
+                    return ArgumentValueError(f"{where}: {what}[{i}] must be {w} (fixed when compiled), got {g} "
+                                              f"({what} {list(got)})")
+                if not lo <= g <= hi:
+                    return ArgumentValueError(f"{where}: {what}[{i}] = {g} does not fit the kernel's "
+                                              f"{e.shape_dtype.value} index type")
+                if g % div:
+                    return ArgumentValueError(f"{where}: {what}[{i}] must be a multiple of {div}, got {g}")
+        for i, (m, g) in enumerate(zip(t.stride_min, v.strides)):
+            if m is not None and g < m:
+                return ArgumentValueError(f"{where}: stride[{i}] must be at least {m}, got {g}")
+        if e.align > 1 and v.ptr % e.align:
+            return ArgumentValueError(f"{where}: the data must be {e.align}-byte aligned, got address 0x{v.ptr:x} "
+                                      f"({_aligned(v.ptr, e.align)}-byte aligned)")
+    raise AssertionError("a list refused with every tensor fitting")  # _list and this check the same rules
 
 
 def _desc(kernel: str, s: Slot, value: Any, view: TensorView | None) -> TensorView:

@@ -74,6 +74,7 @@ _PROTOS: dict[str, tuple[Any, ...]] = {
 _OPTIONAL: dict[str, tuple[Any, ...]] = {
     "cuMemAllocAsync": (_c.POINTER(_c.c_uint64), _c.c_size_t, _vp),
     "cuMemFreeAsync": (_c.c_uint64, _vp),
+    "cuMemcpyHtoDAsync": (_c.c_uint64, _vp, _c.c_size_t, _vp),
     "cuTensorMapEncodeTiled": (_vp, _i, _u, _vp, _c.POINTER(_c.c_uint64), _c.POINTER(_c.c_uint64),
                                _c.POINTER(_u), _c.POINTER(_u), _i, _i, _i, _i),
     "cuOccupancyMaxActiveClusters": (_c.POINTER(_i), _vp, _vp),
@@ -281,17 +282,24 @@ class Driver:
                               f"update the NVIDIA driver", status=_TOO_OLD)
         return fn
 
-    def mem_alloc_async(self, nbytes: int, stream: int, where: str) -> int:
+    def mem_alloc_async(self, nbytes: int, stream: int, where: str, what: str = "scratch") -> int:
         """Stream-ordered device memory (the current context's device)."""
-        fn = self._optional("cuMemAllocAsync", "scratch memory", where)
+        fn = self._optional("cuMemAllocAsync", f"{what} memory", where)
         p = _c.c_uint64(0)
-        self.check(fn(ctypes.byref(p), nbytes, _vp(stream or None)), f"cuMemAllocAsync({nbytes} bytes of scratch)",
+        self.check(fn(ctypes.byref(p), nbytes, _vp(stream or None)), f"cuMemAllocAsync({nbytes} bytes of {what})",
                    where)
         return p.value
 
-    def mem_free_async(self, ptr: int, stream: int, where: str) -> None:
-        fn = self._optional("cuMemFreeAsync", "scratch memory", where)
-        self.check(fn(ptr, _vp(stream or None)), "cuMemFreeAsync(scratch)", where)
+    def mem_free_async(self, ptr: int, stream: int, where: str, what: str = "scratch") -> None:
+        fn = self._optional("cuMemFreeAsync", f"{what} memory", where)
+        self.check(fn(ptr, _vp(stream or None)), f"cuMemFreeAsync({what})", where)
+
+    def memcpy_htod_async(self, dst: int, data: bytes, stream: int, where: str) -> None:
+        """Copy ``data`` to device address ``dst`` in stream order; from pageable host memory, which the driver has
+        read when the call returns (so ``data`` may go then)."""
+        fn = self._optional("cuMemcpyHtoDAsync", "a tensor list's descriptors", where)
+        buf = ctypes.create_string_buffer(data, len(data))
+        self.check(fn(dst, buf, len(data), _vp(stream or None)), f"cuMemcpyHtoDAsync({len(data)} bytes)", where)
 
     def encode_tensor_map(self, enc: Any, where: str) -> bytes:
         """The 128-byte CUtensorMap for ``enc`` (a :class:`kernelpack.core.tma.EncodeTiled`), clear_bit21 applied."""

@@ -16,11 +16,12 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import compress
 from operator import add, itemgetter, not_
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..bundle.index import SpecSource
 from ..core import verify as _verify  # noqa: F401 - a first launch verifies its binary: imported with the runtime
@@ -34,12 +35,14 @@ from ..launch.binaries import describe_binaries, device_arch, family_choice, qua
 from ..launch.codes import PDL_MIN_MAJOR, SMEM_DEFAULT_LIMIT
 from ..launch.facts import binary_facts
 from ..launch.family import LAUNCH_KEYWORDS, Specialization, Specificity, order_key, ordered_specs, plan_specificity
-from ..launch.plan import Plan, Slot, grid_program
+from ..launch.plan import OP_LIST, Plan, Slot, grid_program
 from . import streams
 from .driver import DeviceInfo, Driver
 
 if TYPE_CHECKING:
-    from .adapters import TensorView
+    from .adapters import ListView, TensorView
+
+    View = TensorView | ListView
 from ..launch.record import FamilyRecord
 from .errors import (
     ArgumentTypeError,
@@ -568,7 +571,15 @@ class KernelFamily:
                                     f"missing {', '.join(missing)}")
         return values
 
-    def _view(self, i: int, value: Any, d: Driver) -> TensorView | None:
+    @cached_property
+    def _lists(self) -> frozenset[int]:
+        """The tensor-list arguments (the same in every specialization: launch.family.family_args)."""
+        return frozenset(s.arg for s in self.specs[0].plan.args if s.op == OP_LIST)
+
+    def _view(self, i: int, value: Any, d: Driver) -> View | None:
+        if i in self._lists:  # read whole before dispatch: a malformed list is no specialization's to refuse
+            return _rt.adapters.list_view(value, d.pointer_device, f"kernel {self.label}",
+                                          f"parameter {i} '{self.arg_names[i]}'")
         if value is None or isinstance(value, (int, float, bytes, bytearray, memoryview, str)):
             return None
         try:
@@ -577,14 +588,14 @@ class KernelFamily:
             err = _rt.adapters.refusal(e, value, f"kernel {self.label}", f"parameter {i} '{self.arg_names[i]}'")
             raise err from err.__cause__
 
-    def _device(self, values: list[Any], views: list[TensorView | None], d: Driver) -> int:
+    def _device(self, values: list[Any], views: list[View | None], d: Driver) -> int:
         ordinal = _rt.adapters.launch_device(f"kernel {self.label}", zip(self.arg_names, views))
         if ordinal is None:
             current = d.current_device()
             ordinal = current if current is not None else 0
         return ordinal
 
-    def _dispatch(self, state: DeviceState, values: list[Any], views: list[TensorView | None]) -> tuple[
+    def _dispatch(self, state: DeviceState, values: list[Any], views: list[View | None]) -> tuple[
             DeviceEntry, list[Any]]:
         reasons: list[tuple[str, KernelpackError]] = []
         for e in state.entries:
@@ -619,13 +630,16 @@ class KernelFamily:
         raise NoMatchingSpecialization(f"kernel {self.name}: no specialization accepts these arguments ("
                                        f"{self._describe_args(values, views)}); {detail}")
 
-    def _fit(self, kernel: str, plan: Plan, values: list[Any], views: list[TensorView | None]) -> list[Any]:
+    def _fit(self, kernel: str, plan: Plan, values: list[Any], views: list[View | None]) -> list[Any]:
         return [_rt.checks.check_arg(kernel, s, values[s.arg], views[s.arg]) for s in plan.args]
 
-    def _describe_args(self, values: list[Any], views: list[TensorView | None]) -> str:
+    def _describe_args(self, values: list[Any], views: list[View | None]) -> str:
         out = []
         for name, v, view in zip(self.arg_names, values, views):
-            if view is not None:
+            if isinstance(view, _rt.adapters.ListView):
+                out.append(f"{name}: {view.describe()}")
+            elif view is not None:
+                view = cast("TensorView", view)
                 aligned = min(view.ptr & -view.ptr, 256) if view.ptr else 256
                 out.append(f"{name}: {view.dtype_name}{list(view.shape)} ({aligned}-byte aligned)")
             elif isinstance(v, int) and not isinstance(v, bool):
@@ -656,15 +670,20 @@ class KernelFamily:
         if saved != info.context:
             d.set_current(info.context)
         try:
-            if plan.derived and _rt.pylaunch.scratch_sizes(entry.spec_launch):
-                _rt.pylaunch.launch_with_scratch(d, entry, grid, block, smem, cluster, stream, packed, where, flags)
-            else:
-                buf, ptrs = _rt.packer.pack(plan, packed, entry.values)
-                d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where, *flags)
-                del buf
+            with _rt.pylaunch.staged_lists(d, plan, packed, stream, where) if plan.lists else _as_is(packed) as packed:
+                if plan.derived and _rt.pylaunch.scratch_sizes(entry.spec_launch):
+                    _rt.pylaunch.launch_with_scratch(d, entry, grid, block, smem, cluster, stream, packed, where,
+                                                     flags)
+                else:
+                    buf, ptrs = _rt.packer.pack(plan, packed, entry.values)
+                    d.launch(entry.kernel, grid, block, smem, stream, ptrs, cluster, where, *flags)
+                    del buf
         finally:
             if saved and saved != info.context:
                 d.set_current(saved)
+
+
+_as_is = nullcontext  # the arguments of a launch without tensor lists, as they are
 
 
 def _c_row(e: DeviceEntry) -> Any:

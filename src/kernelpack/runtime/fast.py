@@ -43,6 +43,7 @@ def sync_driver(ext: Any) -> None:
         ext.set_driver({**{name: d.addresses[name] for name in drv.FAST_ENTRY_POINTS},
                         "cuTensorMapEncodeTiled": d.addresses.get("cuTensorMapEncodeTiled"),
                         "cuKernelGetParamInfo": d.addresses.get("cuKernelGetParamInfo"),
+                        **{n: d.addresses.get(n) for n in ("cuMemAllocAsync", "cuMemcpyHtoDAsync", "cuMemFreeAsync")},
                         "driver_version": d.version})
         ext.set_device_count(d.device_count())
         ext.set_stream_getter(streams.c_getter())

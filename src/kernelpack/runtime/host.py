@@ -15,6 +15,7 @@ arguments, like a kernel family.
 from __future__ import annotations
 
 import ctypes
+import functools
 import inspect
 import os
 import threading
@@ -37,7 +38,7 @@ from .errors import (
     NoMatchingSpecialization,
     error_for_status,
 )
-from .hostargs import HostCall
+from .hostargs import HostCall, call_signature
 
 STATUS_NAMES = {st.value: st.name for st in STATUS}
 
@@ -107,16 +108,21 @@ class HostFamily:
 
     def __init__(self, name: str, infos: Sequence[HostEntryInfo], library: SharedLibrary) -> None:
         self.name = name
-        calls = [HostCall(i) for i in infos]
-        self.calls = tuple(sorted(calls, key=lambda c: order_key(c.specificity)))
-        self.arg_names = self.calls[0].arg_names
-        self.has_stream = self.calls[0].has_stream
-        for c in self.calls[1:]:
-            if c.arg_names != self.arg_names or c.has_stream != self.has_stream:
-                raise ValueError(f"{c.label} takes ({', '.join(c.arg_names)}), {self.calls[0].label} takes "
+        self._infos = tuple(infos)
+        self.arg_names, self.has_stream = call_signature(self._infos[0])
+        for i in self._infos[1:]:
+            names, stream = call_signature(i)
+            if names != self.arg_names or stream != self.has_stream:
+                raise ValueError(f"{i.label} takes ({', '.join(names)}), {self._infos[0].label} takes "
                                  f"({', '.join(self.arg_names)})")
         self.library = library
         self._fns: dict[str, Any] = {}
+
+    @functools.cached_property
+    def calls(self) -> tuple[HostCall, ...]:
+        """Each program's checked entry, most specific first (made on first use: loading a library reads only the
+        names and signatures)."""
+        return tuple(sorted((HostCall(i) for i in self._infos), key=lambda c: order_key(c.specificity)))
 
     @property
     def label(self) -> str:

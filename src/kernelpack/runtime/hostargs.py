@@ -66,14 +66,18 @@ def _half(dt: DType, v: float) -> _Half:
     return _Half(struct.unpack("<H", struct.pack("<e", v))[0])
 
 
+def call_signature(info: HostEntryInfo) -> tuple[tuple[str, ...], bool]:
+    """A host program's Python argument names (the stream left out) and whether it takes a stream."""
+    return py_arg_names([p.name for p in info.params if not p.stream], ("stream",)), any(p.stream for p in info.params)
+
+
 class HostCall:
     """One host program's entry: its checked, typed arguments (``arg_names`` excludes the stream)."""
 
     def __init__(self, info: HostEntryInfo) -> None:
         self.info = info
         self.label = info.label
-        self.arg_names = py_arg_names([p.name for p in info.params if not p.stream], ("stream",))
-        self.has_stream = any(p.stream for p in info.params)
+        self.arg_names, self.has_stream = call_signature(info)
         abi = Abi(tuple(Param(p.name, p.type, _data_align(p)) for p in info.params))
         self.plan = Plan.of(abi)
         self.slots: tuple[Slot, ...] = self.plan.slots

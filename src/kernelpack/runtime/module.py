@@ -377,8 +377,22 @@ def _host_callable(fam: HostFamily, module: str, source: str) -> PyLauncher:
     fn = PyLauncher(fam)
     fn.__name__ = fn.__qualname__ = fam.name  # type: ignore[attr-defined]
     fn.__module__ = module
-    fn.__doc__ = fam.doc(source)
-    fn.__signature__ = fam.signature()  # type: ignore[attr-defined]
-    fn._kp_repr = fam.repr_text()  # type: ignore[attr-defined]
+    fn._kp_docs = _HostDocs(fam, source)  # type: ignore[attr-defined]  # __doc__, __signature__, repr: on first access
     fn.host_program = fam  # type: ignore[attr-defined]
     return fn
+
+
+class _HostDocs:
+    """What a host program's ``__doc__``, ``__signature__`` and ``repr`` say, made when first asked for."""
+
+    __slots__ = ("fam", "source")
+
+    def __init__(self, fam: HostFamily, source: str) -> None:
+        self.fam, self.source = fam, source
+
+    def __call__(self, name: str) -> Any:
+        if name == "__doc__":
+            return self.fam.doc(self.source)
+        if name == "__signature__":
+            return self.fam.signature()
+        return self.fam.repr_text()

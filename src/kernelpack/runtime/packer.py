@@ -9,13 +9,27 @@ from typing import Any
 
 from ..core.abi import DType, Scalar
 from ..core.packing import bf16_bits
-from ..launch.plan import OP_DESC, OP_DESC_FIELD, OP_DEVICE, OP_NULL, OP_PTR, OP_SCALAR, OP_SCRATCH, OP_TENSOR, Plan
+from ..launch.plan import (
+    OP_DESC,
+    OP_DESC_FIELD,
+    OP_DEVICE,
+    OP_LIST,
+    OP_LIST_COUNT,
+    OP_NULL,
+    OP_PTR,
+    OP_SCALAR,
+    OP_SCRATCH,
+    OP_TENSOR,
+    Plan,
+)
 
 
 def pack(plan: Plan, values: list[Any], hidden: dict[str, int] | None = None) -> tuple[Any, Any]:
     """Pack already checked values (one per caller argument; ints for pointers, (ptr, shape, strides) for
     tensors, numbers for scalars, bytes for structs, for a tensor descriptor the values of every param it
-    fills with the map as bytes) into (buffer, ``void*[]``); ``hidden``: role -> value of the hidden params (an
+    fills with the map as bytes, for a tensor list its descriptors' device address and its count:
+    :func:`kernelpack.runtime.pylaunch.staged_lists`) into (buffer, ``void*[]``); ``hidden``: role -> value of the
+    hidden params (an
     allocated scratch address, a device-derived value). Keep both alive until the launch returns."""
     buf = ctypes.create_string_buffer(plan.nbytes)
     base = ctypes.addressof(buf)
@@ -41,6 +55,10 @@ def pack(plan: Plan, values: list[Any], hidden: dict[str, int] | None = None) ->
                 struct.pack_into("<Q", buf, s.offset, x)
         elif s.op == OP_PTR:
             struct.pack_into("<Q", buf, s.offset, v)
+        elif s.op in (OP_LIST, OP_LIST_COUNT):
+            assert s.dtype is not None
+            fmt = "<Q" if s.op == OP_LIST else "<" + s.dtype.struct_format
+            struct.pack_into(fmt, buf, s.offset, v[s.op == OP_LIST_COUNT])
         elif s.op == OP_SCALAR:
             assert s.dtype is not None
             struct.pack_into("<" + s.dtype.struct_format, buf, s.offset, scalar_bits(s.dtype, v))

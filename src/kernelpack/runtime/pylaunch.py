@@ -1,11 +1,14 @@
 """What the Python launch path computes around a launch (the C extension does the same in C): the grid from the
-kernel's grid formula, the tensor maps of its descriptor arguments (encoded, kept per family), and Triton's scratch
-buffers allocated on the launch stream. Imported by :mod:`.family` on the Python path's first use."""
+kernel's grid formula, the tensor maps of its descriptor arguments (encoded, kept per family), Triton's scratch
+buffers allocated on the launch stream, and the device copy of a tensor list's descriptors. Imported by
+:mod:`.family` on the Python path's first use."""
 
 from __future__ import annotations
 
 import struct
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..core.abi import Scalar, Struct
@@ -121,3 +124,34 @@ def launch_with_scratch(d: Driver, entry: DeviceEntry, grid: tuple[int, int, int
         del buf
     finally:
         d.mem_free_async(base, stream, where)
+
+
+def list_words(plan: Plan, packed: list[Any]) -> tuple[bytes, list[int]]:
+    """The descriptors of every tensor-list argument, one list after the other, each list's start 16-byte aligned
+    (each ``1 + 2*rank`` little-endian 64-bit words per tensor: data pointer, extents, strides), and where each list
+    starts (bytes), as ``kp_run_lists`` lays them out in the C library."""
+    out, starts = bytearray(), []
+    for s in plan.lists:
+        out += bytes(-len(out) % 16)
+        starts.append(len(out))
+        for ptr, shape, strides in packed[s.arg]:
+            out += struct.pack(f"<Q{len(shape)}q{len(strides)}q", ptr, *shape, *strides)
+    return bytes(out), starts
+
+
+@contextmanager
+def staged_lists(d: Driver, plan: Plan, packed: list[Any], stream: int, where: str) -> Iterator[list[Any]]:
+    """The arguments with each tensor list replaced by ``(device address, count)`` of its descriptors, copied for
+    this launch into one stream-ordered allocation on the launch stream (cuMemAllocAsync, cuMemcpyHtoDAsync from
+    host memory the driver has read when the call returns; cuMemFreeAsync after the launch), as ``kp_run_lists`` in
+    the C library does; the current context is the launch device's."""
+    data, starts = list_words(plan, packed)
+    base = d.mem_alloc_async(len(data), stream, where, "tensor-list descriptors")
+    try:
+        d.memcpy_htod_async(base, data, stream, where)
+        out = list(packed)
+        for s, start in zip(plan.lists, starts, strict=True):
+            out[s.arg] = (base + start, len(packed[s.arg]))
+        yield out
+    finally:
+        d.mem_free_async(base, stream, where, "tensor-list descriptors")

@@ -8,8 +8,10 @@ its value (``(2**(k-1), 2**k]``; values <= 1: ``[.., 1]``); the winner of a buck
 median time over the bucket's shapes. Each bucket becomes one specialization: a copy of its winner (variant
 ``<variant>_t<i>``) with the bucket as range constraints. Buckets are disjoint, so no two rules overlap; the config
 with the least total time over all shapes stays, without ranges, for shapes outside every bucket; the other
-untuned configs are dropped from the family. A table for another bundle (hash mismatch), an arch the bundle does
-not carry, a family, config or key argument the bundle lacks is refused (:class:`TuningError`).
+untuned configs are dropped from the family -- but where that fallback config was left out for an arch (it exceeds
+the arch's limits: kernelpack.bundle.pruned), the fastest config that carries the arch stays for it, without ranges
+(variant ``<variant>_fallback``, holding that arch's binaries only). A table for another bundle (hash mismatch), an
+arch the bundle does not carry, a family, config or key argument the bundle lacks is refused (:class:`TuningError`).
 """
 
 from __future__ import annotations
@@ -127,6 +129,7 @@ def embed(bundle: Bundle, table: TuningTable, *, source: str = "tuning file") ->
         except TuningError as e:
             raise TuningError(f"{source}: {e.message}") from None
         out.append(by_label[fallback])
+        out += _other_archs(by_label, fallback, ft)
         for i, (label, texts) in enumerate(picked):
             a = by_label[label]
             try:
@@ -138,6 +141,33 @@ def embed(bundle: Bundle, table: TuningTable, *, source: str = "tuning file") ->
     if unknown:
         raise TuningError(f"{source}: no family {', '.join(unknown)} in the bundle")
     return Bundle(tuple(out))
+
+
+def _other_archs(by_label: Mapping[str, KernelArtifact], fallback: str, table: FamilyTable) -> list[KernelArtifact]:
+    """For each arch a family carries but its fallback config does not (left out for it: kernelpack.bundle.pruned), a
+    config that carries it, without ranges, holding only the binaries of such archs (variant ``<variant>_fallback``):
+    the fastest on the tuned arch (the least total time), else the first. Every arch keeps a config for every call,
+    and the fallback stays the only one on the archs it carries."""
+    have = {b.target for b in by_label[fallback].binaries}
+    total: dict[str, float] = {}
+    for s in table.shapes:
+        for label, ms in s.timings_ms.items():
+            if math.isfinite(ms):
+                total[label] = total.get(label, 0.0) + ms
+    order = list(by_label)
+    chosen: dict[str, set[Any]] = {}
+    for target in sorted({b.target for a in by_label.values() for b in a.binaries} - have, key=str):
+        carriers = [lb for lb in order if any(b.target == target for b in by_label[lb].binaries)]
+        best = min(carriers, key=lambda lb: (total.get(lb, math.inf), order.index(lb)))
+        chosen.setdefault(best, set()).add(target)
+    out = []
+    for label, targets in chosen.items():
+        a = by_label[label]
+        keep = tuple(b for b in a.binaries if b.target in targets)
+        archs = {b.arch for b in keep}
+        out.append(replace(a, variant=f"{a.variant or 'base'}_fallback", binaries=keep, ranges=(),
+                           per_arch={k: v for k, v in a.arch_launches.items() if k in archs}))
+    return out
 
 
 # ------------------------------------------------------------------ timing (a GPU machine)

@@ -21,7 +21,7 @@ from typing import Any
 from ..core.abi import DType, Opaque, Scalar, Struct
 from ..core.names import py_docstring
 from ..core.version import __version__ as KERNELPACK_VERSION
-from ..launch.plan import OP_BYTES, OP_DESC, OP_PTR, OP_SCALAR, OP_TENSOR, Slot
+from ..launch.plan import OP_BYTES, OP_DESC, OP_LIST, OP_PTR, OP_SCALAR, OP_TENSOR, Slot
 from ..runtime import docs
 from ..runtime.module import KernelModule, _own_names
 
@@ -180,6 +180,8 @@ def annotation(s: Slot, kp: str) -> str:
         return f"{kp}.Pointer"
     if s.op in (OP_TENSOR, OP_DESC):
         return f"{kp}.Tensor"
+    if s.op == OP_LIST:
+        return f"{kp}.TensorList"
     t = s.param.type
     if s.op == OP_SCALAR and isinstance(t, Scalar):
         if t.dtype is DType.bool:

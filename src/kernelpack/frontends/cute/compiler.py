@@ -30,7 +30,9 @@ from ...core.errors import CompileError, KernelpackError
 from ...core.launchspec import LaunchSpec
 from .capture import Launch, capture_launches
 from .derive import Leaf, leaves, to_abi
+from .examples import to_global
 from .llvm import check_host_abi, host_arg_types, launch_smem_bytes
+from .scope import check_target, plain_host_abi, target_arch, without_tvm_ffi
 from .types import mlir_ir, tensor_checks
 
 ArchSpec = str | Arch | Sequence[str | Arch]
@@ -66,8 +68,10 @@ def _compile_arch(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str,
     src = _source_file(fn)
     if src is None or not os.path.isfile(src):
         raise CompileError(f"{_fn_name(fn)}: CuTe needs kernel source in a real .py file (got {src!r})")
+    check_target(arch, _fn_name(fn))
     try:
-        with tempfile.TemporaryDirectory(prefix="kp-cute-") as dump, capture_launches() as launches:
+        with tempfile.TemporaryDirectory(prefix="kp-cute-") as dump, capture_launches() as launches, \
+                target_arch(arch.real):
             # --keep-cubin writes <function>.<arch>.cubin files: keep them out of the caller's directory
             keep = "--keep-cubin --keep-ptx" if arch.virtual else "--keep-cubin"
             opts = f"--gpu-arch {_cute_arch(arch)} {keep} --dump-dir={dump} {options}".strip()
@@ -148,7 +152,8 @@ def _host_types(obj: Any) -> list[str]:
 
 def host_leaves(fn: Any, args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> list[Leaf]:
     """The C parameters of the ``@cute.jit`` function called with these example arguments."""
-    return leaves(_target(fn), args, dict(kwargs or {}), _host_types)
+    args, kw = to_global(args, dict(kwargs or {}), _fn_name(fn))
+    return leaves(_target(fn), args, kw, _host_types)
 
 
 def compile(  # noqa: A001 - the frontend verb, as kernelpack.cuda.compile
@@ -167,7 +172,8 @@ def compile(  # noqa: A001 - the frontend verb, as kernelpack.cuda.compile
     name; when the function launches several kernels they become ``name_<kernel>``.
     """
     archs = parse_archs(arch)
-    traced = [_compile_arch(fn, args, dict(kwargs or {}), a, options) for a in archs]
+    args, kw = to_global(args, dict(kwargs or {}), _fn_name(fn))
+    traced = [_compile_arch(fn, args, kw, a, options) for a in archs]
     base = name or re.sub(r"\W", "_", _fn_name(fn).split(".")[-1]).strip("_") or "kernel"
     launches = _unique_launches(traced[0].launches)
     if not launches:
@@ -257,7 +263,10 @@ def export(
     from ...bundle.host_program import HostObject, HostParam, HostProgram
 
     archs = parse_archs(arch)
-    kw = dict(kwargs or {})
+    args, kw = to_global(args, dict(kwargs or {}), _fn_name(fn))
+    # CuTe's TVM-FFI host ABI imports TVM-FFI's and CuTe's runtimes; the export is compiled with its plain C ABI
+    # (the same kernels; an environment stream becomes the entry's stream parameter)
+    options, _ = without_tvm_ffi(options)
     base = name or re.sub(r"\W", "_", _fn_name(fn).split(".")[-1]).strip("_")
     virtual = [str(a) for a in archs if a.virtual]
     if virtual:
@@ -269,7 +278,8 @@ def export(
     _load_cute_runtime()
     objects, kernels = [], []
     for a in archs:
-        t = _compile_arch(fn, args, kw, a, options)
+        with plain_host_abi():
+            t = _compile_arch(fn, args, kw, a, options)
         check_host_abi(_fn_name(fn), [p.name for p in params], [p.type for p in params],
                        host_arg_types(t.compiled.ir_module, t.compiled.function_name))
         if getattr(t.compiled, "total_added_arguments", 0):

@@ -6,7 +6,9 @@ The same walk serves the ``@cute.jit`` host function (example arguments given to
 * ``None`` operands, ``Constexpr`` parameters and a first parameter named ``self`` contribute nothing;
 * a tensor becomes one by-value descriptor struct ``{data; dynamic shapes; dynamic strides}`` whose field widths
   come from the tensor's own MLIR type;
-* a cutlass numeric (or a Python number annotated with one) becomes a scalar of exactly that type;
+* a cutlass numeric (or a Python number annotated with one) becomes a scalar of exactly that type; a plain Python
+  number otherwise gets the type ``cute.compile`` gives it (the DSL's argument adapter: int -> Int32, float ->
+  Float32, bool -> Boolean);
 * ``cute.Pointer`` a typed pointer, a stream an untyped pointer flagged as the stream;
 * a coordinate (identity) tensor with dynamic leaves a struct of them; a layout-like value with no dynamic leaf
   (a tiled copy, a static layout or coordinate tensor) nothing: CuTe lowers it to no parameter;
@@ -26,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...core.abi import Abi, Param, ParamType, Scalar
+from ...core.abi import Abi, DType, Param, ParamType, Scalar
 from ...core.errors import CompileError
 from .types import STREAM_TYPES, abi_type, is_static, mlir_ir, numeric_dtype
 
@@ -100,10 +102,8 @@ def _walk(name: str, path: tuple[str, ...], obj: Any, annotation: Any, types_of:
         return []
     ann_dtype = numeric_dtype(annotation) if isinstance(annotation, type) else None
     if isinstance(obj, (bool, int, float)) and not isinstance(obj, type):
-        if ann_dtype is None:
-            raise CompileError(f"parameter {'.'.join(path)}: a plain Python {type(obj).__name__} is ambiguous; "
-                               f"annotate it (cutlass.Int32, cutlass.Float32, ...) or pass cutlass.Int32(...)")
-        return [Leaf(name, Scalar(ann_dtype), ann_dtype.value, path=path)]
+        dt = ann_dtype or python_scalar_dtype(obj, path)
+        return [Leaf(name, Scalar(dt), dt.value, path=path)]
     dtype = numeric_dtype(obj)
     if dtype is not None:
         (mlir,) = types_of(obj)
@@ -129,6 +129,20 @@ def _walk(name: str, path: tuple[str, ...], obj: Any, annotation: Any, types_of:
     raise CompileError(f"parameter {'.'.join(path)}: cannot pass a {type(obj).__name__} to a CuTe function from C "
                        f"(tensors, pointers, numerics, streams, NamedTuples/dataclasses of them, or objects "
                        f"implementing __extract_mlir_values__)")
+
+
+def python_scalar_dtype(obj: bool | int | float, path: tuple[str, ...] = ()) -> DType:
+    """The type ``cute.compile`` gives a plain Python scalar whose parameter is not annotated with a cutlass numeric
+    (no annotation, ``int``, ``Int32 | int | None``...): the DSL's own argument adapter decides (4.8: int -> Int32,
+    float -> Float32, bool -> Boolean). A parameter annotated with a cutlass numeric is cast to that type instead."""
+    from cutlass.base_dsl.runtime.jit_arg_adapters import JitArgAdapterRegistry
+
+    adapter = JitArgAdapterRegistry.get_registered_adapter(obj)
+    dt = numeric_dtype(adapter(obj)) if adapter is not None else None
+    if dt is None:
+        raise CompileError(f"parameter {'.'.join(path)}: the CuTe DSL gives a plain Python {type(obj).__name__} no "
+                           f"numeric type; annotate it (cutlass.Int32, cutlass.Float32, ...)")
+    return dt
 
 
 def _is_driver_stream(obj: Any) -> bool:

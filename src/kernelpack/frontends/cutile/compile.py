@@ -17,7 +17,11 @@ The calling convention is ``cutile_python_v2``: an array parameter ``a`` of rank
 where the signature fixes them (``shape_constant``/``stride_constant``: the caller must pass those values);
 ``base_addr_divisible_by``/``shape_divisible_by``/``stride_divisible_by`` become ``Param.divisibility``
 (the pointer's in bytes). Scalars keep their width; tuples flatten to ``name_0, name_1...``; constants
-(``ct.Constant`` params) leave the signature. The block shape is the cubin's REQNTID (the driver accepts only
+(``ct.Constant`` params) leave the signature. A list of arrays (``ListConstraint``) is two kernel params: a pointer
+to one descriptor per array in global memory -- ``1 + 2n`` 64-bit words each: the data pointer, every extent,
+every stride, static ones too -- and the number of arrays (int32): a :class:`~kernelpack.core.abi.TensorList`
+``name`` and its count ``name_count``; the caller passes a list of tensors and the launcher builds the descriptors
+in device memory for each launch (docs/abi.md). The block shape is the cubin's REQNTID (the driver accepts only
 that or (1,1,1)), which tileiras picks per arch (a 128x256x64 fp16 matmul: 128 threads on sm_80, 256 on sm_90a):
 each arch's binary carries its own (``KernelArtifact.per_arch``).
 """
@@ -32,7 +36,7 @@ from typing import Any
 
 from ...bundle.artifact import KernelArtifact, Provenance
 from ...bundle.kpack import Bundle
-from ...core.abi import Abi, DType, Param, Pointer, Scalar
+from ...core.abi import LIST_MAX_RANK, Abi, DType, Param, Pointer, Scalar, TensorList, TensorSpec
 from ...core.arch import Arch, parse_archs
 from ...core.binary import Binary
 from ...core.cache import CompileCache, cache_key
@@ -41,6 +45,7 @@ from ...core.diagnostics import chain_log
 from ...core.errors import CompileError, KernelpackError
 from ...core.launchspec import LaunchSpec, split_per_arch
 from ...core.version import __version__
+from .diagnose import is_tileiras_failure, tileiras_failure
 from .signature import signature_from_args, signature_source
 
 __all__ = ["compile", "signature_from_args", "signature_source"]
@@ -115,7 +120,8 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
         for i, (n, c) in enumerate(zip(names, sig.parameters)):
             params += _params(label, i, n, c)
         abi = Abi(tuple(params))
-        cubins = _export_all(kernel, sig, archs, label, source + _module_text(pyfunc), version, cache)
+        cubins = _export_all(kernel, sig, archs, label, source + _module_text(pyfunc), version, cache,
+                             abi.param_bytes())
         abi, launch, per_arch = split_per_arch(
             [(a, abi, LaunchSpec(block=b.cubin.kernel(sig.symbol).reqntid)) for a, b in cubins])
         provenance = Provenance("cutile", version, f"tileiras {cubins[0][1].cubin.toolkit_version}",
@@ -159,7 +165,13 @@ def _signature(raw: Any, fname: str, label: str) -> Any:
 
 
 def _params(label: str, index: int, name: str, c: Any) -> list[Param]:
-    from cuda.tile.compilation import ArrayConstraint, ConstantConstraint, ScalarConstraint, TupleConstraint  # type: ignore[import-untyped]
+    from cuda.tile.compilation import (  # type: ignore[import-untyped]
+        ArrayConstraint,
+        ConstantConstraint,
+        ListConstraint,
+        ScalarConstraint,
+        TupleConstraint,
+    )
 
     where = f"kernel {label}: parameter {index} '{name}'"
     if isinstance(c, ConstantConstraint):
@@ -174,8 +186,28 @@ def _params(label: str, index: int, name: str, c: Any) -> list[Param]:
         out += [Param(f"{name}_shape{i}", Scalar(idx), _div(c.shape_divisible_by[i])) for i in range(c.ndim)]
         out += [Param(f"{name}_stride{i}", Scalar(idx), _div(c.stride_divisible_by[i])) for i in range(c.ndim)]
         return out
-    raise CompileError(f"{where}: {type(c).__name__} parameters are not supported (arrays, scalars, tuples and "
-                       f"constants are)")
+    if isinstance(c, ListConstraint) and isinstance(c.element, ArrayConstraint):
+        return [Param(name, _tensor_list(c.element, where)), Param(f"{name}_count", Scalar(DType.i32),
+                                                                    role="list_count")]
+    raise CompileError(f"{where}: {type(c).__name__} parameters are not supported (arrays, lists of arrays, "
+                       f"scalars, tuples and constants are)")
+
+
+def _tensor_list(e: Any, where: str) -> TensorList:
+    """What every array of a list parameter must be, from its element's ArrayConstraint (each shape and stride a
+    64-bit word the kernel reads as the index dtype)."""
+    dt = _dtype(e.dtype, where, scalar=False)
+    if dt is None:
+        raise CompileError(f"{where}: a list of {e.dtype} arrays: kernelpack has no dtype for {e.dtype} (a list's "
+                           f"arrays are checked against one)")
+    if not 1 <= e.ndim <= LIST_MAX_RANK:
+        raise CompileError(f"{where}: a list of rank-{e.ndim} arrays: kernelpack takes ranks 1 to {LIST_MAX_RANK}")
+    idx = _dtype(e.index_dtype, where, scalar=True)
+    lower = tuple(getattr(e, "stride_lower_bound_incl", ()) or (None,) * e.ndim)
+    return TensorList(TensorSpec(dt, tuple(e.shape_constant), tuple(e.stride_constant), idx, idx,
+                                 _div(e.base_addr_divisible_by)),
+                      tuple(_div(d) for d in e.shape_divisible_by), tuple(_div(d) for d in e.stride_divisible_by),
+                      lower)
 
 
 def _div(d: int) -> int:
@@ -196,10 +228,10 @@ def _gpu_code(a: Arch) -> str:
 
 
 def _export_all(kernel: Any, sig: Any, archs: tuple[Arch, ...], label: str, source: str, version: str,
-                cache: CompileCache) -> list[tuple[Arch, Binary]]:
+                cache: CompileCache, param_bytes: int) -> list[tuple[Arch, Binary]]:
     out: dict[Arch, Binary] = {}
     for a in archs:
-        data = _export(kernel, sig, a, label, source, version, cache)
+        data = _export(kernel, sig, a, label, source, version, cache, param_bytes)
         real = read_cubin(data).arch
         if real.sm != a.sm:
             raise CompileError(f"kernel {label}: asked for {a}, tileiras produced a {real} cubin")
@@ -209,7 +241,8 @@ def _export_all(kernel: Any, sig: Any, archs: tuple[Arch, ...], label: str, sour
     return list(out.items())
 
 
-def _export(kernel: Any, sig: Any, a: Arch, label: str, source: str, version: str, cache: CompileCache) -> bytes:
+def _export(kernel: Any, sig: Any, a: Arch, label: str, source: str, version: str, cache: CompileCache,
+            param_bytes: int) -> bytes:
     from cuda.tile.compilation import export_kernel  # type: ignore[import-untyped]
 
     key = cache_key(frontend="cutile", kernelpack=__version__, cutile=version, tileiras=_tileiras_version(),
@@ -221,6 +254,9 @@ def _export(kernel: Any, sig: Any, a: Arch, label: str, source: str, version: st
     try:
         export_kernel(kernel, [sig], buf, gpu_code=_gpu_code(a), output_format="cubin")
     except Exception as e:  # cuTile raises TileError subclasses, ValueError, RuntimeError from tileiras...
+        if is_tileiras_failure(e):  # tileiras' own diagnostics, which cuTile drops (.diagnose)
+            message, log = tileiras_failure(kernel, sig, _gpu_code(a), f"kernel {label} ({a})", e, param_bytes)
+            raise CompileError(message, log=log + "\n\n" + chain_log(e)) from None
         text = str(e).strip()
         first = text.splitlines()[0] if text else type(e).__name__
         raise CompileError(f"kernel {label} ({a}): cuTile failed: {type(e).__name__}: {first}",

@@ -33,20 +33,22 @@ import hashlib
 import json
 import math
 import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ...bundle.artifact import KernelArtifact, Provenance
+from ...bundle.artifact import KernelArtifact, Provenance, over_limits
 from ...bundle.kpack import Bundle
+from ...bundle.pruned import check_pruned
 from ...core.abi import Abi, Param, Pointer, Scalar
 from ...core.arch import Arch, parse_archs
 from ...core.binary import Binary
 from ...core.cache import CompileCache, cache_key
 from ...core.cubin import read_cubin
 from ...core.diagnostics import chain_log
-from ...core.errors import CompileError, KernelpackError
+from ...core.errors import CompileError, ConfigDropped, KernelpackError
 from ...core.launchspec import LaunchSpec, split_per_arch
 from ...core.tma import ELEMENT_TYPES as TRITON_DTYPES  # Triton's element names are the descriptors'
 from ...core.tma import TENSOR_MAP, TensorDescSpec, expected_params
@@ -116,6 +118,7 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     options: Mapping[str, Any] | None = None,
     device_args: Mapping[str, str] | None = None,
     grid: Sequence[Any] | Callable[[Mapping[str, Any]], Sequence[Any]] | None = None,
+    prune: bool | None = None,
     cache: CompileCache | None = None,
 ) -> Bundle:
     """Compile a Triton kernel for every arch and specialization and return the artifacts as a bundle.
@@ -139,7 +142,38 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     An ``@triton.autotune`` kernel given no ``specializations`` compiles every config as a specialization of one
     family (variants ``c0``, ``c1``...; :func:`autotune_specializations`); ``kernelpack tune`` then picks one per
     problem shape ahead of time (kernelpack.tuning).
+
+    Every (specialization, arch) must fit the arch's limits (its shared memory, static and dynamic, within the opt-in
+    maximum per block: :mod:`kernelpack.launch.limits`), else it is refused (CompileError naming the kernel, the
+    specialization, the arch, what it needs and the limit). ``prune``: the specializations are interchangeable
+    configs of one kernel, so one that does not fit an arch is left out for it instead, as Triton's autotuner prunes
+    it (a :class:`~kernelpack.core.errors.ConfigDropped` warning says which, and why; dispatch on that arch picks
+    another config); refused only when no config fits an arch asked for. Default: True for an ``@triton.autotune``
+    kernel's own configs, else False.
     """
+    bundle, dropped = _compile(fn, signature, arch=arch, example_args=example_args, constexprs=constexprs,
+                               num_warps=num_warps, num_stages=num_stages, num_ctas=num_ctas,
+                               specializations=specializations, name=name, options=options, device_args=device_args,
+                               grid=grid, prune=prune, cache=cache)
+    try:
+        check_pruned(bundle, dropped)
+    except KernelpackError as e:
+        raise CompileError(e.message) from None
+    for w in dropped:
+        warnings.warn(w, stacklevel=2)
+    return bundle
+
+
+def _compile(  # noqa: PLR0913 - compile's arguments
+    fn: Any, signature: Mapping[str, str] | Sequence[str] | None, *, arch: ArchSpec,
+    example_args: Sequence[Any] | Mapping[str, Any] | None, constexprs: Mapping[str, Any] | None, num_warps: int,
+    num_stages: int, num_ctas: int, specializations: Sequence[Specialization | Mapping[str, Any]] | None,
+    name: str | None, options: Mapping[str, Any] | None, device_args: Mapping[str, str] | None,
+    grid: Sequence[Any] | Callable[[Mapping[str, Any]], Sequence[Any]] | None, prune: bool | None,
+    cache: CompileCache | None,
+) -> tuple[Bundle, list[ConfigDropped]]:
+    """:func:`compile` but for the check that some config fits each arch: the bundle, and each (config, arch) left
+    out (what a ``kernelpack build`` step returns: its family is whole only when all its steps are built)."""
     import triton  # type: ignore[import-untyped]
 
     jit = _unwrap(fn)
@@ -147,6 +181,8 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     auto = autotune_specializations(fn) if specializations is None else None
     if auto:  # an @triton.autotune kernel: every config, a specialization of one family
         specializations = auto
+    prune = bool(auto) if prune is None else prune
+    dropped: list[ConfigDropped] = []
     specs = [_spec(s, kname) for s in specializations] if specializations else [Specialization()]
     if example_args is not None:  # each specialization's constexprs (an autotune config's) complete its call
         specs, signature = derive_specs(fn, example_args, signature, constexprs, specs)
@@ -171,17 +207,24 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
         spec_grid = _grid(label, grid, consts)
         per = [(a, *_abi_and_launch(label, args, divs, outs[a], opts["num_warps"], device_args or {}, spec_grid))
                for a in archs]
+        bins = {a: Binary(a, outs[a].cubin, "ptx" if a.virtual else "cubin") for a in archs}
+        if prune:  # a config that cannot launch on an arch is left out for it (as Triton's autotuner prunes it)
+            unfit = {a: why for a, _, ls in per if (why := over_limits(outs[a].meta["name"], ls, bins[a]))}
+            dropped += [ConfigDropped(kname, label, str(a), why) for a, why in unfit.items()]
+            per = [p for p in per if p[0] not in unfit]
+            if not per:
+                continue
+        kept = [a for a, _, _ in per]
         abi, launch, per_arch = split_per_arch(per)
-        bins = tuple(Binary(a, outs[a].cubin, "ptx" if a.virtual else "cubin") for a in archs)
-        ptxas = ", ".join(sorted({str(b.cubin.toolkit_version) for b in bins if b.kind == "cubin"})) or "PTX only"
+        ptxas = ", ".join(sorted({str(bins[a].cubin.toolkit_version) for a in kept if not a.virtual})) or "PTX only"
         provenance = Provenance("triton", triton.__version__, f"triton {triton.__version__} (ptxas {ptxas})",
                                 _provenance_options(opts, consts, divs), source_sha)
         try:
-            artifacts.append(KernelArtifact(kname, outs[archs[0]].meta["name"], abi, bins, launch, provenance, variant,
-                                            per_arch, spec.requires, spec.ranges))
+            artifacts.append(KernelArtifact(kname, outs[kept[0]].meta["name"], abi, tuple(bins[a] for a in kept),
+                                            launch, provenance, variant, per_arch, spec.requires, spec.ranges))
         except KernelpackError as e:
             raise CompileError(e.message) from None
-    return Bundle(tuple(artifacts))
+    return Bundle(tuple(artifacts)), dropped
 
 
 def _from_example(derived: DerivedSignature, signature: Mapping[str, str] | Sequence[str] | None,

@@ -51,7 +51,9 @@ class Triton(Entry):
     options: Mapping[str, Any] = field(default_factory=dict)
     device_args: Mapping[str, str] = field(default_factory=dict)  # param -> role filled from the launch device
     grid: Sequence[Any] | None = None  # three grid formulas (kernelpack.core.launchspec.evaluate_grid)
-    autotune: bool | Sequence[str] = False  # an @triton.autotune kernel: every config (or those named) a specialization
+    # an @triton.autotune kernel: every config (or those named) a specialization (kernelpack tune picks), left out
+    # for an arch whose limits it exceeds (with specializations given: they are the configs)
+    autotune: bool | Sequence[str] = False
 
 
 class TritonFrontend(Frontend[Triton]):
@@ -110,12 +112,14 @@ class TritonFrontend(Frontend[Triton]):
             if entry.example_args is not None:
                 example = _example_args(entry, step.root)
         signature = (entry.signature or None) if example is not None else entry.signature
-        bundle = kt.compile(fn, signature, arch=list(step.archs), example_args=example,
-                            constexprs=dict(entry.constexprs), num_warps=entry.num_warps,
-                            num_stages=entry.num_stages, num_ctas=entry.num_ctas, specializations=[spec],
-                            name=entry.name, options=dict(entry.options) or None,
-                            device_args=dict(entry.device_args) or None, grid=entry.grid, cache=step.cache)
-        return Output("bundle", bundle.to_bytes())
+        # one config of an autotuned family: left out for an arch it does not fit (the build checks the family)
+        bundle, dropped = kt._compile(fn, signature, arch=list(step.archs), example_args=example,
+                                      constexprs=dict(entry.constexprs), num_warps=entry.num_warps,
+                                      num_stages=entry.num_stages, num_ctas=entry.num_ctas, specializations=[spec],
+                                      name=entry.name, options=dict(entry.options) or None,
+                                      device_args=dict(entry.device_args) or None, grid=entry.grid,
+                                      prune=bool(entry.autotune), cache=step.cache)
+        return Output("bundle", bundle.to_bytes(), tuple(dropped))
 
 
 def _autotuned(entry: Triton, root: Path) -> list[Any]:
