@@ -277,3 +277,40 @@ def test_one_capture_and_one_build_keep_going_past_a_kernel_the_dsl_cannot_compi
     assert cli.main(["build", "-q", "-j", "1", "-k", str(tmp_path / "proj")]) == 2
     lib = kernelpack.load(str(tmp_path / "proj" / "build" / "proj.kpack"))
     assert set(lib.families) == {"add_kernel"}
+
+
+def test_a_cute_compile_call_is_compiled_while_it_lives_and_the_project_links_it(tmp_path: Path,
+                                                                                fresh_cache: Any) -> None:
+    """A wrapper compiles a CuTe launcher (made in its own code, which no project file can name) and calls what
+    ``cute.compile`` returned: GPU-less, the call launches nothing, the launcher is compiled by kernelpack while its
+    objects live, and the project links it (``[[cute]] prebuilt``) -- built with no CuTe code run again."""
+    from cute_support import need_cute
+
+    need_cute()
+    import cuda.bindings.driver as cuda
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import from_dlpack
+
+    import cute_launch_forms as forms
+    from kernelpack.bundle.kpack import Bundle
+    from kernelpack.project import build
+
+    def wrapper(x: Any, y: Any) -> Any:
+        args = (from_dlpack(x), from_dlpack(y), x.numel(), cuda.CUstream(0))  # a stream, as liger's give
+        compiled = cute.compile(forms.keyword_stream, *args)
+        compiled(*args)
+        return y
+
+    with kc.capture(device="h200") as cap:
+        out = wrapper(torch.randn(256), torch.empty(256))
+    assert out.shape == (256,)
+    (la,) = [la for la in cap.launches if la.dsl == "cute"]
+    assert la.payload["call"] is not None  # the call the wrapper made is kept
+    cap.write_project(tmp_path / "proj")
+    text = (tmp_path / "proj" / "kernelpack.toml").read_text()
+    (name,) = re.findall(r'\[\[cute\]\]\nname = "([^"]+)"\nprebuilt = "cute/[^"]+\.kpack"', text)
+    report = build(tmp_path / "proj", jobs=1)
+    assert not report.failed
+    (art,) = Bundle.from_bytes(Path(report.outputs["bundle"]).read_bytes())
+    assert art.name == name and [str(a) for a in art.archs] == ["sm_90a"]
+    assert art.abi.describe() == "tensor_f32_256_1 x, tensor_f32_256_1 y, int32_t n"  # the static shape it baked
