@@ -262,6 +262,58 @@ def test_a_cutile_launch_is_captured_with_cutiles_own_signature(tmp_path: Path, 
         "vadd[f16]", "vadd[f32]"]
 
 
+def test_cutile_kernels_made_in_a_function_are_compiled_while_they_live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                        fresh_cache: Any) -> None:
+    """A cuTile kernel no module attribute holds -- made by a factory closing over a value, or a module kernel given
+    other hints (``replace_hints``) -- cannot be named by a project file: each way of making it is a family of its own
+    (named after what differs), compiled by the capture while the object lives and linked (``[[cutile]] prebuilt``);
+    a kernel made the same way twice is one family."""
+    pytest.importorskip("cuda.tile", reason="cuda-tile is not installed")
+    from kernelpack.bundle.kpack import Bundle
+    from kernelpack.project import build
+
+    (tmp_path / "tf.py").write_text(textwrap.dedent('''
+        import cuda.tile as ct
+        import torch
+
+        def make_scale(factor):
+            @ct.kernel
+            def scale(a, c, TILE: ct.Constant[int]):
+                bid = ct.bid(0)
+                ta = ct.load(a, index=(bid,), shape=(TILE,), padding_mode=ct.PaddingMode.ZERO)
+                ct.store(c, index=(bid,), tile=ta * factor)
+            return scale
+
+        @ct.kernel
+        def copy(a, c, TILE: ct.Constant[int]):
+            bid = ct.bid(0)
+            ct.store(c, index=(bid,), tile=ct.load(a, index=(bid,), shape=(TILE,), padding_mode=ct.PaddingMode.ZERO))
+
+        def op(a, factor):
+            c = torch.empty_like(a)
+            ct.launch(torch.cuda.current_stream(), ((a.numel() + 127) // 128, 1, 1), make_scale(factor), (a, c, 128))
+            ct.launch(torch.cuda.current_stream(), ((a.numel() + 127) // 128, 1, 1),
+                      copy.replace_hints(occupancy=2), (c, a, 128))
+            return c
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import tf
+
+    with kc.capture(device="h200") as cap:
+        tf.op(torch.randn(1024), 2.0)
+        tf.op(torch.randn(1024), 3.0)
+        tf.op(torch.randn(1024), 3.0)
+    assert not cap.skipped
+    entries = _project(cap, tmp_path / "proj")["cutile"]
+    assert sorted(e["name"] for e in entries) == ["copy", "scale_factor20", "scale_factor30"]
+    assert all(set(e) == {"name", "prebuilt"} and e["prebuilt"] == f"cutile/{e['name']}.kpack" for e in entries)
+    assert len(entries) == 3  # scale made with 2.0, with 3.0 (twice: one family), copy with other hints
+    report = build(tmp_path / "proj", jobs=1)
+    assert not report.failed
+    labels = sorted(a.name for a in Bundle.from_bytes(Path(report.outputs["bundle"]).read_bytes()))
+    assert labels == sorted(e["name"] for e in entries)
+
+
 def test_one_capture_and_one_build_keep_going_past_a_kernel_the_dsl_cannot_compile(kernels: Any, tmp_path: Path,
                                                                                    fresh_cache: Any) -> None:
     """A kernel Triton itself refuses to compile (captured fine: nothing compiles during capture) fails its step;

@@ -129,3 +129,15 @@ def test_static_layout_like_values_vanish(spelling: str, static: bool) -> None:
     from kernelpack.frontends.cute.types import is_static
 
     assert is_static(spelling) is static
+
+
+def test_python_ints_the_dsl_bakes_into_a_kernel_are_no_parameters_of_it() -> None:
+    """A plain Python number a launcher hands its kernel is a compile-time value of the kernel (the cubin has no
+    parameter for it): the launch has no kernel-level C form -- said, not guessed as an int32 parameter the cubin
+    lacks -- and the launcher exported whole builds, its kernel described by the cubin."""
+    from kernelpack.frontends.cute.entry import auto
+
+    with pytest.raises(CompileError, match=r"no kernel-level C form .*tiler\.0: a plain Python int .* baked"):
+        kc.compile(forms.python_ints_into_kernel, *forms.example_args(), arch="sm_90a", name="tiled")
+    out = auto(forms.python_ints_into_kernel, forms.example_args(), ["sm_90a"], "tiled")
+    assert out.kind == "host"

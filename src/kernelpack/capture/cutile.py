@@ -54,11 +54,13 @@ def record(cap: Capture, kernel: Any, args: tuple[Any, ...], grid: Any) -> Launc
 
     fn = _pyfunc(kernel)
     name, module = str(getattr(fn, "__name__", "kernel")), str(getattr(fn, "__module__", ""))
+    made: dict[str, Any] | None = None
     try:
-        ref, _ = reference(kernel, module)
-    except LookupError as e:
-        cap.skip(f"cutile kernel {module}:{name}", str(e))
-        return None
+        ref, held = reference(kernel, module)
+        if held is not kernel:
+            raise LookupError("a module attribute holds another kernel object of it")
+    except LookupError:  # made in a function, or given other hints: compiled while it lives (kernelpack capture)
+        ref, made = f"{module}:{name}", made_as(kernel)
     meta = tuple(to_meta(a) for a in args)
     try:
         sig = signature_from_args(kernel, meta)
@@ -76,11 +78,34 @@ def record(cap: Capture, kernel: Any, args: tuple[Any, ...], grid: Any) -> Launc
     dtypes: list[str] = []
     for _, var in parts:
         _dtypes(var, dtypes)
-    launch = Launch("cutile", ref, name, text, {"kernel": ref, "params": [p[0] for p in parts]},
-                    {"params": [p[1] for p in parts]}, grid=tuple((g + [1, 1, 1])[:3]),  # type: ignore[arg-type]
+    family: dict[str, Any] = {"kernel": ref, "params": [p[0] for p in parts]}
+    if made is not None:
+        family["made"] = made
+    launch = Launch("cutile", ref, name, text, family, {"params": [p[1] for p in parts]},
+                    options={"live": True} if made is not None else {},
+                    grid=tuple((g + [1, 1, 1])[:3]),  # type: ignore[arg-type]
                     label="_".join(dtypes), imports=tuple(sorted(imports)), payload={"kernel": kernel, "args": meta})
     cap.add(launch)
     return launch
+
+
+def made_as(kernel: Any) -> dict[str, Any]:
+    """What a kernel no module attribute holds was made with: its compiler hints and the values its function closes
+    over, by name (a factory's ``n_cols``), so that two kernels made differently are two families."""
+    import re
+
+    def plain(v: Any) -> Any:
+        return v if isinstance(v, (bool, int, float, str)) else re.sub(r" at 0x[0-9a-fA-F]+", "", repr(v))[:80]
+
+    opts = getattr(kernel, "_compiler_options", None)
+    out = {k: plain(v) for k, v in sorted(vars(opts).items()) if v is not None} if hasattr(opts, "__dict__") else {}
+    fn = _pyfunc(kernel)
+    for name, cell in zip(getattr(getattr(fn, "__code__", None), "co_freevars", ()), fn.__closure__ or ()):
+        try:
+            out[name] = plain(cell.cell_contents)
+        except ValueError:  # an empty cell
+            continue
+    return out
 
 
 def _dtypes(v: Any, out: list[str]) -> None:

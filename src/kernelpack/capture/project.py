@@ -70,6 +70,7 @@ def write(root: str | os.PathLike[str], launches: list[Launch], skipped: list[Sk
     fams = merge(old, rel, prefix=PREFIX)
     library = _library(root, name, archs, state)
     _compile_cute(fams, launches, root, list(library["archs"]), progress)
+    _compile_live_cutile(fams, launches, root, list(library["archs"]), progress)
     out = Written(root, fams)
     out.new_families = len(fams) - len(old)
     out.new_specs = sum(len(f.specs) for f in fams) - sum(before.values())
@@ -102,6 +103,44 @@ def _compile_cute(fams: list[Family], launches: list[Launch], root: Path, archs:
         except KernelpackError as e:
             f.error = " ".join(e.message.split())[:600]
         except Exception as e:  # noqa: BLE001 - the DSL failed on the recorded call: the family says why
+            f.error = f"{type(e).__name__}: {' '.join(str(e).split())[:600]}"
+
+
+def _compile_live_cutile(fams: list[Family], launches: list[Launch], root: Path, archs: list[str],
+                         progress: Callable[[str], None] | None) -> None:
+    """Compile the specializations of each cuTile family no project file can name (its kernel made in a function, or
+    given other hints) from this capture's launches, while the kernel objects live, into ``cutile/NAME.kpack``
+    (what an earlier capture compiled is kept, new specializations added)."""
+    from ..bundle.kpack import Bundle
+    from ..frontends.cutile.compile import compile as compile_cutile
+
+    for f in fams:
+        if f.dsl != "cutile" or not f.options.get("live"):
+            continue
+        path = root / "cutile" / f"{f.name}.kpack"
+        old = Bundle.read(path) if f.prebuilt and path.exists() else None
+        have = {a.variant for a in old} if old is not None else set()
+        calls: dict[str, Any] = {}
+        kernel = None
+        for la in launches:
+            if la.dsl != "cutile" or stable(la.family) != stable(f.key) or not la.payload:
+                continue
+            spec = next((s for s in f.specs if stable(s.key) == stable(la.variant)), None)
+            if spec is not None and spec.variant not in have and spec.variant not in calls:
+                calls[spec.variant] = list(la.payload["args"])
+                kernel = la.payload["kernel"]
+        if not calls:
+            continue
+        if progress is not None:
+            progress(f"compiling cuTile kernel {f.name} ({len(calls)} specialization(s)) for {', '.join(archs)}")
+        try:
+            new = compile_cutile(kernel, arch=_targets(f, archs), example_args=calls, name=f.name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            (Bundle.of(old, new) if old is not None else new).write(path)
+            f.prebuilt, f.error = path.relative_to(root).as_posix(), ""
+        except KernelpackError as e:
+            f.error = " ".join(e.message.split())[:600]
+        except Exception as e:  # noqa: BLE001 - cuTile failed on the recorded call: the family says why
             f.error = f"{type(e).__name__}: {' '.join(str(e).split())[:600]}"
 
 
@@ -162,7 +201,7 @@ def args_module(fams: list[Family]) -> str:
     for f in fams:
         for s in f.specs:
             imports.update(s.imports)
-        if f.dsl == "cute":  # compiled by the capture: no arguments to write
+        if f.dsl == "cute" or f.options.get("live"):  # compiled by the capture: no arguments to write
             continue
         body.append(f"\n\ndef {f.name}():")
         body.append("    return {")
@@ -234,6 +273,13 @@ def _entry(f: Family) -> list[str]:
     elif f.dsl == "cutile":
         out.append("# grid: the wrapper computes it; captured: " + "; ".join(
             f"{s.variant} {tuple(x['grid'])}" for s in f.specs for x in s.samples[:2]))
+        if f.options.get("live"):
+            if f.error or not f.prebuilt:
+                return [*out, f"# {f.name}: {f.kernel} ({f.key.get('made', '')}) could not be compiled: "
+                              f"{f.error or 'no launch of this capture recorded it'}"]
+            return [*out, f"# {f.kernel}, made as ({f.key.get('made', '')}): no project file can name it; "
+                          f"compiled by kernelpack capture (capture again to rebuild it)",
+                    "[[cutile]]", f"name = {_toml_str(f.name)}", f"prebuilt = {_toml_str(f.prebuilt)}"]
         out += ["[[cutile]]", f"name = {_toml_str(f.name)}", f"kernel = {_toml_str(f.kernel)}",
                 f"example_args = {_toml_str(f'{ARGS}:{f.name}')}"]
     else:

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from ...core.errors import KernelpackError, ProjectError
 from .. import fields as fl
-from ..base import Entry, Frontend, Output, Step
+from ..base import Entry, Frontend, Output, Step, prebuilt_output
 from ..refs import python_ref_files, ref_name, rel, resolve, resolve_values
 
 
@@ -93,7 +93,7 @@ class CuteFrontend(Frontend[Cute]):
         kernel-level for every arch, else the launcher whole for every arch."""
         name = self.label(entry, step.root)
         if entry.prebuilt is not None:
-            return _prebuilt(rel(step.root, entry.prebuilt))
+            return prebuilt_output(rel(step.root, entry.prebuilt), "CuTe")
         if entry.mode not in ("kernel", "host", "auto"):
             raise ProjectError(f"cute entry {name}: mode must be 'kernel', 'host' or 'auto' (got {entry.mode!r})")
         if not step.archs:
@@ -194,20 +194,6 @@ def auto(fn: Any, args: tuple[Any, ...], archs: list[str], name: str, variant: s
     program = kcute.export(fn, *args, arch=archs, name=name, variant=variant, options=options,
                            zero_extent=zero_extent, kwargs=dict(kwargs) if kwargs else None)
     return Output("host", program.to_bytes())
-
-
-def _prebuilt(path: Path) -> Output:
-    """A file kernelpack built: a ``.kpack`` bundle or a serialized host program, read and checked."""
-    from ...bundle.host_program import HostProgram
-    from ...bundle.kpack import MAGIC, Bundle
-    from ...core.files import read_bounded
-
-    data = read_bounded(path, "prebuilt CuTe output", error=ProjectError)
-    if data.startswith(MAGIC):
-        return Output("bundle", Bundle.from_bytes(data, source=str(path)).to_bytes())
-    if data[:1] == b"{":
-        return Output("host", HostProgram.from_bytes(data, source=str(path)).to_bytes())
-    raise ProjectError(f"cute entry: {path} is neither a .kpack bundle nor a kernelpack host program")
 
 
 FRONTEND = CuteFrontend()
