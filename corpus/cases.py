@@ -22,8 +22,10 @@ Input language (one TOML value per argument)::
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import itertools
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +57,8 @@ class Case:
     pretend: Mapping[str, Any] = field(default_factory=dict)  # "module:attr" -> what it returns instead
     # ({ value = X }: the attribute itself becomes X, for module constants)
     interpret: tuple[str, ...] = ()  # kernels run by Triton's CPU interpreter during capture
+    env: Mapping[str, str] = field(default_factory=dict)  # environment variables set while the case runs (a
+    # package's own switch between its implementations: LIGER_KERNEL_IMPL_JSD_LOSS_AND_GRAD = "nvidia-triton")
 
     def points(self) -> Iterator[dict[str, Any]]:
         """The specializations: every combination of the params."""
@@ -192,8 +196,22 @@ def run_case(case: Case, point: Mapping[str, Any], device: str = "cpu") -> Any:
     """Build the inputs and run the operator (and its backward); returns the outputs and the inputs."""
     from kernelpack.capture.world import patched
 
-    with patched(pretend_patches(case)):
+    with patched(pretend_patches(case)), _environment(case.env):
         return _run(case, point, device)
+
+
+@contextlib.contextmanager
+def _environment(env: Mapping[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update({k: str(v) for k, v in env.items()})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _run(case: Case, point: Mapping[str, Any], device: str) -> Any:
