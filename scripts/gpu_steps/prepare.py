@@ -357,6 +357,25 @@ def capture(gpu: Path) -> None:
     _wrote(out / "gpuless" / "capture.json", ", ".join(f["name"] for f in state["families"]))
 
 
+def capture_liger(gpu: Path) -> None:
+    """capture_liger/gpuless/: the GPU-less capture (device h200) of liger-kernel's Triton script of calls
+    (corpus/liger_triton.toml), its capture.json only, which tests/test_capture_liger_gpu.py compares with the
+    GPU-mode capture of the same calls on the H200 (liger's sources: the corpus step); needs liger-kernel here."""
+    out = gpu / "capture_liger"
+    shutil.rmtree(out, ignore_errors=True)
+    work = out / "project"
+    path = os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
+    subprocess.run([sys.executable, "-m", "kernelpack.cli", "capture", "-q", "-o", str(work), "--device", "h200", "--",
+                    sys.executable, "-m", "corpus.cases", "corpus/liger_triton.toml", "--device", "h200"], check=True,
+                   cwd=ROOT, env=env)
+    (out / "gpuless").mkdir(parents=True)
+    shutil.move(str(work / "capture.json"), out / "gpuless" / "capture.json")
+    shutil.rmtree(work)
+    state = json.loads((out / "gpuless" / "capture.json").read_text())
+    _wrote(out / "gpuless" / "capture.json", f"{len(state['families'])} families")
+
+
 def corpus(gpu: Path) -> None:
     """corpus/: the liger-kernel corpus built (scripts/corpus.py --package liger) and copied with liger's pure-Python
     sources (corpus/gpu_prepare.py); needs liger-kernel, cuTile and the CuTe DSL installed (a few minutes)."""
