@@ -52,6 +52,23 @@ def build(project: Path, jobs: int, env: dict[str, str]) -> tuple[float, dict]:
     return seconds, json.loads(p.stdout)
 
 
+def _function(dsl: str, ref: str) -> str:
+    """A cuTile kernel as ``module:function``: a module attribute may hold it with other hints
+    (``_dyt_bwd_kernel_nww8 = _dyt_bwd_kernel.replace_hints(...)``); liger's inventory names the function."""
+    if dsl != "cutile":
+        return ref
+    import importlib
+
+    mod, _, attr = ref.rpartition(":")
+    try:
+        obj = getattr(importlib.import_module(mod), attr)
+    except (ImportError, AttributeError):
+        return ref  # made in a function: the reference is module:function already
+    af = getattr(obj, "_annotated_function", None)
+    fn = af.pyfunc if af is not None else getattr(obj, "_pyfunc", None)
+    return f"{mod}:{fn.__name__}" if fn is not None else ref
+
+
 def _devices(cases: list[str], first: str) -> list[str]:
     """The devices the case files name (``device`` of a case; none: ``first``), ``first`` first."""
     sys.path.insert(0, str(ROOT))
@@ -104,7 +121,7 @@ def main() -> int:
     fams = state["families"]
     build_s, rep = build(project, args.jobs, env)
 
-    kernel_of = {f["name"]: (f["dsl"], f["kernel"]) for f in fams}
+    kernel_of = {f["name"]: (f["dsl"], _function(f["dsl"], f["kernel"])) for f in fams}
     steps: dict[tuple[str, str], list[bool]] = defaultdict(list)
     classes: Counter[str] = Counter()
     failed_kernels: dict[tuple[str, str], str] = {}
@@ -117,11 +134,11 @@ def main() -> int:
         cls = "DSL limit" if any(m in why for m in DSL_LIMIT) else "kernelpack"
         classes[cls] += 1
         failed_kernels[kernel_of.get(fam, ("?", fam))] = f"{cls}: {why[:160]}"
-    cute_errors = {(f["dsl"], f["kernel"]): f["error"] for f in fams if f["dsl"] == "cute" and f.get("error")}
+    cute_errors = {kernel_of[f["name"]]: f["error"] for f in fams if f["dsl"] == "cute" and f.get("error")}
     for key, why in cute_errors.items():
         steps[key].append(False)
         failed_kernels[key] = f"{'DSL limit' if any(m in why for m in DSL_LIMIT) else 'kernelpack'}: {why[:160]}"
-    reached = {(f["dsl"], f["kernel"]) for f in fams}
+    reached = set(kernel_of.values())
     compiled = {k for k in reached if steps.get(k) and all(steps[k])}
     by_dsl: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for k in sorted(reached):

@@ -107,9 +107,9 @@ def sections(package: str, got: Captured, defined: dict[str, list[str]], notes: 
     with ``not_reached``, every defined kernel no case launched, as a failure)."""
     secs = {d: Section(package, d, defined=list(names), notes=list(notes.get(d, []))) for d, names in defined.items()}
     kernel_of: dict[str, tuple[str, str]] = {}
-    names = _cute_names(got, cute_name)
+    names = {**_cutile_names(got), **_cute_names(got, cute_name)}
     for f in got.families:
-        kernel = names.get(f["name"], f["kernel"]) if f["dsl"] == "cute" else f["kernel"]
+        kernel = names.get(f["name"], f["kernel"])
         kernel_of[f["name"]] = (f["dsl"], kernel)
         sec = secs.setdefault(f["dsl"], Section(package, f["dsl"]))
         sec.reached.add(kernel)
@@ -147,6 +147,16 @@ def sections(package: str, got: Captured, defined: dict[str, list[str]], notes: 
                 sec.fail(k, "capture", NOT_REACHED, "no corpus case launches it")
         sec.seconds = got.seconds
     return secs
+
+
+def _cutile_names(got: Captured) -> dict[str, str]:
+    """cuTile family -> ``module:function`` of its kernel (a module attribute may hold it with other hints:
+    ``_dyt_bwd_kernel_nww8 = _dyt_bwd_kernel.replace_hints(...)``; the inventory names the function)."""
+    from kernelpack.capture.records import stable
+
+    by_key = {stable(la.family): la for la in got.launches if la.dsl == "cutile"}
+    return {f["name"]: f"{f['kernel'].rsplit(':', 1)[0]}:{by_key[stable(f['key'])].name}" for f in got.families
+            if f["dsl"] == "cutile" and stable(f["key"]) in by_key}
 
 
 def _cute_names(got: Captured, cute_name: Callable[[Any], str] | None) -> dict[str, str]:
