@@ -6,6 +6,7 @@ The kernels are small ones written for these tests (tests/capture_kernels.py); e
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import shutil
@@ -34,7 +35,7 @@ def kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     shutil.copy(HERE / "capture_kernels.py", tmp_path / "ck.py")
     monkeypatch.syspath_prepend(str(tmp_path))
     sys.modules.pop("ck", None)
-    import ck
+    ck = importlib.import_module("ck")  # written into tmp_path above
 
     yield ck
     sys.modules.pop("ck", None)
@@ -248,7 +249,7 @@ def test_a_cutile_launch_is_captured_with_cutiles_own_signature(tmp_path: Path, 
             return c
     '''))
     monkeypatch.syspath_prepend(str(tmp_path))
-    import tk
+    tk = importlib.import_module("tk")  # written into tmp_path above
 
     with kc.capture(device="h200") as cap:
         tk.vadd_op(torch.randn(1024), torch.randn(1024))
@@ -297,7 +298,7 @@ def test_cutile_kernels_made_in_a_function_are_compiled_while_they_live(tmp_path
             return c
     '''))
     monkeypatch.syspath_prepend(str(tmp_path))
-    import tf
+    tf = importlib.import_module("tf")  # written into tmp_path above
 
     with kc.capture(device="h200") as cap:
         tf.op(torch.randn(1024), 2.0)
