@@ -367,3 +367,21 @@ def test_a_cute_compile_call_is_compiled_while_it_lives_and_the_project_links_it
     (art,) = Bundle.from_bytes(Path(report.outputs["bundle"]).read_bytes())
     assert art.name == name and [str(a) for a in art.archs] == ["sm_90a"]
     assert art.abi.describe() == "tensor_f32_256_1 x, tensor_f32_256_1 y, int32_t n"  # the static shape it baked
+
+
+@pytest.mark.parametrize("device,arch", [("h200", "sm_90a"), ("b200", "sm_100a")])
+def test_the_cute_dsls_own_arch_is_the_devices_during_a_gpu_less_capture(device: str, arch: str) -> None:
+    """Wrapper code that asks the CuTe DSL which arch it targets (FA4's kernel classes assert ``self.arch`` in their
+    constructors) hears the captured device's, not this machine's default, and only inside the capture."""
+    from cute_support import need_cute
+
+    need_cute()
+    from cutlass.base_dsl.dsl import BaseDSL
+
+    def dsl_arch() -> str:
+        return str(BaseDSL._get_dsl().get_arch_enum())
+
+    outside = dsl_arch()
+    with kc.capture(device=device):
+        assert dsl_arch().lower().endswith(arch.removeprefix("sm_"))
+    assert dsl_arch() == outside

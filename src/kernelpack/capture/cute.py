@@ -85,7 +85,12 @@ def hooks(cap: Capture) -> Iterator[None]:
             text = " ".join(str(o) for o in (opts if isinstance(opts, tuple) else (opts,)))
             return lambda fn, *a, **k: self(fn, *a, options=text, **k)
 
-    with patched([(cute, "compile", Compile())]):
+    with contextlib.ExitStack() as stack:
+        if not cap.gpu and cap.device is not None:  # the DSL's own "which arch?" answers for the device
+            from ..frontends.cute.scope import target_arch
+
+            stack.enter_context(target_arch(cap.device.arch))
+        stack.enter_context(patched([(cute, "compile", Compile())]))
         yield
 
 
