@@ -385,3 +385,33 @@ def test_the_cute_dsls_own_arch_is_the_devices_during_a_gpu_less_capture(device:
     with kc.capture(device=device):
         assert dsl_arch().lower().endswith(arch.removeprefix("sm_"))
     assert dsl_arch() == outside
+
+
+class Attention:
+    """A CuTe launcher object as FA4's are: what its constructor was given is baked into what it compiles."""
+
+    def __init__(self, is_causal: bool) -> None:
+        self.is_causal, self.tile = is_causal, (128, 64)
+
+    def __call__(self, x: Any) -> None:  # never traced: GPU-less, cute.compile only records
+        raise AssertionError("not compiled during capture")
+
+
+def test_cute_launcher_objects_built_differently_are_families_of_their_own() -> None:
+    """A CuTe launcher object bakes what its constructor was given (FA4's ``is_causal``) though its ``repr`` does not
+    say it: objects of one class built differently are two families (named after what differs), built alike one."""
+    from cute_support import need_cute
+
+    need_cute()
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import from_dlpack
+
+    from kernelpack.capture.families import merge
+    from kernelpack.capture.project import PREFIX
+
+    with kc.capture(device="h200") as cap:
+        for causal in (False, True, True):
+            cute.compile(Attention(causal), from_dlpack(torch.randn(64)))
+    fams = merge([], cap.launches, prefix=PREFIX)
+    assert sorted(f.name for f in fams) == ["cute_Attention_is_causalF", "cute_Attention_is_causalT"]
+    assert [f.launches for f in sorted(fams, key=lambda f: f.name)] == [1, 2]

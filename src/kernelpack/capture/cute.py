@@ -94,6 +94,23 @@ def hooks(cap: Capture) -> Iterator[None]:
         yield
 
 
+def _describe_object(obj: Any) -> Any:
+    """A launcher object: its class and the plain values it holds (what its constructor was given: FA4's
+    ``is_causal``, a tile shape), so that two objects built differently are two families -- its ``repr`` rarely says."""
+    try:
+        attrs = vars(obj)
+    except TypeError:  # no __dict__
+        return _describe(obj)
+    held = {k: _describe(v) for k, v in sorted(attrs.items()) if _plain(v)}
+    return {"class": f"{type(obj).__module__}.{type(obj).__qualname__}", **held} if held else _describe(obj)
+
+
+def _plain(v: Any) -> bool:
+    if v is None or isinstance(v, (bool, int, float, str)) or (isinstance(v, type) and v.__module__ != "builtins"):
+        return True
+    return isinstance(v, (tuple, list)) and len(v) <= 8 and all(_plain(x) for x in v)
+
+
 def _describe(v: Any) -> Any:
     """What a launcher bakes from one argument: a tensor's type and layout, a Python value (never an address)."""
     if v is None or isinstance(v, (bool, int, float, str)):
@@ -128,7 +145,7 @@ def record(cap: Capture, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
         _materialize(v)
     family = {"kernel": qual, "args": [_describe(a) for a in args],
               "kwargs": {k: _describe(v) for k, v in sorted(kwargs.items())}, "options": options,
-              "object": "" if inspect.isfunction(fn) else _describe(fn)}
+              "object": "" if inspect.isfunction(fn) else _describe_object(fn)}
     payload: dict[str, Any] = {"fn": fn, "args": args, "kwargs": kwargs, "options": options, "site": site,
                                "call": None}
     where = f"{Path(site[0]).name}:{site[1]}" if site[0] else ""
