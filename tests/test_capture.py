@@ -415,3 +415,16 @@ def test_cute_launcher_objects_built_differently_are_families_of_their_own() -> 
     fams = merge([], cap.launches, prefix=PREFIX)
     assert sorted(f.name for f in fams) == ["cute_Attention_is_causalF", "cute_Attention_is_causalT"]
     assert [f.launches for f in sorted(fams, key=lambda f: f.name)] == [1, 2]
+
+
+def test_family_names_say_the_least_that_tells_them_apart() -> None:
+    """A family is named after the fewest differences that tell it from its siblings (a type by its last dotted
+    part), not after every field that differs: FA4's launchers differ in many attributes at once."""
+    from kernelpack.capture.families import _differences
+
+    def attn(causal: bool, tile: int, dtype: str) -> dict[str, Any]:
+        return {"object": {"class": "m.Attn", "is_causal": causal, "tile_m": tile, "dtype": f"cutlass.typing.{dtype}"}}
+
+    a, b, c = attn(True, 128, "BFloat16"), attn(False, 128, "BFloat16"), attn(True, 64, "Float16")
+    assert _differences(a, [b, c]) == ["dtypeBFloat16", "is_causalT"]
+    assert _differences(b, [a, c]) == ["is_causalF"]

@@ -115,28 +115,52 @@ _ABBREV = {"num_warps": "w", "num_stages": "s", "num_ctas": "c", "maxnreg": "r"}
 
 
 def _fmt(v: Any) -> str:
+    if isinstance(v, str) and re.fullmatch(r"[A-Za-z_][\w.]*\.([A-Za-z_]\w*)", v):
+        v = v.rsplit(".", 1)[1]  # a dotted name (a type: cutlass.base_dsl.typing.BFloat16): its last part
     s = v if isinstance(v, str) else repr(v)
     s = s.replace("triton.language.", "").replace("True", "T").replace("False", "F").replace("None", "N")
     return re.sub(r"[^A-Za-z0-9]", "", s)[:12]
 
 
 def _differences(key: dict[str, Any], others: list[dict[str, Any]]) -> list[str]:
-    """Short name parts for what ``key`` has that differs from the others' (``BLOCK_SIZE4096``, ``w8``)."""
-    parts: list[str] = []
+    """Short name parts that tell ``key`` apart from the others (``BLOCK_SIZE4096``, ``w8``): each differing field
+    gives a part and the others it tells apart; the fewest parts (greedy) that tell it apart from all, in field
+    order, at most four."""
+    cands: list[tuple[str, set[int]]] = []
+
+    def add(part: str, tells: set[int]) -> None:
+        if not tells or "Tensor" in part:
+            return
+        for j, (p, t) in enumerate(cands):
+            if p == part:
+                cands[j] = (p, t | tells)
+                return
+        cands.append((part, tells))
+
+    def sub(o: dict[str, Any], f: str, k: str) -> Any:
+        return o[f].get(k) if isinstance(o.get(f), dict) else None
+
     for f in sorted(key):
         v = key[f]
-        if all(stable(o.get(f)) == stable(v) for o in others):
-            continue
         if isinstance(v, dict):
             for k in sorted(v):
-                if any(stable(o.get(f, {}).get(k) if isinstance(o.get(f), dict) else None) != stable(v[k])
-                       for o in others):
-                    parts.append(f"{_ABBREV.get(k, short_name(k))}{_fmt(v[k])}")
+                add(f"{_ABBREV.get(k, short_name(k))}{_fmt(v[k])}",
+                    {i for i, o in enumerate(others) if stable(sub(o, f, k)) != stable(v[k])})
         elif isinstance(v, list):
-            parts += _list_difference(v, [o.get(f) for o in others])
+            for i, o in enumerate(others):
+                if stable(o.get(f)) != stable(v):
+                    add(_list_difference(v, [o.get(f)])[0], {i})
         else:
-            parts.append(f"{_ABBREV.get(f, short_name(f))}{_fmt(v)}")
-    return [p for p in parts if "Tensor" not in p][:4]
+            add(f"{_ABBREV.get(f, short_name(f))}{_fmt(v)}",
+                {i for i, o in enumerate(others) if stable(o.get(f)) != stable(v)})
+    left, chosen = set(range(len(others))), []
+    while left:
+        best = max(range(len(cands)), key=lambda j: (len(cands[j][1] & left), -j), default=None)
+        if best is None or not cands[best][1] & left:
+            break
+        chosen.append(best)
+        left -= cands[best][1]
+    return [cands[j][0] for j in sorted(chosen)][:4]
 
 
 def _list_difference(v: list[Any], others: list[Any]) -> list[str]:
