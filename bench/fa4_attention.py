@@ -115,6 +115,7 @@ def first_call(lib: Path, runs: int = 5) -> list[dict[str, float]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", help="write the figures here too")
+    ap.add_argument("--first-call", action="store_true", help="only the fresh process's first call (no kernel table)")
     args = ap.parse_args()
     root = Path(os.environ.get("KERNELPACK_GPU_ARTIFACTS", ROOT / ".gpu")) / "fa4"
     lib = root / "lib" / "libfa4.so"
@@ -130,9 +131,10 @@ def main() -> int:
           f"batch*seqlen = {TOKENS}, heads*head_dim = {WIDTH}; ms per call: 20 calls issued back to back "
           f"between CUDA events, median of 5 batches (each call runs for >= 0.1 ms, so the queue hides the host "
           f"cost); TFLOP/s (backward = 2.5 x forward FLOPs)")
-    rows = kernel_rows(FA4(lib, root / "fa4_meta.json"))
-    print(f"{'dtype':8} {'hd':>3} {'causal':>6} {'seqlen':>6} | {'fwd ms':>7} {'TFLOP/s':>7} {'SDPA ms':>7} "
-          f"{'TFLOP/s':>7} {'ratio':>5} | {'bwd ms':>7} {'TFLOP/s':>7} {'SDPA ms':>7} {'TFLOP/s':>7} {'ratio':>5}")
+    rows = [] if args.first_call else kernel_rows(FA4(lib, root / "fa4_meta.json"))
+    if rows:
+        print(f"{'dtype':8} {'hd':>3} {'causal':>6} {'seqlen':>6} | {'fwd ms':>7} {'TFLOP/s':>7} {'SDPA ms':>7} "
+              f"{'TFLOP/s':>7} {'ratio':>5} | {'bwd ms':>7} {'TFLOP/s':>7} {'SDPA ms':>7} {'TFLOP/s':>7} {'ratio':>5}")
     for r in rows:
         print(f"{r['dtype']:8} {r['head_dim']:3} {str(r['causal']):>6} {r['seqlen']:6} | {r['fwd_ms']:7.3f} "
               f"{r['fwd_tflops']:7.1f} {r['fwd_sdpa_ms']:7.3f} {r['fwd_sdpa_tflops']:7.1f} "

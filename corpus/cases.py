@@ -22,8 +22,10 @@ Input language (one TOML value per argument)::
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import itertools
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,15 +52,13 @@ class Case:
     autotune: Mapping[str, int] = field(default_factory=dict)  # kernel name -> autotune config index
     note: str = ""
     reduced: bool = False  # part of the reduced corpus CI runs
-    archs: tuple[str, ...] = ()  # empty: the corpus's archs
+    device: str = ""  # the GPU the capture stands for (kernelpack.capture.DEVICES); empty: the corpus's (h200)
     seed: int = 0
     pretend: Mapping[str, Any] = field(default_factory=dict)  # "module:attr" -> what it returns instead
     # ({ value = X }: the attribute itself becomes X, for module constants)
     interpret: tuple[str, ...] = ()  # kernels run by Triton's CPU interpreter during capture
-    # constexpr name -> its value on the GPU, as an expression of the launch's integer arguments and ``sm_count``
-    # (liger's norm backward kernels: rows_per_program = ceil(n_rows / sm_count), which the wrapper computes with
-    # sm_count = 1 on CPU tensors); the specialization is built for and required of an H200 (132 SMs)
-    device_constexprs: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)  # environment variables set while the case runs (a
+    # package's own switch between its implementations: LIGER_KERNEL_IMPL_JSD_LOSS_AND_GRAD = "nvidia-triton")
 
     def points(self) -> Iterator[dict[str, Any]]:
         """The specializations: every combination of the params."""
@@ -80,7 +80,7 @@ def load_cases(path: str | Path) -> tuple[dict[str, Any], list[Case]]:
         params = {k: tuple(v if isinstance(v, list) else [v]) for k, v in dict(raw.pop("params", {})).items()}
         cases.append(Case(id=raw.pop("id"), op=raw.pop("op"), inputs=tuple(raw.pop("inputs", ())),
                           kwargs=dict(raw.pop("kwargs", {})), params=params,
-                          archs=tuple(raw.pop("archs", ())), interpret=tuple(raw.pop("interpret", ())), **raw))
+                          interpret=tuple(raw.pop("interpret", ())), **raw))
     ids = [c.id for c in cases]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
@@ -194,10 +194,24 @@ def pretend_patches(case: Case) -> list[tuple[Any, str, Any]]:
 
 def run_case(case: Case, point: Mapping[str, Any], device: str = "cpu") -> Any:
     """Build the inputs and run the operator (and its backward); returns the outputs and the inputs."""
-    from .capture import patched
+    from kernelpack.capture.world import patched
 
-    with patched(pretend_patches(case)):
+    with patched(pretend_patches(case)), _environment(case.env):
         return _run(case, point, device)
+
+
+@contextlib.contextmanager
+def _environment(env: Mapping[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update({k: str(v) for k, v in env.items()})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _run(case: Case, point: Mapping[str, Any], device: str) -> Any:
@@ -219,3 +233,58 @@ def _run(case: Case, point: Mapping[str, Any], device: str) -> Any:
             torch.randn(first.shape, generator=ins.gen).to(first.dtype).to(device)
         first.backward(grad)
     return out, args, kwargs
+
+
+def run_all(files: list[str], *, only: tuple[str, ...] = (), reduced: bool = False, device: str = "",
+            progress: Any = None) -> tuple[int, int]:
+    """Run every case point of the case files; under ``kernelpack capture`` each point is one of its runs (a point that
+    fails is listed as skipped and the rest go on). ``device``: only the cases for that GPU (a case's ``device``,
+    default ``h200``). Returns (points run, points that failed)."""
+    from kernelpack.capture import current
+
+    ran = failed = 0
+    for f in files:
+        _, cases = load_cases(f)
+        for case in cases:
+            if (only and case.id not in only) or (reduced and not case.reduced) or (
+                    device and (case.device or "h200") != device):
+                continue
+            for point in case.points():
+                label = f"{case.id}[{tag(point)}]"
+                cap = current()
+                if cap is not None:
+                    cap.interpret.update(case.interpret)
+                    ok = cap.run(label, lambda c=case, p=point: run_case(c, p))
+                else:
+                    try:
+                        run_case(case, point)
+                        ok = True
+                    except Exception as e:  # noqa: BLE001 - one point failing leaves the others to run
+                        print(f"{label}: {type(e).__name__}: {e}")
+                        ok = False
+                ran, failed = ran + 1, failed + (not ok)
+                if progress is not None:
+                    progress(label, ok)
+    return ran, failed
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m corpus.cases FILE.toml... [--case ID]... [--reduced]``: the package's own wrappers called on the
+    cases' inputs -- the script of calls ``kernelpack capture`` runs (``kernelpack capture -o DIR --device h200 --
+    python -m corpus.cases corpus/liger_triton.toml``)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m corpus.cases", description=main.__doc__)
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--case", action="append", default=[], help="only this case id (repeatable)")
+    ap.add_argument("--reduced", action="store_true", help="only the cases marked reduced")
+    ap.add_argument("--device", default="", help="only the cases for this GPU (a case's device, default h200): "
+                    "capture each device's cases with kernelpack capture --device of the same name")
+    args = ap.parse_args(argv)
+    ran, failed = run_all(args.files, only=tuple(args.case), reduced=args.reduced, device=args.device)
+    print(f"{ran} case point(s) run, {failed} failed")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

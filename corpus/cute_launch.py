@@ -1,7 +1,7 @@
 """CuTe launches in a replayable form: recorded on the build machine, rebuilt on the GPU machine (no CuTe DSL there).
 
 Build side (:func:`describe_value`, :func:`host_values`, :func:`describe_launch`): the wrapper's call of the compiled
-launcher is captured (``corpus.capture``: what ``cute.compile`` returned is called with the run-time arguments --
+launcher is captured (``kernelpack.capture``: what ``cute.compile`` returned is called with the run-time arguments --
 CuTe tensors from DLPack, or torch tensors on TVM-FFI paths -- and constexpr parameters are absent there). Each
 argument is kept as ``{"dtype", "shape", "stride"}`` (a tensor, strides in elements), ``{"value": v}`` (a scalar)
 or ``{"stream": true}``, by the launcher's parameter name. The manifest entry of a CuTe spec then says:
@@ -47,9 +47,13 @@ def describe_value(v: Any) -> dict[str, Any]:
             return {"dtype": str(v.dtype).removeprefix("torch."), "shape": list(v.shape), "stride": list(v.stride())}
     except ImportError:  # pragma: no cover - torch is always there in the corpus
         pass
-    et = getattr(v, "element_type", None)
-    if et is not None and hasattr(v, "shape") and hasattr(v, "stride"):
-        shape, stride = v.shape, v.stride
+    try:
+        et = getattr(v, "element_type", None)
+        if et is not None:
+            shape, stride = v.shape, v.stride
+    except Exception as e:  # noqa: BLE001 - a DLPack view whose capsule is gone: the compile-time record stands
+        return {"opaque": f"{name} that cannot be read back ({type(e).__name__})"}
+    if et is not None:
         dtype = _CUTE_DTYPES.get(getattr(et, "__name__", str(et)), str(et))
         if all(isinstance(x, int) for x in (*shape, *stride)):
             return {"dtype": dtype, "shape": list(shape), "stride": list(stride)}

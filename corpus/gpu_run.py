@@ -95,7 +95,7 @@ def nan_world() -> Iterator[None]:
     """``torch.empty`` & co. NaN-fill floating tensors: an element nobody wrote stays NaN."""
     import torch
 
-    from .capture import patched
+    from kernelpack.capture.world import patched
 
     def filled(fn: Callable[..., Any]) -> Callable[..., Any]:
         def make(*args: Any, **kwargs: Any) -> Any:
@@ -254,9 +254,9 @@ def run_triton(cases: Sequence[Any], entries: Sequence[Entry], module: Any, cpp:
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import JITFunction
 
-    from .capture import chosen_config_run, patched
+    from kernelpack.capture.world import patched
+
     from .cases import run_case, tag
-    from .triton_corpus import _config_choice
 
     orig_run = JITFunction.run
     checker = TritonCheck(entries, module, cpp, reps)
@@ -280,6 +280,33 @@ def run_triton(cases: Sequence[Any], entries: Sequence[Entry], module: Any, cpp:
                 traceback.print_exc()
             progress(f"  {checker.where}: {len(checker.rows) - n} launches checked")
     return checker.rows
+
+
+def _config_choice(case: Any) -> Callable[[Any, list[Any]], int]:
+    """The config the corpus built for an autotuned kernel of ``case`` (its ``autotune`` index, default the first)."""
+    def choose(tuner: Any, configs: list[Any]) -> int:
+        name = getattr(getattr(tuner, "base_fn", None), "__name__", "")
+        return min(int(case.autotune.get(name, 0)), len(configs) - 1)
+    return choose
+
+
+def chosen_config_run(config_choice: Callable[[Any, list[Any]], int]) -> Callable[..., Any]:
+    """A replacement for ``Autotuner.run``: no benchmarking; the config ``config_choice(tuner, configs)`` picks among
+    those the autotuner's pruning keeps runs -- the one the capture ran (kernelpack.capture's GPU-less choice)."""
+
+    def tuner_run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self.nargs = dict(zip(self.arg_names, args))
+        configs = self.prune_configs(kwargs) if len(self.configs) > 1 else list(self.configs)
+        config = configs[config_choice(self, configs)]
+        self.best_config = config  # wrappers read it (liger's MLP hands it to its backward)
+        if config.pre_hook is not None:
+            config.pre_hook({**self.nargs, **kwargs, **config.all_kwargs()})
+        try:
+            return self.fn.run(*args, **kwargs, **config.all_kwargs())
+        finally:
+            self.nargs = None
+
+    return tuner_run
 
 
 def rebuild(desc: dict[str, Any], gen: Any) -> Any:

@@ -1,4 +1,5 @@
-"""liger-kernel 0.8.5: Triton, cuTile and CuTe DSL kernels, linked into one library ``liger``."""
+"""liger-kernel 0.8.5: its Triton, cuTile and CuTe DSL kernels, captured through liger's own wrappers by
+``kernelpack capture`` (:mod:`corpus.captured`) and built into one library ``liger``."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from . import inventory
+from .captured import Captured, capture_and_build, sections
 from .cases import CORPUS, load_cases
-from .pipeline import Options, Outcome, compile_specs, select
-from .results import CAPTURE, ENVIRONMENT, KERNELPACK, NOT_REACHED, Section
-from .specs import short_name
+from .pipeline import Options
+from .results import Section
 
 PACKAGE = "liger-kernel"
+FILES = {"triton": "liger_triton.toml", "cutile": "liger_cutile.toml", "cute": "liger_cute.toml"}
+CUTE_DIRS = ("ops/cutedsl", "ops/cute")
 
 
 def package_root() -> Path | None:
@@ -20,115 +23,63 @@ def package_root() -> Path | None:
     return Path(spec.origin).parent if spec and spec.origin else None  # type: ignore[arg-type]
 
 
-def triton_section(opts: Options) -> tuple[Section, Outcome]:
-    from . import triton_corpus as tc
-
+def run(opts: Options, dsls: tuple[str, ...], out: Path) -> tuple[list[Section], Captured | None]:
+    """The cases of ``dsls`` captured in one project (``out/liger/project``), built into ``out/liger/lib``."""
     root = package_root()
-    sec = Section(PACKAGE, "triton")
     if root is None:
-        sec.notes.append("liger-kernel is not installed")
-        return sec, Outcome()
-    defined = inventory.triton_kernels(root)
-    sec.defined = [d.name for d in defined if not d.helper]
-    helpers = [d.name.split(":")[1] for d in defined if d.helper]
-    sec.notes.append(f"{len(defined)} @triton.jit functions in liger_kernel/ops/*.py: {len(sec.defined)} kernels and "
-                     f"{len(helpers)} device/combine helpers compiled inside the kernels that call them "
-                     f"({', '.join(helpers)})")
-    meta, cases = load_cases(CORPUS / "liger_triton.toml")
-    archs = opts.archs or tuple(meta.get("archs", ("sm_80", "sm_90a")))
-    caps = tc.capture(select(cases, opts), sec)
-    sec.reached = {r.qualname for _, r in caps}
-    specs = []
-    for where, rec in caps:
-        if rec.unsupported:
-            sec.fail(rec.qualname, "capture", KERNELPACK, f"unsupported launch: {rec.unsupported}", where)
-        else:
-            specs.append(tc.to_spec(where, rec))
-    out = compile_specs(sec, specs, tc.compile_spec, tc.classify, archs, opts, variant_name=tc.variant_name)
-    _not_reached(sec, opts)
-    return sec, out
+        secs = [Section(PACKAGE, d, notes=["liger-kernel is not installed"]) for d in dsls]
+        return secs, None
+    cases: list[Any] = []
+    archs: tuple[str, ...] = opts.archs
+    for d in dsls:
+        meta, found = load_cases(CORPUS / FILES[d])
+        archs = archs or tuple(meta.get("archs", ("sm_80", "sm_90a")))
+        cases += [c for c in found if (not opts.cases or c.id in opts.cases) and (not opts.reduced or c.reduced)]
+    got = capture_and_build(cases, out / "liger" / "project", archs, opts.jobs, opts.progress,
+                            out=out / "liger" / "lib")
+    defined, notes = _defined(root, dsls)
+    secs = sections(PACKAGE, got, defined, notes, cute_name=_cute_namer(root),
+                    not_reached=not (opts.reduced or opts.cases))
+    return [secs[d] for d in sorted(secs, key=lambda d: list(FILES).index(d) if d in FILES else 9)], got
 
 
-def cutile_section(opts: Options) -> tuple[Section, Outcome]:
-    from . import cutile_corpus as cc
-
-    root = package_root()
-    sec = Section(PACKAGE, "cutile")
-    if root is None:
-        sec.notes.append("liger-kernel is not installed")
-        return sec, Outcome()
-    sec.defined = [d.name for d in inventory.cutile_kernels(root)]
-    sec.notes.append(f"{len(sec.defined)} @ct.kernel functions under liger_kernel/ops/cutile/")
-    meta, cases = load_cases(CORPUS / "liger_cutile.toml")
-    archs = opts.archs or tuple(meta.get("archs", ("sm_80", "sm_90a")))
-    caps = cc.capture(select(cases, opts), sec)
-    sec.reached = {cc.qualname(r) for _, r in caps}
-    specs = []
-    for where, rec in caps:
-        if rec.error or rec.signature is None:
-            sec.fail(cc.qualname(rec), "capture", KERNELPACK, f"no cuTile signature: {rec.error}", where)
-        else:
-            specs.append(cc.to_spec(where, rec))
-    triton_names = frozenset(short_name(d.name.split(":")[1]) for d in inventory.triton_kernels(root))
-    out = compile_specs(sec, specs, cc.compile_spec, cc.classify, archs, opts, variant_name=cc.variant_name,
-                        describe_launch=cc.describe_launch, reserved=triton_names, reserved_prefix="ct_")
-    _not_reached(sec, opts)
-    return sec, out
-
-
-CUTE_DIRS = ("ops/cutedsl", "ops/cute")
-
-
-def cute_section(opts: Options) -> tuple[Section, Outcome]:
-    from . import cute_corpus as kc
-
-    root = package_root()
-    sec = Section(PACKAGE, "cute")
-    if root is None:
-        sec.notes.append("liger-kernel is not installed")
-        return sec, Outcome()
-    defined, sites = kc.sites(root, CUTE_DIRS)
-    sec.defined = [d.name for d in defined]
-    sec.notes.append(f"{len(sec.defined)} CuTe DSL launchers (distinct first arguments of cute.compile(...) per file) "
-                     f"under liger_kernel/ops/cutedsl/ and ops/cute/; ops/cute/ holds none: its MoE and TP "
-                     f"cross-entropy call a prebuilt TVM-FFI package (liger_cute_kernels), no CuTe DSL source")
-    meta, cases = load_cases(CORPUS / "liger_cute.toml")
-    archs = opts.archs or tuple(meta.get("archs", ("sm_80", "sm_90a")))
-    caps = kc.capture(select(cases, opts), sec, sites)
-    sec.reached = {c.qualname for _, c in caps}
-    specs = [kc.to_spec(where, c) for where, c in caps]
-    out = compile_specs(sec, specs, kc.compile_spec, kc.classify, archs, opts, prefix="cute_",
-                        describe_launch=kc.describe_launch)
-    _not_reached(sec, opts)
-    return sec, out
-
-
-def _not_reached(sec: Section, opts: Options) -> None:
-    if opts.reduced or opts.cases:
-        return
-    failed_cases = {f.where.split("[")[0] for f in sec.failures if f.reason_class == CAPTURE}
-    for k in sec.defined:
-        if k not in sec.reached:
-            why = "no corpus case launches it"
-            if failed_cases:
-                why += f" (cases that failed before launching: {', '.join(sorted(failed_cases))})"
-            sec.fail(k, "capture", NOT_REACHED, why)
-
-
-def environment_failure(sec: Section, what: str) -> None:
-    sec.fail("", "capture", ENVIRONMENT, what)
-
-
-def sections(opts: Options, dsls: tuple[str, ...]) -> list[tuple[Section, Outcome]]:
-    out = []
+def _defined(root: Path, dsls: tuple[str, ...]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """What liger defines, per DSL (scanned from its sources, never a hand-written list), and a note on each."""
+    defined: dict[str, list[str]] = {}
+    notes: dict[str, list[str]] = {}
     if "triton" in dsls:
-        out.append(triton_section(opts))
+        found = inventory.triton_kernels(root)
+        defined["triton"] = [d.name for d in found if not d.helper]
+        helpers = [d.name.split(":")[1] for d in found if d.helper]
+        notes["triton"] = [f"{len(found)} @triton.jit functions in liger_kernel/ops/*.py: {len(defined['triton'])} "
+                           f"kernels and {len(helpers)} device/combine helpers compiled inside the kernels that call "
+                           f"them ({', '.join(helpers)})"]
     if "cutile" in dsls:
-        out.append(cutile_section(opts))
+        defined["cutile"] = [d.name for d in inventory.cutile_kernels(root)]
+        notes["cutile"] = [f"{len(defined['cutile'])} @ct.kernel functions under liger_kernel/ops/cutile/"]
     if "cute" in dsls:
-        out.append(cute_section(opts))
-    return out
+        defined["cute"] = [d.name for d in inventory.cute_launchers(root, CUTE_DIRS)]
+        notes["cute"] = [f"{len(defined['cute'])} CuTe DSL launchers (distinct first arguments of cute.compile(...) "
+                         f"per file) under liger_kernel/ops/cutedsl/ and ops/cute/; ops/cute/ holds none: its MoE and "
+                         f"TP cross-entropy call a prebuilt TVM-FFI package (liger_cute_kernels), no CuTe DSL source"]
+    return defined, notes
 
 
-def describe(out: list[tuple[Section, Any]]) -> str:
-    return ", ".join(f"{s.dsl}: {len(s.compiled)}/{len(s.defined)}" for s, _ in out)
+def _cute_namer(root: Path) -> Any:
+    """A recorded ``cute.compile`` call -> the inventory's name of its launcher: the ``cute.compile`` line of its
+    file nearest at or above the call's."""
+    sites = {(str(d.path), d.line): d.name for d in inventory.cute_launchers(root, CUTE_DIRS)}
+
+    def name(payload: dict[str, Any]) -> str:
+        path, line = payload.get("site", ("", 0))
+        best = None
+        for (p, ln), n in sites.items():
+            if p == path and ln <= line and (best is None or ln > best[0]):
+                best = (ln, n)
+        if best is not None:
+            return best[1]
+        fn = payload["fn"]
+        mod = getattr(fn, "__module__", None) or type(fn).__module__
+        return f"{mod}:{getattr(fn, '__name__', type(fn).__name__)}"
+
+    return name

@@ -19,6 +19,9 @@ def run(packages: list[str], dsls: tuple[str, ...], opts: Options, out: Path) ->
     all_sections: list[Section] = []
     manifest: dict[str, Any] = {"libraries": {}, "specs": []}
     for pkg in packages:
+        if pkg == "liger":
+            all_sections += _liger(dsls, opts, out, manifest)
+            continue
         results = _sections(pkg, dsls, opts)
         if not results:
             continue
@@ -52,6 +55,46 @@ def run(packages: list[str], dsls: tuple[str, ...], opts: Options, out: Path) ->
     return meta, all_sections
 
 
+def _liger(dsls: tuple[str, ...], opts: Options, out: Path, manifest: dict[str, Any]) -> list[Section]:
+    """liger-kernel through the product: kernelpack capture + kernelpack build -k (corpus.liger), then the checks
+    of the built library and the manifest the GPU run reads."""
+    from types import SimpleNamespace
+
+    from kernelpack.bundle.host_program import HostProgram
+    from kernelpack.bundle.kpack import Bundle
+
+    from . import liger
+    from .captured import manifest as entries
+
+    secs, got = liger.run(opts, dsls or ("triton", "cutile", "cute"), out)
+    if got is None or got.report is None:
+        return secs
+    outputs = {k: Path(v) for k, v in got.report.outputs.items()}
+    shared, static, kpack = outputs.get("shared"), outputs.get("static"), outputs.get("bundle")
+    bundle = Bundle.read(kpack) if kpack is not None and kpack.exists() else None
+    programs = {}
+    for f in got.families:
+        if str(f.get("prebuilt", "")).endswith(".kphost") and not f.get("error"):
+            prog = HostProgram.from_bytes((got.project / f["prebuilt"]).read_bytes())
+            programs[f["name"]] = prog
+    manifest["specs"] += entries(got, bundle, programs)
+    if shared is None or static is None:
+        return secs
+    prefix = shared.parent.parent
+    result = SimpleNamespace(name=shared.stem.removeprefix("lib"), shared=shared, static=static, prefix=prefix,
+                             include_dir=prefix / "include")
+    fams = {f["name"] for f in got.families if f["name"] not in {k.split(":", 1)[1].split("[")[0]
+                                                                 for k in got.report.failed}
+            and not f.get("error")}
+    for problem in check_library(result, fams):
+        for s in secs:
+            s.fail("", "header", KERNELPACK, problem)
+    manifest["libraries"]["liger"] = {"name": result.name, "shared": str(shared.relative_to(out)),
+                                      "static": str(static.relative_to(out)),
+                                      "kpack": str(kpack.relative_to(out)) if kpack else ""}
+    return secs
+
+
 def _write_bundle(items: list[Item], path: Path) -> str:
     from kernelpack.bundle.kpack import Bundle
 
@@ -62,10 +105,6 @@ def _write_bundle(items: list[Item], path: Path) -> str:
 
 
 def _sections(pkg: str, dsls: tuple[str, ...], opts: Options) -> list[tuple[Section, Outcome]]:
-    if pkg == "liger":
-        from . import liger
-
-        return liger.sections(opts, dsls or ("triton", "cutile", "cute"))
     if pkg == "flashinfer":
         try:
             from . import flashinfer  # type: ignore[attr-defined]  # corpus/flashinfer.py: the corpus-fi branch

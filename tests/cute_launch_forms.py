@@ -65,6 +65,22 @@ def cooperative(x: cute.Tensor, y: cute.Tensor, n: Int32, stream: cuda.CUstream 
                           stream=stream)
 
 
+@cute.kernel
+def scale_tiled(x: cute.Tensor, y: cute.Tensor, n: Int32, tiler):
+    tx, _, _ = cute.arch.thread_idx()
+    bx, _, _ = cute.arch.block_idx()
+    i = bx * tiler[0] + tx
+    if i < n:
+        y[i] = x[i] * Float32(2.0)
+
+
+@cute.jit
+def python_ints_into_kernel(x: cute.Tensor, y: cute.Tensor, n: Int32, stream: cuda.CUstream = None):
+    # a tuple of Python ints handed to the kernel (liger's tiler_mn): the DSL bakes it, the kernel has no parameter
+    scale_tiled(x, y, n, (THREADS, 1)).launch(grid=[cute.ceil_div(n, THREADS), 1, 1], block=[THREADS, 1, 1],
+                                              stream=stream)
+
+
 @cute.jit
 def bad_block(x: cute.Tensor, y: cute.Tensor, n: Int32, stream: cuda.CUstream = None):
     scale(x, y, n).launch(grid=[1, 1, 1], block=[THREADS, 1, 1, 1], stream=stream)

@@ -129,3 +129,30 @@ def test_static_layout_like_values_vanish(spelling: str, static: bool) -> None:
     from kernelpack.frontends.cute.types import is_static
 
     assert is_static(spelling) is static
+
+
+def test_python_ints_the_dsl_bakes_into_a_kernel_are_no_parameters_of_it() -> None:
+    """A plain Python number a launcher hands its kernel is a compile-time value of the kernel (the cubin has no
+    parameter for it): the launch has no kernel-level C form -- said, not guessed as an int32 parameter the cubin
+    lacks -- and the launcher exported whole builds, its kernel described by the cubin."""
+    from kernelpack.frontends.cute.entry import auto
+
+    with pytest.raises(CompileError, match=r"no kernel-level C form .*tiler\.0: a plain Python int .* baked"):
+        kc.compile(forms.python_ints_into_kernel, *forms.example_args(), arch="sm_90a", name="tiled")
+    out = auto(forms.python_ints_into_kernel, forms.example_args(), ["sm_90a"], "tiled")
+    assert out.kind == "host"
+
+
+def test_a_host_programs_kernel_the_cubin_contradicts_is_described_by_the_cubin() -> None:
+    """Inside a host program the launcher launches its kernels itself: where the parameters kernelpack derived for a
+    kernel disagree with its cubin (liger's CrossEntropyClusterVector: 5 derived, 7 in the cubin), the kernel is
+    described by the cubin's parameter sizes instead of failing the export."""
+    from kernelpack.core.arch import parse_archs
+    from kernelpack.frontends.cute import compiler as cc
+
+    (arch,) = parse_archs("sm_90a")
+    traced = cc._compile_arch(forms.keyword_stream, forms.example_args(), {}, arch, "")
+    rec = next(r for r in traced.launches if not r.error)
+    rec.params = rec.params[:-1]  # a derived parameter list the cubin contradicts
+    (art,) = cc._host_kernels(traced, "ks", "", cc._provenance(forms.keyword_stream, ""))
+    assert [type(p.type).__name__ for p in art.abi.params] == ["Opaque"] * 3

@@ -206,6 +206,7 @@ ALLOWED = {
     ("frontends/refs.py", "importlib.machinery.PathFinder.find_spec"):
         "_RenamingFinder: finds the siblings of such a module (the user's project files) for that renaming loader",
     ("core/_lazy.py", "importlib.import_module"): "kernelpack's own submodules, from a constant table in the package",
+    ("__init__.py", "importlib.import_module"): "the public classes' own modules, from the constant table _CLASSES",
     ("_aliases.py", "importlib.import_module"): "kernelpack's own modules at their new homes, from the constant table "
                                                 "MOVED",
     ("frontends/cute/types.py", "importlib.import_module"):

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from kernelpack.core.version import __version__
+
 ROOT = Path(__file__).resolve().parent.parent
 CC = shutil.which("gcc")
 SANITIZER_PRELOAD = "KERNELPACK_TEST_SANITIZER_PRELOAD"  # the sanitizer runtimes, for the tests' own child interpreters
@@ -41,7 +43,7 @@ def test_the_launch_path_runs_clean_under_asan_and_ubsan(tmp_path):
     shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     ext = src / "kernelpack" / "runtime" / f"_launch{sysconfig.get_config_var('EXT_SUFFIX')}"
     subprocess.run([CC or "gcc", "-shared", "-fPIC", "-O1", "-g", "-fsanitize=address,undefined",
-                    "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer",
+                    "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", f'-DKP_VERSION="{__version__}"',
                     f"-I{sysconfig.get_paths()['include']}", f"-I{src / 'kernelpack' / 'csrc'}",
                     str(src / "kernelpack" / "runtime" / "_launch.c"), "-o", str(ext)], check=True)
     shutil.copy(next((ROOT / "src" / "kernelpack" / "runtime").glob("_torch_bridge*.so"), ext), ext.parent)

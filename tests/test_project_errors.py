@@ -67,7 +67,7 @@ CASES = [  # (TOML, the message: file, table, key, expected, given)
     (LIB + '[[triton]]\nkernel = "t.py:k"\nconstexprs = [1]\n', r"key 'constexprs': expected a table"),
     (LIB + '[[cutile]]\nkernel = "t.py:k"\nsignatures = 5\n', r"\[\[cutile\]\] #1: key 'signatures'"),
     (LIB + '[[cute]]\nfunction = "c.py:f"\nexample_args = "c.py:a"\nmode = "jit"\n',
-     r"\[\[cute\]\] #1: key 'mode': expected one of 'kernel', 'host', got str 'jit'"),
+     r"\[\[cute\]\] #1: key 'mode': expected one of 'kernel', 'host', 'auto', got str 'jit'"),
     (LIB + '[[cute]]\nfunction = "c.py:f"\nexample_args = "c.py:a"\nvariants = [1]\n', r"key 'variants'"),
     (LIB + '[[cute]]\nfunction = "c.py:f"\nexample_args = "c.py:a"\nzero_extent = "ignore"\n', r"key 'zero_extent'"),
     (LIB + '[[cute]]\nfunction = "c.py:f"\nexample_args = "c.py:a"\noptions = ["-O3"]\n', r"key 'options': expected "

@@ -174,7 +174,8 @@ def test_bad_signatures_raise_compile_errors_naming_kernel_and_parameter(module_
 
 
 def test_missing_constexpr_and_triton_failures_are_compile_errors(module_cache):
-    with pytest.raises(CompileError, match=r"add_kernel: parameter 4 'BLOCK' has no type in the signature"):
+    with pytest.raises(CompileError, match=r"add_kernel: constexpr parameter 4 'BLOCK' has no value: give it in "
+                                           r"constexprs .*`constexprs = \{ BLOCK = \.\.\. \}`"):
         kt.compile(add_kernel, SIG, arch="sm_80", cache=module_cache)
     with pytest.raises(CompileError, match=r"kernel add_kernel \(sm_80\): Triton failed") as e:
         kt.compile(add_kernel, SIG, constexprs={"BLOCK": 1000}, arch="sm_80", cache=module_cache)  # not a power of two

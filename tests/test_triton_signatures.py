@@ -298,7 +298,7 @@ def test_heuristics_are_applied_as_the_jit_does(n: int) -> None:
 
 def test_autotuned_kernels_take_the_chosen_config() -> None:
     x = _t(torch.float32)
-    with pytest.raises(CompileError, match=r"it is autotuned: give the chosen config's values in constexprs"):
+    with pytest.raises(CompileError, match=r"it is autotuned: each config gives its own"):
         kt.signature_from_args(K.tuned, (x, 100))
     assert kt.signature_from_args(K.tuned, (x, 100), constexprs={"BLOCK": 128}).constexprs == {"BLOCK": 128}
 
@@ -329,3 +329,64 @@ def test_fp8_scalar_parameter_is_refused() -> None:
     with pytest.raises(CompileError, match=r"parameter 2 'n': unsupported Triton type 'fp8e4nv'"):
         kt.compile(K.fp8_widen, {"x_ptr": "*fp8e4nv", "y_ptr": "*fp32", "n": "fp8e4nv"}, constexprs={"BLOCK": 64},
                    arch="sm_90a")
+
+
+# ------------------------------------------------------------------ autotune = true with example_args (issue 28, 5)
+
+ISSUE_KERNEL = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 128}), triton.Config({"BLOCK": 256})], key=["n"])
+@triton.jit
+def scale(x, y, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y + i, tl.load(x + i, mask=i < n) * 2, mask=i < n)
+
+
+def example_args():
+    x = torch.empty(1024, device="meta")
+    return (x, x, 1024)
+'''
+
+
+def test_autotune_true_with_example_args_builds_every_config_and_warns_the_family_runs_its_first(
+        tmp_path: Path, fresh_cache: Any, capsys: Any) -> None:
+    """The project path of issue 28: each config's constexprs complete the example call; the untuned family warns
+    at build that every call launches its first config."""
+    import kernelpack.cli as cli
+    from kernelpack.bundle.kpack import Bundle
+
+    (tmp_path / "k.py").write_text(ISSUE_KERNEL)
+    (tmp_path / "kernelpack.toml").write_text(
+        '[library]\nname = "k"\narchs = ["sm_90a"]\noutputs = ["bundle"]\n\n[[triton]]\nkernel = "k.py:scale"\n'
+        'example_args = "k.py:example_args"\nautotune = true\n')
+    assert cli.main(["build", "-j", "1", str(tmp_path)]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out.replace("\n", " ")
+    arts = Bundle.read(tmp_path / "build" / "k.kpack")
+    assert [a.label for a in arts] == ["scale[c0]", "scale[c1]"]
+    assert [a.launch.block for a in arts] == [(128, 1, 1), (128, 1, 1)]
+    assert [[p.divisibility for p in a.abi if p.role == "arg"] for a in arts] == [[16, 16, 16]] * 2
+    assert "scale[c0]: launched for every call of scale: scale[c1] accepts the same calls" in out
+
+
+def test_each_autotune_config_gets_the_heuristics_of_its_own_constexprs() -> None:
+    x = _t(torch.float32, "meta")
+    c0, c1 = kt.compile(K.tuned_half, example_args=(x, 100), arch="sm_90a", name="half")
+    assert [c0.variant, c1.variant] == ["c0", "c1"]
+    assert "constexpr HALF=32" in c0.provenance.options and "constexpr HALF=64" in c1.provenance.options
+    assert [c0.launch.block, c1.launch.block] == [(64, 1, 1), (128, 1, 1)]
+
+
+def test_a_missing_constexpr_says_how_to_give_it() -> None:
+    x = _t(torch.float32, "meta")
+    how = r"constexpr parameter 4 'BLOCK' has no value: give it in constexprs .*`constexprs = \{ BLOCK = \.\.\. \}`"
+    with pytest.raises(CompileError, match=how):
+        kt.compile(__import__("triton_kernels").add_kernel,
+                   {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}, arch="sm_90a")
+    with pytest.raises(CompileError, match=how):
+        kt.signature_from_args(__import__("triton_kernels").add_kernel, (x, x, x, 64))
+    with pytest.raises(CompileError, match=r"parameter 2 'BLOCK' has no value.*it is autotuned"):
+        kt.signature_from_args(K.tuned, (x, 100))

@@ -5,6 +5,7 @@ printed once. GPU-less (the runtime cases load no driver at all)."""
 
 from __future__ import annotations
 
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,6 +150,10 @@ def test_a_misspelled_cuda_kernel_names_the_kernel_meant(tmp_path: Path, fresh_c
         kernelpack.cuda.compile(src, ["nge"], arch=["sm_90a"], compiler="nvrtc")
 
 
+# what the signature parser reads of a @triton.jit function: its parameter names and which are constexprs
+_ONE_PARAM = types.SimpleNamespace(arg_names=["x"], params=[types.SimpleNamespace(name="x", is_constexpr=False)])
+
+
 @pytest.mark.parametrize("given,canonical", [("*f16", "*fp16"), ("*kf32", "*kfp32"), ("f32", "fp32"),
                                              ("*float16", "*fp16"), ("*bfloat16", "*bf16"), ("i32", "i32"),
                                              ("tensordesc<f16[64, 32]>", "tensordesc<fp16[64, 32]>")])
@@ -156,7 +161,7 @@ def test_a_triton_signature_takes_kernelpacks_and_torchs_type_names(given: str, 
     pytest.importorskip("triton")
     from kernelpack.frontends.triton.compile import _parse_signature
 
-    (arg,) = _parse_signature("k", ["x"], {"x": given}, {})
+    (arg,) = _parse_signature("k", _ONE_PARAM, {"x": given}, {})
     assert arg.ty == canonical
 
 
@@ -170,7 +175,7 @@ def test_a_misspelled_triton_type_names_the_type_meant(given: str, meant: str) -
     with pytest.raises(CompileError, match=rf"parameter 0 'x': unsupported Triton type '\{given}'.*did you mean "
                                            rf"'\{meant}'\?" if given.startswith("*") else
                        rf"unsupported Triton type '{given}'.*did you mean '{meant}'\?"):
-        _parse_signature("k", ["x"], {"x": given}, {})
+        _parse_signature("k", _ONE_PARAM, {"x": given}, {})
 
 
 def test_a_dtype_in_another_librarys_spelling_names_kernelpacks() -> None:

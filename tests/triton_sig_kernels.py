@@ -59,3 +59,12 @@ def broken(x_ptr, n, BLOCK: tl.constexpr):
 def fp8_widen(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n).to(tl.float32), mask=offs < n)
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=2), triton.Config({"BLOCK": 128}, num_warps=4)],
+                 key=["n"])
+@triton.heuristics(values={"HALF": lambda args: args["BLOCK"] // 2})
+@triton.jit
+def tuned_half(x_ptr, n, BLOCK: tl.constexpr, HALF: tl.constexpr):
+    offs = tl.arange(0, HALF) * 2
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + BLOCK, mask=offs < n)

@@ -8,6 +8,7 @@ made inside the functions: ``scripts/gpu.py run`` reads the table without them.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -338,6 +339,41 @@ def loadscale(gpu: Path) -> None:
             shutil.rmtree(junk)
         elif junk.exists():
             junk.unlink()
+
+
+def capture(gpu: Path) -> None:
+    """capture/gpuless/: the GPU-less capture (device h200) of tests/capture_gpu_script.py, which
+    tests/test_capture_gpu.py compares with the GPU-mode capture of the same script on the H200."""
+    out = gpu / "capture"
+    shutil.rmtree(out, ignore_errors=True)
+    work = out / "work"
+    work.mkdir(parents=True)
+    for src, dst in (("capture_kernels.py", "capture_kernels.py"), ("capture_gpu_script.py", "script.py")):
+        shutil.copy(ROOT / "tests" / src, work / dst)
+    subprocess.run([sys.executable, "-m", "kernelpack.cli", "capture", "-q", "-o", str(out / "gpuless"), "--device",
+                    "h200", "--", "python", "script.py"], check=True, cwd=work,
+                   env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(work)])})
+    state = json.loads((out / "gpuless" / "capture.json").read_text())
+    _wrote(out / "gpuless" / "capture.json", ", ".join(f["name"] for f in state["families"]))
+
+
+def capture_liger(gpu: Path) -> None:
+    """capture_liger/gpuless/: the GPU-less capture (device h200) of liger-kernel's Triton script of calls
+    (corpus/liger_triton.toml), its capture.json only, which tests/test_capture_liger_gpu.py compares with the
+    GPU-mode capture of the same calls on the H200 (liger's sources: the corpus step); needs liger-kernel here."""
+    out = gpu / "capture_liger"
+    shutil.rmtree(out, ignore_errors=True)
+    work = out / "project"
+    path = os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
+    subprocess.run([sys.executable, "-m", "kernelpack.cli", "capture", "-q", "-o", str(work), "--device", "h200", "--",
+                    sys.executable, "-m", "corpus.cases", "corpus/liger_triton.toml", "--device", "h200"], check=True,
+                   cwd=ROOT, env=env)
+    (out / "gpuless").mkdir(parents=True)
+    shutil.move(str(work / "capture.json"), out / "gpuless" / "capture.json")
+    shutil.rmtree(work)
+    state = json.loads((out / "gpuless" / "capture.json").read_text())
+    _wrote(out / "gpuless" / "capture.json", f"{len(state['families'])} families")
 
 
 def corpus(gpu: Path) -> None:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .argtypes import Kernel as Kernel
     from .bundle.artifact import KernelArtifact as KernelArtifact
     from .bundle.kpack import Bundle as Bundle
+    from .capture import Capture as capture
     from .clib import Library as Library
     from .core.arch import Arch as Arch
     from .runtime.errors import ArgumentError as ArgumentError
@@ -49,7 +50,7 @@ _install_aliases()  # kernelpack.core.abi and the other paths of the layout befo
 # the frontends and the public modules, imported on first use: `import kernelpack` imports none of them, and no
 # frontend imports its DSL before a compile needs it (tests/test_runtime_imports.py)
 _FRONTENDS = ("cuda", "triton", "cutile", "cute", "prebuilt")
-_MODULES = (*_FRONTENDS, "argtypes", "project", "testing", "tuning")
+_MODULES = (*_FRONTENDS, "argtypes", "capture", "project", "testing", "tuning")
 # the public classes, from where they live (imported on first use; Arch too: loading a library of CuTe host programs
 # needs none)
 _CLASSES = {"Bundle": "bundle.kpack", "KernelArtifact": "bundle.artifact", "KernelModule": "runtime.module",
@@ -123,5 +124,6 @@ __all__ = [
     "Struct",
     "TensorSpec",
     "__version__",
+    "capture",
     "load",
 ]

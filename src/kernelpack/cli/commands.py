@@ -1,4 +1,4 @@
-"""The ``kernelpack`` command line: demo, inspect, build, tune, wheel.
+"""The ``kernelpack`` command line: demo, inspect, build, tune, wheel, capture.
 
 Each subcommand is one row of :data:`COMMANDS` (its name, its one-line help, its ``--help`` description, its
 arguments and what runs it): a new subcommand is a new row. Options every subcommand takes, before or after its
@@ -137,6 +137,9 @@ def _build_args(b: argparse.ArgumentParser) -> None:
     b.add_argument("--force", action="store_true", help="rebuild every step and relink (the compile cache still "
                                                         "applies; KERNELPACK_CACHE_DIR=off for a cold build)")
     b.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors (no progress, no summary)")
+    b.add_argument("-k", "--keep-going", action="store_true",
+                   help="leave out the steps that fail and link the rest (the exit status is 1 and names them; "
+                        "the next build tries them again)")
     b.add_argument("--json", action="store_true", help="print the build report as JSON on stdout")
     b.add_argument("--tuning", default=None, metavar="FILE", help="a kernelpack tune file to embed instead of "
                                                                   "[library] tuning ('none': build without one)")
@@ -167,7 +170,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
     return run_build(args.project or (args.inputs[0] if args.inputs else None), jobs=args.jobs, force=args.force,
                      quiet=args.quiet, as_json=args.json, out=args.out, tuning=args.tuning,
-                     executor=args.executor, address=args.address, verbose=args.verbose, watch=args.watch)
+                     executor=args.executor, address=args.address, verbose=args.verbose, watch=args.watch,
+                     keep_going=args.keep_going)
 
 
 def _build_bundles(args: argparse.Namespace) -> int:
@@ -250,6 +254,39 @@ def _cmd_wheel(args: argparse.Namespace) -> int:
                      force=args.force, overwrite=args.overwrite, quiet=args.quiet, split=args.split)
 
 
+
+# ------------------------------------------------------------------------------------------------ capture
+
+
+def _capture_args(c: argparse.ArgumentParser) -> None:
+    c.add_argument("-o", "--out", default="captured", help="the project directory (default: ./captured); an "
+                                                              "existing capture there is merged into")
+    c.add_argument("--device", default=None, metavar="NAME", help="capture without a GPU, answering device queries "
+                                                                  "for NAME (h100, h200, b200, a100, ...; "
+                                                                  "docs/capture.md); default: this machine's GPU")
+    c.add_argument("--configs", default=None, metavar="first|all|cN|chosen",
+                   help="which configs of an autotuned kernel the project builds: the first (GPU-less default), all, "
+                        "config N, or on a GPU the ones the autotuner chose (default there)")
+    c.add_argument("--name", default=None, help="the library name (default: the directory's name)")
+    c.add_argument("--interpret", action="append", default=None, metavar="KERNEL",
+                   help="run this Triton kernel with Triton's CPU interpreter during a GPU-less capture (for host "
+                        "code that reads its results back); repeatable")
+    c.add_argument("-q", "--quiet", action="store_true", help="print nothing but what was skipped and errors")
+    c.add_argument("--json", action="store_true", help="print the capture's report as JSON")
+    c.add_argument("run", nargs=argparse.REMAINDER, metavar="-- python SCRIPT [ARGS]",
+                   help="the command to run (python SCRIPT ARGS or python -m MODULE ARGS)")
+
+
+def _cmd_capture(args: argparse.Namespace) -> int:
+    if not [a for a in args.run if a != "--"]:
+        raise UsageError("kernelpack capture: give the command to run after --: kernelpack capture -o DIR "
+                         "[--device h200] -- python script.py [ARGS]")
+    from ..capture.ui import run_capture
+
+    return run_capture(args.run, out=args.out, device=args.device, configs=args.configs, name=args.name,
+                       interpret=args.interpret or (), quiet=args.quiet, as_json=args.json)
+
+
 def _export_args(x: argparse.ArgumentParser) -> None:
     x.add_argument("input", nargs="?", default=None, metavar="PROJECT", help="a project file or directory")
     x.add_argument("-p", "--project", default=None, help="project file or directory")
@@ -294,6 +331,13 @@ COMMANDS: tuple[Command, ...] = (
             "kernelpack wheel [PROJECT] builds the project as kernelpack build does (incrementally) and writes "
             "NAME-VERSION-cp310-abi3-TAG.whl: the package NAME with the bundle, its own runtime, typed stubs and, with "
             "--with-library, the C library. Needs [library] version. See docs/wheels.md.", _wheel_args, _cmd_wheel),
+    Command("capture", "run your PyTorch code and write the kernelpack project of every Triton, cuTile and CuTe "
+                       "DSL kernel it launches",
+            "kernelpack capture -o DIR [--device h200] -- python script.py [ARGS] runs the script in this process, "
+            "records every Triton, cuTile and CuTe DSL launch with the signature the DSL's own binder derives, and "
+            "writes (or merges into) the project DIR: kernelpack.toml, capture_args.py, capture.json. With --device "
+            "and no GPU, CPU tensors stand in for CUDA tensors and kernels are not run. See docs/capture.md.",
+            _capture_args, _cmd_capture),
     Command("export", "write a project's kernels in another ecosystem's layout",
             "kernelpack export --hf-kernels DIR [PROJECT] builds the project and writes a Hugging Face kernel-hub "
             "repository (build/<variant>/ with metadata.json) that the kernels package loads. See docs/wheels.md.",

@@ -5,6 +5,7 @@ reads it, the artifact (:mod:`kernelpack.bundle.artifact`) carries it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -66,6 +67,88 @@ def grid_text(e: GridExpr) -> str:
     if e[0] == "arg":
         return e[1] + (f".{e[2]}" if e[2] else "")
     return f"{e[0]}({grid_text(e[1])}, {grid_text(e[2])})"
+
+
+# compiled on first use (re caches it): the runtime imports this module, and few programs parse a grid formula
+_GRID_TOKEN = r"\s*(?:(\d+)|([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)|(//|[-+*/(),]))"
+
+
+def parse_grid_text(text: str, consts: Mapping[str, Any] | None = None) -> GridExpr:
+    """A grid formula written as text (what :func:`grid_text` writes, and infix ``+ - * //``): ``ceil_div(n, 256)``,
+    ``cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)``, ``c.shape1``, ``64``. A name in ``consts`` is replaced by its (integer)
+    value, any other names a parameter (``x.shape1``: a field of one). KernelpackError for anything else."""
+    pos, toks, token = 0, [], re.compile(_GRID_TOKEN)
+    while pos < len(text):
+        m = token.match(text, pos)
+        if m is None or m.end() == pos:
+            if text[pos:].strip():
+                raise KernelpackError(f"grid formula {text!r}: cannot read {text[pos:]!r}")
+            break
+        toks.append(m.groups())
+        pos = m.end()
+    consts = consts or {}
+    at = [0]
+
+    def peek() -> str | None:
+        return toks[at[0]][2] if at[0] < len(toks) else None
+
+    def take(sym: str) -> None:
+        if peek() != sym:
+            raise KernelpackError(f"grid formula {text!r}: expected {sym!r}")
+        at[0] += 1
+
+    def atom() -> GridExpr:
+        if at[0] >= len(toks):
+            raise KernelpackError(f"grid formula {text!r}: ends early")
+        num, name, sym = toks[at[0]]
+        at[0] += 1
+        if num is not None:
+            return int(num)
+        if sym == "(":
+            e = expr()
+            take(")")
+            return e
+        if name is not None and peek() == "(":
+            op = {"cdiv": "ceil_div"}.get(name, name)
+            if op not in GRID_OPS:
+                raise KernelpackError(f"grid formula {text!r}: unknown function {name}; expected one of "
+                                      f"{', '.join(GRID_OPS)}")
+            take("(")
+            a = expr()
+            take(",")
+            b = expr()
+            take(")")
+            return (op, a, b)
+        if name is not None:
+            if name in consts:
+                v = consts[name]
+                if isinstance(v, bool) or not isinstance(v, int):
+                    raise KernelpackError(f"grid formula {text!r}: constexpr {name} is {v!r}, not an integer")
+                return int(v)
+            param, _, fld = name.partition(".")
+            return ("arg", param, fld or None)
+        raise KernelpackError(f"grid formula {text!r}: unexpected {sym!r}")
+
+    def term() -> GridExpr:
+        e = atom()
+        while peek() in ("*", "//", "/"):
+            op = "mul" if peek() == "*" else "div"
+            at[0] += 1
+            e = (op, e, atom())
+        return e
+
+    def expr() -> GridExpr:
+        e = term()
+        while peek() in ("+", "-"):
+            op = "add" if peek() == "+" else "sub"
+            at[0] += 1
+            e = (op, e, term())
+        return e
+
+    out = expr()
+    if at[0] != len(toks):
+        raise KernelpackError(f"grid formula {text!r}: unexpected {toks[at[0]][2] or toks[at[0]][1]!r}")
+    return out
 
 
 def grid_params(e: GridExpr) -> list[tuple[str, str | None]]:

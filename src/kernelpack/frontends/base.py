@@ -139,3 +139,19 @@ class Frontend(Generic[E]):
     def build(self, entry: E, step: Step) -> Output:
         """Build one step (in a worker process; the DSLs are neither thread- nor fork-safe)."""
         raise NotImplementedError
+
+
+def prebuilt_output(path: Path, what: str) -> Output:
+    """A file kernelpack built before (``prebuilt = ...`` of a ``[[cute]]`` or ``[[cutile]]`` entry: what
+    ``kernelpack capture`` compiled while the kernel's Python objects lived): a ``.kpack`` bundle or a serialized CuTe
+    host program, read and checked."""
+    from ..bundle.host_program import HostProgram
+    from ..bundle.kpack import MAGIC, Bundle
+    from ..core.files import read_bounded
+
+    data = read_bounded(path, f"prebuilt {what} output", error=ProjectError)
+    if data.startswith(MAGIC):
+        return Output("bundle", Bundle.from_bytes(data, source=str(path)).to_bytes())
+    if data[:1] == b"{":
+        return Output("host", HostProgram.from_bytes(data, source=str(path)).to_bytes())
+    raise ProjectError(f"{what} entry: {path} is neither a .kpack bundle nor a kernelpack host program")

@@ -286,6 +286,32 @@ def check_families(families: Mapping[str, Sequence[KernelArtifact]]) -> None:
             family_args(name, [(a.label, plans(a)[0]) for a in arts])
 
 
+def shadowed(name: str, arts: Sequence[KernelArtifact]) -> dict[str, list[str]]:
+    """Specializations of family ``name`` that no call ever reaches: each accepts exactly the calls an earlier one in
+    dispatch order accepts (the same constraints, requirements and binaries), so dispatch always stops before it.
+    Returns the label launched -> the labels it hides (an untuned autotune family: its first config -> the
+    others). Empty for a family that is not one (the runtime refuses it by itself)."""
+    from .facts import plans
+
+    first = [plans(a)[0] for a in arts]
+    try:
+        args = family_args(name, [(a.label, p) for a, p in zip(arts, first)])
+    except KernelpackError:
+        return {}
+    keys = [specificity(constraints(args, p)) for p in first]
+    winners: dict[tuple[object, ...], str] = {}
+    out: dict[str, list[str]] = {}
+    for i in dispatch_order(keys):
+        a, cons = arts[i], constraints(args, first[i])
+        key = (_base_key(cons), tuple((c.arg, c.value, c.lo, c.hi) for c in cons if c.kind == "range"),
+               a.requirements, tuple(sorted((str(b.arch), b.kind) for b in a.binaries)))
+        if key in winners:
+            out.setdefault(winners[key], []).append(a.label)
+        else:
+            winners[key] = a.label
+    return out
+
+
 # ------------------------------------------------------------------------------------------------ a family in order
 
 LAUNCH_KEYWORDS = ("grid", "block", "smem", "stream", "cluster", "pdl", "cooperative")  # a call's launch options

@@ -159,6 +159,23 @@ def row(a: KernelArtifact, library_archs: Sequence[str], status: str = "",
     return r
 
 
+def warn_shadowed(bundle: Bundle, report_rows: Sequence[Row]) -> None:
+    """A warning on the row of each specialization that hides others of its family (launch.family.shadowed): an
+    untuned autotune family launches its first config for every call."""
+    from ..launch.family import shadowed
+
+    by_label = {r.kernel: r for r in report_rows}
+    for name, arts in bundle.families().items():
+        for winner, hidden in shadowed(name, arts).items():
+            text = (f"launched for every call of {name}: {', '.join(hidden)} accept{'s' * (len(hidden) == 1)} the "
+                    f"same calls and {'is' if len(hidden) == 1 else 'are'} never launched (an untuned autotune "
+                    f"family runs its first config: `kernelpack tune` on a GPU, then [library] tuning, picks one "
+                    f"per shape)")
+            row = by_label.get(winner)
+            if row is not None and text not in row.warnings:  # a row reused from the last build has it already
+                row.warnings.append(text)
+
+
 def _mm(arch: str) -> tuple[int, int]:
     from ..core.arch import Arch
 

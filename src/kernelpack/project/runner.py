@@ -40,7 +40,7 @@ from . import state as st
 from .jobs import Job, Outcome, execute, fingerprint, plan, run, static_files
 from .link import expected_outputs
 from .model import BuildSpec, Project, ProjectError, check_executor, load_project
-from .report import Row, rows_reusing
+from .report import Row, rows_reusing, warn_shadowed
 from .state import STATE_DIR, STATE_VERSION
 
 if TYPE_CHECKING:
@@ -70,6 +70,7 @@ class BuildReport:
     rows: list[Row] = field(default_factory=list)
     outputs: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    failed: dict[str, str] = field(default_factory=dict)  # keep_going: job id -> why it failed (left out)
 
     def __repr__(self) -> str:
         jobs = ", ".join(f"{n} {s}" for s in ("compiled", "cached", "reused", "failed") if (n := self.count(s)))
@@ -83,7 +84,7 @@ class BuildReport:
     def to_json(self) -> dict[str, Any]:
         return {"project": str(self.project), "out": str(self.out), "up_to_date": self.up_to_date, "jobs": self.jobs,
                 "job_seconds": self.job_seconds, "linked": self.linked, "link_seconds": self.link_seconds,
-                "outputs": self.outputs,
+                "outputs": self.outputs, "failed": self.failed,
                 "seconds": round(self.seconds, 3), "kernels": [r.to_json() for r in self.rows]}
 
 
@@ -107,7 +108,8 @@ StepRunner = Callable[[Project, list[Job], "str | None", Events], list[Outcome]]
 def build(where: str | os.PathLike[str] | None = None, *, jobs: int | None = None, force: bool = False,
           out: str | os.PathLike[str] | None = None, events: Events | None = None,
           outputs: tuple[str, ...] | None = None, tuning: str | os.PathLike[str] | None = None,
-          executor: str | None = None, address: str | None = None, steps: StepRunner | None = None) -> BuildReport:
+          executor: str | None = None, address: str | None = None, steps: StepRunner | None = None,
+          keep_going: bool = False) -> BuildReport:
     """Build the project at ``where`` (a project file or a directory holding one). ``jobs``: worker processes
     (default: CPU count; with Ray, the tasks in flight, default: the cluster's CPUs). ``executor``: "local" or "ray"
     (default: the project's ``[build] executor``, else local); ``address``: the Ray cluster (default: ``[build]
@@ -116,12 +118,13 @@ def build(where: str | os.PathLike[str] | None = None, *, jobs: int | None = Non
     ``[library] out``. ``outputs``: instead of ``[library] outputs`` (``kernelpack wheel`` needs the bundle, and the
     library only when the wheel carries it). ``tuning``: a tuning file instead of ``[library] tuning`` (``"none"``:
     build without one, e.g. the bundle ``kernelpack tune`` times). ``steps``: what runs the stale steps instead of
-    fresh worker processes (``kernelpack build --watch``'s warm workers, kernelpack.project.warm)."""
+    fresh worker processes (``kernelpack build --watch``'s warm workers, kernelpack.project.warm). ``keep_going``: steps
+    that fail are left out (``report.failed`` says why) and the rest is linked; the next build tries them again."""
     t0 = time.perf_counter()
     static = _with_tuning(_load(where, out, import_includes=False, outputs=outputs), tuning)
     spec = _executor(static, executor, address)
     with output_dir(static.out, "output directory") as out_dir:
-        return _build(where, out, static, out_dir, jobs, force, events, t0, outputs, spec, steps)
+        return _build(where, out, static, out_dir, jobs, force, events, t0, outputs, spec, steps, keep_going)
 
 
 def _executor(project: Project, executor: str | None, address: str | None) -> BuildSpec:
@@ -147,7 +150,7 @@ def _with_tuning(project: Project, tuning: str | os.PathLike[str] | None) -> Pro
 def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | None, static: Project, out_dir: Path,
            jobs: int | None, force: bool, events: Events | None, t0: float,
            outputs: tuple[str, ...] | None = None, spec: BuildSpec = LOCAL,
-           steps: StepRunner | None = None) -> BuildReport:
+           steps: StepRunner | None = None, keep_going: bool = False) -> BuildReport:
     state_dir = out_dir / STATE_DIR
     st.prepare(state_dir)
     expected = {str(p) for p in _expected_outputs(static).values()}
@@ -211,11 +214,15 @@ def _build(where: str | os.PathLike[str] | None, out: str | os.PathLike[str] | N
     failed = [o for o in outcomes.values() if not o.ok]
     new_jobs = _save_jobs(state_dir, all_jobs, prints, outcomes, old)
     partial = {**state, "version": STATE_VERSION, "digest": None, "jobs": new_jobs}  # the previous outputs, kept
-    if failed:
+    if failed and (not keep_going or len(failed) == len(all_jobs)):
         st.write(state_dir, partial)
         lines = "\n".join(f"  {o.job}: {o.error}" for o in failed)
         raise BuildFailed(f"{len(failed)} of {len(all_jobs)} build step(s) failed:\n{lines}",
                           log="\n\n".join(f"== {o.job}\n{o.log}" for o in failed if o.log))
+    if failed:  # keep going: link the rest; no digest, so the next build runs the failed steps again
+        report.failed = {o.job: o.error for o in failed}
+        all_jobs = [j for j in all_jobs if outcomes[j.id].ok]
+        digest = ""
 
     stage = Stage(out_dir)
     try:
@@ -243,6 +250,7 @@ def _finish(project: Project, stage: Stage, all_jobs: list[Job], built: dict[str
     report.outputs = {k: str(v) for k, v in outputs.items()}
     report.rows, row_keys = rows_reusing(bundle, project.library.archs, status, _previous_rows(state), dropped)
     report.rows += _host_rows(programs, project.library.archs)
+    warn_shadowed(bundle, report.rows)
     stage.write(f"{STATE_DIR}/state.json", st.encode({
         "version": STATE_VERSION, "digest": digest, "jobs": new_jobs,
         "library_stamp": stamp, "row_keys": row_keys,

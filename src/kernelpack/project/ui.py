@@ -79,9 +79,9 @@ class Display(Events):
 def run_build(project: str | None, *, jobs: int | None, force: bool, quiet: bool, as_json: bool,
               out: str | None = None, console: Any | None = None, tuning: str | None = None,
               executor: str | None = None, address: str | None = None, verbose: bool = False,
-              watch: bool = False) -> int:
-    """The ``kernelpack build`` command (project form); returns the exit status. ``watch``: build again on every
-    change, with warm workers (kernelpack.project.watch)."""
+              watch: bool = False, keep_going: bool = False) -> int:
+    """The ``kernelpack build`` command (project form); returns the exit status (1 when ``keep_going`` left steps
+    out). ``watch``: build again on every change, with warm workers (kernelpack.project.watch)."""
     import json
 
     def make() -> Any:  # rich is imported when something is drawn (a no-op build with --json draws nothing)
@@ -101,11 +101,18 @@ def run_build(project: str | None, *, jobs: int | None, force: bool, quiet: bool
     workers = jobs  # None: the CPU count (local), the cluster's CPUs (Ray)
     with Display(console, make) as display:  # errors (BuildFailed included) go to the CLI: stderr, even with -q
         report = build(project, jobs=workers, force=force, out=out, events=display, tuning=tuning,
-                       executor=executor, address=address)
+                       executor=executor, address=address, keep_going=keep_going)
     if as_json:
         print(json.dumps(report.to_json(), indent=1, sort_keys=True))
-        return 0
+        return 1 if report.failed else 0
     summarize(report, display.console, verbose=verbose)
+    if report.failed:
+        import sys
+
+        lines = "\n".join(f"  {job}: {why}" for job, why in sorted(report.failed.items()))
+        print(f"kernelpack: error: {len(report.failed)} of {len(report.jobs)} build step(s) "
+              f"failed and were left out (--keep-going: the library holds the rest):\n{lines}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -65,7 +65,7 @@ def _params(launcher: Any, rec: Launch) -> list[Any]:
     from cutlass.base_dsl.utils.mlir_value_tree import extract_mlir_values
 
     try:
-        rec.params = leaves(launcher.funcBody, launcher.func_args, launcher.func_kwargs, _types_of)
+        rec.params = leaves(launcher.funcBody, launcher.func_args, launcher.func_kwargs, _types_of, kernel=True)
         return [v for _, a in bind(launcher.funcBody, launcher.func_args, launcher.func_kwargs)
                 for v in extract_mlir_values(a) if not is_static(str(v.type))]
     except KernelpackError as e:

@@ -300,20 +300,26 @@ def export(
 
 def _host_kernels(t: _Traced, base: str, variant: str, prov: Provenance) -> list[KernelArtifact]:
     """Kernels of a host program as artifacts for inspection; a kernel whose parameters have no derived C form
-    (TMA descriptors) is described by the cubin's sizes only."""
+    (TMA descriptors), or whose derived parameters the cubin contradicts (the host program launches it, not a C
+    entry), is described by the cubin's sizes only."""
+    from ...core.abi import Opaque
+    from ...core.errors import AbiMismatch
+
     cubin = read_cubin(t.cubin)
     out = []
     for i, k in enumerate(cubin.kernels):
         rec = next((r for r in t.launches if r.symbol == k.name and not r.error), None)
-        if rec is not None:
-            abi = to_abi(rec.params)
-        else:
-            from ...core.abi import Opaque
-
-            abi = Abi(tuple(Param(f"p{j}", Opaque(kp.size, _pow2_align(k.param_base + kp.offset, kp.size)))
-                            for j, kp in enumerate(k.params)))
+        opaque = Abi(tuple(Param(f"p{j}", Opaque(kp.size, _pow2_align(k.param_base + kp.offset, kp.size)))
+                           for j, kp in enumerate(k.params)))
         kname = f"{base}_k{i}" if len(cubin.kernels) > 1 else f"{base}_kernel"
-        out.append(KernelArtifact(kname, k.name, abi, (Binary(t.arch, t.cubin),), LaunchSpec(), prov, variant))
+        binaries = (Binary(t.arch, t.cubin),)
+        try:
+            out.append(KernelArtifact(kname, k.name, to_abi(rec.params) if rec is not None else opaque, binaries,
+                                      LaunchSpec(), prov, variant))
+        except AbiMismatch:
+            if rec is None:
+                raise
+            out.append(KernelArtifact(kname, k.name, opaque, binaries, LaunchSpec(), prov, variant))
     return out
 
 

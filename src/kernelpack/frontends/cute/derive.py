@@ -81,11 +81,14 @@ def bind(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) ->
     return out
 
 
-def leaves(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], types_of: TypesOf) -> list[Leaf]:
-    """The flattened C parameters of calling ``fn(*args, **kwargs)``; ``types_of(obj)`` gives MLIR type spellings."""
+def leaves(fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], types_of: TypesOf,
+           kernel: bool = False) -> list[Leaf]:
+    """The flattened C parameters of calling ``fn(*args, **kwargs)``; ``types_of(obj)`` gives MLIR type spellings.
+    ``kernel``: ``fn`` is a ``@cute.kernel`` launched from traced code, where the DSL bakes a plain Python number
+    into the kernel (no parameter): such a launch has no kernel-level C form (CompileError)."""
     out: list[Leaf] = []
     for p, value in bind(fn, args, kwargs):
-        out += _walk(p.name, (p.name,), value, p.annotation, types_of)
+        out += _walk(p.name, (p.name,), value, p.annotation, types_of, kernel)
     names = [lf.name for lf in out]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -97,11 +100,15 @@ def to_abi(items: Sequence[Leaf]) -> Abi:
     return Abi(tuple(Param(lf.name, lf.type) for lf in items))
 
 
-def _walk(name: str, path: tuple[str, ...], obj: Any, annotation: Any, types_of: TypesOf) -> list[Leaf]:
+def _walk(name: str, path: tuple[str, ...], obj: Any, annotation: Any, types_of: TypesOf,
+          kernel: bool = False) -> list[Leaf]:
     if obj is None or is_constexpr(annotation):
         return []
     ann_dtype = numeric_dtype(annotation) if isinstance(annotation, type) else None
     if isinstance(obj, (bool, int, float)) and not isinstance(obj, type):
+        if kernel and ann_dtype is None:
+            raise CompileError(f"parameter {'.'.join(path)}: a plain Python {type(obj).__name__} launched into a "
+                               f"kernel is baked into it by the CuTe DSL (a compile-time value, no parameter)")
         dt = ann_dtype or python_scalar_dtype(obj, path)
         return [Leaf(name, Scalar(dt), dt.value, path=path)]
     dtype = numeric_dtype(obj)
@@ -116,16 +123,17 @@ def _walk(name: str, path: tuple[str, ...], obj: Any, annotation: Any, types_of:
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # NamedTuple
         hints = _hints(type(obj))
         return [lf for f in obj._fields for lf in _walk(f"{name}_{f}", path + (f,), getattr(obj, f), hints.get(f),
-                                                        types_of)]
+                                                        types_of, kernel)]
     if isinstance(obj, (tuple, list)):
-        return [lf for i, x in enumerate(obj) for lf in _walk(f"{name}{i}", path + (str(i),), x, None, types_of)]
+        return [lf for i, x in enumerate(obj) for lf in _walk(f"{name}{i}", path + (str(i),), x, None, types_of,
+                                                                             kernel)]
     if hasattr(obj, "__extract_mlir_values__") or hasattr(obj, "__get_mlir_types__"):
-        return _custom(name, path, obj, types_of)
+        return _custom(name, path, obj, types_of, kernel)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         hints = _hints(type(obj))
         return [lf for f in dataclasses.fields(obj)
                 for lf in _walk(f"{name}_{f.name}", path + (f.name,), getattr(obj, f.name), hints.get(f.name, f.type),
-                                types_of)]
+                                types_of, kernel)]
     raise CompileError(f"parameter {'.'.join(path)}: cannot pass a {type(obj).__name__} to a CuTe function from C "
                        f"(tensors, pointers, numerics, streams, NamedTuples/dataclasses of them, or objects "
                        f"implementing __extract_mlir_values__)")
@@ -166,7 +174,7 @@ def _leaf(name: str, path: tuple[str, ...], mlir: str) -> Leaf:
     return Leaf(name, abi_type(mlir), mlir, stream=mlir in STREAM_TYPES, path=path)
 
 
-def _custom(name: str, path: tuple[str, ...], obj: Any, types_of: TypesOf) -> list[Leaf]:
+def _custom(name: str, path: tuple[str, ...], obj: Any, types_of: TypesOf, kernel: bool = False) -> list[Leaf]:
     """A user object with dynamic values: name them after its attributes when those account for every value."""
     types = [t for t in types_of(obj) if not is_static(t)]
     try:
@@ -174,7 +182,7 @@ def _custom(name: str, path: tuple[str, ...], obj: Any, types_of: TypesOf) -> li
         for attr, value in vars(obj).items():
             if value is None or isinstance(value, (str, type)) or type(value) in (int, float, bool):
                 continue
-            named += _walk(f"{name}_{attr}", path + (attr,), value, None, types_of)
+            named += _walk(f"{name}_{attr}", path + (attr,), value, None, types_of, kernel)
         if [lf.mlir_type for lf in named] == types:
             return named
     except (CompileError, TypeError):

@@ -35,7 +35,7 @@ import math
 import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,7 @@ from ...core.suggest import close, hint
 from ...core.tma import ELEMENT_TYPES as TRITON_DTYPES  # Triton's element names are the descriptors'
 from ...core.tma import TENSOR_MAP, TensorDescSpec, expected_params
 from ...core.version import __version__
-from .signature import DerivedSignature, signature_from_args
+from .signature import DerivedSignature, missing_constexpr, signature_from_args
 
 __all__ = ["DerivedSignature", "Specialization", "compile", "signature_from_args"]
 
@@ -134,12 +134,13 @@ def compile(  # noqa: A001 - the frontend verb, as in cuda.core's Program.compil
     ``device_args``: parameters the launcher fills from the launch device instead of the caller, by role
     (``{"NUM_SMS": "sm_count"}``; roles: ``sm_count``, ``max_dynamic_smem``, ``max_active_clusters:<cluster size>``).
     ``grid``: three grid formulas (:func:`kernelpack.core.launchspec.evaluate_grid`) over integer runtime parameters,
-    the device-derived ones included (``(("arg", "NUM_SMS", None), 1, 1)``): the grid of a launch that gives none;
-    an operand may name a constexpr (``("ceil_div", ("arg", "n", None), "BLOCK")``: each specialization's value, as
-    ``kernelpack.toml`` writes it); or a function of a specialization's constexprs returning them, as Triton's
-    ``grid=lambda META: ...`` (each config of an autotuned kernel then computes its own grid: ``lambda m:
-    ((("mul", ("ceil_div", ("arg", "M", None), m["BLOCK_M"]), ("ceil_div", ("arg", "N", None), m["BLOCK_N"]))), 1,
-    1)``).
+    the device-derived ones included (``(("arg", "NUM_SMS", None), 1, 1)``), each as nested tuples or as text
+    (``"ceil_div(n, BLOCK)"``, a constexpr's name taking each specialization's value:
+    :func:`kernelpack.core.launchspec.parse_grid_text`): the grid of a launch that gives none; a tuple operand may
+    name a constexpr too (``("ceil_div", ("arg", "n", None), "BLOCK")``); or a function of a specialization's
+    constexprs returning them, as Triton's ``grid=lambda META: ...`` (each config of an autotuned kernel then
+    computes its own grid: ``lambda m: ((("mul", ("ceil_div", ("arg", "M", None), m["BLOCK_M"]), ("ceil_div",
+    ("arg", "N", None), m["BLOCK_N"]))), 1, 1)``).
     An ``@triton.autotune`` kernel given no ``specializations`` compiles every config as a specialization of one
     family (variants ``c0``, ``c1``...; :func:`autotune_specializations`); ``kernelpack tune`` then picks one per
     problem shape ahead of time (kernelpack.tuning).
@@ -184,34 +185,28 @@ def _compile(  # noqa: PLR0913 - compile's arguments
         specializations = auto
     prune = bool(auto) if prune is None else prune
     dropped: list[ConfigDropped] = []
-    base_div: Sequence[str] = ()
-    if example_args is not None:
-        # the binder needs every constexpr: the first specialization's (an autotuned kernel's first config) stand in
-        # (each sets its own); given specializations take only what they set, as without example_args
-        first = dict(_spec(specializations[0], kname).constexprs) if specializations else {}
-        derive = {**first, **(constexprs or {})}
-        signature, derived, base_div = _from_example(signature_from_args(jit, example_args, constexprs=derive),
-                                                     signature, derive)
-        stand_in = set() if auto else set(first) - set(constexprs or {})
-        constexprs = {k: v for k, v in derived.items() if k not in stand_in}
+    specs = [_spec(s, kname) for s in specializations] if specializations else [Specialization()]
+    if example_args is not None:  # each specialization's constexprs (an autotune config's) complete its call
+        specs, signature = derive_specs(fn, example_args, signature, constexprs, specs)
+        base_consts: dict[str, Any] = {}
     elif signature is None:
         raise CompileError(f"kernel {kname}: give a signature or example_args")
-    base_consts = dict(constexprs or {})
-    specs = [_spec(s, kname) for s in specializations] if specializations else [Specialization()]
+    else:
+        base_consts = dict(constexprs or {})
     archs = parse_archs(arch)
     cache = cache if cache is not None else CompileCache.default()
-    variants = _variant_names(kname, specs, base_consts, num_warps, num_stages, base_div)
+    variants = _variant_names(kname, specs, base_consts, num_warps, num_stages)
     source_sha = hashlib.sha256(jit.src.encode()).hexdigest()
     artifacts: list[KernelArtifact] = []
     for spec, variant in zip(specs, variants):
         consts = {**base_consts, **spec.constexprs}
-        args = _parse_signature(kname, list(jit.arg_names), _merge(kname, jit, signature, spec.signature), consts)
-        divs = _divisibility(kname, args, base_div if spec.divisibility is None else spec.divisibility)
+        args = _parse_signature(kname, jit, _merge(kname, jit, signature, spec.signature), consts)
+        divs = _divisibility(kname, args, spec.divisibility)
         opts = {"num_warps": spec.num_warps or num_warps, "num_stages": spec.num_stages or num_stages,
                 "num_ctas": spec.num_ctas or num_ctas, "enable_fp_fusion": True, **(options or {})}
         label = f"{kname}[{variant}]" if variant else kname
         outs = {a: _compile_cached(jit, args, consts, divs, opts, a, label, cache) for a in archs}
-        spec_grid = grid(consts) if callable(grid) else None if grid is None else _with_constexprs(grid, consts, label)
+        spec_grid = _grid(label, grid, consts)
         per = [(a, *_abi_and_launch(label, args, divs, outs[a], opts["num_warps"], device_args or {}, spec_grid))
                for a in archs]
         bins = {a: Binary(a, outs[a].cubin, "ptx" if a.virtual else "cubin") for a in archs}
@@ -247,6 +242,28 @@ def _from_example(derived: DerivedSignature, signature: Mapping[str, str] | Sequ
     types = {k: v for k, v in types.items() if k not in consts}
     divs = tuple(n for n in derived.divisibility if n in types and _hintable(types[n]))
     return types, consts, divs
+
+
+def derive_specs(fn: Any, example_args: Sequence[Any] | Mapping[str, Any],
+                 signature: Mapping[str, str] | Sequence[str] | None, constexprs: Mapping[str, Any] | None,
+                 specs: Sequence[Specialization]) -> tuple[list[Specialization], dict[str, str]]:
+    """Each specialization with what Triton's JIT derives for the example call completed by its own constexprs (an
+    autotune config's ``BLOCK``, which heuristics may read): its constexprs become all the call's compile-time
+    values, its divisibility (when not given) the derived one; returns them and the derived signature's types.
+    Specializations whose derived types differ keep their own as signature overrides."""
+    base: dict[str, str] | None = None
+    out: list[Specialization] = []
+    for s in specs:
+        derive = {**(constexprs or {}), **s.constexprs}
+        types, consts, div = _from_example(signature_from_args(fn, example_args, constexprs=derive), signature,
+                                           derive)
+        if base is None:
+            base = types
+        over = {k: v for k, v in types.items() if base.get(k) != v}
+        out.append(replace(s, constexprs=consts, signature={**over, **s.signature},
+                           divisibility=div if s.divisibility is None else s.divisibility))
+    assert base is not None  # specs is never empty
+    return out, base
 
 
 def autotune_specializations(fn: Any) -> list[Specialization] | None:
@@ -298,8 +315,9 @@ def _spec(s: Specialization | Mapping[str, Any], kname: str) -> Specialization:
     return Specialization(**dict(s))
 
 
-def _parse_signature(kname: str, names: list[str], signature: Mapping[str, str] | Sequence[str],
+def _parse_signature(kname: str, jit: Any, signature: Mapping[str, str] | Sequence[str],
                      consts: Mapping[str, Any]) -> list[_Arg]:
+    names = list(jit.arg_names)
     if isinstance(signature, str) or not isinstance(signature, (Mapping, Sequence)):
         raise CompileError(f"kernel {kname}: signature must be a dict {{param: type}} or a list of types in "
                            f"parameter order (got {type(signature).__name__})")
@@ -311,6 +329,7 @@ def _parse_signature(kname: str, names: list[str], signature: Mapping[str, str] 
     unknown = [k for k in [*signature, *consts] if k not in names]
     if unknown:
         raise CompileError(f"kernel {kname}: parameter(s) {unknown} not in the kernel's parameters {names}")
+    annotated = {kp.name for kp in jit.params if kp.is_constexpr}
     out = []
     for i, n in enumerate(names):
         ty = signature.get(n)
@@ -319,9 +338,10 @@ def _parse_signature(kname: str, names: list[str], signature: Mapping[str, str] 
             if ty not in (None, "constexpr"):
                 raise CompileError(f"kernel {kname}: parameter {i} '{n}' has type {ty!r} and a constexpr value")
             ty = "constexpr"
-        elif ty is None or ty == "constexpr":
-            raise CompileError(f"kernel {kname}: parameter {i} '{n}' has no "
-                               f"{'value in constexprs' if ty else 'type in the signature'}")
+        elif ty == "constexpr" or (ty is None and n in annotated):
+            raise CompileError(missing_constexpr(kname, i, n))
+        elif ty is None:
+            raise CompileError(f"kernel {kname}: parameter {i} '{n}' has no type in the signature")
         else:
             canon = _canonical_type(ty) if isinstance(ty, str) else None
             if canon is None or not _known_type(canon):
@@ -433,14 +453,14 @@ def _hintable(ty: str) -> bool:
 
 
 def _variant_names(kname: str, specs: list[Specialization], consts: Mapping[str, Any], warps: int,
-                   stages: int, base_div: Sequence[str] = ()) -> list[str]:
+                   stages: int) -> list[str]:
     if len(specs) == 1:
         return [specs[0].variant or ""]
     sigs = [dict(s.signature) for s in specs]
     sig_keys = sorted({k for d in sigs for k in d})
     varying_sig = [k for k in sig_keys if len({d.get(k) for d in sigs}) > 1]
     rows = [({**consts, **s.constexprs}, s.num_warps or warps, s.num_stages or stages, _div_key(
-        base_div if s.divisibility is None else s.divisibility)) for s in specs]
+        () if s.divisibility is None else s.divisibility)) for s in specs]
     varying = [k for k in rows[0][0] if len({repr(r[0].get(k)) for r in rows}) > 1]
     names = []
     for s, (cs, w, st, div) in zip(specs, rows):
@@ -656,6 +676,23 @@ def _hidden_params(label: str, params: list[Param], out: _Output) -> list[Param]
                            f"({', '.join(p.name for p in params)}), which hidden scratch pointers cannot explain")
     taken = {p.name for p in params}
     return [Param(r if r not in taken else f"kp_{r}", Pointer(None), role=r) for r in roles]
+
+
+def _grid(label: str, grid: Any, consts: Mapping[str, Any]) -> Sequence[Any] | None:
+    """The specialization's grid formulas: a function of its constexprs is called; a formula written as text
+    (``"ceil_div(n, BLOCK)"``) is read with the specialization's constexprs put in, as are tuple operands that name
+    one (``("ceil_div", ("arg", "n", None), "BLOCK")``)."""
+    from ...core.launchspec import parse_grid_text
+
+    if callable(grid):
+        return grid(consts)  # type: ignore[no-any-return]
+    if grid is None or isinstance(grid, str):
+        return grid
+    try:
+        parsed = [parse_grid_text(g, consts) if isinstance(g, str) else g for g in grid]
+    except KernelpackError as e:
+        raise CompileError(f"kernel {label}: {e.message}") from None
+    return tuple(_with_constexprs(parsed, consts, label))  # tuple operands naming a constexpr
 
 
 def _provenance_options(opts: Mapping[str, Any], consts: Mapping[str, Any], divs: Mapping[str, int]) -> tuple[str, ...]:

@@ -28,6 +28,7 @@ passed in both places must agree).
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import re
@@ -118,6 +119,13 @@ def signature_from_args(fn: Any, example_args: Sequence[Any] | Mapping[str, Any]
         bound, specialization, options = binder(*[_example(a, n in consts) for n, a in zip(jit.arg_names, args)],
                                                 **{k: _example(v, k in consts) for k, v in kwargs.items()})
     except TypeError as e:
+        given = set(jit.arg_names[:len(args)]) | set(kwargs)
+        missing = [(i, kp) for i, kp in enumerate(jit.params) if kp.name not in given
+                   and kp.default is inspect.Parameter.empty]
+        if missing and all(kp.is_constexpr for _, kp in missing):
+            hint = (" (it is autotuned: each config gives its own; compile every config with autotune = true, or "
+                    "give the chosen config's values)") if tuned else ""
+            raise CompileError(missing_constexpr(kname, missing[0][0], missing[0][1].name) + hint) from None
         hint = (" (it is autotuned: give the chosen config's values in constexprs, its num_warps/num_stages to "
                 "compile)") if tuned else ""
         raise CompileError(f"kernel {kname}: the example arguments do not fit its parameters "
@@ -126,6 +134,13 @@ def signature_from_args(fn: Any, example_args: Sequence[Any] | Mapping[str, Any]
         raise CompileError(f"kernel {kname}: {sorted(options)} are not parameters of the kernel {list(jit.arg_names)} "
                            f"(launch options such as num_warps are compile()'s own arguments)")
     return _derived(kname, jit, list(bound.values()), specialization, backend, triton.__version__)
+
+
+def missing_constexpr(kname: str, index: int, name: str) -> str:
+    """The error for a constexpr parameter given no value, saying how to give one."""
+    return (f"kernel {kname}: constexpr parameter {index} '{name}' has no value: give it in constexprs "
+            f"(constexprs={{\"{name}\": ...}} to compile, `constexprs = {{ {name} = ... }}` in kernelpack.toml) or "
+            f"among the example arguments")
 
 
 def _call_args(kname: str, jit: Any, example_args: Any, constexprs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:

@@ -1,0 +1,70 @@
+"""kernelpack capture of liger-kernel on the H200: the GPU-mode capture of the corpus's script of calls for liger's
+Triton kernels (``corpus/liger_triton.toml``, forward and backward) gives the families the GPU-less capture gave
+(prepared here by ``scripts/gpu.py prepare capture_liger`` into .gpu/capture_liger/gpuless), with the configs liger's
+autotuners chose, measured. liger's sources come with the ``corpus`` step (.gpu/corpus/site)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GPULESS = ROOT / ".gpu" / "capture_liger" / "gpuless" / "capture.json"
+SITE = ROOT / ".gpu" / "corpus" / "site"
+
+pytestmark = pytest.mark.gpu
+
+
+def test_gpu_capture_of_liger_gives_the_gpu_less_families_with_measured_choices(tmp_path: Path) -> None:
+    from gpu import gpu_count
+
+    if gpu_count() == 0:
+        pytest.skip("no CUDA GPU/driver")
+    if not GPULESS.exists():
+        pytest.skip(".gpu/capture_liger not prepared (python scripts/gpu.py prepare capture_liger)")
+    if SITE.is_dir() and str(SITE) not in sys.path:
+        sys.path.insert(0, str(SITE))
+    pytest.importorskip("liger_kernel", reason="liger-kernel (or .gpu/corpus/site) is not there")
+    sys.path.insert(0, str(ROOT))
+    from corpus.cases import CORPUS, load_cases, run_case, tag
+
+    import kernelpack.capture as kc
+
+    _, cases = load_cases(CORPUS / "liger_triton.toml")
+    ok: set[str] = set()
+    with kc.capture() as cap:  # this GPU: liger's code runs, its autotuners measure
+        for case in cases:
+            if (case.device or "h200") != "h200":
+                continue
+            cap.interpret.update(case.interpret)
+            for point in case.points():
+                label = f"{case.id}[{tag(point)}]"
+                if cap.run(label, lambda c=case, p=point: run_case(c, p, device="cuda")):
+                    ok.add(label)
+    cap.write_project(tmp_path / "proj", command="gpu")
+    mine = json.loads((tmp_path / "proj" / "capture.json").read_text())
+    theirs = json.loads(GPULESS.read_text())
+
+    def families(state: dict) -> dict[str, set[str]]:
+        """Triton family -> the runs that reached it (those that finished on this GPU only)."""
+        return {f["name"]: {s for sp in f["specs"] for s in sp["sources"]} & ok for f in state["families"]
+                if f["dsl"] == "triton"}
+
+    got, want = families(mine), families(theirs)
+    want = {k: v for k, v in want.items() if v}  # reached by a run that finished here too
+    failed = sorted({s.what for s in cap.skipped})
+    print(f"{len(ok)} runs finished on the GPU ({len(failed)} did not: {failed}); {len(got)} Triton families, "
+          f"{len(want)} GPU-less")
+    measured = tmp_path / "proj" / "tuning-measured.json"
+    if measured.exists():
+        m = json.loads(measured.read_text())
+        for fam, rec in sorted(m.items()):
+            print("measured", fam, [(s.get("chosen"), s.get("timings_ms")) for s in rec.get("shapes", [])][:2])
+    assert sorted(set(want) - set(got)) == [] and sorted(set(got) - set(want)) == []
+    chosen = {f["name"]: sorted({c for s in f["specs"] for c in s["chosen"]}) for f in mine["families"]
+              if f["dsl"] == "triton" and f["configs"]}
+    print("chosen", chosen)
+    assert all(chosen.values())
