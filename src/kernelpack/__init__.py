@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .core.abi import Abi, DType, Field, Opaque, Param, Pointer, Scalar, Struct, TensorSpec
-from .core.arch import Arch
 from .core.errors import (
     AbiError,
     AbiMismatch,
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     from .bundle.kpack import Bundle as Bundle
     from .capture import Capture as capture
     from .clib import Library as Library
+    from .core.arch import Arch as Arch
     from .runtime.errors import ArgumentError as ArgumentError
     from .runtime.errors import ArgumentTypeError as ArgumentTypeError
     from .runtime.errors import ArgumentValueError as ArgumentValueError
@@ -51,9 +51,10 @@ _install_aliases()  # kernelpack.core.abi and the other paths of the layout befo
 # frontend imports its DSL before a compile needs it (tests/test_runtime_imports.py)
 _FRONTENDS = ("cuda", "triton", "cutile", "cute", "prebuilt")
 _MODULES = (*_FRONTENDS, "argtypes", "capture", "project", "testing", "tuning")
-# the public classes, from where they live (imported on first use)
+# the public classes, from where they live (imported on first use; Arch too: loading a library of CuTe host programs
+# needs none)
 _CLASSES = {"Bundle": "bundle.kpack", "KernelArtifact": "bundle.artifact", "KernelModule": "runtime.module",
-            "Kernel": "argtypes", "Library": "clib",
+            "Kernel": "argtypes", "Library": "clib", "Arch": "core.arch",
             **dict.fromkeys(("ArgumentError", "ArgumentTypeError", "ArgumentValueError", "DriverError",
                              "NoBinaryForDevice", "NoMatchingSpecialization"), "runtime.errors")}
 

@@ -12,13 +12,16 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.errors import BundleError
 from ..core.files import read_bounded
 from .host_manifest import SECTION as HOST_SECTION
 from .host_manifest import HostEntryInfo
 from .host_manifest import parse as parse_hosts
-from .kpack import HEADER_SIZE, MAGIC, Bundle
+
+if TYPE_CHECKING:
+    from .kpack import Bundle
 
 SECTION = ".kpack"  # the ELF section of a built library holding its bundle (clib/dataobj.py writes it)
 NOTE_SECTION = ".note.kernelpack"  # the ELF note holding its build id (clib/buildid.py writes it)
@@ -111,6 +114,8 @@ def _ar_members(data: bytes, source: str) -> Iterator[tuple[str, bytes]]:
 
 
 def _bundles_in(section: bytes, source: str) -> Iterator[bytes]:
+    from .kpack import HEADER_SIZE, MAGIC
+
     pos = 0
     while pos + HEADER_SIZE <= len(section):
         if section[pos:pos + len(MAGIC)] != MAGIC:
@@ -146,8 +151,10 @@ def read_embedded(path: str | os.PathLike[str], *, data: bytes | None = None) ->
     for member, blob in objects:
         where = f"{source}({member})" if archive else source
         section = _elf_section(blob, SECTION, where)
-        for raw in _bundles_in(section or b"", where):
-            bundles.append(Bundle.from_bytes(raw, source=where))
+        if section:  # the .kpack format's reader, imported for libraries with kernels only
+            from .kpack import Bundle
+
+            bundles += [Bundle.from_bytes(raw, source=where) for raw in _bundles_in(section, where)]
         host = _elf_section(blob, HOST_SECTION, where)
         if host is not None:
             hosts += parse_hosts(host, where)
@@ -165,5 +172,7 @@ def read_embedded_bundles(path: str | os.PathLike[str], *, data: bytes | None = 
 
 def read_embedded_bundle(path: str | os.PathLike[str], *, data: bytes | None = None) -> Bundle:
     """The bundle embedded in a kernelpack library (``libNAME.so`` / ``libNAME.a``); several are merged."""
+    from .kpack import Bundle
+
     bundles = read_embedded_bundles(path, data=data)
     return bundles[0] if len(bundles) == 1 else Bundle.of(*bundles)

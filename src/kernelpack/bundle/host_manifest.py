@@ -11,35 +11,125 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import FrozenInstanceError, dataclass
+from typing import TYPE_CHECKING, Any
 
-from ..core.abi import Pointer, type_from_json, type_to_json
+from ..core._reprs import clip
+from ..core.abi import ParamType, Pointer, type_from_json, type_to_json
 from ..core.errors import AbiError, BundleError
 from ..core.names import entry_name
 from ..core.version import __version__
-from .host_program import ZERO_EXTENT_POLICIES, HostParam, HostProgram
+
+if TYPE_CHECKING:  # what the builder describes; reading a library's descriptions needs no HostProgram
+    from .host_program import HostProgram
 
 SECTION = ".kpack_host"
 MAGIC = b"KPHOST\x00\x01"
 FORMAT = 1
+ZERO_EXTENT_POLICIES = ("skip", "error")  # what an entry does with a zero extent (HostProgram.zero_extent)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # its own __repr__: the generated one would go unused
+class HostParam:
+    """One parameter of the generated C entry (a flattened DSL argument)."""
+
+    name: str
+    type: ParamType
+    stream: bool = False
+    checks: tuple[tuple[str, int], ...] = ()  # (field, divisor): "data" = byte alignment, else the value itself
+
+    def __repr__(self) -> str:
+        kind = "void* (stream)" if self.stream else self.type.c_type
+        checks = "".join(f", {f} % {n} == 0" for f, n in self.checks)
+        return f"<HostParam {clip(kind, 64)} {clip(self.name, 64)}{clip(checks, 100)}>"
+
+
 class HostEntryInfo:
-    """One host program as a built library exports it: ``symbol`` is its C entry."""
+    """One host program as a built library exports it: ``symbol`` is its C entry. Immutable; equal when every field
+    is (as a frozen dataclass). Read from a library (:func:`parse`), its parameters' types are parsed from the
+    description when :attr:`params` is first used: loading a library of many programs (libfa4: 48) reads names only,
+    and a malformed type is reported then, as a BundleError naming the library and the section."""
+
+    __slots__ = ("name", "variant", "symbol", "archs", "zero_extent", "library", "_params", "_heads", "_raw")
+    _FIELDS = ("name", "variant", "symbol", "params", "archs", "zero_extent", "library")
 
     name: str
     variant: str
     symbol: str
-    params: tuple[HostParam, ...]
     archs: tuple[str, ...]
     zero_extent: str
     library: str  # the C library name: its NAME_last_error / NAME_last_cuda_error report the entry's failures
+    _params: tuple[HostParam, ...] | None  # None until parsed
+    _heads: tuple[tuple[str, bool], ...]
+    _raw: tuple[list[dict[str, Any]], dict[str, Any], str] | None  # the description, the shared memo, the library
+
+    def __init__(self, name: str, variant: str, symbol: str, params: Sequence[HostParam], archs: tuple[str, ...],
+                 zero_extent: str, library: str) -> None:
+        params = tuple(params)
+        self._set(name, variant, symbol, archs, zero_extent, library, params,
+                  tuple((q.name, q.stream) for q in params), None)
+
+    def _set(self, *values: Any) -> None:
+        for slot, v in zip(("name", "variant", "symbol", "archs", "zero_extent", "library", "_params", "_heads",
+                            "_raw"), values):
+            object.__setattr__(self, slot, v)
+
+    @classmethod
+    def _described(cls, p: dict[str, Any], library: str, types: dict[str, Any], source: str) -> HostEntryInfo:
+        """One program of a library's description: its parameters' names now, their types on first use."""
+        if p["zero_extent"] not in ZERO_EXTENT_POLICIES:
+            raise ValueError(f"zero_extent {p['zero_extent']!r}")
+        raw = p["params"]
+        heads = tuple((str(q["name"]), bool(q.get("stream", False))) for q in raw)
+        self = cls.__new__(cls)
+        self._set(str(p["name"]), str(p.get("variant", "")), str(p["symbol"]), tuple(p.get("archs", ())),
+                  p["zero_extent"], library, None, heads, (raw, types, source))
+        return self
+
+    @property
+    def params(self) -> tuple[HostParam, ...]:
+        got = self._params
+        if got is None:
+            assert self._raw is not None  # set with _params None (_described)
+            raw, types, source = self._raw
+            try:
+                got = tuple(_param(q, types) for q in raw)
+            except (KeyError, TypeError, ValueError, AbiError) as e:
+                raise BundleError(f"{source}: malformed host-program record in section {SECTION}: {e!r}") from None
+            object.__setattr__(self, "_params", got)
+        return got
+
+    @property
+    def heads(self) -> tuple[tuple[str, bool], ...]:
+        """``(name, stream)`` of each parameter (whether it is the stream), read without parsing the types."""
+        return self._heads
 
     @property
     def label(self) -> str:
         return f"{self.name}[{self.variant}]" if self.variant else self.name
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f) for f in self._FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        return f"HostEntryInfo({', '.join(f'{f}={getattr(self, f)!r}' for f in self._FIELDS)})"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickle and copy: through __init__ (the fields are frozen)
+        return HostEntryInfo, self._values()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 
 def describe(lib: str, programs: Sequence[HostProgram]) -> dict[str, Any]:
@@ -99,17 +189,14 @@ def _param(d: dict[str, Any], types: dict[str, Any]) -> HostParam:
 
 
 def parse(section: bytes, source: str) -> list[HostEntryInfo]:
-    """Every host program described in a ``.kpack_host`` section."""
+    """Every host program described in a ``.kpack_host`` section (each one's parameter types parsed on first use:
+    :attr:`HostEntryInfo.params`)."""
     out = []
-    types: dict[str, Any] = {}
+    types: dict[str, Any] = {}  # shared by the section's programs: each distinct type is parsed once
     for doc in _records(section, source):
         try:
-            for p in doc["programs"]:
-                if p["zero_extent"] not in ZERO_EXTENT_POLICIES:
-                    raise ValueError(f"zero_extent {p['zero_extent']!r}")
-                out.append(HostEntryInfo(str(p["name"]), str(p.get("variant", "")), str(p["symbol"]),
-                                         tuple(_param(q, types) for q in p["params"]), tuple(p.get("archs", ())),
-                                         p["zero_extent"], str(doc["library"])))
+            library = str(doc["library"])
+            out += [HostEntryInfo._described(p, library, types, source) for p in doc["programs"]]
         except (KeyError, TypeError, ValueError, AbiError) as e:
             raise BundleError(f"{source}: malformed host-program record in section {SECTION}: {e!r}") from None
     return out

@@ -10,34 +10,22 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..core._reprs import clip, size
-from ..core.abi import ParamType, Struct
+from ..core.abi import Struct
 from ..core.arch import Arch
 from ..core.errors import KernelpackError
-from ..core.objfile import ObjectInfo, read_object
-from .artifact import KernelArtifact, Provenance
+from .host_manifest import ZERO_EXTENT_POLICIES, HostParam  # noqa: F401 - HostParam: imported from here too
 
-ZERO_EXTENT_POLICIES = ("skip", "error")
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+if TYPE_CHECKING:  # reading a library's host-program descriptions (host_manifest.py) needs neither
+    from ..core.objfile import ObjectInfo
+    from .artifact import KernelArtifact, Provenance
 
-
-@dataclass(frozen=True)
-class HostParam:
-    """One parameter of the generated C entry (a flattened DSL argument)."""
-
-    name: str
-    type: ParamType
-    stream: bool = False
-    checks: tuple[tuple[str, int], ...] = ()  # (field, divisor): "data" = byte alignment, else the value itself
-
-    def __repr__(self) -> str:
-        kind = "void* (stream)" if self.stream else self.type.c_type
-        checks = "".join(f", {f} % {n} == 0" for f, n in self.checks)
-        return f"<HostParam {clip(kind, 64)} {clip(self.name, 64)}{clip(checks, 100)}>"
+_IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"  # compiled on first use (re caches it): loading needs no HostProgram
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # its own __repr__: the generated one would go unused
 class HostObject:
     """The export object of one arch; ``prefix`` is the unique symbol prefix it was exported with."""
 
@@ -47,13 +35,15 @@ class HostObject:
 
     @property
     def info(self) -> ObjectInfo:
+        from ..core.objfile import read_object
+
         return read_object(self.data, self.prefix)
 
     def __repr__(self) -> str:
         return f"<HostObject {self.arch} {size(len(self.data))} prefix {clip(self.prefix, 80)}>"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # its own __repr__: the generated one would go unused
 class HostProgram:
     """A CuTe host program: C entry ``<lib>_<name>[_<variant>]`` calls the object of the device's arch.
 
@@ -74,7 +64,7 @@ class HostProgram:
         object.__setattr__(self, "params", tuple(self.params))
         object.__setattr__(self, "objects", tuple(self.objects))
         object.__setattr__(self, "kernels", tuple(self.kernels))
-        if not _IDENT.match(self.name) or (self.variant and not re.match(r"^[A-Za-z0-9_]+$", self.variant)):
+        if not re.match(_IDENT, self.name) or (self.variant and not re.match(r"^[A-Za-z0-9_]+$", self.variant)):
             raise KernelpackError(f"host program name {self.name!r}/variant {self.variant!r} must be C identifiers")
         if self.zero_extent not in ZERO_EXTENT_POLICIES:
             raise KernelpackError(f"zero_extent must be one of {ZERO_EXTENT_POLICIES} (got {self.zero_extent!r})")

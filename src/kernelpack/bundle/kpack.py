@@ -53,9 +53,9 @@ from ..core.files import json_loads as loads  # the manifest's entries: one stri
 from ..core.files import no_json_constant, read_bounded
 from ..core.launchspec import ArchLaunch, LaunchSpec
 from .artifact import KernelArtifact, Provenance
+from .magic import MAGIC
 from .merge import merge, origin, set_origin
 
-MAGIC = b"\x7fKPACK\r\n"
 FORMAT_VERSION = 2  # what this writer writes
 READ_VERSIONS = (1, 2)  # what its readers read
 _HEADER = struct.Struct("<8sIIQQ32s")

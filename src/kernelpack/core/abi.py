@@ -251,8 +251,10 @@ class TensorSpec:
         return tuple(out)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # its own __repr__: the generated one would go unused
 class Field:
+    """One named field of a :class:`Struct`."""
+
     name: str
     type: ParamType
 
@@ -263,7 +265,7 @@ class Field:
         return f"<Field {_reprs.clip(self.type.c_type, 80)} {_reprs.clip(self.name, 80)}>"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # its own __repr__: the generated one would go unused
 class Struct:
     """A by-value C struct laid out by the C rules (each field at its natural alignment)."""
 
@@ -390,7 +392,7 @@ PARAM_ROLES = ("arg", "global_scratch", "profile_scratch", "list_count")
 # hidden params the launcher fills from the device it launches on, queried once per device (kernelpack.launch.device);
 # "max_active_clusters" takes the cluster size in blocks: "max_active_clusters:2"
 DEVICE_ROLES = ("sm_count", "max_dynamic_smem", "max_active_clusters")
-_CLUSTER_ROLE = re.compile(r"^max_active_clusters:([1-9][0-9]?)$")
+_CLUSTER_ROLE = r"^max_active_clusters:([1-9][0-9]?)$"  # compiled on first use (re caches it)
 
 
 def device_role(role: str) -> tuple[str, int] | None:
@@ -398,11 +400,11 @@ def device_role(role: str) -> tuple[str, int] | None:
     ``"max_active_clusters:2"`` -> ``("max_active_clusters", 2)``); None for any other role."""
     if role in ("sm_count", "max_dynamic_smem"):
         return role, 0
-    m = _CLUSTER_ROLE.match(role) if isinstance(role, str) else None
+    m = re.match(_CLUSTER_ROLE, role) if isinstance(role, str) else None
     return ("max_active_clusters", int(m.group(1))) if m else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # its own __repr__: the generated one would go unused
 class Param:
     """One kernel parameter.
 
@@ -449,7 +451,7 @@ class Param:
         return f"<Param {self.describe(80)}>"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # its own __repr__: the generated one would go unused
 class Abi:
     """The ordered parameters of one kernel entry."""
 

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from .errors import KernelpackError
 from .suggest import did_you_mean
 
-_ARCH_RE = re.compile(r"(sm_|compute_)?([1-9][0-9]?)([0-9])([af]?)")  # fullmatch; ASCII digits only
+# fullmatch; ASCII digits only. Patterns are compiled on first use (re caches them): sre compiles in Python, and
+# `import kernelpack` pays for every module-level re.compile
+_ARCH_RE = r"(sm_|compute_)?([1-9][0-9]?)([0-9])([af]?)"
 _PARSED: dict[str, Arch] = {}  # Arch.parse memo: names read again and again (a first launch reads a few)
 
 # Every SM number NVIDIA has shipped a toolkit target for (CUDA 12.x/13.x --list-gpu-arch, sm_101 being CUDA 12.9's
@@ -52,7 +54,7 @@ class Arch:
             hint = f"; write 'sm_{text}'" if isinstance(text, int) and not isinstance(text, bool) else ""
             raise KernelpackError(f"a CUDA arch must be a string such as 'sm_80' or 'sm_90a' (got "
                                   f"{type(text).__name__} {text!r:.40}{hint})")
-        m = _ARCH_RE.fullmatch(text.strip().lower())
+        m = re.fullmatch(_ARCH_RE, text.strip().lower())
         if not m or not m.group(1):
             raise KernelpackError(f"not a CUDA arch: {text!r:.60} (expected e.g. 'sm_80', 'sm_90a', 'sm_100f', "
                                   f"'compute_90'{_nearest(text)})")

@@ -42,6 +42,8 @@ _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 @dataclass(frozen=True)
 class Knobs:
+    """The settings read from the environment (:func:`knobs`)."""
+
     cache_dir: Path | None
     cuda_compiler: str
     nvcc: str | None

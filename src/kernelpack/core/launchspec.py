@@ -8,13 +8,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from . import _reprs
 from .abi import Abi
-from .arch import Arch
 from .errors import KernelpackError
-from .tma import TensorDescSpec
+
+if TYPE_CHECKING:  # imported where a launch has tensor descriptors (a CuTe host program's checks need none)
+    from .arch import Arch
+    from .tma import TensorDescSpec
 
 Dim3 = tuple[int, int, int]
 
@@ -67,16 +69,17 @@ def grid_text(e: GridExpr) -> str:
     return f"{e[0]}({grid_text(e[1])}, {grid_text(e[2])})"
 
 
-_GRID_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)|(//|[-+*/(),]))")
+# compiled on first use (re caches it): the runtime imports this module, and few programs parse a grid formula
+_GRID_TOKEN = r"\s*(?:(\d+)|([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)|(//|[-+*/(),]))"
 
 
 def parse_grid_text(text: str, consts: Mapping[str, Any] | None = None) -> GridExpr:
     """A grid formula written as text (what :func:`grid_text` writes, and infix ``+ - * //``): ``ceil_div(n, 256)``,
     ``cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)``, ``c.shape1``, ``64``. A name in ``consts`` is replaced by its (integer)
     value, any other names a parameter (``x.shape1``: a field of one). KernelpackError for anything else."""
-    pos, toks = 0, []
+    pos, toks, token = 0, [], re.compile(_GRID_TOKEN)
     while pos < len(text):
-        m = _GRID_TOKEN.match(text, pos)
+        m = token.match(text, pos)
         if m is None or m.end() == pos:
             if text[pos:].strip():
                 raise KernelpackError(f"grid formula {text!r}: cannot read {text[pos:]!r}")
@@ -184,7 +187,7 @@ def evaluate_grid(e: GridExpr, fields: Mapping[tuple[str, str | None], int]) -> 
     return min(a, b) if op == "min" else max(a, b)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # its own __repr__: the generated one would go unused
 class LaunchSpec:
     """What a launch must use. None means the caller chooses.
 
@@ -233,7 +236,7 @@ class LaunchSpec:
                 raise KernelpackError(f"LaunchSpec.{f} must be an int >= 0 (got {size!r})")
             if not isinstance(align, int) or align < 1 or align & (align - 1):
                 raise KernelpackError(f"LaunchSpec.{f}_align must be a power of two (got {align!r})")
-        if not all(isinstance(t, TensorDescSpec) for t in self.tensor_descs):
+        if self.tensor_descs and not all(isinstance(t, _tma().TensorDescSpec) for t in self.tensor_descs):
             raise KernelpackError("LaunchSpec.tensor_descs must hold TensorDescSpec values")
 
     def to_json(self) -> dict[str, Any]:
@@ -271,7 +274,7 @@ class LaunchSpec:
         return cls(d.get("block"), d.get("dynamic_smem"), d.get("cluster"), int(d.get("global_scratch", 0)),
                    int(d.get("global_scratch_align", 1)), int(d.get("profile_scratch", 0)),
                    int(d.get("profile_scratch_align", 1)),
-                   tuple(TensorDescSpec.from_json(t) for t in d.get("tensor_descs", ())), d.get("grid"),
+                   tuple(_tma().TensorDescSpec.from_json(t) for t in d.get("tensor_descs", ())), d.get("grid"),
                    bool(d.get("pdl", False)), bool(d.get("cooperative", False)))
 
 
@@ -302,7 +305,7 @@ class ArchLaunch:
                    Abi.from_json(d["abi"]) if d.get("abi") is not None else None)
 
 
-PerArch = tuple[tuple[Arch, ArchLaunch], ...]
+PerArch: TypeAlias = "tuple[tuple[Arch, ArchLaunch], ...]"
 
 
 def split_per_arch(items: Sequence[tuple[Arch, Abi, LaunchSpec]]) -> tuple[Abi, LaunchSpec, dict[Arch, ArchLaunch]]:
@@ -312,3 +315,9 @@ def split_per_arch(items: Sequence[tuple[Arch, Abi, LaunchSpec]]) -> tuple[Abi, 
     per_arch = {arch: ArchLaunch(None if ls == launch else ls, None if a == abi else a)
                 for arch, a, ls in items[1:] if ls != launch or a != abi}
     return abi, launch, per_arch
+
+
+def _tma() -> Any:
+    from . import tma
+
+    return tma

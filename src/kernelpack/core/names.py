@@ -16,7 +16,8 @@ from collections.abc import Collection, Sequence
 
 from .errors import KernelpackError
 
-IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # use with fullmatch ("$" would let a trailing newline in)
+# the patterns are compiled on first use (re caches them): loading a library needs none of them
+IDENT = r"[A-Za-z_][A-Za-z0-9_]*"  # use with fullmatch ("$" would let a trailing newline in)
 
 # C keywords, C99 through C23 (including the underscore spellings and C23's new keywords)
 C_KEYWORDS = frozenset("""
@@ -49,7 +50,7 @@ nullptr_t intptr_t uintptr_t intmax_t uintmax_t FILE fpos_t va_list div_t ldiv_t
 ssize_t pid_t float_t double_t offsetof assert std
 """.split())
 
-_STD_PATTERNS = re.compile(
+_STD_PATTERNS = (
     r"(E[0-9A-Z]\w*"  # <errno.h> reserves E followed by a digit or an uppercase letter
     r"|u?int(_least|_fast)?\d+_t"  # <stdint.h> typedefs
     r"|U?INT(_LEAST|_FAST|PTR|MAX)?\d*_(MIN|MAX|C)|(PTRDIFF|SIZE|SIG_ATOMIC|WCHAR|WINT)_(MIN|MAX)"
@@ -72,7 +73,7 @@ LIBRARY_NAME_MAX = 64  # lib<name>.so, <name>Config.cmake and friends stay far b
 def reserved(name: str) -> bool:
     """Whether ``name`` cannot appear as written in generated C or C++ (keyword, reserved identifier, standard
     macro or typedef, or kernelpack's generated prefix)."""
-    return (name in C_KEYWORDS or name in CPP_KEYWORDS or name in STD_NAMES or bool(_STD_PATTERNS.fullmatch(name))
+    return (name in C_KEYWORDS or name in CPP_KEYWORDS or name in STD_NAMES or bool(re.fullmatch(_STD_PATTERNS, name))
             or name.startswith("_") or "__" in name or name.startswith(GENERATED_PREFIXES))
 
 
@@ -152,7 +153,7 @@ def cpp_namespace(lib: str) -> str:
 def check_identifier(name: object, what: str) -> str:
     """``name`` if it is an ASCII identifier (letters, digits, ``_``; not starting with a digit), else
     KernelpackError naming ``what``."""
-    if not isinstance(name, str) or not IDENT.fullmatch(name):
+    if not isinstance(name, str) or not re.fullmatch(IDENT, name):
         raise KernelpackError(f"{what} must be an identifier (ASCII letters, digits and _, not starting with a digit); "
                               f"got {name!r}")
     return name
@@ -180,15 +181,15 @@ def check_library_name(name: object, what: str = "library name") -> str:
 
 # PEP 440 public versions (and the SemVer subset that is also one): N(.N)*[{a|b|rc}N][.postN][.devN], plus a
 # SemVer-style "-rc.1" / "-beta2" pre-release. No spaces, quotes, backslashes, semicolons or newlines can pass.
-_VERSION = re.compile(r"(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*)){0,3}"
-                      r"([-.]?(a|b|c|rc|alpha|beta|pre|preview)[-.]?[0-9]*)?"
-                      r"([-.]?(post|rev|r)[-.]?[0-9]*)?([-.]?dev[-.]?[0-9]*)?", re.IGNORECASE)
+_VERSION = (r"(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*)){0,3}"  # matched with re.IGNORECASE
+            r"([-.]?(a|b|c|rc|alpha|beta|pre|preview)[-.]?[0-9]*)?"
+            r"([-.]?(post|rev|r)[-.]?[0-9]*)?([-.]?dev[-.]?[0-9]*)?")
 
 
 def check_version(version: object, what: str = "version") -> str:
     """``version`` if it is a PEP 440 version (or a SemVer version that is also one): ``1``, ``1.2.3``,
     ``2.0.0rc1``, ``1.0.0-beta.2``, ``1.4.post1``; else KernelpackError naming ``what`` and the value."""
-    if not isinstance(version, str) or len(version) > 64 or not _VERSION.fullmatch(version):
+    if not isinstance(version, str) or len(version) > 64 or not re.fullmatch(_VERSION, version, re.IGNORECASE):
         raise KernelpackError(f"{what} must be a version such as 1.2.3, 2.0.0rc1 or 1.0.0-beta.2 (PEP 440); got "
                               f"{version!r}")
     return version

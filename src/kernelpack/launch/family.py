@@ -25,12 +25,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.abi import DType, Pointer
 from ..core.errors import KernelpackError
-from ..core.tma import TensorDescSpec
 from .plan import OP_DESC, OP_LIST, OP_PTR, OP_TENSOR, Plan, Slot, list_weight
-from .ranges import Range
 
 if TYPE_CHECKING:  # the launch model reads artifacts; it is below the bundle layer that defines them
     from ..bundle.artifact import KernelArtifact
+    from ..core.tma import TensorDescSpec
 
 
 @dataclass(frozen=True)
@@ -72,6 +71,8 @@ class Constraint:
         return self.name if self.value < 0 else f"{self.name}.shape[{self.value}]"
 
     def range_text(self) -> str:
+        from .ranges import Range
+
         return Range(self.name, self.value, self.lo, self.hi).text()
 
     @property

@@ -16,13 +16,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.abi import Abi, DType, Param, Pointer, Scalar, Struct, TensorList, TensorSpec, device_role
 from ..core.launchspec import GRID_OPS, GridExpr, LaunchSpec
-from ..core.tma import TensorDescSpec
 from .codes import DTYPE_CODE, INT64_RANGE, INT_RANGE  # noqa: F401 - INT_RANGE: the ranges every plan check uses
-from .ranges import Range
+
+if TYPE_CHECKING:  # annotations only: a plan holds the descriptors and ranges its artifact gives
+    from ..core.tma import TensorDescSpec
+    from .ranges import Range
 
 KP_DYN = -(2**63)  # a mode passed at run time (C plans; KP_DYN in kp_model.h)
 

@@ -20,10 +20,11 @@ from typing import Any
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 _TARGET = r"([A-Za-z_]\w*)(?:\.shape\[(\d+)\]|\[(\d+)\])?"
-_CMP = re.compile(rf"^\s*{_TARGET}\s*(<=|<|>=|>|==)\s*(-?\d+)\s*$")
-_IN = re.compile(rf"^\s*{_TARGET}\s+in\s*\[\s*(-?\d+)\s*,\s*(-?\d+)\s*\]\s*$")
-_BETWEEN = re.compile(rf"^\s*(-?\d+)\s*(<=|<)\s*{_TARGET}\s*(<=|<)\s*(-?\d+)\s*$")
-_KEY = re.compile(rf"^\s*{_TARGET}\s*$")
+# compiled on first use (re caches them): the runtime imports this module, and few programs parse a range
+_CMP = rf"^\s*{_TARGET}\s*(<=|<|>=|>|==)\s*(-?\d+)\s*$"
+_IN = rf"^\s*{_TARGET}\s+in\s*\[\s*(-?\d+)\s*,\s*(-?\d+)\s*\]\s*$"
+_BETWEEN = rf"^\s*(-?\d+)\s*(<=|<)\s*{_TARGET}\s*(<=|<)\s*(-?\d+)\s*$"
+_KEY = rf"^\s*{_TARGET}\s*$"
 
 RangesSpec = Sequence[Any] | Mapping[str, Any] | str
 
@@ -73,18 +74,18 @@ def _target(groups: Sequence[str | None]) -> tuple[str, int]:
 def parse(text: str, where: str) -> Range:
     """One condition: ``n <= 4096``, ``n < 4097``, ``n >= 1``, ``n > 0``, ``d == 128``, ``M in [1, 64]``,
     ``1 <= M <= 64``, ``x.shape[1] <= 4096`` (ValueError naming ``where``)."""
-    m = _CMP.match(text)
+    m = re.match(_CMP, text)
     if m:
         name, mode = _target(m.groups()[:3])
         op, v = m.group(4), int(m.group(5))
         lo, hi = {"<=": (INT64_MIN, v), "<": (INT64_MIN, v - 1), ">=": (v, INT64_MAX), ">": (v + 1, INT64_MAX),
                   "==": (v, v)}[op]
         return _make(name, mode, lo, hi, text, where)
-    m = _IN.match(text)
+    m = re.match(_IN, text)
     if m:
         name, mode = _target(m.groups()[:3])
         return _make(name, mode, int(m.group(4)), int(m.group(5)), text, where)
-    m = _BETWEEN.match(text)
+    m = re.match(_BETWEEN, text)
     if m:
         lo, op1 = int(m.group(1)), m.group(2)
         name, mode = _target(m.groups()[2:5])
@@ -102,7 +103,7 @@ def _make(name: str, mode: int, lo: int, hi: int, text: str, where: str) -> Rang
 
 
 def _from_item(key: str, value: Any, where: str) -> Range:
-    m = _KEY.match(key)
+    m = re.match(_KEY, key)
     if not m:
         raise ValueError(f"{where}: range constraint key {key!r} is not an argument name or 'name.shape[k]'")
     name, mode = _target(m.groups())

@@ -25,6 +25,9 @@ KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 13
 
 @dataclass(slots=True)
 class TensorView:
+    """What the runtime reads of one tensor argument (:func:`as_view`): pointer, element type, shape, strides,
+    device."""
+
     ptr: int
     dtype: DType | None  # None: an element type the ABI cannot name (complex, fnuz fp8, ...)
     dtype_label: Any  # the producer's dtype (its str() is the name used in messages)

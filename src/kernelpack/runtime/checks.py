@@ -9,20 +9,20 @@ import functools
 import operator
 import struct
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.abi import DType, Struct, TensorList
 from ..core.errors import KernelpackError, LaunchError
 from ..core.launchspec import Dim3, LaunchSpec
 from ..core.packing import pack_value
-from ..core.tma import encode_args
 from ..launch.codes import MAX_PORTABLE_CLUSTER, PDL_MIN_MAJOR, SMEM_DEFAULT_LIMIT  # noqa: F401 - SMEM_DEFAULT_LIMIT re-exported
 from ..launch.plan import INT_RANGE, OP_BYTES, OP_DESC, OP_LIST, OP_PTR, OP_SCALAR, OP_TENSOR, Slot
-from ..launch.ranges import INT64_MAX, Range
 from .adapters import ListView, TensorView
-from .driver import DeviceInfo
 from .errors import ArgumentTypeError, ArgumentValueError, DescriptorArgumentError
-from .loader import LaunchFacts
+
+if TYPE_CHECKING:  # an argument's checks (a CuTe host program's too) need no loader
+    from .driver import DeviceInfo
+    from .loader import LaunchFacts
 
 
 def _where(kernel: str, s: Slot) -> str:
@@ -171,6 +171,8 @@ def _desc(kernel: str, s: Slot, value: Any, view: TensorView | None) -> TensorVi
     if len(view.shape) != d.rank:
         raise ArgumentValueError(f"{where}: expected a rank-{d.rank} tensor, got rank {len(view.shape)}")
     _check_ranges(kernel, s, view.shape, 0)
+    from ..core.tma import encode_args  # imported by the first tensor-descriptor argument
+
     try:  # anything else about it is checked when it is encoded, for the chosen specialization
         encode_args(d, view.ptr, view.shape, view.strides, kernel=kernel)
     except LaunchError as e:
@@ -271,6 +273,10 @@ def _tensor(kernel: str, s: Slot, value: Any, view: TensorView | None) -> tuple[
 
 def _check_ranges(kernel: str, s: Slot, shape: Sequence[int] | None, value: int) -> None:
     """The slot's range constraints (kernelpack.launch.ranges): the integer ``value``, or the extents ``shape``."""
+    if not s.ranges:
+        return
+    from ..launch.ranges import INT64_MAX, Range  # imported by the first slot with a range
+
     for mode, lo, hi in s.ranges:
         v = value if mode < 0 else shape[mode] if shape is not None and mode < len(shape) else None
         if v is not None and (v < lo or (v > hi and hi < INT64_MAX)):  # INT64_MAX: no bound (a uint64 above it)

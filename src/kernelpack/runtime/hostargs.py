@@ -14,11 +14,11 @@ import math
 import struct
 from typing import Any
 
-from ..bundle.host_manifest import HostEntryInfo
-from ..bundle.host_program import HostParam
+from ..bundle.host_manifest import HostEntryInfo, HostParam
 from ..core.abi import Abi, DType, Opaque, Param, Pointer, Scalar, Struct
 from ..core.names import py_arg_names
 from ..core.packing import bf16_bits
+from ..launch.family import plan_specificity
 from ..launch.plan import Plan, Slot
 from . import checks
 from .adapters import TensorView
@@ -68,7 +68,8 @@ def _half(dt: DType, v: float) -> _Half:
 
 def call_signature(info: HostEntryInfo) -> tuple[tuple[str, ...], bool]:
     """A host program's Python argument names (the stream left out) and whether it takes a stream."""
-    return py_arg_names([p.name for p in info.params if not p.stream], ("stream",)), any(p.stream for p in info.params)
+    heads = info.heads  # the names alone: a library's programs' types are parsed when each is first called
+    return py_arg_names([n for n, stream in heads if not stream], ("stream",)), any(stream for _, stream in heads)
 
 
 class HostCall:
@@ -90,7 +91,7 @@ class HostCall:
             except Unsupported as e:
                 self.argtypes, self.unsupported = None, f"parameter '{p.name}' is {e}"
                 break
-        self.specificity = _specificity(self.plan)
+        self.specificity = plan_specificity(self.plan)  # the dispatch key kernel families order by
         # per tensor param: the modes whose shape / stride the struct carries, in field order
         self._dynamic = [None if s.tensor is None else (
             tuple(i for i, d in enumerate(s.tensor.spec.shape) if d is None),
@@ -168,9 +169,3 @@ class HostCall:
 
 def _data_align(p: HostParam) -> int:
     return math.lcm(1, *(d for f, d in p.checks if f == "data"))
-
-
-def _specificity(plan: Plan) -> tuple[int, float, int]:
-    from .family import specificity
-
-    return specificity(plan)

@@ -3,28 +3,41 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import types
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
-from ..bundle.artifact import KernelArtifact
-from ..bundle.index import BundleIndex
-from ..bundle.kpack import HEADER_SIZE, MAGIC, Bundle, check_header
+from ..bundle.magic import MAGIC
 from ..core._reprs import clip, clip_left, listing
 from ..core.errors import BundleError
 from ..core.names import py_name
 from ..core.suggest import hint
-from .family import KernelFamily
-from .fast import PyLauncher, extension, make_launcher, prepare_fast_path
-from .loader import Loader
+from .fast import PyLauncher, extension
 
+# The kernel-family machinery (the .kpack reader, the bundle index, KernelFamily, the loader, the launch model's
+# device and binary rules) is imported when a module first builds a kernel family: a library of CuTe host programs
+# only never imports it (tests/test_runtime_imports.py).
 if TYPE_CHECKING:
     from ..argtypes import Kernel
+    from ..bundle.artifact import KernelArtifact
     from ..bundle.host_manifest import HostEntryInfo
+    from ..bundle.index import BundleIndex
+    from ..bundle.kpack import Bundle
+    from .family import KernelFamily
     from .host import HostFamily
+    from .loader import Loader
+
+
+_KPACK = f"{__name__.rsplit('.', 2)[0]}.bundle.kpack"  # kernelpack.bundle.kpack, or a wheel's copy of it
+
+
+def _is_bundle(obj: Any) -> TypeGuard[Bundle]:
+    """Whether ``obj`` is a :class:`Bundle` (an instance means its module was imported: nothing is imported here)."""
+    kpack = sys.modules.get(_KPACK)
+    return kpack is not None and isinstance(obj, kpack.Bundle)
 
 
 class _BundleFamilies:
@@ -55,20 +68,58 @@ class _BundleFamilies:
         return self._bundle
 
 
-@dataclass
+class _NoKernels:
+    """The kernel families of a library that has none (CuTe host programs only), seen as a BundleIndex."""
+
+    _empty: Bundle | None = None
+
+    def __len__(self) -> int:
+        return 0
+
+    def names(self) -> list[str]:
+        return []
+
+    def family_record(self, name: str) -> None:
+        raise KeyError(name)
+
+    family = family_specs = family_record
+
+    def verify(self) -> None:
+        pass
+
+    def bundle(self) -> Bundle:
+        if self._empty is None:
+            from ..bundle.kpack import Bundle
+
+            self._empty = Bundle.of()
+        return self._empty
+
+
 class _State:
     """A module's own state, kept off its attribute namespace (any identifier can be a kernel's name)."""
 
-    source: str
-    loader: Loader
-    index: BundleIndex | _BundleFamilies
-    families: dict[str, KernelFamily] = field(default_factory=dict)  # the families built so far
-    hosts: dict[str, HostFamily] = field(default_factory=dict)
-    callables: dict[str, Any] = field(default_factory=dict)  # the host programs and families built so far
-    attrs: dict[str, str] = field(default_factory=dict)  # attribute -> the kernel or host program it holds
-    attr_of: dict[str, str] = field(default_factory=dict)  # and back (a kernel has one attribute, or none)
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    ext: Any = None  # the launch extension the families use (None: the Python path)
+    def __init__(self, source: str, index: BundleIndex | _BundleFamilies | _NoKernels) -> None:
+        self.source = source
+        self.index = index
+        self.families: dict[str, KernelFamily] = {}  # the families built so far
+        self.hosts: dict[str, HostFamily] = {}
+        self.callables: dict[str, Any] = {}  # the host programs and families built so far
+        self.attrs: dict[str, str] = {}  # attribute -> the kernel or host program it holds
+        self.attr_of: dict[str, str] = {}  # and back (a kernel has one attribute, or none)
+        self.lock = threading.RLock()
+        self.ext: Any = None  # the launch extension the families use (None: the Python path)
+        self._loader: Loader | None = None
+
+    @property
+    def loader(self) -> Loader:
+        """The module's binaries, loaded on first launch (made with the first kernel family)."""
+        if self._loader is None:
+            with self.lock:
+                if self._loader is None:
+                    from .loader import Loader
+
+                    self._loader = Loader(self.source)
+        return self._loader
 
 
 class _ModuleDoc:
@@ -108,13 +159,20 @@ class KernelModule(types.ModuleType):
     its kernel's ABI and loaded once per process, each device's choice of binaries made once per device.
     """
 
-    def __init__(self, bundle: Bundle | BundleIndex, source: str, host: Sequence[HostEntryInfo] = (),
+    def __init__(self, bundle: Bundle | BundleIndex | None, source: str, host: Sequence[HostEntryInfo] = (),
                  archive: bool = False, build_ids: Sequence[tuple[str, str]] = ()) -> None:
+        """``bundle``: the kernels (None: a library with CuTe host programs only)."""
         name = Path(source).name.split(".")[0] if source != "<bundle>" else "bundle"
         super().__init__(f"kernelpack.loaded.{name}")
         self.__file__ = source
-        index = _BundleFamilies(bundle) if isinstance(bundle, Bundle) else bundle
-        st = _State(source, Loader(source), index)
+        index: BundleIndex | _BundleFamilies | _NoKernels
+        if bundle is None:
+            index = _NoKernels()
+        elif _is_bundle(bundle):
+            index = _BundleFamilies(bundle)
+        else:
+            index = cast("BundleIndex", bundle)
+        st = _State(source, index)
         vars(self)[_STATE] = st
         st.ext = extension()  # the launch path of this module's kernels, chosen now (warned once when missing)
         names = index.names()
@@ -141,6 +199,9 @@ class KernelModule(types.ModuleType):
             got = st.callables.get(fname)
             if got is not None:
                 return got
+            from .family import KernelFamily
+            from .fast import make_launcher
+
             index = st.index
             record = index.family_record(fname)  # with one, first launches read it alone: the rest on first need
             fam = KernelFamily(fname, lambda: index.family_specs(fname), st.loader, record, index)
@@ -205,6 +266,8 @@ class KernelModule(types.ModuleType):
 
     def preload(self, device: int | None = None) -> None:
         """Load every kernel for ``device`` (default: every visible device) now instead of at first launch."""
+        from .fast import prepare_fast_path
+
         prepare_fast_path()
         st = self._st
         d = st.loader.driver
@@ -295,21 +358,31 @@ def _own_names() -> frozenset[str]:
 
 def read_any(path: str | os.PathLike[str]) -> Bundle:
     """A ``.kpack`` bundle, or the bundle embedded in a library built by kernelpack (``libNAME.so``/``.a``)."""
+    from ..bundle.kpack import Bundle
+
     bundle = _read(path)[0]
+    if bundle is None:
+        return Bundle.of()
     return bundle if isinstance(bundle, Bundle) else bundle.bundle()
 
 
-def _read(path: str | os.PathLike[str], lazy: bool = False) -> tuple[Bundle | BundleIndex, tuple[HostEntryInfo, ...],
-                                                                        bool, tuple[tuple[str, str], ...]]:
-    """The bundle (a BundleIndex for a ``.kpack`` file when ``lazy``), the host programs' descriptions, whether
-    ``path`` is a static archive, and the (library, build id) pairs a built library carries. The file is read once,
-    whole: everything returned comes from one build, even while a build replaces the file."""
+def _read(path: str | os.PathLike[str], lazy: bool = False) -> tuple[Bundle | BundleIndex | None,
+                                                                        tuple[HostEntryInfo, ...], bool,
+                                                                        tuple[tuple[str, str], ...]]:
+    """The bundle (a BundleIndex for a ``.kpack`` file when ``lazy``; None for a library of CuTe host programs only),
+    the host programs' descriptions, whether ``path`` is a static archive, and the (library, build id) pairs a built
+    library carries. The file is read once, whole: everything returned comes from one build, even while a build
+    replaces the file."""
     from ..core.files import read_bounded, read_head
 
     p = Path(path)
     if read_head(p, len(MAGIC), "bundle or library", error=BundleError) == MAGIC:  # regular files within the limit
+        from ..bundle.kpack import HEADER_SIZE, Bundle, check_header
+
         if not lazy:
             return Bundle.read(p), (), False, ()
+        from ..bundle.index import BundleIndex
+
         source = str(path)
         data = read_bounded(p, "bundle", error=BundleError, head_size=HEADER_SIZE,
                             check_head=lambda head, size: check_header(head, size, source))
@@ -322,8 +395,13 @@ def _read(path: str | os.PathLike[str], lazy: bool = False) -> tuple[Bundle | Bu
     found = read_embedded(p)
     if not found.bundles and not found.host_programs:
         raise BundleError(f"{path}: no kernelpack bundle inside (no .kpack section; not built by kernelpack?)")
-    bundle = found.bundles[0] if len(found.bundles) == 1 else Bundle.of(*found.bundles)
-    return bundle, found.host_programs, found.archive, found.build_ids
+    if not found.bundles:
+        return None, found.host_programs, found.archive, found.build_ids
+    if len(found.bundles) == 1:
+        return found.bundles[0], found.host_programs, found.archive, found.build_ids
+    from ..bundle.kpack import Bundle
+
+    return Bundle.of(*found.bundles), found.host_programs, found.archive, found.build_ids
 
 
 def load(source: str | os.PathLike[str] | Bundle, *, verify: bool = False) -> KernelModule:
@@ -345,17 +423,17 @@ def load(source: str | os.PathLike[str] | Bundle, *, verify: bool = False) -> Ke
     Host programs need the shared library: Python cannot load a static archive's code, so from ``libNAME.a`` they
     are listed but refuse to run.
     """
-    if isinstance(source, Bundle):
+    if _is_bundle(source):
         if verify:
             for a in source:
                 a.verify()
         return KernelModule(source, "<bundle>")
-    bundle, hosts, archive, ids = _read(source, lazy=True)
-    if verify and isinstance(bundle, BundleIndex):
-        bundle.verify()  # every blob, binary and dispatch record
-    elif verify and isinstance(bundle, Bundle):
+    bundle, hosts, archive, ids = _read(source, lazy=True)  # type: ignore[arg-type]  # not a Bundle: a path
+    if verify and _is_bundle(bundle):
         for a in bundle:
             a.verify()
+    elif verify and bundle is not None:
+        cast("BundleIndex", bundle).verify()  # a BundleIndex: every blob, binary and dispatch record
     return KernelModule(bundle, str(source), hosts, archive, ids)
 
 
