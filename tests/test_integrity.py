@@ -206,6 +206,12 @@ ALLOWED = {
     ("frontends/refs.py", "importlib.machinery.PathFinder.find_spec"):
         "_RenamingFinder: finds the siblings of such a module (the user's project files) for that renaming loader",
     ("core/_lazy.py", "importlib.import_module"): "kernelpack's own submodules, from a constant table in the package",
+    ("bundle/__init__.py", "importlib.import_module"): "kernelpack.bundle's own submodules, from the constant table "
+                                                      "_SUBMODULES (and .kpack)",
+    ("capture/session.py", "import runpy"): "kernelpack capture runs the command the user gives (python SCRIPT or "
+                                            "python -m MODULE), as python would",
+    ("capture/session.py", "runpy.run_module"): "the user's own -m MODULE, given on the capture command line",
+    ("capture/session.py", "runpy.run_path"): "the user's own SCRIPT, given on the capture command line",
     ("__init__.py", "importlib.import_module"): "the public classes' own modules, from the constant table _CLASSES",
     ("_aliases.py", "importlib.import_module"): "kernelpack's own modules at their new homes, from the constant table "
                                                 "MOVED",
