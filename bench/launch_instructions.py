@@ -262,18 +262,41 @@ def measure(work: Path, launches: int) -> None:
         print(json.dumps(names))
 
 
+def _call_costs(dump: Path, names: tuple[str, ...]) -> dict[str, int]:
+    """Inclusive instructions of every call into each function of names, read from the dump's call records.
+
+    The calls' own records, not callgrind_annotate's per-file inclusive figures: those split a function by the files
+    its inlined lines come from (the extension is one translation unit of parts), so a function with inlined steps
+    (family_call with launch() inlined) no longer has one inclusive figure there."""
+    ids: dict[str, str] = {}
+    found = dict.fromkeys(names, 0)
+    callee: str | None = None
+    after_calls = False
+    for ln in dump.read_text(errors="replace").splitlines():
+        if after_calls:  # the line after calls=: the call's position and inclusive cost
+            parts = ln.split()
+            if callee in found and len(parts) >= 2:
+                found[callee] += int(parts[1])
+            after_calls = False
+            continue
+        m = re.match(r"c?fn=\((\d+)\)(?: (.*))?$", ln)
+        if m:
+            if m.group(2):
+                ids[m.group(1)] = m.group(2)
+            if ln.startswith("cfn="):
+                callee = ids.get(m.group(1), "")
+            continue
+        if ln.startswith("calls="):
+            after_calls = True
+    return found
+
+
 def launcher_only(dump: Path, launches: int) -> float | None:
     """Instructions per launch inside the extension's call (family_call, inclusive) minus its driver call."""
-    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--auto=no", "--threshold=100", str(dump)],
-                         capture_output=True, text=True).stdout
-    found: dict[str, int] = {}
-    for ln in out.splitlines():
-        for fn in ("family_call", "launch_once"):
-            if f":{fn} [" in ln and fn not in found:
-                found[fn] = int(ln.split()[0].replace(",", ""))
-    if "family_call" not in found:
+    found = _call_costs(dump, ("family_call", "launch_once"))
+    if not found["family_call"]:
         return None
-    return (found["family_call"] - found.get("launch_once", 0)) / launches
+    return (found["family_call"] - found["launch_once"]) / launches
 
 
 def _slope(points: list[tuple[int, float]]) -> float:

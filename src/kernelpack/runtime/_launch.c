@@ -22,10 +22,11 @@
  * where the interpreter is 3.12 or newer, _launch_vcall.c).
  *
  * The extension is one translation unit made of the parts below, one concern each (a unity build): this file
- * includes them in order and setup.py compiles this file alone, so the code is what one file gives. gcc inlines the
- * static steps a call takes from other parts (read_views, map_kwnames, grid_from_rule) into family_run and
- * specializes others (call_load, current_stream, driver_error); separate units would lose that without LTO. A new
- * part is included here; a part is never compiled on its own.
+ * includes them in order and setup.py compiles this file alone, so the code is what one file gives. The static steps
+ * a call takes from other parts (read_views, map_kwnames, grid_from_rule, current_stream, launch) are inlined into
+ * family_call (the plain call: family_resolve with no capture and no lists) and family_resolve_any (a capture, a
+ * family with lists), and gcc specializes others (call_load, driver_error); separate units would lose that without
+ * LTO. A new part is included here; a part is never compiled on its own.
  */
 #include "_launch.h"
 

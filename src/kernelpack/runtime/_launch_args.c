@@ -21,7 +21,7 @@ static KP_INLINE uint32_t view_key(const kp_view* v) {
 
 /* The views of args[which[0..n)] into c->v: through the bridge; without one, none is a tensor (a launch with a tensor
  * takes the Python path). 0: done; -1: the Python path. */
-static int read_views(const kp_family* f, kp_call* c, const uint8_t* which, int n) {
+static KP_INLINE int read_views(const kp_family* f, kp_call* c, const uint8_t* which, int n) {
     if (bridge == NULL) {
         for (int k = 0; k < n; k++) c->v[which[k]].device = KP_VIEW_NONE;
         return 0;

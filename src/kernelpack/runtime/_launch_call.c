@@ -8,13 +8,17 @@
 
 /* ------------------------------------------------------------------ launch options */
 
-/* The number of keywords, each mapped to a launch option or K_N + a parameter's position; -1 when one is neither
- * (pdl=, cooperative=, an unknown name: the Python path decides). */
-static int map_kwnames(kp_family* f, PyObject* kwnames, int8_t map[KP_MAX_KW]) {
+/* The number of keywords, each mapped to a launch option or K_N + a parameter's position (in *out: the family's cached
+ * map when kwnames is the call site's last tuple, no copy; else local, filled here); -1 when one is neither (pdl=,
+ * cooperative=, an unknown name: the Python path decides). The cached map is read before anything that may run
+ * Python (and change it). */
+static int map_kwnames(kp_family* f, PyObject* kwnames, int8_t local[KP_MAX_KW], const int8_t** out) {
     if (KP_LIKELY(kwnames == f->kw_last)) {
-        memcpy(map, f->kw_map, (size_t)f->kw_n);
+        *out = f->kw_map;
         return f->kw_n;
     }
+    int8_t* map = local;
+    *out = local;
     Py_ssize_t nk = PyTuple_Size(kwnames);
     if (nk < 0 || nk > KP_MAX_KW) return PyErr_Clear(), -1;
     Py_ssize_t np = f->names != NULL ? PyTuple_Size(f->names) : 0;
@@ -59,8 +63,11 @@ static int call_load(kp_family* self, int device, int entry) {
 }
 
 /* One call: resolve (arguments, dispatch, configuration) and launch; with cap, resolve only, into cap (ok = 0: the
- * Python path decides), and launch nothing. lc: where the tensors of list arguments are read (NULL: no list). */
-static PyObject* family_resolve(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames, kp_capture* cap,
+ * Python path decides), and launch nothing. lc: where the tensors of list arguments are read (NULL: no list).
+ * Inlined into family_call with cap and lc NULL (constants there: a plain call of a family without lists compiles
+ * without the capture's and the lists' branches) and into family_resolve_any for the rest (a capture, a family with
+ * lists: family_call_lists). */
+static KP_INLINE PyObject* family_resolve(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames, kp_capture* cap,
                                 kp_lcall* lc) {
     kp_family* self = (kp_family*)op;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -77,8 +84,9 @@ static PyObject* family_resolve(PyObject* op, PyObject* const* args, size_t narg
         if (!ok || cu_launch == NULL) goto slow;
     }
     if (kwnames != NULL) {
-        int8_t map[KP_MAX_KW];
-        int nk = map_kwnames(self, kwnames, map);
+        int8_t local[KP_MAX_KW];
+        const int8_t* map;
+        int nk = map_kwnames(self, kwnames, local, &map);
         if (nk < 0) goto slow;
         PyObject* opt[K_N] = {NULL, NULL, NULL, NULL, NULL};
         int nnamed = 0;
@@ -292,7 +300,7 @@ dispatch:;
     const char* call;
     if (KP_UNLIKELY(dry_note != NULL)) note_launch(plan);
     CUresult r;
-    if (KP_UNLIKELY(plan->nlists)) {
+    if (KP_UNLIKELY(lc != NULL && plan->nlists)) { /* lc NULL: no plan of the family has lists */
         int staged = launch_lists(plan, &a, buf, ctx, kernel, g, b, nsmem, hstream, c, pdl, ptrs, &call, &r);
         if (staged < 0) return NULL;
         if (!staged) goto slow;
@@ -313,18 +321,31 @@ slow:
     return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
 }
 
+/* family_resolve for a capture (Family.prepare) or a family with lists: one out-of-line copy */
+static KP_NOINLINE PyObject* family_resolve_any(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames,
+                                                kp_capture* cap, kp_lcall* lc) {
+    return family_resolve(op, args, nargsf, kwnames, cap, lc);
+}
+
 /* family_resolve with the memory its list arguments' tensors are read into, when the family takes lists. */
 static PyObject* family_run(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames, kp_capture* cap) {
-    if (KP_LIKELY(!((kp_family*)op)->has_lists)) return family_resolve(op, args, nargsf, kwnames, cap, NULL);
+    if (KP_LIKELY(!((kp_family*)op)->has_lists)) return family_resolve_any(op, args, nargsf, kwnames, cap, NULL);
     kp_lcall* lc = (kp_lcall*)PyMem_Malloc(sizeof(kp_lcall));
     if (lc == NULL) return PyErr_NoMemory();
     lc->nv = 0;
     memset(lc->first, 0xff, sizeof lc->first); /* -1: not read */
-    PyObject* r = family_resolve(op, args, nargsf, kwnames, cap, lc);
+    PyObject* r = family_resolve_any(op, args, nargsf, kwnames, cap, lc);
     PyMem_Free(lc);
     return r;
 }
 
+/* The vectorcall of a family without lists (make_family picks it): family_resolve inlined with no capture and no
+ * lists, so such a call pays nothing for either. */
 static PyObject* family_call(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+    return family_resolve(op, args, nargsf, kwnames, NULL, NULL);
+}
+
+/* The vectorcall of a family some plan of which takes a tensor list */
+static PyObject* family_call_lists(PyObject* op, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
     return family_run(op, args, nargsf, kwnames, NULL);
 }

@@ -65,11 +65,9 @@ static int read_stream(PyObject* o, uint64_t* out) {
     return ok;
 }
 
-/* torch's current stream of `device`: from the bridge in C (c10's, when it was built against torch's CUDA headers),
- * else from the Python-level getter (runtime/streams.py c_getter: torch's builtin itself, called without a Python
- * frame). 0 when neither answers (the Python path resolves it). */
-static int current_stream(int device, uint64_t* out) {
-    if (KP_LIKELY(bridge != NULL) && bridge->current_stream(device, out) == 0) return 1;
+/* torch's current stream of `device` from the Python-level getter (runtime/streams.py c_getter: torch's builtin
+ * itself, called without a Python frame), for a bridge that cannot answer it. 0 when it does not answer. */
+static KP_NOINLINE int current_stream_getter(int device, uint64_t* out) {
     if (stream_getter == NULL) return 0;
     PyObject* dev = PyLong_FromLong(device);
     if (dev == NULL) return PyErr_Clear(), 0;
@@ -80,6 +78,13 @@ static int current_stream(int device, uint64_t* out) {
     int ok = read_stream(r, out);
     Py_DECREF(r);
     return ok;
+}
+
+/* torch's current stream of `device`: from the bridge in C (c10's, when it was built against torch's CUDA headers),
+ * else from the getter (current_stream_getter). 0 when neither answers (the Python path resolves it). */
+static KP_INLINE int current_stream(int device, uint64_t* out) {
+    if (KP_LIKELY(bridge != NULL) && bridge->current_stream(device, out) == 0) return 1;
+    return current_stream_getter(device, out);
 }
 
 static PyObject* driver_error(kp_family* self, const kp_plan* plan, int device, CUresult r, const char* call) {
@@ -220,8 +225,8 @@ static CUresult launch_once(void* kernel, const uint32_t g[3], const uint32_t b[
  * that device stays current and is launched in: the kernel handles are context-independent.)
  * Several devices: the current context is read; when it is not the launch device's, that one is made current for
  * the launch and the caller's restored after it. */
-static CUresult launch(void* ctx, void* kernel, const uint32_t g[3], const uint32_t b[3], uint32_t smem,
-                       void* stream, const uint32_t c[3], int pdl, void** ptrs, const char** call) {
+static KP_INLINE CUresult launch(void* ctx, void* kernel, const uint32_t g[3], const uint32_t b[3], uint32_t smem,
+                                 void* stream, const uint32_t c[3], int pdl, void** ptrs, const char** call) {
     CUresult r;
     if (KP_LIKELY(one_device)) {
         r = launch_once(kernel, g, b, smem, stream, c, pdl, ptrs);

@@ -367,6 +367,7 @@ static PyObject* make_family(PyObject* mod, PyObject* args) {
     }
     for (int a = 0; a < f->nargs; a++)
         if (f->cand[a]) f->which[f->ncand++] = (uint8_t)a;
+    if (f->has_lists) f->vectorcall = family_call_lists; /* else family_call: no list branch on its calls */
     if (names != Py_None) { /* interned, so a call site's keyword (interned by the compiler) matches by identity */
         Py_ssize_t n = PyTuple_Size(names);
         f->names = PyTuple_New(n);
