@@ -428,3 +428,26 @@ def test_family_names_say_the_least_that_tells_them_apart() -> None:
     a, b, c = attn(True, 128, "BFloat16"), attn(False, 128, "BFloat16"), attn(True, 64, "Float16")
     assert _differences(a, [b, c]) == ["dtypeBFloat16", "is_causalT"]
     assert _differences(b, [a, c]) == ["is_causalF"]
+
+
+@pytest.mark.parametrize("given", ["1st kernel", "class", "naïve-k", 'a\nb"c]', "__", "None", "k.0 = 1 #"])
+def test_a_hostile_kernel_name_gives_a_valid_inert_project(given: str) -> None:
+    """A kernel's name is data: the family named after it is a plain identifier (no keyword, no leading digit, ASCII),
+    the example-arguments module defining a function of that name compiles, and kernelpack.toml reads back."""
+    import keyword
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+
+    from kernelpack.capture.families import Family, Spec
+    from kernelpack.capture.project import args_module, toml
+    from kernelpack.capture.records import short_name
+
+    name = short_name(given)
+    assert name.isidentifier() and name.isascii() and not keyword.iskeyword(name), name
+    fam = Family("triton", name, f"k.py:{name}", {}, {}, specs=[Spec(given, {}, "(1, 2)", [])])
+    compile(args_module([fam]), "capture_args.py", "exec")
+    doc = tomllib.loads(toml([fam], {"name": "lib", "archs": ["sm_90a"]}, []))
+    assert doc["triton"][0]["name"] == name

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -243,8 +244,17 @@ def toml(fams: list[Family], library: dict[str, Any], runs: list[dict[str, Any]]
         entry = _entry(f)
         if f.dsl != "cute" and _targets(f, archs) != archs and any(x.startswith("[[") for x in entry):
             entry.append(f"archs = {_toml_value(_targets(f, archs))}")
-        lines += ["", *entry]
+        lines += ["", *(_comment(x) if x.startswith("#") else x for x in entry)]
     return "\n".join(lines) + "\n"
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]+")
+
+
+def _comment(line: str) -> str:
+    """A comment line as TOML allows it: the names, errors and call sites it quotes are data, so a line break or other
+    control character in them becomes a space (else the rest of the line would be read as TOML)."""
+    return _CONTROL.sub(" ", line)
 
 
 def _entry(f: Family) -> list[str]:

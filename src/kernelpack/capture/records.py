@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import keyword
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,5 +58,10 @@ def stable(obj: Any) -> str:
 
 
 def short_name(name: str) -> str:
-    """A C-friendly name: non-word characters become ``_``, runs of ``_`` one, no leading/trailing ``_``."""
-    return re.sub(r"_+", "_", re.sub(r"\W", "_", name)).strip("_") or "kernel"
+    """A name for C, Python and TOML alike: characters outside ASCII letters, digits and ``_`` become ``_``, runs of
+    ``_`` one, no leading/trailing ``_``; a leading digit gets ``k``, a Python keyword a trailing ``_`` (the
+    example-arguments module defines a function of each family's name)."""
+    n = re.sub(r"_+", "_", re.sub(r"\W", "_", name, flags=re.ASCII)).strip("_") or "kernel"
+    if n[0].isdigit():
+        n = f"k{n}"
+    return f"{n}_" if keyword.iskeyword(n) else n
