@@ -150,3 +150,17 @@ def test_statuses_name_a_runtime_exception_which_names_the_status():
 def test_every_combination_of_dtype_codes_is_distinct():
     assert len(set(codes.DTYPE_CODE.values())) == len(codes.DTYPES)
     assert list(itertools.accumulate([1] * len(codes.DTYPES))) == [codes.DTYPE_CODE[d] for d in codes.DTYPES]
+
+
+def test_bind_constexprs_puts_the_constexpr_in_text_and_tuple_formulas_alike() -> None:
+    from kernelpack.core.errors import KernelpackError
+    from kernelpack.core.launchspec import bind_constexprs
+
+    consts = {"BLOCK": 64, "SCALE": 1.5}
+    assert bind_constexprs("ceil_div(n, BLOCK)", consts) == ("ceil_div", ("arg", "n", None), 64)
+    assert bind_constexprs(("ceil_div", ("arg", "n", None), "BLOCK"), consts) == ["ceil_div", ("arg", "n", None), 64]
+    assert bind_constexprs(1, consts) == 1
+    with pytest.raises(KernelpackError, match="names 'BLOK', which is no integer constexpr.*did you mean 'BLOCK'"):
+        bind_constexprs(("mul", 2, "BLOK"), consts)
+    with pytest.raises(KernelpackError, match="constexpr SCALE is 1.5, not an integer"):
+        bind_constexprs("ceil_div(n, SCALE)", consts)

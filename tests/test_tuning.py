@@ -275,3 +275,15 @@ def test_kernelpack_tune_without_a_gpu_says_so(tmp_path, capsys):
     Bundle.read(HERE / "fixtures" / "built-2026-12-01" / "demo.kpack").write(b)
     assert cli.main(["tune", str(b), "--problems", "p.py:PROBLEMS"]) == 1
     assert "needs a CUDA device" in capsys.readouterr().err
+
+
+def test_the_tuned_arch_is_the_binary_the_device_runs(kernels):
+    """kernel tune names the table's arch by the bundle's binary the device runs (as the runtime picks it), so a
+    bundle built for sm_80 tuned on an 8.6 device is embeddable; a device the bundle carries nothing for: sm_XY."""
+    from kernelpack.tuning.tune import device_arch
+
+    bundle = _configs(kernels.kernels)  # sm_80 and sm_90a
+    assert device_arch(bundle, 8, 6) == "sm_80"
+    assert device_arch(bundle, 8, 0) == "sm_80"
+    assert device_arch(bundle, 9, 0) == "sm_90a"
+    assert device_arch(bundle, 7, 5) == "sm_75"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..bundle.artifact import KernelArtifact
 from ..core.abi import DType, Opaque, ParamType, Struct, TensorSpec
 from ..core.names import LIBRARY_API, c_comment, c_name, entry_name  # noqa: F401 - LIBRARY_API re-exported
-from ..launch.codes import DTYPE_CODE, DTYPES, DTYPES_V1, LAUNCH_FLAGS, STATUS, STATUS_V1, dtype_enum_name
+from ..launch.codes import DTYPE_CODE, DTYPES, DTYPES_V1, LAUNCH_FLAGS, MAX_RANK, STATUS, STATUS_V1, dtype_enum_name
 from ..launch.codes import INT64_RANGE as INT_RANGE  # noqa: E402,F401 - values a kp_tensor field can carry
 
 
@@ -62,7 +62,7 @@ typedef struct kp_f16 {{ uint16_t bits; }} kp_f16;
 typedef struct kp_bf16 {{ uint16_t bits; }} kp_bf16;
 
 /** Highest tensor rank a kp_tensor describes. */
-#define KP_MAX_RANK 8
+#define KP_MAX_RANK {MAX_RANK}
 
 /** A tensor argument of a family entry; dispatch checks it against each specialization's static shape. */
 typedef struct kp_tensor {{

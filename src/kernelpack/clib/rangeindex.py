@@ -27,10 +27,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..core.abi import Scalar
-from ..launch.codes import INT_RANGE  # the types' own bounds (cdecl's are clamped to int64)
+from ..launch.codes import (
+    INT_RANGE,  # the types' own bounds (cdecl's are clamped to int64)
+    MAX_RANK,  # KP_MAX_RANK: a kp_tensor's shape array
+)
+from ..launch.ranges import INT64_MAX, INT64_MIN
 
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-MAX_RANK = 8  # KP_MAX_RANK: a kp_tensor's shape array
 MAX_TABLE = 16  # an index's candidate table holds at most this many entries per specialization (else: the walk)
 
 

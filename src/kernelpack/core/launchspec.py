@@ -151,6 +151,30 @@ def parse_grid_text(text: str, consts: Mapping[str, Any] | None = None) -> GridE
     return out
 
 
+def bind_constexprs(formula: Any, consts: Mapping[str, Any]) -> Any:
+    """One grid formula of a specialization, its constexprs put in so one formula serves every config of a family:
+    text is read by :func:`parse_grid_text`; in a tuple formula an operand that names a constexpr (``("ceil_div",
+    ("arg", "n", None), "BLOCK")``) is replaced by its integer value. Anything else comes back as given (LaunchSpec
+    judges it). KernelpackError for a name that is no integer constexpr."""
+    if isinstance(formula, str):
+        return parse_grid_text(formula, consts)
+
+    def sub(e: Any) -> Any:
+        if isinstance(e, str):
+            v = consts.get(e)
+            if isinstance(v, bool) or not isinstance(v, int):
+                from .suggest import hint
+
+                raise KernelpackError(f"the grid names {e!r}, which is no integer constexpr of it "
+                                      f"(constexprs: {', '.join(sorted(consts)) or 'none'}{hint(e, consts)})")
+            return v
+        if isinstance(e, (list, tuple)) and e and e[0] != "arg":
+            return [e[0], *(sub(x) for x in e[1:])]
+        return e
+
+    return sub(formula)
+
+
 def grid_params(e: GridExpr) -> list[tuple[str, str | None]]:
     """The (param, field) pairs a grid formula reads."""
     if isinstance(e, int):

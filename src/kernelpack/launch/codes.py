@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.abi import DType
+from ..core.abi import LIST_MAX_RANK, DType
 
 # ------------------------------------------------------------------------------------------------ element types
 
@@ -141,7 +141,7 @@ PDL_MIN_MAJOR = 9  # programmatic dependent launch needs compute capability 9.0 
 # ------------------------------------------------------------------------------------------------ launch limits
 
 MAX_DEVICES = 64  # per-device state is kept for ordinals 0..MAX_DEVICES-1
-MAX_RANK = 8  # kp_tensor modes
+MAX_RANK = LIST_MAX_RANK  # kp_tensor modes (a tensor list's element is what one kp_tensor holds)
 SMEM_DEFAULT_LIMIT = 48 * 1024  # dynamic shared memory above this needs the kernel's opt-in (cuKernelSetAttribute)
 MAX_PORTABLE_CLUSTER = 8  # blocks per cluster every cluster-capable GPU runs (larger: non-portable, refused)
 MAX_BLOCK = (1024, 1024, 64)  # threads per block dimension on every supported GPU (the device may say less)

@@ -30,6 +30,7 @@ from typing import Any
 from ..bundle.artifact import KernelArtifact
 from ..bundle.kpack import Bundle
 from ..core.errors import KernelpackError
+from ..launch.binaries import best as best_binary
 from ..launch.ranges import INT64_MAX, INT64_MIN
 from .table import FORMAT, FamilyTable, TunedShape, TuningError, TuningTable
 
@@ -313,12 +314,12 @@ def _problem_shapes(name: str, problem: Problem) -> list[tuple[int, ...]]:
 
 
 def device_arch(bundle: Bundle, major: int, minor: int) -> str:
-    """The bundle's arch for a device of compute capability ``major.minor`` (``sm_90a`` before ``sm_90``)."""
-    carried = {str(a) for art in bundle for a in art.archs}
-    for cand in (f"sm_{major}{minor}a", f"sm_{major}{minor}", f"sm_{major}{minor}f"):
-        if cand in carried:
-            return cand
-    return f"sm_{major}{minor}"
+    """The bundle's arch that a device of compute capability ``major.minor`` runs, chosen as the runtime chooses
+    (:func:`kernelpack.launch.binaries.best`: ``sm_90a`` before ``sm_90``, ``sm_80`` on an 8.6 device); ``sm_XY``
+    when the bundle carries nothing for it."""
+    targets = sorted({b.target for art in bundle for b in art.binaries}, key=str)
+    at = best_binary([(t.real, t.virtual) for t in targets], major, minor)
+    return str(targets[at].real) if at is not None else f"sm_{major}{minor}"
 
 
 def load_problems(ref: str) -> dict[str, Problem]:

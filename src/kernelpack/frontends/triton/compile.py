@@ -49,8 +49,8 @@ from ...core.cache import CompileCache, cache_key
 from ...core.cubin import read_cubin
 from ...core.diagnostics import chain_log
 from ...core.errors import CompileError, ConfigDropped, KernelpackError
-from ...core.launchspec import LaunchSpec, split_per_arch
-from ...core.suggest import close, hint
+from ...core.launchspec import LaunchSpec, bind_constexprs, split_per_arch
+from ...core.suggest import close
 from ...core.tma import ELEMENT_TYPES as TRITON_DTYPES  # Triton's element names are the descriptors'
 from ...core.tma import TENSOR_MAP, TensorDescSpec, expected_params
 from ...core.version import __version__
@@ -369,26 +369,6 @@ _ELEMENT = {**{a: _TRITON_NAME[dt] for a, dt in DTYPE_ALIASES.items() if dt in _
             **{name: name for name in TRITON_DTYPES}, "f32": "fp32"}
 
 
-def _with_constexprs(grid: Sequence[Any], consts: Mapping[str, Any], label: str) -> list[Any]:
-    """The grid formulas with each operand that names a constexpr (``"BLOCK"``) replaced by the specialization's
-    value (an int), so one formula serves every config of a family."""
-
-    def sub(e: Any) -> Any:
-        if isinstance(e, str):
-            v = consts.get(e)
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise CompileError(f"kernel {label}: the grid names {e!r}, which is no integer constexpr of it "
-                                   f"(constexprs: {', '.join(sorted(consts)) or 'none'}{hint(e, consts)})")
-            return v
-        if isinstance(e, (list, tuple)) and e and e[0] != "arg":
-            return [e[0], *(sub(x) for x in e[1:])]
-        return e
-
-    if isinstance(grid, str) or not isinstance(grid, Sequence):
-        return grid  # type: ignore[return-value]  # LaunchSpec refuses it, naming what it is
-    return [sub(e) for e in grid]
-
-
 def _canonical_type(ty: str) -> str | None:
     """``ty`` with its element type spelled as Triton spells it (``*f16`` -> ``*fp16``, ``tensordesc<float16[64]>``
     -> ``tensordesc<fp16[64]>``); None when the element type has no known name."""
@@ -679,20 +659,16 @@ def _hidden_params(label: str, params: list[Param], out: _Output) -> list[Param]
 
 
 def _grid(label: str, grid: Any, consts: Mapping[str, Any]) -> Sequence[Any] | None:
-    """The specialization's grid formulas: a function of its constexprs is called; a formula written as text
-    (``"ceil_div(n, BLOCK)"``) is read with the specialization's constexprs put in, as are tuple operands that name
-    one (``("ceil_div", ("arg", "n", None), "BLOCK")``)."""
-    from ...core.launchspec import parse_grid_text
-
+    """The specialization's grid formulas: a function of its constexprs is called; formulas given as text or tuples
+    get the specialization's constexprs put in (:func:`kernelpack.core.launchspec.bind_constexprs`)."""
     if callable(grid):
         return grid(consts)  # type: ignore[no-any-return]
     if grid is None or isinstance(grid, str):
         return grid
     try:
-        parsed = [parse_grid_text(g, consts) if isinstance(g, str) else g for g in grid]
+        return tuple(bind_constexprs(g, consts) for g in grid)
     except KernelpackError as e:
         raise CompileError(f"kernel {label}: {e.message}") from None
-    return tuple(_with_constexprs(parsed, consts, label))  # tuple operands naming a constexpr
 
 
 def _provenance_options(opts: Mapping[str, Any], consts: Mapping[str, Any], divs: Mapping[str, int]) -> tuple[str, ...]:
