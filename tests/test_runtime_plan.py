@@ -15,11 +15,11 @@ from kernelpack.core.arch import Arch
 from kernelpack.core.binary import Binary
 from kernelpack.core.errors import LaunchError
 from kernelpack.core.packing import pack_params
+from kernelpack.launch.family import plan_specificity as specificity
 from kernelpack.launch.plan import KP_DYN, OP_BYTES, OP_NULL, OP_PTR, OP_SCALAR, OP_TENSOR, Plan
 from kernelpack.runtime import adapters, checks
 from kernelpack.runtime.driver import DeviceInfo
 from kernelpack.runtime.errors import ArgumentTypeError, ArgumentValueError
-from kernelpack.runtime.family import specificity
 from kernelpack.runtime.loader import LaunchFacts, binary_quality
 from kernelpack.runtime.packer import pack
 

@@ -161,40 +161,34 @@ static PyObject* set_driver(PyObject* mod, PyObject* addresses) {
         fns[i] = PyLong_AsVoidPtr(v);
         if (fns[i] == NULL) return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError, "%s is NULL", names[i]);
     }
+    /* optional (NULL where the driver lacks one): what a tensor list's launch copies its descriptors with (without
+     * them: the Python path, which says what the driver lacks); cuTensorMapEncodeTiled (without it: TMA launches take
+     * the Python path, which says so); cuKernelGetParamInfo (checks layouts); the dry-run driver's kpDryrunNote (each
+     * launch is named) */
+    static const char* optional[] = {"cuMemAllocAsync", "cuMemcpyHtoDAsync", "cuMemFreeAsync", "cuTensorMapEncodeTiled",
+                                     "cuKernelGetParamInfo", "kpDryrunNote"};
+    void* ofns[6];
+    for (int i = 0; i < 6; i++) {
+        PyObject* v = PyDict_GetItemString(addresses, optional[i]);
+        ofns[i] = v != NULL && v != Py_None ? PyLong_AsVoidPtr(v) : NULL;
+        if (ofns[i] == NULL && PyErr_Occurred()) return NULL;
+    }
+    /* the driver's version: maps encoded under another driver are not reused */
+    PyObject* ver = PyDict_GetItemString(addresses, "driver_version");
+    long version = ver != NULL ? PyLong_AsLong(ver) : 0;
+    if (version == -1 && PyErr_Occurred()) return NULL;
+    /* every address read: the driver is replaced whole */
     memcpy(&cu_ctx_get, &fns[0], sizeof fns[0]);
     memcpy(&cu_ctx_set, &fns[1], sizeof fns[1]);
     memcpy(&cu_launch, &fns[2], sizeof fns[2]);
     memcpy(&cu_launch_ex, &fns[3], sizeof fns[3]);
     memcpy(&cu_error_name, &fns[4], sizeof fns[4]);
-    /* optional: what a tensor list's launch copies its descriptors with (without them: the Python path, which says
-     * what the driver lacks) */
-    static const char* lists[] = {"cuMemAllocAsync", "cuMemcpyHtoDAsync", "cuMemFreeAsync"};
-    void* lfns[3];
-    for (int i = 0; i < 3; i++) {
-        PyObject* v = PyDict_GetItemString(addresses, lists[i]);
-        lfns[i] = v != NULL && v != Py_None ? PyLong_AsVoidPtr(v) : NULL;
-        if (lfns[i] == NULL && PyErr_Occurred()) return NULL;
-    }
-    memcpy(&cu_alloc_async, &lfns[0], sizeof lfns[0]);
-    memcpy(&cu_copy_async, &lfns[1], sizeof lfns[1]);
-    memcpy(&cu_free_async, &lfns[2], sizeof lfns[2]);
-    /* optional: cuTensorMapEncodeTiled (a driver without it: TMA launches take the Python path, which says so) and
-     * the driver's version; maps encoded under another driver are not reused */
-    PyObject* enc = PyDict_GetItemString(addresses, "cuTensorMapEncodeTiled");
-    void* fn = enc != NULL && enc != Py_None ? PyLong_AsVoidPtr(enc) : NULL;
-    if (fn == NULL && PyErr_Occurred()) return NULL;
-    PyObject* ver = PyDict_GetItemString(addresses, "driver_version");
-    long version = ver != NULL ? PyLong_AsLong(ver) : 0;
-    if (version == -1 && PyErr_Occurred()) return NULL;
-    memcpy(&cu_tmap_encode, &fn, sizeof fn);
-    PyObject* info = PyDict_GetItemString(addresses, "cuKernelGetParamInfo"); /* optional too: checks layouts */
-    fn = info != NULL && info != Py_None ? PyLong_AsVoidPtr(info) : NULL;
-    if (fn == NULL && PyErr_Occurred()) return NULL;
-    memcpy(&cu_param_info, &fn, sizeof fn);
-    PyObject* note = PyDict_GetItemString(addresses, "kpDryrunNote"); /* the dry-run driver: each launch is named */
-    fn = note != NULL && note != Py_None ? PyLong_AsVoidPtr(note) : NULL;
-    if (fn == NULL && PyErr_Occurred()) return NULL;
-    memcpy(&dry_note, &fn, sizeof fn);
+    memcpy(&cu_alloc_async, &ofns[0], sizeof ofns[0]);
+    memcpy(&cu_copy_async, &ofns[1], sizeof ofns[1]);
+    memcpy(&cu_free_async, &ofns[2], sizeof ofns[2]);
+    memcpy(&cu_tmap_encode, &ofns[3], sizeof ofns[3]);
+    memcpy(&cu_param_info, &ofns[4], sizeof ofns[4]);
+    memcpy(&dry_note, &ofns[5], sizeof ofns[5]);
     driver_version = (int)version;
     driver_gen++;
     Py_RETURN_NONE;

@@ -313,6 +313,30 @@ def dims(value: Any, what: str, kernel: str) -> Dim3:
     return (items + (1, 1))[:3]  # type: ignore[return-value]
 
 
+def positive_dims(value: Any, what: str, kernel: str) -> Dim3:
+    """:func:`dims` of a block or a cluster the caller gives, every dimension >= 1."""
+    d = dims(value, what, kernel)
+    if any(v < 1 for v in d):
+        raise LaunchError(f"kernel {kernel}: {what} {d} has a dimension < 1")
+    return d
+
+
+def smem_bytes(smem: Any, kernel: str) -> int:
+    """The dynamic shared memory the caller gives (``smem=``): an int number of bytes, >= 0."""
+    if isinstance(smem, bool) or not isinstance(smem, int):
+        raise ArgumentTypeError(f"kernel {kernel}: smem must be an int number of bytes, got {smem!r}")
+    if smem < 0:
+        raise LaunchError(f"kernel {kernel}: smem is {smem}; dynamic shared memory must be >= 0 bytes")
+    return smem
+
+
+def flag_types(pdl: Any, cooperative: Any, kernel: str) -> None:
+    """``pdl=`` and ``cooperative=``: True, False or None."""
+    for name, v in (("pdl", pdl), ("cooperative", cooperative)):
+        if v is not None and not isinstance(v, bool):
+            raise LaunchError(f"kernel {kernel}: {name} must be True, False or None (got {v!r})")
+
+
 def check_grid(grid: Any, dev: DeviceInfo, kernel: str) -> Dim3:
     if grid is None:
         raise LaunchError(f"kernel {kernel}: grid is required (grid=blocks or grid=(x, y, z))")
@@ -332,9 +356,7 @@ def check_block(block: Any, facts: LaunchFacts, dev: DeviceInfo, kernel: str) ->
             raise LaunchError(f"kernel {kernel}: block is required: the kernel fixes no block shape (no REQNTID in "
                               f"its cubin, no LaunchSpec.block)")
         return fixed
-    b = dims(block, "block", kernel)
-    if any(v < 1 for v in b):
-        raise LaunchError(f"kernel {kernel}: block {b} has a dimension < 1")
+    b = positive_dims(block, "block", kernel)
     if facts.reqntid is not None and b != facts.reqntid:
         raise LaunchError(f"kernel {kernel}: block {b} differs from the block the kernel requires (REQNTID) "
                           f"{facts.reqntid}; leave block out to use it")
@@ -355,14 +377,7 @@ def check_block(block: Any, facts: LaunchFacts, dev: DeviceInfo, kernel: str) ->
 
 
 def check_smem(smem: Any, facts: LaunchFacts, dev: DeviceInfo, kernel: str) -> int:
-    if smem is None:
-        n = facts.dyn_smem
-    elif isinstance(smem, bool) or not isinstance(smem, int):
-        raise ArgumentTypeError(f"kernel {kernel}: smem must be an int number of bytes, got {smem!r}")
-    else:
-        n = smem
-    if n < 0:
-        raise LaunchError(f"kernel {kernel}: smem is {n}; dynamic shared memory must be >= 0 bytes")
+    n = facts.dyn_smem if smem is None else smem_bytes(smem, kernel)  # LaunchSpec.dynamic_smem: >= 0 (checked)
     if n < facts.dyn_smem:
         raise LaunchError(f"kernel {kernel}: smem {n} is less than the {facts.dyn_smem} bytes the kernel needs "
                           f"(LaunchSpec.dynamic_smem); leave smem out to use that")
@@ -374,10 +389,8 @@ def check_smem(smem: Any, facts: LaunchFacts, dev: DeviceInfo, kernel: str) -> i
 
 def check_cluster(cluster: Any, grid: Dim3, facts: LaunchFacts, dev: DeviceInfo, kernel: str) -> Dim3 | None:
     """The cluster to request with cuLaunchKernelEx (None: plain launch; a compile-time cluster is implied)."""
-    want = None if cluster is None else dims(cluster, "cluster", kernel)
+    want = None if cluster is None else positive_dims(cluster, "cluster", kernel)
     fixed = facts.cluster or facts.spec_cluster
-    if want is not None and any(v < 1 for v in want):
-        raise LaunchError(f"kernel {kernel}: cluster {want} has a dimension < 1")
     if fixed is not None and want is not None and want != fixed:
         kind = "compile-time" if facts.cluster else "fixed"
         raise LaunchError(f"kernel {kernel}: cluster {want} differs from the kernel's {kind} cluster {fixed}; "
@@ -401,9 +414,7 @@ def check_flags(pdl: Any, cooperative: Any, spec: LaunchSpec, dev: DeviceInfo, k
     """(PDL, cooperative) for one launch: the kernel's launch flags (``spec``) with the caller's ``pdl=`` /
     ``cooperative=`` (None: the kernel's own; ``pdl=False`` launches without PDL, as C's KP_LAUNCH_NO_PDL). PDL
     needs compute capability 9.0; a cooperative grid's size is checked at launch (:func:`check_cooperative_grid`)."""
-    for name, v in (("pdl", pdl), ("cooperative", cooperative)):
-        if v is not None and not isinstance(v, bool):
-            raise LaunchError(f"kernel {kernel}: {name} must be True, False or None (got {v!r})")
+    flag_types(pdl, cooperative, kernel)
     use_pdl = spec.pdl if pdl is None else pdl
     if cooperative is False and spec.cooperative:
         raise LaunchError(f"kernel {kernel}: cooperative=False, but the kernel's launch flags make every launch "

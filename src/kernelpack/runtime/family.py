@@ -34,7 +34,7 @@ from ..launch import device as dev_model
 from ..launch.binaries import describe_binaries, device_arch, family_choice, quality
 from ..launch.codes import PDL_MIN_MAJOR, SMEM_DEFAULT_LIMIT
 from ..launch.facts import binary_facts
-from ..launch.family import LAUNCH_KEYWORDS, Specialization, Specificity, order_key, ordered_specs, plan_specificity
+from ..launch.family import LAUNCH_KEYWORDS, Specialization, order_key, ordered_specs
 from ..launch.plan import OP_LIST, Plan, Slot, grid_program
 from . import streams
 from .driver import DeviceInfo, Driver
@@ -187,11 +187,6 @@ class DeviceState:
     entries: _Entries  # dispatch order
     missing: list[int] = field(default_factory=list)  # the specializations (dispatch positions) it cannot run
     unmet: dict[int, str] = field(default_factory=dict)  # spec index -> "": its device requirements fail here
-
-
-def specificity(plan: Plan) -> Specificity:
-    """The launch model's dispatch key of one specialization (kernelpack.launch.family)."""
-    return plan_specificity(plan)
 
 
 class KernelFamily:

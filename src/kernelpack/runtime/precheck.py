@@ -40,19 +40,13 @@ def check_without_device(fam: KernelFamily, values: list[Any], grid: Any, block:
         raise LaunchError(f"kernel {label}: grid is required (grid=blocks or grid=(x, y, z))")
     for what, value in (("grid", grid), ("block", block), ("cluster", cluster)):
         if value is not None:
-            dims = checks.dims(value, what, label)
-            if any(v < 1 for v in dims):
-                raise LaunchError(f"kernel {label}: {what} {dims} has a dimension < 1")
+            checks.positive_dims(value, what, label)
     if block is None and all(f.block is None for f in _facts(spec)):
         raise LaunchError(f"kernel {label}: block is required: the kernel fixes no block shape (no REQNTID in its "
                           f"cubin, no LaunchSpec.block)")
-    if smem is not None and (isinstance(smem, bool) or not isinstance(smem, int)):
-        raise ArgumentTypeError(f"kernel {label}: smem must be an int number of bytes, got {smem!r}")
-    if isinstance(smem, int) and smem < 0:
-        raise LaunchError(f"kernel {label}: smem is {smem}; dynamic shared memory must be >= 0 bytes")
-    for name, v in (("pdl", pdl), ("cooperative", cooperative)):
-        if v is not None and not isinstance(v, bool):
-            raise LaunchError(f"kernel {label}: {name} must be True, False or None (got {v!r})")
+    if smem is not None:
+        checks.smem_bytes(smem, label)
+    checks.flag_types(pdl, cooperative, label)
 
 
 def _choose(fam: KernelFamily, values: list[Any],
