@@ -156,8 +156,8 @@ def _relative(la: Launch, root: Path) -> Launch:
         return la
     from dataclasses import replace
 
-    return replace(la, kernel=f"{Path(os.path.relpath(mod, root)).as_posix()}:{attr}",
-                   family={**la.family, "kernel": f"{Path(os.path.relpath(mod, root)).as_posix()}:{attr}"})
+    kernel = f"{Path(os.path.relpath(mod, root)).as_posix()}:{attr}"
+    return replace(la, kernel=kernel, family={**la.family, "kernel": kernel})
 
 
 def _library(root: Path, name: str | None, archs: list[str] | None, state: dict[str, Any]) -> dict[str, Any]:
