@@ -66,9 +66,7 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     with config.override(cache_dir=root / "cache"):
         for ex in ALL:
             if ex.buildable():
-                src = root / ex.dsl
-                shutil.copytree(ex.dir, src, ignore=shutil.ignore_patterns("build", "dist", "__pycache__"))
-                out[ex.dsl] = build_wheel(src, root / "dist", jobs=2).path
+                out[ex.dsl] = build_wheel(ex.copy(root / ex.dsl), root / "dist", jobs=2).path
     if not out:
         pytest.skip("no example is buildable here (no CUDA compiler, no DSL)")
     return out
