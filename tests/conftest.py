@@ -60,6 +60,14 @@ def fake_cuda(tmp_path_factory: pytest.TempPathFactory) -> FakeCuda:
     return session_fake(tmp_path_factory)
 
 
+@pytest.fixture(scope="session")
+def clib_env(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The demo C library on the fake driver (clib_support.session_env): built once per session."""
+    from clib_support import session_env
+
+    return session_env(tmp_path_factory)
+
+
 @pytest.fixture
 def fake(fake_cuda: FakeCuda) -> Iterator[InProcessFake]:
     """The fake driver in this process, reset (one sm_90 device, nothing recorded) and installed as the runtime's

@@ -7,6 +7,7 @@ Shared by tests/test_examples.py (GPU-less: build, link, bind; GPU: run) and scr
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,12 @@ class Example:
         if self.needs is None:
             return cuda_compiler_available()
         return importlib.util.find_spec(self.needs) is not None
+
+    def copy(self, dst: Path) -> Path:
+        """The example's project copied to ``dst`` without build outputs: building the copy leaves the checkout
+        without a build/ or dist/."""
+        shutil.copytree(self.dir, dst, ignore=shutil.ignore_patterns("build", "dist", "__pycache__"))
+        return dst
 
 
 ALL = (

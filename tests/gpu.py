@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from kernelpack.bundle.kpack import Bundle
 
 ARTIFACTS = "KERNELPACK_GPU_ARTIFACTS"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @functools.cache
@@ -90,3 +92,16 @@ def demo_kernels() -> Bundle:
 
     path = carried("demo.kpack")
     return Bundle.read(path) if path is not None else compile_examples(("sm_80", "sm_90a"))
+
+
+def fa4_glue():  # type: ignore[no-untyped-def]
+    """corpus/fa4/attention.py (FA4's host logic), imported by path under a name of its own."""
+    import importlib.util
+
+    name = "kp_corpus_fa4_attention"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "corpus" / "fa4" / "attention.py")
+        assert spec is not None and spec.loader is not None
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]

@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
+from cli_support import kp
 from kernelpack.cli.describe import find_cuda_tool
 from toolchain_support import needs_cuda_compiler
-
-
-def kp(*args: str, env_cache: str | None = None) -> subprocess.CompletedProcess[str]:
-    import os
-
-    env = dict(os.environ, KERNELPACK_CACHE_DIR=env_cache or "off", COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "kernelpack.cli", *args], capture_output=True, text=True,
-                          timeout=300, env=env)
 
 
 @pytest.fixture(scope="module")

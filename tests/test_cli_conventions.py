@@ -13,15 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from cli_support import kp
 from kernelpack.bundle.kpack import Bundle
 from kernelpack.cli import commands
 from kernelpack.core.version import __version__
-
-
-def kp(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, KERNELPACK_CACHE_DIR="off", COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "kernelpack.cli", *args], capture_output=True, text=True, timeout=120,
-                          env=env)
 
 
 @pytest.fixture(scope="module")

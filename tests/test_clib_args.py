@@ -8,16 +8,11 @@ import struct
 
 import pytest
 
-from clib_support import DEC_SPEC, GADD_GRID, GSUM_GRID, TMA_SPEC, results, session_env
+from clib_support import DEC_SPEC, GADD_GRID, GSUM_GRID, TMA_SPEC, results
 from fake_cuda import param_bytes
 from kernelpack.core.errors import LaunchError
 from kernelpack.core.launchspec import evaluate_grid
 from kernelpack.core.tma import encode_args
-
-
-@pytest.fixture(scope="session")
-def clib_env(tmp_path_factory):
-    return session_env(tmp_path_factory)
 
 
 def grid(r, line):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from clib_support import HERE, add_abi, bins, compile_program, results, session_env
+from clib_support import HERE, add_abi, bins, compile_program, results
 from fake_cuda import run
 from kernelpack.bundle.artifact import KernelArtifact
 from kernelpack.bundle.kpack import Bundle
@@ -16,11 +16,6 @@ from kernelpack.clib import Library, build_library, read_embedded_bundle, read_e
 from kernelpack.core.abi import Abi, DType, Param, Pointer, Scalar
 from kernelpack.core.errors import KernelpackError
 from toolchain_support import CC, cuda_include, needs_tools
-
-
-@pytest.fixture(scope="session")
-def clib_env(tmp_path_factory):
-    return session_env(tmp_path_factory)
 
 
 def _sanitized(env, tmp: Path, flags: list[str], name: str) -> Path:

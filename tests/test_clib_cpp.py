@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-import pytest
-
-from clib_support import HERE, add_abi, bins, compile_program, session_env
+from clib_support import HERE, add_abi, bins, compile_program
 from fake_cuda import run
 from header_docs import undocumented
 from kernelpack.bundle.artifact import KernelArtifact
@@ -16,11 +14,6 @@ from kernelpack.core.cache import CompileCache
 from toolchain_support import CXX
 
 STRICT = ("-Wshadow", "-Wpedantic", "-Wconversion", "-Wsign-conversion", "-Wold-style-cast", "-Wnon-virtual-dtor")
-
-
-@pytest.fixture(scope="session")
-def clib_env(tmp_path_factory):
-    return session_env(tmp_path_factory)
 
 
 def test_cpp_layer_on_the_fake_driver(clib_env, tmp_path):

@@ -8,15 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from clib_support import PACK_DTYPES, results, session_env
+from clib_support import PACK_DTYPES, results
 from fake_cuda import fnv1a, param_bytes, run
 from kernelpack.bundle.kpack import MAGIC, read_manifest
-
-
-@pytest.fixture(scope="session")
-def clib_env(tmp_path_factory):
-    return session_env(tmp_path_factory)
-
 
 FMT = {"i8": "b", "i16": "h", "i32": "i", "i64": "q", "u8": "B", "u64": "Q", "f32": "f", "f64": "d", "bool": "?",
        "f16": "H"}

@@ -9,9 +9,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-import pytest
-
-from clib_support import add_abi, compile_program, session_env
+from clib_support import add_abi, compile_program
 from fake_cuda import fnv1a, run
 from kernelpack.bundle.artifact import KernelArtifact
 from kernelpack.clib import Library, read_embedded_bundle
@@ -19,11 +17,6 @@ from kernelpack.core.abi import Abi, DType, Param, Pointer
 from kernelpack.core.binary import Binary
 from kernelpack.core.cache import CompileCache
 from toolchain_support import CC, PTXAS
-
-
-@pytest.fixture(scope="session")
-def clib_env(tmp_path_factory):
-    return session_env(tmp_path_factory)
 
 
 def _arts(env, cubin80: bytes) -> list[KernelArtifact]:

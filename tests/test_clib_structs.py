@@ -5,15 +5,8 @@ from __future__ import annotations
 import ctypes
 import subprocess
 
-import pytest
-
-from clib_support import compile_program, session_env
+from clib_support import compile_program
 from kernelpack.runtime.cstructs import KpLaunch, KpTensor
-
-
-@pytest.fixture(scope="module")
-def clib_env(tmp_path_factory):  # type: ignore[no-untyped-def]
-    return session_env(tmp_path_factory)
 
 
 def test_ctypes_mirrors_match_the_headers_layout(clib_env, tmp_path):

@@ -8,29 +8,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from gpu import fa4_glue
 from runtime_support import cpu_tensors_as_cuda
 
 ROOT = Path(__file__).resolve().parents[1]
 CANDIDATES = [ROOT / ".gpu" / "fa4", ROOT / "corpus" / "fa4" / "build"]
 KINDS = ("fwd", "bwd_pre", "bwd", "bwd_post")
-
-
-def fa4_glue():  # type: ignore[no-untyped-def]
-    """corpus/fa4/attention.py, imported by path under a name of its own."""
-    import importlib.util
-
-    name = "kp_corpus_fa4_attention"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "corpus" / "fa4" / "attention.py")
-        assert spec is not None and spec.loader is not None
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name]
 
 
 def built() -> Path:

@@ -140,10 +140,3 @@ def test_the_record_format_is_the_documented_one(runtime_bundle: Bundle) -> None
                   for f in (c.strip("` ") for c in row.split("|")[1].split(","))}
     assert set(line) == documented
     assert Launch.from_json(line) == run.launches()[0]
-
-
-@pytest.fixture(scope="module")
-def clib_env(tmp_path_factory):  # type: ignore[no-untyped-def]
-    from clib_support import session_env
-
-    return session_env(tmp_path_factory)

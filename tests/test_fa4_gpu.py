@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from gpu import cuda_torch, require_carried, requires_gpu
+from gpu import cuda_torch, fa4_glue, require_carried, requires_gpu
 
 pytestmark = pytest.mark.gpu
 
@@ -30,19 +30,6 @@ FLOOR = {"bfloat16": 1e-2, "float16": 2e-3}  # absolute error floor per input dt
 # (batch, seqlen, heads): lengths off the tile sizes, and one within a single tile (FA4 specializes that case for
 # TVM-FFI's strides; kernelpack passes the strides as they are and uses the one kernel)
 SHAPES = [(2, 1024, 8), (1, 1000, 4), (3, 333, 2), (2, 64, 4)]
-
-
-def fa4_glue():  # type: ignore[no-untyped-def]
-    """corpus/fa4/attention.py, imported by path under a name of its own."""
-    import importlib.util
-
-    name = "kp_corpus_fa4_attention"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "corpus" / "fa4" / "attention.py")
-        assert spec is not None and spec.loader is not None
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name]
 
 
 def artifacts() -> Path:

@@ -4,14 +4,12 @@ workers, Python project modules, errors, the summary's warnings, and the CLI for
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from cli_support import kp
 from kernelpack.core.errors import KernelpackError
 from kernelpack.project import BuildFailed, Cuda, ProjectError, build, load_project
 from kernelpack.project.report import occupancy, row
@@ -281,12 +279,6 @@ def test_summary_warns_about_spills_registers_and_smem(tmp_path: Path, fresh_cac
     assert "local memory" in text and "will not launch on sm_86, sm_88, sm_89" in text
     assert "not built for sm_90a" in text
     assert "occupancy" in text and "smem" in text
-
-
-def kp(*args: str, cwd: Path, cache: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, KERNELPACK_CACHE_DIR=str(cache), COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "kernelpack.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=300)
 
 
 @needs_cuda_compiler

@@ -25,6 +25,7 @@ from wheel_support import (
     Venv,
     VenvUnavailable,
     dependency_closure,
+    install_target,
     kernelpack_wheel,
     make_venv,
     requirements,
@@ -65,9 +66,7 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     with config.override(cache_dir=root / "cache"):
         for ex in ALL:
             if ex.buildable():
-                src = root / ex.dsl
-                shutil.copytree(ex.dir, src, ignore=shutil.ignore_patterns("build", "dist", "__pycache__"))
-                out[ex.dsl] = build_wheel(src, root / "dist", jobs=2).path
+                out[ex.dsl] = build_wheel(ex.copy(root / ex.dsl), root / "dist", jobs=2).path
     if not out:
         pytest.skip("no example is buildable here (no CUDA compiler, no DSL)")
     return out
@@ -124,9 +123,7 @@ def test_importing_a_package_imports_no_dsl_even_where_they_are_installed(instal
                                                                           fake_cuda) -> None:  # type: ignore
     """This interpreter has torch and the DSLs: importing and launching an installed package imports none of them."""
     target = tmp_path / "site"
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--target", str(target),
-                        *map(str, installed.values())], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
+    install_target(list(installed.values()), target)
     env = {**fake_cuda.env(cc="9.0"), "PYTHONPATH": f"{target}{os.pathsep}{ROOT / 'src'}"}
     run = subprocess.run([sys.executable, str(HERE / "wheel_venv_check.py"), *(f"ex_{d}" for d in installed)],
                          capture_output=True, text=True, env={**os.environ, **env}, cwd=tmp_path, timeout=300)

@@ -22,6 +22,7 @@ import kernelpack
 from kernelpack.wheel import WheelError, build_wheel
 from kernelpack.wheel.runtime import EXTENSION, carried_modules, carried_runtime, extension_version
 from toolchain_support import CC, needs_cuda_compiler
+from wheel_support import install_target
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,12 +139,6 @@ print(json.dumps(out))
 """
 
 
-def _install(wheels: list[Path], target: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target",
-                        str(target), *map(str, wheels)], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-
-
 def _run(target: Path, names: list[str], fake_cuda) -> dict:  # type: ignore[no-untyped-def]
     for cache in list(target.rglob("__pycache__")):  # pip compiled them; an edit of the same size and second
         shutil.rmtree(cache)  # would be read from the stale .pyc
@@ -161,7 +156,7 @@ def test_a_package_and_its_runtime_of_different_versions_fail_to_import_naming_b
     needs_extension()
     whl = build_wheel(project(tmp_path / "p", "mixed"), tmp_path / "dist", jobs=1).path
     target = tmp_path / "site"
-    _install([whl], target)
+    install_target([whl], target)
     assert _run(target, ["mixed"], fake_cuda)["mixed"]["ok"]
     rt = target / "mixed" / "_kernelpack"
     kv = kernelpack.__version__
@@ -213,7 +208,7 @@ def test_two_packages_built_by_different_kernelpack_versions_run_side_by_side(tm
     with zipfile.ZipFile(old) as z:
         assert b"Generator: kernelpack 0.0.9" in z.read("older-1.0.0.dist-info/WHEEL")
     target = tmp_path / "site"
-    _install([new, old], target)
+    install_target([new, old], target)
     got = _run(target, ["newer", "older"], fake_cuda)
     assert got["newer"]["ok"] and got["older"]["ok"], got
     assert (got["newer"]["version"], got["newer"]["ext"]) == (kernelpack.__version__,) * 2

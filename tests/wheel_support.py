@@ -76,6 +76,13 @@ def _skip(folder: str, entries: list[str]) -> set[str]:
     return {e for e in entries if e in here or e == "__pycache__" or e.endswith((".so", "_cache"))}
 
 
+def install_target(wheels: list[Path], target: Path) -> None:
+    """``wheels`` installed offline without their dependencies into the folder ``target`` (``pip --target``)."""
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target",
+                        str(target), *map(str, wheels)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 def make_venv(where: Path, kernelpack: Path | None = None) -> Venv:
     """A plain venv at ``where``, with ``kernelpack`` (a wheel) installed offline without its dependencies when
     given."""

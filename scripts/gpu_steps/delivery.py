@@ -26,8 +26,7 @@ def prepare(gpu: Path, jobs: int = 2) -> None:
     if not ex.buildable():
         raise RuntimeError("delivery: examples/cuda needs a CUDA C++ compiler")
     with tempfile.TemporaryDirectory(prefix="kp-gpu-delivery-") as tmp:
-        src = Path(tmp) / "cuda"  # a copy: the checkout gains no build/ or dist/
-        shutil.copytree(ex.dir, src, ignore=shutil.ignore_patterns("build", "dist", "__pycache__"))
+        src = ex.copy(Path(tmp) / "cuda")
         whl = build_wheel(src, out, jobs=jobs).path
         split = [r.path.name for r in build_split_wheels(src, out / "split", jobs=jobs)]
         hub = export_hf_kernels(src, out / "hub", jobs=jobs)

@@ -167,9 +167,7 @@ def wheels(gpu: Path, jobs: int = 2) -> None:
     built = {}
     with tempfile.TemporaryDirectory(prefix="kp-gpu-wheels-") as tmp:
         for ex in can:
-            src = Path(tmp) / ex.dsl  # a copy: the checkout gains no build/ or dist/
-            shutil.copytree(ex.dir, src, ignore=shutil.ignore_patterns("build", "dist", "__pycache__"))
-            result = build_wheel(src, out, jobs=jobs)
+            result = build_wheel(ex.copy(Path(tmp) / ex.dsl), out, jobs=jobs)
             built[ex.name] = result.path.name
             print(f"wrote {result.path} ({result.size} bytes)")
     _manifest(out, {"wheels": built}, missing)

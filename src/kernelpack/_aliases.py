@@ -58,7 +58,7 @@ MOVED: dict[str, str] = {
     "toolchain": "core.toolchain",
     "triton_args": "frontends.triton.signature",
     "trust": "core.trust",
-        "tuning_table": "tuning.table",
+    "tuning_table": "tuning.table",
     "verify": "core.verify",
     "zstd_blocks": "frontends.prebuilt.zstd_blocks",
     "zstd_frames": "frontends.prebuilt.zstd_frames",

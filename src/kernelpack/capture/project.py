@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,23 +157,20 @@ def _relative(la: Launch, root: Path) -> Launch:
         return la
     from dataclasses import replace
 
-    return replace(la, kernel=f"{Path(os.path.relpath(mod, root)).as_posix()}:{attr}",
-                   family={**la.family, "kernel": f"{Path(os.path.relpath(mod, root)).as_posix()}:{attr}"})
+    kernel = f"{Path(os.path.relpath(mod, root)).as_posix()}:{attr}"
+    return replace(la, kernel=kernel, family={**la.family, "kernel": kernel})
 
 
 def _library(root: Path, name: str | None, archs: list[str] | None, state: dict[str, Any]) -> dict[str, Any]:
     """``[library]``: an existing ``kernelpack.toml``'s (its name and archs win unless given now), else new."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib
-
     lib: dict[str, Any] = dict(state.get("library") or {})
     path = root / TOML
     if path.exists():
+        from ..project.model import read_toml
+
         try:
-            lib = dict(tomllib.loads(path.read_text()).get("library") or lib)
-        except (OSError, ValueError):
+            lib = dict(read_toml(path).get("library") or lib)
+        except (KernelpackError, ValueError):  # unreadable or not TOML: the state's [library] stands
             pass
     if name:
         lib["name"] = name

@@ -76,6 +76,17 @@ class Display(Events):
                            highlight=False)
 
 
+def make_console(*, stderr: bool, quiet: bool) -> Any:
+    """A rich console for progress and summaries; one that is no terminal (a log, a pipe) is at least 160 columns
+    wide, so that lines are not wrapped at the default 80."""
+    from rich.console import Console
+
+    made = Console(stderr=stderr, quiet=quiet)
+    if not made.is_terminal:
+        made = Console(stderr=stderr, quiet=quiet, width=max(made.width, 160))
+    return made
+
+
 def run_build(project: str | None, *, jobs: int | None, force: bool, quiet: bool, as_json: bool,
               out: str | None = None, console: Any | None = None, tuning: str | None = None,
               executor: str | None = None, address: str | None = None, verbose: bool = False,
@@ -85,12 +96,7 @@ def run_build(project: str | None, *, jobs: int | None, force: bool, quiet: bool
     import json
 
     def make() -> Any:  # rich is imported when something is drawn (a no-op build with --json draws nothing)
-        from rich.console import Console
-
-        made = Console(stderr=as_json, quiet=quiet)
-        if not made.is_terminal:
-            made = Console(stderr=as_json, quiet=quiet, width=max(made.width, 160))
-        return made
+        return make_console(stderr=as_json, quiet=quiet)
 
     if watch:
         from .watch import run_watch

@@ -154,11 +154,3 @@ def _warm_up(project: str | None, warm: Any, out: str | None, tuning: str | None
         return 0
     cache = config.knobs().cache_dir
     return warm.warm(static, [j for j in jobs if j.entry < static.n_static], str(cache) if cache else None)
-
-
-def watched(project: str | None) -> list[Path]:
-    """The files ``--watch`` looks at (for tests and messages)."""
-    from .model import load_project
-    from .runner import project_files
-
-    return project_files(load_project(project, import_includes=False, check_files=False))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..project.ui import Display, summarize
+from ..project.ui import Display, make_console, summarize
 from . import WheelError, WheelResult, build_split_wheels, build_wheel, preflight
 
 
@@ -14,7 +14,6 @@ def run_wheel(project: str | None, *, dist: str | None, with_library: bool, plat
               jobs: int | None, force: bool, overwrite: bool, quiet: bool, console: Any | None = None,
               split: str | None = None) -> int:
     """The ``kernelpack wheel`` command; returns the exit status. The wheels' paths are printed on stdout."""
-    from rich.console import Console
     from rich.markup import escape
 
     preflight(project, platform)  # bad input fails in one line, before the progress display draws anything
@@ -22,9 +21,7 @@ def run_wheel(project: str | None, *, dist: str | None, with_library: bool, plat
         raise WheelError("--split arch and --with-library: a C library is one file for every arch; build it apart "
                          "(kernelpack build) or leave out --split")
     if console is None:
-        console = Console(stderr=True, quiet=quiet)
-        if not console.is_terminal:
-            console = Console(stderr=True, quiet=quiet, width=max(console.width, 160))
+        console = make_console(stderr=True, quiet=quiet)
     workers = jobs or os.cpu_count() or 1
     with Display(console) as display:
         results: list[WheelResult] = (
