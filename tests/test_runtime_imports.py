@@ -102,7 +102,8 @@ def _host_library(out, programs):  # type: ignore[no-untyped-def]
     from kernelpack.bundle import host_manifest as hm
     from kernelpack.core.version import __version__
 
-    doc = {"format": hm.FORMAT, "kernelpack": __version__, "library": "kphostonly", "programs": [
+    # format 1 (each type inline), as libraries built before format 2 carry it: still read
+    doc = {"format": 1, "kernelpack": __version__, "library": "kphostonly", "programs": [
         {"name": name, "variant": "", "symbol": f"kphostonly_{name}", "zero_extent": "skip", "archs": ["sm_90a"],
          "params": params} for name, params in programs]}
     body = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()

@@ -10,12 +10,12 @@ import os
 import re
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.errors import BundleError
 from ..core.files import read_bounded
+from ..core.records import record
 from .host_manifest import SECTION as HOST_SECTION
 from .host_manifest import HostEntryInfo
 from .host_manifest import parse as parse_hosts
@@ -127,7 +127,7 @@ def _bundles_in(section: bytes, source: str) -> Iterator[bytes]:
         pos = -(-end // 64) * 64
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Embedded:
     """What a built library, object or program carries: its bundles and its CuTe host programs' descriptions."""
 

@@ -4,6 +4,11 @@ The generated entry source embeds, in section ``.kpack_host``, one record per li
 u64 length, then that many bytes of JSON (the entries' C symbols and derived parameters), padded to 8 bytes. A
 program that statically links several kernelpack libraries holds several records there, one after another. The
 ``.kpack`` bundle format is unchanged; a library without this section simply has no host programs for Python.
+
+Format 2 (written since issue 27's first-call work) lists each distinct parameter type once, in ``types``, and a
+parameter's ``type`` is its index there: a library's programs share few types (libfa4: 380 parameters, 11 types),
+so its record is 7x smaller and decodes 7x faster than format 1's, which wrote every type in full at each
+parameter. Both formats are read.
 """
 
 from __future__ import annotations
@@ -11,9 +16,10 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Iterator, Sequence
-from dataclasses import FrozenInstanceError, dataclass
+from dataclasses import FrozenInstanceError
 from typing import TYPE_CHECKING, Any
 
+from ..core import records
 from ..core._reprs import clip
 from ..core.abi import ParamType, Pointer, type_from_json, type_to_json
 from ..core.errors import AbiError, BundleError
@@ -25,11 +31,12 @@ if TYPE_CHECKING:  # what the builder describes; reading a library's description
 
 SECTION = ".kpack_host"
 MAGIC = b"KPHOST\x00\x01"
-FORMAT = 1
+FORMAT = 2
+FORMATS = (1, 2)  # what this kernelpack reads: 1 = each parameter's type inline
 ZERO_EXTENT_POLICIES = ("skip", "error")  # what an entry does with a zero extent (HostProgram.zero_extent)
 
 
-@dataclass(frozen=True, repr=False)  # its own __repr__: the generated one would go unused
+@records.record(frozen=True, repr=False)  # its own __repr__
 class HostParam:
     """One parameter of the generated C entry (a flattened DSL argument)."""
 
@@ -61,7 +68,7 @@ class HostEntryInfo:
     library: str  # the C library name: its NAME_last_error / NAME_last_cuda_error report the entry's failures
     _params: tuple[HostParam, ...] | None  # None until parsed
     _heads: tuple[tuple[str, bool], ...]
-    _raw: tuple[list[dict[str, Any]], dict[str, Any], str] | None  # the description, the shared memo, the library
+    _raw: tuple[list[dict[str, Any]], _Types, str] | None  # the description, the section's types, the library
 
     def __init__(self, name: str, variant: str, symbol: str, params: Sequence[HostParam], archs: tuple[str, ...],
                  zero_extent: str, library: str) -> None:
@@ -75,7 +82,7 @@ class HostEntryInfo:
             object.__setattr__(self, slot, v)
 
     @classmethod
-    def _described(cls, p: dict[str, Any], library: str, types: dict[str, Any], source: str) -> HostEntryInfo:
+    def _described(cls, p: dict[str, Any], library: str, types: _Types, source: str) -> HostEntryInfo:
         """One program of a library's description: its parameters' names now, their types on first use."""
         if p["zero_extent"] not in ZERO_EXTENT_POLICIES:
             raise ValueError(f"zero_extent {p['zero_extent']!r}")
@@ -133,11 +140,18 @@ class HostEntryInfo:
 
 
 def describe(lib: str, programs: Sequence[HostProgram]) -> dict[str, Any]:
-    return {"format": FORMAT, "kernelpack": __version__, "library": lib, "programs": [
+    types: dict[str, int] = {}  # each distinct type's JSON text -> its index in "types"
+
+    def index(t: ParamType) -> int:
+        return types.setdefault(json.dumps(type_to_json(t), sort_keys=True), len(types))
+
+    described = [
         {"name": p.name, "variant": p.variant, "symbol": entry_name(lib, p.symbol), "zero_extent": p.zero_extent,
          "archs": [str(o.arch) for o in p.objects],
-         "params": [{"name": q.name, "type": type_to_json(q.type), "stream": q.stream,
-                     "checks": [list(c) for c in q.checks]} for q in p.params]} for p in programs]}
+         "params": [{"name": q.name, "type": index(q.type), "stream": q.stream,
+                     "checks": [list(c) for c in q.checks]} for q in p.params]} for p in programs]
+    return {"format": FORMAT, "kernelpack": __version__, "library": lib,
+            "types": [json.loads(text) for text in types], "programs": described}
 
 
 def record(lib: str, programs: Sequence[HostProgram]) -> bytes:
@@ -170,18 +184,40 @@ def _records(section: bytes, source: str) -> Iterator[dict[str, Any]]:
         except ValueError as e:
             raise BundleError(f"{source}: malformed host-program record in section {SECTION}: {e}") from None
         fmt = doc.get("format") if isinstance(doc, dict) else None
-        if fmt != FORMAT:
+        if fmt not in FORMATS or type(fmt) is not int:
             raise BundleError(f"{source}: host-program record of format {fmt!r} is not supported (this kernelpack "
-                              f"reads format {FORMAT}); rebuild the library")
+                              f"reads formats {', '.join(map(str, FORMATS))}); rebuild the library")
         yield doc
         pos += 16 + size + (-(16 + size) % 8)
 
 
-def _param(d: dict[str, Any], types: dict[str, Any]) -> HostParam:
-    key = repr(d["type"])  # a library's entries share few types: each is parsed once (equal JSON, equal repr)
-    t = types.get(key)
-    if t is None:
-        t = types[key] = type_from_json(d["type"])
+class _Types:
+    """A section's parameter types, each parsed once, on first use: format 2's table (``types``, a parameter's type
+    is an index in it) or format 1's inline types (keyed by their JSON's repr: equal JSON, one parse)."""
+
+    __slots__ = ("table", "parsed")
+
+    def __init__(self, table: list[Any] | None) -> None:
+        self.table = table
+        self.parsed: dict[Any, ParamType] = {}
+
+    def get(self, raw: Any) -> ParamType:
+        if self.table is None:  # format 1: the type itself
+            key: Any = repr(raw)
+            t = self.parsed.get(key)
+            if t is None:
+                t = self.parsed[key] = type_from_json(raw)
+            return t
+        if type(raw) is not int or not 0 <= raw < len(self.table):
+            raise ValueError(f"type index {raw!r} outside the record's {len(self.table)} types")
+        t = self.parsed.get(raw)
+        if t is None:
+            t = self.parsed[raw] = type_from_json(self.table[raw])
+        return t
+
+
+def _param(d: dict[str, Any], types: _Types) -> HostParam:
+    t = types.get(d["type"])
     stream = bool(d.get("stream", False))
     if stream and not isinstance(t, Pointer):
         raise AbiError(f"stream parameter {d['name']} is not a pointer")
@@ -192,10 +228,13 @@ def parse(section: bytes, source: str) -> list[HostEntryInfo]:
     """Every host program described in a ``.kpack_host`` section (each one's parameter types parsed on first use:
     :attr:`HostEntryInfo.params`)."""
     out = []
-    types: dict[str, Any] = {}  # shared by the section's programs: each distinct type is parsed once
     for doc in _records(section, source):
         try:
             library = str(doc["library"])
+            table = doc["types"] if doc["format"] >= 2 else None
+            if table is not None and not isinstance(table, list):
+                raise TypeError(f"types is {type(table).__name__}, not a list")
+            types = _Types(table)  # shared by the record's programs: each distinct type is parsed once
             out += [HostEntryInfo._described(p, library, types, source) for p in doc["programs"]]
         except (KeyError, TypeError, ValueError, AbiError) as e:
             raise BundleError(f"{source}: malformed host-program record in section {SECTION}: {e!r}") from None

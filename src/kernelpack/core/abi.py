@@ -18,12 +18,13 @@ from __future__ import annotations
 import builtins
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
 from typing import Any
 
 from . import _reprs
 from .errors import AbiError
+from .records import record
 from .suggest import did_you_mean
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -139,7 +140,7 @@ def _check_ident(name: str, what: str) -> None:
         raise AbiError(f"{what} name {name!r} is not a C identifier")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Scalar:
     """A by-value scalar of an exact width."""
 
@@ -167,7 +168,7 @@ class Scalar:
 ADDRESS_SPACES = ("global", "generic", "shared", "const")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Pointer:
     """A 64-bit device pointer. ``pointee`` None means untyped (``void*``)."""
 
@@ -190,7 +191,7 @@ class Pointer:
         return f"{'const ' if self.const else ''}{base}*"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Opaque:
     """Bytes of a fixed size and alignment whose content the ABI does not model (e.g. ``CUtensorMap``)."""
 
@@ -213,7 +214,7 @@ class Opaque:
         return f"kp_{self.name}" if self.name else f"kp_opaque{self.size}_a{self.align}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TensorSpec:
     """What a tensor-descriptor struct describes: dtype, rank and which modes are static.
 
@@ -251,7 +252,7 @@ class TensorSpec:
         return tuple(out)
 
 
-@dataclass(frozen=True, repr=False)  # its own __repr__: the generated one would go unused
+@record(frozen=True, repr=False)  # its own __repr__
 class Field:
     """One named field of a :class:`Struct`."""
 
@@ -265,7 +266,7 @@ class Field:
         return f"<Field {_reprs.clip(self.type.c_type, 80)} {_reprs.clip(self.name, 80)}>"
 
 
-@dataclass(frozen=True, repr=False)  # its own __repr__: the generated one would go unused
+@record(frozen=True, repr=False)  # its own __repr__
 class Struct:
     """A by-value C struct laid out by the C rules (each field at its natural alignment)."""
 
@@ -319,7 +320,7 @@ class Struct:
 LIST_MAX_RANK = 8  # a list element's rank: what a C caller's kp_tensor holds (KP_MAX_RANK)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TensorList:
     """A list of tensors, passed to the kernel as a 64-bit device pointer to one descriptor per tensor.
 
@@ -404,7 +405,7 @@ def device_role(role: str) -> tuple[str, int] | None:
     return ("max_active_clusters", int(m.group(1))) if m else None
 
 
-@dataclass(frozen=True, repr=False)  # its own __repr__: the generated one would go unused
+@record(frozen=True, repr=False)  # its own __repr__
 class Param:
     """One kernel parameter.
 
@@ -451,7 +452,7 @@ class Param:
         return f"<Param {self.describe(80)}>"
 
 
-@dataclass(frozen=True, repr=False)  # its own __repr__: the generated one would go unused
+@record(frozen=True, repr=False)  # its own __repr__
 class Abi:
     """The ordered parameters of one kernel entry."""
 

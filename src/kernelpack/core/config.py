@@ -30,17 +30,18 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 from .errors import KernelpackError
+from .records import record
 
 CUDA_COMPILERS = ("auto", "nvrtc", "nvcc")
 DEFAULT_MAX_FILE_BYTES = 4 << 30
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Knobs:
     """The settings read from the environment (:func:`knobs`)."""
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from . import _reprs
 from .abi import Abi
 from .errors import KernelpackError
+from .records import record
 
 if TYPE_CHECKING:  # imported where a launch has tensor descriptors (a CuTe host program's checks need none)
     from .arch import Arch
@@ -211,7 +211,7 @@ def evaluate_grid(e: GridExpr, fields: Mapping[tuple[str, str | None], int]) -> 
     return min(a, b) if op == "min" else max(a, b)
 
 
-@dataclass(frozen=True, repr=False)  # its own __repr__: the generated one would go unused
+@record(frozen=True, repr=False)  # its own __repr__
 class LaunchSpec:
     """What a launch must use. None means the caller chooses.
 
@@ -302,7 +302,7 @@ class LaunchSpec:
                    bool(d.get("pdl", False)), bool(d.get("cooperative", False)))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ArchLaunch:
     """What the binaries of one arch launch with where it differs from their artifact (``KernelArtifact.per_arch``).
 

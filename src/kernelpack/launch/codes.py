@@ -5,9 +5,8 @@ reacts to, and the launch limits. The C side reads them from the generated ``csr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..core.abi import LIST_MAX_RANK, DType
+from ..core.records import record
 
 # ------------------------------------------------------------------------------------------------ element types
 
@@ -50,7 +49,7 @@ INT64_RANGE: dict[DType, tuple[int, int]] = {d: (lo, min(hi, 2**63 - 1)) for d, 
 # ------------------------------------------------------------------------------------------------ status codes
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Status:
     """One ``kp_status``: C name, value (never changes; new ones are appended), meaning, and the class the Python
     runtime raises for the same refusal (``kernelpack.runtime.errors`` / ``kernelpack.core.errors``)."""
@@ -152,7 +151,7 @@ MAX_GRID = (2**31 - 1, 65535, 65535)
 # ------------------------------------------------------------------------------------------------ per-arch limits
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SmLimits:
     """What a device of one compute capability allows (NVIDIA's CUDA programming guide, "Compute Capabilities";
     CCCL's ``cuda::arch_traits``): ``smem_block`` is the shared memory one block can have, static and dynamic

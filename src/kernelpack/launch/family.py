@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.abi import DType, Pointer
 from ..core.errors import KernelpackError
+from ..core.records import record
 from .plan import OP_DESC, OP_LIST, OP_PTR, OP_TENSOR, Plan, Slot, list_weight
 
 if TYPE_CHECKING:  # the launch model reads artifacts; it is below the bundle layer that defines them
@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # the launch model reads artifacts; it is below the bundle la
     from ..core.tma import TensorDescSpec
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FamilyArg:
     """One caller-visible argument of a family, as every specialization takes it."""
 
@@ -44,7 +44,7 @@ class FamilyArg:
     const: bool = False  # a pointer that is const in every specialization
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Constraint:
     """What argument ``arg`` (index into the family's arguments) must satisfy for one specialization.
 

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ..core.abi import Abi, DType, Param, Pointer, Scalar, Struct, TensorList, TensorSpec, device_role
 from ..core.launchspec import GRID_OPS, GridExpr, LaunchSpec
+from ..core.records import record
 from .codes import DTYPE_CODE, INT64_RANGE, INT_RANGE  # noqa: F401 - INT_RANGE: the ranges every plan check uses
 
 if TYPE_CHECKING:  # annotations only: a plan holds the descriptors and ranges its artifact gives
@@ -41,7 +42,7 @@ OP_SCRATCH, OP_DESC, OP_DESC_FIELD, OP_DEVICE = OPS["scratch"], OPS["desc"], OPS
 OP_LIST, OP_LIST_COUNT = OPS["list"], OPS["list_count"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TensorFields:
     """Where a tensor-descriptor struct keeps its data pointer and its run-time shape/stride values."""
 
@@ -60,7 +61,7 @@ class TensorFields:
                    tuple(offs[f"stride{i}"] if s is None else -1 for i, s in enumerate(spec.stride)))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Slot:
     """One kernel parameter in the plan."""
 
@@ -147,7 +148,7 @@ def _slot(index: int, p: Param, arg: int, offset: int, launch: LaunchSpec) -> Sl
     return Slot(index, p, arg, offset, t.size, OP_BYTES, None, 1, 1)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Plan:
     """Every parameter of one specialization, in ABI order."""
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..bundle import host_manifest
 from ..core import config
 from ..core._reprs import clip_left
 from ..core.arch import Arch
@@ -302,7 +303,8 @@ def project_digest(project: Project) -> str:
     files = project_files(project)
     frontends = sorted(FRONTENDS) if project.includes else sorted({e.frontend for e in project.entries})
     blob = {"files": digest_files(files), "versions": {f: FRONTENDS[f].versions() for f in frontends},
-            "library": repr(project.library), "cc": config.knobs().cc, "state": STATE_VERSION}
+            "library": repr(project.library), "cc": config.knobs().cc, "state": STATE_VERSION,
+            "kernelpack": __version__, "host_record": host_manifest.FORMAT}  # what the link writes, as _stamp
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -336,7 +338,9 @@ def _stamp(project: Project, bundle_bytes: bytes, programs: list[Any]) -> str:
     for p in programs:
         h.update(p.to_bytes())
     lib = project.library
-    h.update(json.dumps([lib.name, lib.version, list(lib.cflags), config.knobs().cc, __version__]).encode())
+    # the host-program record's format too: a kernelpack that writes another format relinks (same version or not)
+    h.update(json.dumps([lib.name, lib.version, list(lib.cflags), config.knobs().cc, __version__,
+                         host_manifest.FORMAT]).encode())
     return h.hexdigest()
 
 

@@ -12,9 +12,9 @@ import ctypes
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from ..core.records import record
 from ..launch import codes
 from .errors import DriverError
 
@@ -99,7 +99,7 @@ class LaunchConfig(ctypes.Structure):
 assert ctypes.sizeof(LaunchAttribute) == 72 and ctypes.sizeof(LaunchConfig) == 56  # CUDA 12/13 layouts
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DeviceInfo:
     """What the runtime needs to know about one device, read once."""
 
