@@ -97,7 +97,7 @@ def kernel_rows(attn: Any) -> list[dict[str, Any]]:
             for causal in (False, True) for s in SEQLENS]
 
 
-def first_call(lib: Path, runs: int = 5) -> list[dict[str, float]]:
+def first_call(lib: Path, runs: int = 9) -> list[dict[str, float]]:
     """A fresh process's first call, ``runs`` times after one discarded run. kernelpack's modules are compiled to
     bytecode first, as ``pip install`` leaves an installed package (without it every process compiles them from
     source: ~4x the import time)."""
