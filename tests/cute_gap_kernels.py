@@ -91,6 +91,13 @@ def package_interface(n: int) -> object:
     return compiled
 
 
+def package_interface_bracketed(n: int) -> object:
+    """The same compile in the DSL's other spelling: ``cute.compile[options](fn, ...)``."""
+    out = make_fake_compact_tensor(Float32, (cute.sym_int(),), assumed_align=16)
+    return cute.compile["--enable-tvm-ffi"](fill, out, Float32(float(n)),
+                                            make_fake_stream(use_tvm_ffi_env_stream=True))
+
+
 def captured_fill(n: int = 3) -> object:
     """A [[cute]] capture factory: the call package_interface makes."""
     import kernelpack.cute as kc

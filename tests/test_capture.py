@@ -369,6 +369,22 @@ def test_a_cute_compile_call_is_compiled_while_it_lives_and_the_project_links_it
     assert art.abi.describe() == "tensor_f32_256_1 x, tensor_f32_256_1 y, int32_t n"  # the static shape it baked
 
 
+def test_kernelpack_capture_records_the_bracketed_cute_compile_at_the_callers_line() -> None:
+    """``cute.compile[opts](fn, ...)`` under ``kernelpack.capture``: one launch with those options, its site the
+    package's own line (not kernelpack's hook)."""
+    from cute_support import need_cute
+
+    need_cute()
+    import cute_gap_kernels as g
+
+    with kc.capture(device="h200") as cap:
+        g.package_interface_bracketed(5)
+        g.package_interface(6)
+    first, second = [la for la in cap.launches if la.dsl == "cute"]
+    assert first.options["options"] == second.options["options"] == "--enable-tvm-ffi"
+    assert first.options["site"].startswith("cute_gap_kernels.py:") and first.options["site"] != second.options["site"]
+
+
 @pytest.mark.parametrize("device,arch", [("h200", "sm_90a"), ("b200", "sm_100a")])
 def test_the_cute_dsls_own_arch_is_the_devices_during_a_gpu_less_capture(device: str, arch: str) -> None:
     """Wrapper code that asks the CuTe DSL which arch it targets (FA4's kernel classes assert ``self.arch`` in their

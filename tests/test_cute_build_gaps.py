@@ -199,6 +199,13 @@ def test_capture_records_the_compile_a_package_interface_makes() -> None:
     assert [p.name for p in program.params] == ["out", "value", "stream"]
 
 
+def test_capture_records_the_bracketed_compile_spelling_too() -> None:
+    """``cute.compile[opts](fn, ...)`` (the DSL's other spelling) is recorded as ``cute.compile(fn, ...,
+    options=opts)``; before, the recorder was a plain function and the subscript failed."""
+    (call,) = kc.capture_compiles(lambda: g.package_interface_bracketed(5))
+    assert call.fn is g.fill and call.options == "--enable-tvm-ffi" and len(call.args) == 3
+
+
 @needs_tools("ld", "objcopy")
 def test_project_entry_builds_a_captured_call() -> None:
     entry = Cute(capture="cute_gap_kernels.py:captured_fill", name="fill", mode="host")

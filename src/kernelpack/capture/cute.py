@@ -55,9 +55,13 @@ def _materialize(v: Any) -> None:
 
 
 def _site() -> tuple[str, int]:
-    """Where the package called ``cute.compile``: the first frame outside this file."""
+    """Where the package called ``cute.compile``: the first frame outside kernelpack's hook (this file and the
+    :class:`~kernelpack.frontends.cute.intercept.CompileHook` it installs)."""
+    from ..frontends.cute import intercept
+
+    ours = (__file__, intercept.__file__)
     f: types.FrameType | None = sys._getframe(1)
-    while f is not None and f.f_code.co_filename == __file__:
+    while f is not None and f.f_code.co_filename in ours:
         f = f.f_back
     return (f.f_code.co_filename, f.f_lineno) if f is not None else ("", 0)
 
@@ -69,28 +73,23 @@ def hooks(cap: Capture) -> Iterator[None]:
     except Exception:  # noqa: BLE001 - no CuTe DSL (or one that cannot load here): nothing to hook
         yield
         return
+    from ..frontends.cute.intercept import CompileHook
+
     original = cute.compile
 
-    class Compile:
-        """``cute.compile(fn, *args, options=...)`` and ``cute.compile[opts](fn, ...)`` both record."""
-
-        def __call__(self, fn: Any, *args: Any, options: str = "", **kwargs: Any) -> Any:
-            with real():
-                payload = record(cap, fn, args, kwargs, options or "", _site())
-            if cap.gpu:
-                return original(fn, *args, options=options, **kwargs) if options else original(fn, *args, **kwargs)
-            return _NoKernel(payload)
-
-        def __getitem__(self, opts: Any) -> Any:
-            text = " ".join(str(o) for o in (opts if isinstance(opts, tuple) else (opts,)))
-            return lambda fn, *a, **k: self(fn, *a, options=text, **k)
+    def on_call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], options: str) -> Any:
+        with real():
+            payload = record(cap, fn, args, kwargs, options, _site())
+        if cap.gpu:
+            return original(fn, *args, options=options, **kwargs) if options else original(fn, *args, **kwargs)
+        return _NoKernel(payload)
 
     with contextlib.ExitStack() as stack:
         if not cap.gpu and cap.device is not None:  # the DSL's own "which arch?" answers for the device
             from ..frontends.cute.scope import target_arch
 
             stack.enter_context(target_arch(cap.device.arch))
-        stack.enter_context(patched([(cute, "compile", Compile())]))
+        stack.enter_context(patched([(cute, "compile", CompileHook(on_call))]))
         yield
 
 

@@ -10,9 +10,10 @@ fake mode (torch's ``FakeTensorMode``) go on to their next compile. Export each 
 ``kernelpack.cute.export(call.fn, *call.args, kwargs=call.kwargs, options=call.options, arch=...)``, or name the
 factory in a ``[[cute]]`` entry's ``capture`` key.
 
-Only calls made through the attribute ``cutlass.cute.compile`` (``cute.compile(...)``) are seen; a module that bound
-``compile`` to a name of its own before the block is not. Run the interface inside
-:func:`kernelpack.cute.target_arch` when it reads the DSL's arch.
+Only calls made through the attribute ``cutlass.cute.compile`` (``cute.compile(...)``, ``cute.compile[opts](...)``)
+are seen; a module that bound ``compile`` to a name of its own before the block is not. Run the interface inside
+:func:`kernelpack.cute.target_arch` when it reads the DSL's arch. :class:`CompileHook` is the one stand-in for
+``cute.compile`` in kernelpack: ``kernelpack capture`` (``kernelpack.capture.cute``) hooks the DSL with it too.
 """
 
 from __future__ import annotations
@@ -46,6 +47,28 @@ class CompileCall:
         return f"<CompileCall {self.name} ({len(self.args)} args{', ' + self.options if self.options else ''})>"
 
 
+class CompileHook:
+    """What ``cutlass.cute.compile`` is replaced by: ``cute.compile(fn, *args, options=..., **kwargs)`` and
+    ``cute.compile[opts](fn, ...)`` (the DSL's two spellings; ``[opts]`` joined as text, before ``options=``) both
+    become ``on_call(fn, args, kwargs, options)``, whose result the caller gets. ``options`` must be text."""
+
+    def __init__(self, on_call: Callable[[Any, tuple[Any, ...], dict[str, Any], str], Any],
+                 bracketed: str = "") -> None:
+        self._on_call = on_call
+        self._bracketed = bracketed
+
+    def __call__(self, fn: Any, *args: Any, options: Any = "", **kwargs: Any) -> Any:
+        if not isinstance(options, str):
+            raise CompileError(f"cute.compile({getattr(fn, '__name__', type(fn).__name__)}, ...): options "
+                               f"{options!r} is not a string; kernelpack records string options only")
+        text = " ".join(t for t in (self._bracketed, options) if t)
+        return self._on_call(fn, tuple(args), dict(kwargs), text)
+
+    def __getitem__(self, opts: Any) -> CompileHook:
+        given = " ".join(str(o) for o in (opts if isinstance(opts, tuple) else (opts,)))
+        return CompileHook(self._on_call, " ".join(t for t in (self._bracketed, given) if t))
+
+
 class NotCompiled:
     """What a recorded ``cute.compile`` returns: calling it is an error naming the call."""
 
@@ -64,17 +87,14 @@ def recording_compiles() -> Iterator[list[CompileCall]]:
 
     calls: list[CompileCall] = []
 
-    def record(fn: Any, *args: Any, options: Any = "", **kwargs: Any) -> NotCompiled:
-        if not isinstance(options, str):
-            raise CompileError(f"cute.compile({getattr(fn, '__name__', type(fn).__name__)}, ...): options "
-                               f"{options!r} is not a string; kernelpack records string options only")
-        call = CompileCall(fn, tuple(args), dict(kwargs), options)
+    def record(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], options: str) -> NotCompiled:
+        call = CompileCall(fn, args, kwargs, options)
         calls.append(call)
         return NotCompiled(call)
 
     with _LOCK:
         real = cute.compile
-        cute.compile = record  # type: ignore[assignment]
+        cute.compile = CompileHook(record)  # type: ignore[assignment]
         try:
             yield calls
         finally:
