@@ -36,7 +36,7 @@ def prepare(out: Path, dest: Path, limit: int = LIMIT) -> dict[str, Any]:
         if lib.is_dir():
             shutil.copytree(lib, dest / pkg_dir.name / "lib", ignore=shutil.ignore_patterns("header_check", "cmake",
                                                                                             "pkgconfig", "*.a"))
-    copied = _copy_package("liger_kernel", dest / "site")
+    copied = copy_package("liger_kernel", dest / "site")
     size = sum(f.stat().st_size for f in dest.rglob("*") if f.is_file())
     if size > limit:
         raise RuntimeError(f"corpus gpu-prepare: {dest} holds {size >> 20} MiB, more than the {limit >> 20} MiB the "
@@ -44,7 +44,7 @@ def prepare(out: Path, dest: Path, limit: int = LIMIT) -> dict[str, Any]:
     return {"dest": str(dest), "bytes": size, "package_files": copied}
 
 
-def _copy_package(name: str, site: Path) -> int:
+def copy_package(name: str, site: Path) -> int:
     """The package's ``*.py`` files (pure Python; no compiled extension is needed for its Triton path)."""
     import importlib.util
 

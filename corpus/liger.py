@@ -15,7 +15,7 @@ from .results import Section
 
 PACKAGE = "liger-kernel"
 FILES = {"triton": "liger_triton.toml", "cutile": "liger_cutile.toml", "cute": "liger_cute.toml"}
-CUTE_DIRS = ("ops/cutedsl", "ops/cute")
+CUTE_DIRS = ("ops/cutedsl", "ops/cute", "ops/backends/_cutedsl")  # the last: its multi-backend dispatcher's
 
 
 def package_root() -> Path | None:
@@ -60,7 +60,8 @@ def _defined(root: Path, dsls: tuple[str, ...]) -> tuple[dict[str, list[str]], d
     if "cute" in dsls:
         defined["cute"] = [d.name for d in inventory.cute_launchers(root, CUTE_DIRS)]
         notes["cute"] = [f"{len(defined['cute'])} CuTe DSL launchers (distinct first arguments of cute.compile(...) "
-                         f"per file) under liger_kernel/ops/cutedsl/ and ops/cute/; ops/cute/ holds none: its MoE and "
+                         f"per file) under liger_kernel/ops/cutedsl/, ops/backends/_cutedsl/ (the dispatcher's "
+                         f"impl='nvidia-cutedsl') and ops/cute/; ops/cute/ holds none: its MoE and "
                          f"TP cross-entropy call a prebuilt TVM-FFI package (liger_cute_kernels), no CuTe DSL source"]
     return defined, notes
 

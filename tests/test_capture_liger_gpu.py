@@ -1,11 +1,13 @@
 """kernelpack capture of liger-kernel on the H200: the GPU-mode capture of the corpus's script of calls for liger's
 Triton kernels (``corpus/liger_triton.toml``, forward and backward) gives the families the GPU-less capture gave
 (prepared here by ``scripts/gpu.py prepare capture_liger`` into .gpu/capture_liger/gpuless), with the configs liger's
-autotuners chose, measured. liger's sources come with the ``corpus`` step (.gpu/corpus/site)."""
+autotuners chose, measured. liger's sources come with the same step (.gpu/capture_liger/site). ``KP_LIGER_CASES=a,b``
+runs those case ids only (the GPU-less families of the runs that finish are compared, so a subset compares too)."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 GPULESS = ROOT / ".gpu" / "capture_liger" / "gpuless" / "capture.json"
-SITE = ROOT / ".gpu" / "corpus" / "site"
+SITE = ROOT / ".gpu" / "capture_liger" / "site"
 
 pytestmark = pytest.mark.gpu
 
@@ -27,13 +29,15 @@ def test_gpu_capture_of_liger_gives_the_gpu_less_families_with_measured_choices(
         pytest.skip(".gpu/capture_liger not prepared (python scripts/gpu.py prepare capture_liger)")
     if SITE.is_dir() and str(SITE) not in sys.path:
         sys.path.insert(0, str(SITE))
-    pytest.importorskip("liger_kernel", reason="liger-kernel (or .gpu/corpus/site) is not there")
+    pytest.importorskip("liger_kernel", reason="liger-kernel (or .gpu/capture_liger/site) is not there")
     sys.path.insert(0, str(ROOT))
     from corpus.cases import CORPUS, load_cases, run_case, tag
 
     import kernelpack.capture as kc
 
     _, cases = load_cases(CORPUS / "liger_triton.toml")
+    only = [c for c in os.environ.get("KP_LIGER_CASES", "").split(",") if c]  # a quick run: these case ids only
+    cases = [c for c in cases if not only or c.id in only]
     ok: set[str] = set()
     with kc.capture() as cap:  # this GPU: liger's code runs, its autotuners measure
         for case in cases:
@@ -49,9 +53,11 @@ def test_gpu_capture_of_liger_gives_the_gpu_less_families_with_measured_choices(
     theirs = json.loads(GPULESS.read_text())
 
     def families(state: dict) -> dict[str, set[str]]:
-        """Triton family -> the runs that reached it (those that finished on this GPU only)."""
-        return {f["name"]: {s for sp in f["specs"] for s in sp["sources"]} & ok for f in state["families"]
-                if f["dsl"] == "triton"}
+        """Triton family (its key: kernel, constexprs, options, scalar types -- a family's name also depends on the
+        other families of its kernel in the capture) -> the runs that reached it (those that finished on this GPU
+        only)."""
+        return {json.dumps(f["key"], sort_keys=True): {s for sp in f["specs"] for s in sp["sources"]} & ok
+                for f in state["families"] if f["dsl"] == "triton"}
 
     # the families reached by a run that finished in both captures (a run that fails part-way on the GPU may have
     # launched some of its kernels: those are not compared)

@@ -358,7 +358,10 @@ def capture(gpu: Path) -> None:
 def capture_liger(gpu: Path) -> None:
     """capture_liger/gpuless/: the GPU-less capture (device h200) of liger-kernel's Triton script of calls
     (corpus/liger_triton.toml), its capture.json only, which tests/test_capture_liger_gpu.py compares with the
-    GPU-mode capture of the same calls on the H200 (liger's sources: the corpus step); needs liger-kernel here."""
+    GPU-mode capture of the same calls on the H200; capture_liger/site/: liger's pure-Python sources for that run
+    (4 MiB: the corpus step's whole folder is over the carry limit); needs liger-kernel here."""
+    from corpus.gpu_prepare import copy_package
+
     out = gpu / "capture_liger"
     shutil.rmtree(out, ignore_errors=True)
     work = out / "project"
@@ -372,6 +375,7 @@ def capture_liger(gpu: Path) -> None:
     shutil.rmtree(work)
     state = json.loads((out / "gpuless" / "capture.json").read_text())
     _wrote(out / "gpuless" / "capture.json", f"{len(state['families'])} families")
+    _wrote(out / "site", f"{copy_package('liger_kernel', out / 'site')} files of liger-kernel")
 
 
 def corpus(gpu: Path) -> None:
