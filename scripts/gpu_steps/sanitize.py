@@ -36,6 +36,10 @@ SUBSET = {
     "cpp": ("tests/test_frontends_cpp_gpu.py", ""),
     "concurrency": ("tests/test_concurrency_gpu.py", ""),
 }
+# (tool, frontend) runs left out, and why: racecheck looks for shared-memory races inside kernels, and the concurrency
+# tests launch the demo kernels (racecheck's "cuda" run covers them) from 100 fresh processes, which under racecheck
+# ran past the 180 s cap (H100, 2026-12-05); memcheck still runs them (clean there)
+LEFT_OUT = {("racecheck", "concurrency"): "its kernels are the cuda run's; 100 processes under racecheck run too long"}
 # memcheck ends each process's log with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: ... (N errors"
 ERRORS = re.compile(r"ERROR SUMMARY: (\d+) error|RACECHECK SUMMARY: .*\((\d+) error")
 
@@ -53,6 +57,8 @@ def errors_in(logs: list[Path]) -> tuple[int, int]:
 
 def one(tool: str, frontend: str, out: Path, sanitizer: str, per_run_s: int, extra: list[str]) -> tuple[str, bool]:
     files, expr = SUBSET[frontend]
+    if (tool, frontend) in LEFT_OUT:
+        return f"{tool:<9} {frontend:<12} left out: {LEFT_OUT[tool, frontend]}", True
     if not (ROOT / files).exists():
         return f"{tool} {frontend}: SKIPPED (no {files})", True
     d = out / f"{tool}-{frontend}"
