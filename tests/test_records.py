@@ -8,6 +8,7 @@ import copy
 import dataclasses
 import inspect
 import json
+import operator
 import pickle
 import subprocess
 import sys
@@ -83,7 +84,7 @@ def _hashless(deco: Any) -> Any:
 
 
 OPTIONS = [dict(), dict(frozen=True), dict(frozen=True, repr=False), dict(eq=False), dict(frozen=True, eq=False),
-           dict(slots=True)]
+           dict(slots=True), dict(order=True), dict(frozen=True, order=True)]
 SHAPES = [_point, _post, _own, _empty, _hashless]
 
 
@@ -167,6 +168,10 @@ def test_a_record_behaves_as_the_dataclass_of_the_same_body(shape: Any, opts: di
                 dataclasses.replace(d, **changed))
     pairs = [(x == y, u == v) for (x, u) in made for (y, v) in made]
     assert [p for p, _ in pairs] == [q for _, q in pairs]
+    for op in (operator.lt, operator.le, operator.gt, operator.ge):  # ordered, or TypeError without order=True
+        got = [_outcome(op, x, y) for (x, _) in made for (y, _) in made] + [_outcome(op, made[0][0], 1)]
+        want = [_outcome(op, u, v) for (_, u) in made for (_, v) in made] + [_outcome(op, made[0][1], 1)]
+        assert [g[:2] if g[0] == "raised" else g for g in got] == [w[:2] if w[0] == "raised" else w for w in want]
 
 
 @pytest.mark.parametrize("opts", [dict(), dict(frozen=True)], ids=["plain", "frozen"])
@@ -223,6 +228,17 @@ def test_what_record_does_not_build_goes_to_dataclasses() -> None:
             self.a *= scale
 
     assert WithInitVar(2, 3).a == 6
+
+
+def test_order_refuses_a_class_that_writes_its_own_comparison_as_dataclasses_does() -> None:
+    for deco in (record(order=True), dataclasses.dataclass(order=True)):
+        with pytest.raises(TypeError, match="Cannot overwrite attribute __lt__ in class Ordered"):
+            @deco
+            class Ordered:
+                a: int
+
+                def __lt__(self, other: Any) -> bool:
+                    return True
 
 
 def test_a_class_that_writes_its_own_init_keeps_it() -> None:

@@ -13,7 +13,7 @@ import re
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, cast
 
 from ..core import _reprs
@@ -23,6 +23,7 @@ from ..core.binary import Binary
 from ..core.cubin import CubinKernel
 from ..core.errors import AbiMismatch, KernelpackError, LimitError
 from ..core.launchspec import ArchLaunch, LaunchSpec, PerArch, grid_params
+from ..core.records import record
 from ..launch import ranges as ranges_model
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -44,7 +45,7 @@ def deferred_verification() -> Iterator[None]:
         _DEFER.on = saved
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Provenance:
     """Where an artifact came from: frontend and its version, the compiler, options, the source hash."""
 
@@ -79,7 +80,7 @@ class Provenance:
                    d.get("source_sha256", ""))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class KernelArtifact:
     """One kernel specialization, compiled for one or more archs.
 

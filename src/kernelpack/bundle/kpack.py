@@ -39,7 +39,7 @@ import struct
 import tempfile
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ from ..core.errors import BundleError, KernelpackError
 from ..core.files import json_loads as loads  # the manifest's entries: one strict decoder (bundle_index too)
 from ..core.files import no_json_constant, read_bounded
 from ..core.launchspec import ArchLaunch, LaunchSpec
+from ..core.records import record
 from .artifact import KernelArtifact, Provenance
 from .magic import MAGIC
 from .merge import merge, origin, set_origin
@@ -176,7 +177,7 @@ class _Chunks:
         self.lines, self.size = [], 0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Bundle:
     """An ordered, immutable collection of kernel artifacts, at most one per (name, variant).
 

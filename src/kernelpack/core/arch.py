@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from .errors import KernelpackError
+from .records import record
 from .suggest import did_you_mean
 
 # fullmatch; ASCII digits only. Patterns are compiled on first use (re caches them): sre compiles in Python, and
@@ -25,7 +25,7 @@ KNOWN_SM = (30, 32, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 
 HAS_SUFFIX = {"a": frozenset({90, 100, 101, 103, 110, 120, 121}), "f": frozenset({100, 101, 103, 110, 120, 121})}
 
 
-@dataclass(frozen=True, order=True)
+@record(frozen=True, order=True)
 class Arch:
     """A CUDA target: ``sm_<major><minor>[a|f]`` (SASS), or with ``virtual`` ``compute_<major><minor>[a|f]`` (PTX).
 

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import hashlib
 import zlib
-from dataclasses import dataclass
 from functools import cached_property
 
 from . import _reprs
 from .arch import Arch
 from .cubin import Cubin, read_cubin
 from .errors import KernelpackError
+from .records import record
 
 BINARY_KINDS = ("cubin", "ptx")
 ZLIB_LEVEL = 6  # for binaries in bundles: within 1% of level 9's size for cubins, 4x faster
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Binary:
     """Device code for one arch: a SASS cubin, or PTX for the driver to JIT."""
 

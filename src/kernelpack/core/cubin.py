@@ -28,9 +28,9 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import NamedTuple
 
+from . import records
 from ._reprs import clip, listing
 from .arch import Arch
 from .errors import CubinError
@@ -50,7 +50,7 @@ _KPARAM_INFO_V2 = 0x45
 _MODULE_IDS = (_REGCOUNT, _MIN_STACK_SIZE, _FRAME_SIZE)
 
 
-@dataclass(frozen=True)
+@records.record(frozen=True)
 class KParam:
     """One entry of a kernel's parameter buffer."""
 
@@ -59,7 +59,7 @@ class KParam:
     size: int  # bytes
 
 
-@dataclass(frozen=True)
+@records.record(frozen=True)
 class CubinKernel:
     """Launch facts of one entry point, as the cubin records them."""
 

@@ -10,15 +10,17 @@ generated one: same ``__init__`` signature, defaults, factories and ``__post_ini
 over the compared fields, same repr, ``FrozenInstanceError`` on assignment (``tests/test_records.py`` holds each
 against ``dataclasses.dataclass`` itself). A method the class defines itself is kept, as dataclasses does.
 
-Options: ``frozen``, ``repr``, ``eq``. Anything else (``order``, ``unsafe_hash``, ``slots``, ``kw_only`` fields,
-``InitVar``) goes to ``dataclasses.dataclass`` unchanged. A generated ``__init__`` is a little slower per call than
-the compiled one (about 1 us more): classes built on a per-launch path write their own ``__init__``.
+Options: ``frozen``, ``repr``, ``eq``, ``order``, ``slots`` (not with ``frozen``). Anything else (``unsafe_hash``,
+frozen slots, ``kw_only`` fields, ``InitVar``, dataclass bases) goes to ``dataclasses.dataclass`` unchanged. A
+generated ``__init__`` is a little slower per call than the compiled one (about 1 us more): classes built on a
+per-launch path write their own ``__init__``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import operator
 import reprlib
 from collections.abc import Callable
 from dataclasses import MISSING, FrozenInstanceError
@@ -41,25 +43,26 @@ def record(cls: type[T], /) -> type[T]: ...
 
 @overload
 def record(*, frozen: bool = False, repr: bool = True, eq: bool = True,  # noqa: A002
-           slots: bool = False) -> Callable[[type[T]], type[T]]: ...
+           order: bool = False, slots: bool = False) -> Callable[[type[T]], type[T]]: ...
 
 
 def record(cls: type[T] | None = None, /, *, frozen: bool = False, repr: bool = True,  # noqa: A002 - dataclass's name
-           eq: bool = True, slots: bool = False) -> Any:
+           eq: bool = True, order: bool = False, slots: bool = False) -> Any:
     """``@record``, ``@record(frozen=True)``: ``@dataclass`` with the same options, nothing compiled at import."""
 
     def wrap(c: type[T]) -> type[T]:
-        if slots and frozen:  # pickling frozen slotted classes needs dataclasses' own __getstate__/__setstate__
-            return dataclasses.dataclass(c, frozen=frozen, repr=repr, eq=eq, slots=slots)
-        return _make(c, frozen=frozen, repr=repr, eq=eq, slots=slots)
+        if (slots and frozen) or (order and not eq):  # dataclasses' own: pickling frozen slotted classes needs its
+            # __getstate__/__setstate__; order without eq is its error to raise
+            return dataclasses.dataclass(c, frozen=frozen, repr=repr, eq=eq, order=order, slots=slots)
+        return _make(c, frozen=frozen, repr=repr, eq=eq, order=order, slots=slots)
 
     return wrap if cls is None else wrap(cls)
 
 
-def _make(cls: Any, *, frozen: bool, repr: bool, eq: bool, slots: bool) -> Any:  # noqa: A002
+def _make(cls: Any, *, frozen: bool, repr: bool, eq: bool, order: bool, slots: bool) -> Any:  # noqa: A002
     own = dict(cls.__dict__)
     if _needs_dataclasses(cls, own):
-        return dataclasses.dataclass(cls, frozen=frozen, repr=repr, eq=eq, slots=slots)
+        return dataclasses.dataclass(cls, frozen=frozen, repr=repr, eq=eq, order=order, slots=slots)
     has_doc = bool(cls.__doc__)
     # fields only: with every method off, dataclasses compiles nothing
     dataclasses.dataclass(cls, init=False, repr=False, eq=False, frozen=False)
@@ -67,7 +70,7 @@ def _make(cls: Any, *, frozen: bool, repr: bool, eq: bool, slots: bool) -> Any: 
     if slots:
         cls = _slotted(cls, fields)
     params = cls.__dataclass_params__
-    params.init, params.repr, params.eq, params.frozen = True, repr, eq, frozen
+    params.init, params.repr, params.eq, params.order, params.frozen = True, repr, eq, order, frozen
     if "__init__" not in own:
         cls.__init__ = _init(cls, fields, frozen)
     if repr and "__repr__" not in own:
@@ -75,6 +78,12 @@ def _make(cls: Any, *, frozen: bool, repr: bool, eq: bool, slots: bool) -> Any: 
     compared = tuple(f.name for f in fields if f.compare)
     if eq and "__eq__" not in own:
         cls.__eq__ = _eq(compared)
+    if order:
+        for name, method in _order(compared).items():
+            if name in own:
+                raise TypeError(f"Cannot overwrite attribute {name} in class {cls.__name__}. Consider using "
+                                f"functools.total_ordering")
+            setattr(cls, name, method)
     class_hash = own.get("__hash__", MISSING)
     explicit_hash = not (class_hash is MISSING or (class_hash is None and "__eq__" in own))
     if eq and not explicit_hash:
@@ -220,6 +229,23 @@ def _eq(names: tuple[str, ...]) -> Callable[[Any, Any], Any]:
         return NotImplemented
 
     return __eq__
+
+
+def _order(names: tuple[str, ...]) -> dict[str, Callable[[Any, Any], Any]]:
+    """``__lt__``, ``__le__``, ``__gt__``, ``__ge__``: the compared fields as tuples, same class only."""
+    key = _key(names)
+
+    def make(name: str, compare: Callable[[Any, Any], bool]) -> Callable[[Any, Any], Any]:
+        def method(self: Any, other: Any) -> Any:
+            if other.__class__ is self.__class__:
+                return compare(key(self), key(other))
+            return NotImplemented
+
+        method.__name__ = method.__qualname__ = name
+        return method
+
+    return {name: make(name, op) for name, op in (("__lt__", operator.lt), ("__le__", operator.le),
+                                                  ("__gt__", operator.gt), ("__ge__", operator.ge))}
 
 
 def _hash(names: tuple[str, ...]) -> Callable[[Any], int]:

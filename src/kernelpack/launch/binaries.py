@@ -14,16 +14,16 @@ and what the kernel carries (:func:`describe_binaries`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ..core.arch import Arch
 from ..core.errors import KernelpackError
+from ..core.records import record
 
 MATCH_EXACT, MATCH_SAME_MAJOR, MATCH_AT_MOST = 1, 2, 3  # the device is exactly / same major, minor >= / sm >=
 PLUS_NONE, PLUS_MINOR, PLUS_SM = 0, 1, 2
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BinaryRule:
     """Binaries of kind ``ptx`` (else SASS) whose arch suffix is ``suffix`` ("" = any suffix no other row of that
     kind names) run where ``match`` holds, with quality ``base`` plus the binary's minor or SM number."""

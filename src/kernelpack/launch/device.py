@@ -22,13 +22,13 @@ room for one block per SM (:func:`mac_smem`, the kernel's limit raised to it fir
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from ..core.abi import DEVICE_ROLES, device_role
+from ..core.records import record
 from .codes import DEVICE_ATTRIBUTES, MAX_PORTABLE_CLUSTER
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DeviceProperty:
     """One property of a device a launch can read: ``code`` is its ``KP_DP_*`` number; ``attribute`` the
     ``CUdevice_attribute`` it is (a key of codes.DEVICE_ATTRIBUTES), or None for one asked of the kernel."""

@@ -17,20 +17,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core.abi import Abi
 from ..core.binary import Binary
 from ..core.errors import AbiMismatch
 from ..core.launchspec import Dim3, LaunchSpec
+from ..core.records import record
 from .plan import OP_DESC, Plan, Slot
 
 if TYPE_CHECKING:  # the launch model reads artifacts; it is below the bundle layer that defines them
     from ..bundle.artifact import KernelArtifact
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BinaryFacts:
     """What a launch of one artifact from one of its binaries must respect."""
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from ..core.records import record
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -29,7 +30,7 @@ _KEY = rf"^\s*{_TARGET}\s*$"
 RangesSpec = Sequence[Any] | Mapping[str, Any] | str
 
 
-@dataclass(frozen=True, order=True)
+@record(frozen=True, order=True)
 class Range:
     """``lo <= value <= hi`` for caller argument ``arg`` (``mode`` -1: its integer value; ``mode`` k: extent k of a
     tensor argument, ``shape[k]``). INT64_MIN / INT64_MAX: no bound on that side."""

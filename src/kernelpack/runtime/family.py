@@ -17,7 +17,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from itertools import compress
 from operator import add, itemgetter, not_
@@ -30,6 +30,7 @@ from ..core.binary import Binary
 from ..core.errors import AbiMismatch, BundleError, KernelpackError, LaunchError
 from ..core.launchspec import LaunchSpec
 from ..core.names import py_arg_names
+from ..core.records import record
 from ..launch import device as dev_model
 from ..launch.binaries import describe_binaries, device_arch, family_choice, quality
 from ..launch.codes import PDL_MIN_MAJOR, SMEM_DEFAULT_LIMIT
@@ -81,7 +82,7 @@ class _PythonPath:
 
 _rt: Any = _PythonPath()
 
-@dataclass
+@record
 class DeviceEntry:
     spec: Specialization | None  # None until the family is built from its entries (a family started from its record)
     bin_index: int  # which of its binaries this device runs
@@ -181,7 +182,7 @@ class _Entries(Sequence[DeviceEntry]):
         return (self[j] for j in range(len(self.rows)))
 
 
-@dataclass
+@record
 class DeviceState:
     info: DeviceInfo
     entries: _Entries  # dispatch order
