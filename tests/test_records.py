@@ -13,6 +13,7 @@ import pickle
 import subprocess
 import sys
 from dataclasses import FrozenInstanceError, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -282,5 +283,30 @@ def test_the_host_program_path_compiles_no_dataclass_method(tmp_path: Any) -> No
         pytest.skip("no C compiler")
     lib = _host_library(tmp_path, [("scale", _scale_params())])
     out = subprocess.run([sys.executable, "-c", HOST_PATH, str(lib)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+FAMILY_PATH = r"""
+import dataclasses, json, sys
+compiled = []
+real = exec
+def counting(src, *a, **k):
+    compiled.append(src.splitlines()[0] if isinstance(src, str) else repr(src))
+    return real(src, *a, **k)
+dataclasses.exec = counting
+import kernelpack
+mod = kernelpack.load(sys.argv[1])
+family = mod.families["axpy"]
+family.specs  # the family built whole: its specializations, binaries, plans and launch facts
+print(json.dumps(compiled))
+"""
+
+
+def test_the_kernel_family_path_compiles_no_dataclass_method() -> None:
+    """Loading a ``.kpack`` and building a family whole (what a wheel's or a service's first use of a kernel does
+    before the driver) compiles no dataclass method either (before: 80 ``exec`` calls, ~16 classes)."""
+    bundle = Path(__file__).parent / "fixtures" / "built-2026-12-01" / "demo.kpack"
+    out = subprocess.run([sys.executable, "-c", FAMILY_PATH, str(bundle)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
