@@ -9,11 +9,15 @@ name is."""
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the import system's protocol is, for type checkers
+    from importlib.abc import Loader as _LoaderBase
+else:
+    _LoaderBase = object
 
 # old path (below kernelpack.) -> new path (below kernelpack.)
 MOVED: dict[str, str] = {
@@ -65,7 +69,11 @@ MOVED: dict[str, str] = {
 }
 
 
-class _Alias(importlib.abc.Loader):
+# The import system needs only these methods: neither class derives from importlib.abc, whose import (on CPython 3.11:
+# importlib.resources, pathlib, tempfile, shutil, zipfile...) was ~15 ms of a plain `import kernelpack`.
+
+
+class _Alias(_LoaderBase):
     """Loads an old name as the module at its new home (one module object under both names)."""
 
     def __init__(self, target: str) -> None:
@@ -81,7 +89,7 @@ class _Alias(importlib.abc.Loader):
         module.__spec__ = self._spec  # the import system gave it the old name's spec: the module keeps its own
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if not fullname.startswith("kernelpack."):
             return None

@@ -36,7 +36,6 @@ import json
 import os
 import re
 import struct
-import tempfile
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import field
@@ -345,6 +344,8 @@ class Bundle:
 
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
     """``data`` to ``path`` through a temp file and a rename: readers see the old file or the new one, never half."""
+    import tempfile  # here: reading a bundle (kernelpack.load) imports no tempfile, shutil, random...
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
