@@ -140,10 +140,15 @@ class HostEntryInfo:
 
 
 def describe(lib: str, programs: Sequence[HostProgram]) -> dict[str, Any]:
-    types: dict[str, int] = {}  # each distinct type's JSON text -> its index in "types"
+    table: list[Any] = []  # "types": each distinct type's JSON once
+    seen: dict[str, int] = {}  # its JSON text -> its index in the table
 
     def index(t: ParamType) -> int:
-        return types.setdefault(json.dumps(type_to_json(t), sort_keys=True), len(types))
+        described = type_to_json(t)
+        at = seen.setdefault(json.dumps(described, sort_keys=True), len(table))
+        if at == len(table):
+            table.append(described)
+        return at
 
     described = [
         {"name": p.name, "variant": p.variant, "symbol": entry_name(lib, p.symbol), "zero_extent": p.zero_extent,
@@ -151,7 +156,7 @@ def describe(lib: str, programs: Sequence[HostProgram]) -> dict[str, Any]:
          "params": [{"name": q.name, "type": index(q.type), "stream": q.stream,
                      "checks": [list(c) for c in q.checks]} for q in p.params]} for p in programs]
     return {"format": FORMAT, "kernelpack": __version__, "library": lib,
-            "types": [json.loads(text) for text in types], "programs": described}
+            "types": table, "programs": described}
 
 
 def record(lib: str, programs: Sequence[HostProgram]) -> bytes:

@@ -298,13 +298,17 @@ def project_files(project: Project) -> list[Path]:
     return files
 
 
+# what writes a library: another kernelpack, or one writing another host-program record format (same version or not),
+# makes the project out of date (project_digest) and relinks it (_stamp)
+WRITER = (__version__, host_manifest.FORMAT)
+
+
 def project_digest(project: Project) -> str:
     """Everything a build reads that can be found without importing the project's Python modules."""
     files = project_files(project)
     frontends = sorted(FRONTENDS) if project.includes else sorted({e.frontend for e in project.entries})
     blob = {"files": digest_files(files), "versions": {f: FRONTENDS[f].versions() for f in frontends},
-            "library": repr(project.library), "cc": config.knobs().cc, "state": STATE_VERSION,
-            "kernelpack": __version__, "host_record": host_manifest.FORMAT}  # what the link writes, as _stamp
+            "library": repr(project.library), "cc": config.knobs().cc, "state": STATE_VERSION, "writer": WRITER}
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -338,9 +342,7 @@ def _stamp(project: Project, bundle_bytes: bytes, programs: list[Any]) -> str:
     for p in programs:
         h.update(p.to_bytes())
     lib = project.library
-    # the host-program record's format too: a kernelpack that writes another format relinks (same version or not)
-    h.update(json.dumps([lib.name, lib.version, list(lib.cflags), config.knobs().cc, __version__,
-                         host_manifest.FORMAT]).encode())
+    h.update(json.dumps([lib.name, lib.version, list(lib.cflags), config.knobs().cc, WRITER]).encode())
     return h.hexdigest()
 
 

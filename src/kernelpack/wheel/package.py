@@ -72,6 +72,23 @@ def summary_lines(mod: KernelModule, callables: dict[str, Any]) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------ __init__.py
 
+RUNTIME_CHECK = '''from . import {runtime} as __kernelpack_runtime__
+
+if __kernelpack_runtime__.__version__ != __kernelpack_version__:
+    raise ImportError(
+        f"{{__name__}} was built by kernelpack {{__kernelpack_version__}}, but the runtime it carries "
+        f"({{__kernelpack_runtime__.__file__}}) is kernelpack {{__kernelpack_runtime__.__version__}}: the package "
+        f"holds the files of two builds; reinstall it (pip install --force-reinstall {{__name__}})"
+    )
+'''
+
+
+def runtime_check(runtime: str) -> str:
+    """What a generated ``__init__`` (the package's, a split wheel's provider's) runs first: the runtime folder it
+    carries imported, refused unless it is the kernelpack that wrote the ``__init__`` (``__kernelpack_version__``)."""
+    return RUNTIME_CHECK.format(runtime=runtime)
+
+
 
 def init_py(doc: str, version: str, attrs: list[str], own: list[str], source: Sequence[str],
             runtime: str = "_kernelpack") -> str:
@@ -85,15 +102,7 @@ __kernelpack_source__ = {tuple(source)!r}
 __kernelpack_names__ = frozenset({names!r})
 __kernelpack_version__ = {KERNELPACK_VERSION!r}  # the kernelpack that built this package and the runtime it carries
 
-from . import {runtime} as __kernelpack_runtime__
-
-if __kernelpack_runtime__.__version__ != __kernelpack_version__:
-    raise ImportError(
-        f"{{__name__}} was built by kernelpack {{__kernelpack_version__}}, but the runtime it carries "
-        f"({{__kernelpack_runtime__.__file__}}) is kernelpack {{__kernelpack_runtime__.__version__}}: the package "
-        f"holds the files of two builds; reinstall it (pip install --force-reinstall {{__name__}})"
-    )
-
+{runtime_check(runtime)}
 
 def __getattr__(name):
     """A kernel family (or the loaded module's {", ".join(own)}): the kernels are loaded on the first use of one."""

@@ -26,7 +26,7 @@ from ..core.arch import Arch
 from ..core.names import py_docstring
 from ..core.version import __version__ as KERNELPACK_VERSION
 from .meta import WheelError, WheelMeta, check_package_name
-from .package import HEADER, PackageFiles
+from .package import HEADER, PackageFiles, runtime_check
 
 PROVIDER_INIT = '''{header}
 {doc}
@@ -36,15 +36,7 @@ __kernelpack_family__ = {family!r}
 __kernelpack_bundle__ = {bundle!r}
 __kernelpack_version__ = {kv!r}  # the kernelpack that built this provider and the runtime it carries
 
-from . import {runtime} as __kernelpack_runtime__
-
-if __kernelpack_runtime__.__version__ != __kernelpack_version__:
-    raise ImportError(
-        f"{{__name__}} was built by kernelpack {{__kernelpack_version__}}, but the runtime it carries "
-        f"({{__kernelpack_runtime__.__file__}}) is kernelpack {{__kernelpack_runtime__.__version__}}: the package "
-        f"holds the files of two builds; reinstall it (pip install --force-reinstall {{__name__}})"
-    )
-'''
+{check}'''
 
 FRONT_LOAD = '''
 
@@ -177,7 +169,7 @@ def provider_init(name: str, family: str, version: str, bundle: str, runtime: st
     doc = (f"{name}_{family} {version}: the {family} binaries of {name} (kernelpack wheel --split arch) and the "
            f"runtime that loads them; import {name}, which loads this package on a device of this family.")
     return PROVIDER_INIT.format(header=HEADER.format(kv=KERNELPACK_VERSION), doc=py_docstring(doc), version=version,
-                                family=family, bundle=bundle, kv=KERNELPACK_VERSION, runtime=runtime)
+                                family=family, bundle=bundle, kv=KERNELPACK_VERSION, check=runtime_check(runtime))
 
 
 def front_meta(meta: WheelMeta, families: list[str]) -> WheelMeta:
