@@ -378,6 +378,58 @@ def capture_liger(gpu: Path) -> None:
     _wrote(out / "site", f"{copy_package('liger_kernel', out / 'site')} files of liger-kernel")
 
 
+_FI_BUILD = """
+import glob, os, subprocess, sys
+from flashinfer.jit.activation import gen_act_and_mul_module
+from flashinfer.jit.rope import gen_rope_module
+for spec in (gen_act_and_mul_module("silu"), gen_rope_module()):
+    try:
+        spec.build(verbose=False)
+    except RuntimeError:  # its link asks for -lcuda, a stub this machine may lack: the objects need only cudart
+        objs = sorted(glob.glob(str(spec.build_dir / "*.o")))
+        subprocess.run(["c++", *objs, "-shared", "-L" + sys.argv[1], "-lcudart", "-o", str(spec.jit_library_path)],
+                       check=True)
+    print(spec.jit_library_path)
+"""
+
+
+def capture_native(gpu: Path) -> None:
+    """capture_native/: tests/native_runtime.cu built with nvcc (-shared -cudart static, sm_90a) into
+    libnative_runtime.so; FlashInfer's silu_and_mul and rope CUDA modules built by flashinfer's own JIT for sm_90a
+    (flashinfer/*.so, linked against libcudart.so.13: the GPU machine's torch has it) and tvm-ffi for the GPU
+    machine's python 3.12 (site/, pip download) -- the FlashInfer part left out when either cannot be had here."""
+    import tempfile
+
+    out = gpu / "capture_native"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    subprocess.run(["nvcc", "-shared", "-Xcompiler", "-fPIC", "-cudart", "static", "-gencode",
+                    "arch=compute_90a,code=sm_90a", str(ROOT / "tests" / "native_runtime.cu"), "-o",
+                    str(out / "libnative_runtime.so")], check=True)
+    _wrote(out / "libnative_runtime.so")
+    cudart = next((p.parent for p in sorted(Path("/usr/local").glob("cuda*/lib*/libcudart.so"))), None)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "FLASHINFER_WORKSPACE_BASE": tmp, "FLASHINFER_CUDA_ARCH_LIST": "9.0a", "MAX_JOBS": "2"}
+        built = subprocess.run([sys.executable, "-c", _FI_BUILD, str(cudart or "/usr/local/cuda/lib64")], env=env,
+                               capture_output=True, text=True)
+        wheel = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                                "--python-version", "3.12", "apache-tvm-ffi", "-d", tmp], capture_output=True,
+                               text=True)
+        wheels = sorted(Path(tmp).glob("apache_tvm_ffi-*.whl"))
+        if built.returncode != 0 or wheel.returncode != 0 or not wheels:
+            print(f"capture_native: FlashInfer's modules left out: {(built.stderr or wheel.stderr)[-800:]}")
+            return
+        (out / "flashinfer").mkdir()
+        for line in built.stdout.split():
+            shutil.copy(line, out / "flashinfer" / Path(line).name)
+        import zipfile
+
+        with zipfile.ZipFile(wheels[0]) as z:
+            z.extractall(out / "site")
+    _wrote(out / "flashinfer", ", ".join(sorted(p.name for p in (out / "flashinfer").iterdir())))
+    _wrote(out / "site", wheels[0].name)
+
+
 def corpus(gpu: Path) -> None:
     """corpus/: the liger-kernel corpus built (scripts/corpus.py --package liger) and copied with liger's pure-Python
     sources (corpus/gpu_prepare.py); needs liger-kernel, cuTile and the CuTe DSL installed (a few minutes)."""

@@ -109,6 +109,10 @@ STEPS: tuple[Step, ...] = (
                           "capture of the same calls with liger's autotuners measuring, compared", p.capture_liger,
          ("capture_liger/gpuless/capture.json",),
          run=(gpu_tests("capture_liger", "tests/test_capture_liger_gpu.py"),), cap=480, optional=True),
+    Step("capture_native", "CUDA C++ that launches its own kernels and FlashInfer's CUDA modules, captured on the GPU "
+                           "by the driver recorder (--native), built and replayed bit-exact", p.capture_native,
+         ("capture_native/libnative_runtime.so",),
+         run=(gpu_tests("capture_native", "tests/test_capture_native_gpu.py"),), cap=300),
     Step("corpus", "the liger-kernel corpus library and liger's Python sources", p.corpus, ("corpus/manifest.json",),
          optional=True),
     Step("corpus_fi", "the FlashInfer corpus library; runs every entry from C++ and Python", p.corpus_fi,

@@ -71,6 +71,7 @@ def write(root: str | os.PathLike[str], launches: list[Launch], skipped: list[Sk
     library = _library(root, name, archs, state)
     _compile_cute(fams, launches, root, list(library["archs"]), progress)
     _compile_live_cutile(fams, launches, root, list(library["archs"]), progress)
+    _write_native(launches, root)
     out = Written(root, fams)
     out.new_families = len(fams) - len(old)
     out.new_specs = sum(len(f.specs) for f in fams) - sum(before.values())
@@ -144,6 +145,18 @@ def _compile_live_cutile(fams: list[Family], launches: list[Launch], root: Path,
             f.error = f"{type(e).__name__}: {' '.join(str(e).split())[:600]}"
 
 
+def _write_native(launches: list[Launch], root: Path) -> None:
+    """The cubins of the native kernels captured, under native/ (named by their bytes: a file written once)."""
+    for la in launches:
+        if la.dsl != "native" or not la.payload:
+            continue
+        for rel, data in la.payload.items():
+            path = root / rel
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                _atomic_bytes(path, data)
+
+
 def _targets(f: Family, library: list[str]) -> list[str]:
     """What a family is built for: the library's archs, or the archs of the devices it was captured for when none of
     those is one of the library's (a path the package takes on another GPU only)."""
@@ -187,8 +200,12 @@ def _library_name(root: Path) -> str:
 
 
 def _atomic(path: Path, text: str) -> None:
+    _atomic_bytes(path, text.encode())
+
+
+def _atomic_bytes(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
+    tmp.write_bytes(data)
     os.replace(tmp, path)
 
 
@@ -198,7 +215,7 @@ def args_module(fams: list[Family]) -> str:
     for f in fams:
         for s in f.specs:
             imports.update(s.imports)
-        if f.dsl == "cute" or f.options.get("live"):  # compiled by the capture: no arguments to write
+        if f.dsl in ("cute", "native") or f.options.get("live"):  # compiled already: no arguments to write
             continue
         body.append(f"\n\ndef {f.name}():")
         body.append("    return {")
@@ -276,6 +293,12 @@ def _entry(f: Family) -> list[str]:
             out.append(f"autotune = {_toml_value(f.configs)}")
         if grid is not None:
             out.append(f"grid = {_toml_value(grid)}")
+    elif f.dsl == "native":
+        seen = [x for s in f.specs for x in s.samples]
+        out.append(f"# {f.kernel} from {f.options.get('from', '?')}: its host code computes each launch; captured: "
+                   + "; ".join(_native_launch(x) for x in seen[:4]) + (" ..." if len(seen) > 4 else ""))
+        out += ["[[cubin]]", f"files = {_toml_value(list(f.options.get('files', [])))}",
+                f"kernels = {_toml_value({f.kernel: {'name': f.name}})}"]
     elif f.dsl == "cutile":
         out.append("# grid: the wrapper computes it; captured: " + "; ".join(
             f"{s.variant} {tuple(x['grid'])}" for s in f.specs for x in s.samples[:2]))
@@ -296,6 +319,12 @@ def _entry(f: Family) -> list[str]:
                f"(capture again to rebuild it)", "[[cute]]", f"name = {_toml_str(f.name)}",
                f"prebuilt = {_toml_str(f.prebuilt)}"]
     return out
+
+
+def _native_launch(sample: dict[str, Any]) -> str:
+    c = sample.get("consts", {})
+    text = f"grid {tuple(sample['grid'])} block {tuple(c.get('block', ()))} smem {c.get('smem', 0)}"
+    return text + (f" cluster {tuple(c['cluster'])}" if c.get("cluster", [1, 1, 1]) != [1, 1, 1] else "")
 
 
 def _measured(fams: list[Family]) -> dict[str, Any]:

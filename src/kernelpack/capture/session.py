@@ -55,7 +55,11 @@ class Capture:
     None captures on this machine's GPU, running the code for real. ``configs``: which configs of an autotuned kernel
     the project builds -- ``"first"`` (GPU-less default), ``"all"``, ``"c<N>"``, ``"chosen"`` (on a GPU, the default:
     what the autotuner chose). ``interpret``: Triton kernels to run with Triton's CPU interpreter while capturing
-    GPU-less (for host code that reads their results back).
+    GPU-less (for host code that reads their results back). ``native``: also record the kernels that code launches
+    through the CUDA driver itself (CUDA C++ built with nvcc, NVRTC; :mod:`kernelpack.capture.native`) -- the
+    capture must be made before anything in the process uses CUDA. ``native_from``: keep only native kernels whose
+    image came from a file matching one of these globs (``memory``: images from memory); default every file but the
+    framework's own (torch, the CUDA libraries, Triton).
 
         with kernelpack.capture(device="h200") as cap:
             model(x).sum().backward()
@@ -63,8 +67,14 @@ class Capture:
     """
 
     def __init__(self, device: str | Device | None = None, *, configs: str | None = None,
-                 interpret: Sequence[str] = ()) -> None:
+                 interpret: Sequence[str] = (), native: bool = False, native_from: Sequence[str] = ()) -> None:
         self.device: Device | None = None
+        self.native_from = list(native_from)
+        self.native = native or bool(self.native_from)
+        self._recorder: Any = None
+        self._log_start = 0
+        if self.native:  # before anything here opens the CUDA driver (the GPU check below does)
+            self._recorder = _recorder(device is not None)
         if device is not None:
             self.device = device if isinstance(device, Device) else device_row(device)
         elif not gpu_present():
@@ -117,6 +127,8 @@ class Capture:
             stack.close()
             raise
         self._stack = stack
+        if self._recorder is not None:
+            self._log_start = self._recorder.log.stat().st_size
         self._t0 = time.perf_counter()
         _ACTIVE.append(self)
         return self
@@ -130,6 +142,23 @@ class Capture:
         assert self._stack is not None
         self._stack.close()
         self._stack = None
+        if self._recorder is not None:
+            self._native_launches()
+
+    def _native_launches(self) -> None:
+        """What the recorder logged while the block ran, as this capture's launches."""
+        from .native import kernels, log
+
+        got = log.read(self._recorder.log, self._log_start)
+        for text in got.notes:
+            self.note(f"native: {text}")
+        found, left_out = kernels.launches(got, self.archs(), self.native_from or None,
+                                           lambda what, why: self.skip(what, why))
+        for la in found:
+            self.add(la)
+        if left_out:
+            self.note(f"native: {left_out} launch(es) of kernels not kept (the framework's own: torch, the CUDA "
+                      f"libraries, Triton; or not matching --native-from) left out")
 
     def run(self, label: str, fn: Callable[[], Any]) -> bool:
         """Call ``fn()`` inside the capture as the run ``label``; an exception is recorded as a skipped run (what
@@ -177,6 +206,24 @@ class Capture:
                "device_reads": self.answers.summary() if self.answers is not None else []}
         return write(root, self.launches, self.skipped, run, name=name, archs=list(archs or self.archs()),
                      progress=progress)
+
+
+def _recorder(gpu_less: bool) -> Any:
+    """The native-launch recorder of this process, loaded now (once)."""
+    import tempfile
+
+    from .native import driver
+
+    if gpu_less and not os.environ.get(driver.ENV_DRIVER):
+        raise KernelpackError(f"recording native launches without a GPU needs a driver to stand in for one: set "
+                              f"{driver.ENV_DRIVER} to kernelpack's dry-run driver (python -m kernelpack.testing "
+                              f"path); on a GPU, capture with no --device")
+    have = driver.installed()
+    if have is not None:
+        return have
+    fd, path = tempfile.mkstemp(prefix="kernelpack-native-", suffix=".log")
+    os.close(fd)
+    return driver.install(Path(path))
 
 
 def _raised(e: BaseException, tb: TracebackType | None) -> str:

@@ -14,7 +14,8 @@ from .session import Capture, run_script
 
 
 def run_capture(command: Sequence[str], *, out: str, device: str | None, configs: str | None, name: str | None,
-                interpret: Sequence[str], quiet: bool, as_json: bool) -> int:
+                interpret: Sequence[str], quiet: bool, as_json: bool, native: bool = False,
+                native_from: Sequence[str] = ()) -> int:
     """Exit status: 0 when something was captured (skipped launches and a failing script are listed), 1 when
     nothing was."""
     argv = list(command)
@@ -24,7 +25,7 @@ def run_capture(command: Sequence[str], *, out: str, device: str | None, configs
         raise KernelpackError("kernelpack capture: give the command to run after --: kernelpack capture -o DIR "
                               "--device h200 -- python script.py [ARGS]")
     t0 = time.perf_counter()
-    cap = Capture(device, configs=configs, interpret=interpret)
+    cap = Capture(device, configs=configs, interpret=interpret, native=native, native_from=native_from)
     finished = run_script(cap, argv)
     written = cap.write_project(out, name=name, command=" ".join(shlex.quote(a) for a in argv)) if cap.launches \
         else None
@@ -45,7 +46,8 @@ def run_capture(command: Sequence[str], *, out: str, device: str | None, configs
         for line in report["skipped"]:
             print(f"skipped: {line}", file=sys.stderr)
     if written is None:
-        print("kernelpack: error: nothing was captured (no Triton, cuTile or CuTe launch ran)", file=sys.stderr)
+        print("kernelpack: error: nothing was captured (no Triton, cuTile, CuTe or, with --native, native launch "
+              "ran)", file=sys.stderr)
         return 1
     return 0
 

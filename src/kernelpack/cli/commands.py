@@ -271,6 +271,13 @@ def _capture_args(c: argparse.ArgumentParser) -> None:
     c.add_argument("--interpret", action="append", default=None, metavar="KERNEL",
                    help="run this Triton kernel with Triton's CPU interpreter during a GPU-less capture (for host "
                         "code that reads its results back); repeatable")
+    c.add_argument("--native", action="store_true",
+                   help="also record kernels the code launches through the CUDA driver itself (CUDA C++ built with "
+                        "nvcc, whose host code computes the launch): each becomes a [[cubin]] entry")
+    c.add_argument("--native-from", action="append", default=None, metavar="GLOB",
+                   help="with --native: keep only kernels from libraries matching GLOB (a path or file name; "
+                        "'memory' for images loaded from memory); default every library but the framework's own "
+                        "(torch, the CUDA libraries, Triton); repeatable; implies --native")
     c.add_argument("-q", "--quiet", action="store_true", help="print nothing but what was skipped and errors")
     c.add_argument("--json", action="store_true", help="print the capture's report as JSON")
     c.add_argument("run", nargs=argparse.REMAINDER, metavar="-- python SCRIPT [ARGS]",
@@ -284,7 +291,8 @@ def _cmd_capture(args: argparse.Namespace) -> int:
     from ..capture.ui import run_capture
 
     return run_capture(args.run, out=args.out, device=args.device, configs=args.configs, name=args.name,
-                       interpret=args.interpret or (), quiet=args.quiet, as_json=args.json)
+                       interpret=args.interpret or (), quiet=args.quiet, as_json=args.json, native=args.native,
+                       native_from=args.native_from or ())
 
 
 def _export_args(x: argparse.ArgumentParser) -> None:

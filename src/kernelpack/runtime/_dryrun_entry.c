@@ -286,6 +286,19 @@ static CUresult cuKernelGetParamInfo(void* kernel, size_t index, size_t* offset,
     return OK;
 }
 
+/* A function is its kernel here: the same parameter table, and its name. */
+static CUresult cuFuncGetParamInfo(void* f, size_t index, size_t* offset, size_t* size) {
+    return cuKernelGetParamInfo(f, index, offset, size);
+}
+
+static CUresult cuFuncGetName(const char** name, void* f) {
+    ENTER("cuFuncGetName");
+    NEED_INIT();
+    if (name == NULL || f == NULL) return INVALID_VALUE;
+    *name = ((const fk_kernel*)f)->name;
+    return OK;
+}
+
 static CUresult cuPointerGetAttribute(void* data, int attr, uint64_t ptr) {
     (void)attr, (void)ptr;
     ENTER("cuPointerGetAttribute");

@@ -373,7 +373,7 @@ EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
         E(cuKernelGetFunction), E(cuKernelSetAttribute), E(cuPointerGetAttribute), E(cuLaunchKernel),
         E(cuLaunchKernelEx), E(cuMemAllocAsync), E(cuMemFreeAsync), E(cuMemcpyHtoDAsync), E(cuTensorMapEncodeTiled),
         E(cuOccupancyMaxActiveClusters), E(cuOccupancyMaxActiveBlocksPerMultiprocessor), E(cuKernelGetParamInfo),
-        E(kpDryrunNote),
+        E(cuFuncGetParamInfo), E(cuFuncGetName), E(kpDryrunNote),
 #undef E
     };
     ready();

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ...core import config
 from ...core.errors import CubinError, DecompressError
@@ -156,22 +157,44 @@ def is_host_elf(data: bytes) -> bool:
             and struct.unpack_from("<H", data, 18)[0] != _EM_CUDA)
 
 
-def fatbin_section(data: bytes, source: str = "object") -> bytes | None:
-    """The ``.nv_fatbin`` section of a host ELF file (object, shared library, executable), or None without one."""
+class HostSection(NamedTuple):
+    """One section of a host ELF file: its name, type (``SHT_*``), bytes' offset and size, and linked section."""
+
+    name: str
+    kind: int
+    offset: int
+    size: int
+    link: int
+
+    def bytes_of(self, data: bytes, source: str) -> bytes:
+        if self.kind == 8 or self.offset + self.size > len(data):  # SHT_NOBITS, or past the end
+            raise FatbinError(f"{source}: its {self.name} section has no bytes in the file")
+        return bytes(data[self.offset:self.offset + self.size])
+
+
+def host_sections(data: bytes, source: str = "object") -> list[HostSection]:
+    """The sections of a host ELF file (ELF64, little-endian), read from its section header table."""
     try:
         shoff = struct.unpack_from("<Q", data, 40)[0]
         entsize, count, strndx = struct.unpack_from("<HHH", data, 58)
         if entsize < 64 or shoff + count * entsize > len(data) or strndx >= count:
             raise FatbinError(f"{source}: truncated or malformed ELF section header table")
-        headers = [struct.unpack_from("<IIQQQQ", data, shoff + i * entsize) for i in range(count)]
-        _, _, _, _, names_off, names_size = headers[strndx]
-        names = data[names_off:names_off + names_size]
-        for name, kind, _, _, offset, size in headers:
-            end = names.find(b"\0", name)
-            if names[name:end] == b".nv_fatbin":
-                if kind == 8 or offset + size > len(data):  # SHT_NOBITS, or past the end
-                    raise FatbinError(f"{source}: its .nv_fatbin section has no bytes in the file")
-                return bytes(data[offset:offset + size])
+        headers = [struct.unpack_from("<IIQQQQI", data, shoff + i * entsize) for i in range(count)]
     except struct.error:
         raise FatbinError(f"{source}: truncated ELF file ({len(data)} bytes)") from None
+    names_off, names_size = headers[strndx][4], headers[strndx][5]
+    names = data[names_off:names_off + names_size]
+    out = []
+    for name, kind, _, _, offset, size, link in headers:
+        end = names.find(b"\0", name)
+        out.append(HostSection(names[name:end if end >= 0 else len(names)].decode("latin-1"), kind, offset, size,
+                               link))
+    return out
+
+
+def fatbin_section(data: bytes, source: str = "object") -> bytes | None:
+    """The ``.nv_fatbin`` section of a host ELF file (object, shared library, executable), or None without one."""
+    for section in host_sections(data, source):
+        if section.name == ".nv_fatbin":
+            return section.bytes_of(data, source)
     return None
