@@ -26,6 +26,8 @@ FRAMEWORK = ("*/torch/lib/*", "*/site-packages/nvidia/*", "*/triton/*", "*/libcu
              "*/libcudnn*", "*/libnccl*", "*/libcufft*", "*/libcurand*", "*/libcusparse*", "*/libcusolver*",
              "*/libnvrtc*", "*/libnvJitLink*", "*/libcuda.so*", "memory")
 DIR = "native"  # the project's folder of the cubins written
+_LEFT_OUT = "left out"
+_Facts = tuple[str, str, list[str], dict[str, bytes]]  # where, family name, project files, their bytes
 
 
 @dataclass
@@ -176,7 +178,7 @@ def launches(log: nlog.Log, archs: Sequence[str], native_from: Sequence[str] | N
     resolver = Resolver(log, native_from)
     out: list[Launch] = []
     left_out = 0
-    facts: dict[tuple[int, str], tuple[str, str, list[str], dict[str, bytes]] | None] = {}
+    facts: dict[tuple[int, str], _Facts | str | None] = {}
     for la in log.launches:
         owner_name = log.owner(la.function)[1]
         symbol = la.name or owner_name
@@ -191,8 +193,10 @@ def launches(log: nlog.Log, archs: Sequence[str], native_from: Sequence[str] | N
         if key not in facts:
             facts[key] = _facts(resolver, symbol, la, archs, native_from, skip, is_mangled(symbol))
         got = facts[key]
-        if got is None:
+        if got == _LEFT_OUT:
             left_out += 1
+            continue
+        if not isinstance(got, tuple):
             continue
         where, name, files, payload = got
         out.append(Launch(
@@ -204,10 +208,11 @@ def launches(log: nlog.Log, archs: Sequence[str], native_from: Sequence[str] | N
 
 
 def _facts(resolver: Resolver, symbol: str, la: nlog.Launch, archs: Sequence[str], native_from: Sequence[str] | None,
-           skip: Callable[[str, str], None], mangled: bool) -> tuple[str, str, list[str], dict[str, bytes]] | None:
+           skip: Callable[[str, str], None], mangled: bool) -> _Facts | str | None:
+    """The kernel's origin, family name, project files and their bytes; :data:`_LEFT_OUT`; or None (skipped, said)."""
     origin = resolver.find(symbol, la.function)
     if origin is None or not kept(origin.where, native_from):
-        return None  # the framework's own (its device code in no library kept), or not matching native_from
+        return _LEFT_OUT  # the framework's own (its device code in no library kept), or not matching native_from
     chosen = [(arch, c) for arch, c in origin.cubins if _holds(c, symbol) and arch in archs]
     if not chosen:
         have = sorted({arch for arch, c in origin.cubins if _holds(c, symbol)})
