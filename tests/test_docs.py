@@ -154,11 +154,13 @@ def test_every_page_is_listed_and_links_resolve() -> None:
 
 
 def read_variables() -> set[str]:
-    """Every environment variable the code reads: config.py's (Python) and ``getenv`` in the C sources."""
+    """Every environment variable the code reads: config.py's (Python) and ``getenv`` in the C sources (the
+    runtime's, the generated library's, the capture's driver recorder)."""
     src = ROOT / "src" / "kernelpack"
     found = set(re.findall(r"""(?:environ\.get|_path|_byte_count)\(\s*["']([A-Z_][A-Z0-9_]*)["']""",
                            (src / "core" / "config.py").read_text()))
-    for c in [*src.glob("csrc/*.[ch]"), *src.glob("runtime/*.[ch]"), *src.glob("clib/host/*.[ch]")]:
+    for c in [*src.glob("csrc/*.[ch]"), *src.glob("runtime/*.[ch]"), *src.glob("clib/host/*.[ch]"),
+              *src.glob("capture/native/*.[ch]")]:
         found |= set(re.findall(r'getenv\("([A-Z_][A-Z0-9_]*)"\)', c.read_text()))
     from kernelpack.runtime import dryrun  # the dry-run driver's settings: its prefix + each key
 
