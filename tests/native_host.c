@@ -4,8 +4,10 @@
  * native_run(cubin, n, x, y, out): loads the cubin (cuLibraryLoadData, or cuModuleLoadData where the driver has it),
  * launches scale<float>(x, out, s, n) and then pair_add(Pair{a, b}, x, y, out, n) with the launch its own host code
  * computes (block 128, grid cdiv(n, 128), the second through cuLaunchKernelEx with 64 bytes of dynamic shared memory).
- * Returns 0, or the failing step's number * 1000 + the driver's status. */
+ * Returns 0, or the failing step's number * 1000 + the driver's status. Built with -DNATIVE_HOST_MAIN: a program
+ * whose 8 threads do that 20 times each (the recorder under the sanitizers). */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,13 +41,24 @@ static CUresult (*cuLaunchKernelEx)(const LaunchConfig*, void*, void**, void**);
         if (r_ != 0) return (n) * 1000 + r_; \
     } while (0)
 
-static int load(void) {
+static int loaded;
+
+static void load_once(void) {
     void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (lib == NULL) return 1;
+    if (lib == NULL) {
+        loaded = 1;
+        return;
+    }
     GetProc get = (GetProc)dlsym(lib, "cuGetProcAddress_v2");
-    if (get == NULL) return 2;
-#define G(name) \
-    if (get(#name, (void**)&name, 12000, 0, NULL) != 0 || name == NULL) return 3
+    if (get == NULL) {
+        loaded = 2;
+        return;
+    }
+#define G(name)                                                          \
+    if (get(#name, (void**)&name, 12000, 0, NULL) != 0 || name == NULL) { \
+        loaded = 3;                                                      \
+        return;                                                          \
+    }
     G(cuInit);
     G(cuDevicePrimaryCtxRetain);
     G(cuCtxSetCurrent);
@@ -55,18 +68,34 @@ static int load(void) {
     G(cuLaunchKernel);
     G(cuLaunchKernelEx);
 #undef G
-    return 0;
 }
+
+static int load(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, load_once);
+    return loaded;
+}
+
+static int launch_both(const unsigned char* image, int n, uint64_t x, uint64_t y, uint64_t out);
 
 int native_run(const char* cubin_path, int n, uint64_t x, uint64_t y, uint64_t out) {
     int got = load();
     if (got != 0) return got;
     FILE* f = fopen(cubin_path, "rb");
     if (f == NULL) return 4;
-    static unsigned char image[1 << 20];
-    size_t size = fread(image, 1, sizeof image, f);
+    unsigned char* image = (unsigned char*)malloc(1 << 20);
+    size_t size = image != NULL ? fread(image, 1, 1 << 20, f) : 0;
     fclose(f);
-    if (size == 0) return 5;
+    if (size == 0) {
+        free(image);
+        return 5;
+    }
+    int r = launch_both(image, n, x, y, out);
+    free(image);
+    return r;
+}
+
+static int launch_both(const unsigned char* image, int n, uint64_t x, uint64_t y, uint64_t out) {
     void *ctx, *lib, *k_scale, *k_pair, *f_scale, *f_pair;
     STEP(10, cuInit(0));
     STEP(11, cuDevicePrimaryCtxRetain(&ctx, 0));
@@ -86,3 +115,31 @@ int native_run(const char* cubin_path, int n, uint64_t x, uint64_t y, uint64_t o
     STEP(19, cuLaunchKernelEx(&c, f_pair, pair_args, NULL));
     return 0;
 }
+
+#ifdef NATIVE_HOST_MAIN
+/* A storm for the sanitizers: 8 threads, each launching both kernels 20 times with its own n and pointers. */
+static const char* cubin;
+
+static void* storm(void* arg) {
+    uintptr_t t = (uintptr_t)arg;
+    for (int i = 0; i < 20; i++) {
+        uint64_t base = (uint64_t)(t + 1) << 32;
+        if (native_run(cubin, (int)(1000 + t), base + 0x1000, base + 0x2000, base + 0x3000) != 0) return (void*)1;
+    }
+    return NULL;
+}
+
+int main(int argc, char** argv) {
+    if (argc != 2) return 2;
+    cubin = argv[1];
+    pthread_t threads[8];
+    for (uintptr_t t = 0; t < 8; t++) pthread_create(&threads[t], NULL, storm, (void*)t);
+    int bad = 0;
+    for (int t = 0; t < 8; t++) {
+        void* r;
+        pthread_join(threads[t], &r);
+        bad |= r != NULL;
+    }
+    return bad;
+}
+#endif

@@ -204,3 +204,34 @@ def test_the_recorder_compiles_warning_free(tmp_path: Path) -> None:
            str(tmp_path / "libcuda.so.1"), str(driver.SOURCE), str(gen), "-ldl", "-lpthread"]
     got = subprocess.run(cmd, capture_output=True, text=True)
     assert got.returncode == 0, got.stderr
+
+
+@needs_nvcc
+@pytest.mark.parametrize("sanitizer", ["thread", "address"])
+def test_the_recorder_under_a_sanitizer_records_8_threads_launching_at_once(work: Path, tmp_path: Path,
+                                                                            sanitizer: str) -> None:
+    """The recorder built with -fsanitize (and the storm program of tests/native_host.c): 8 threads each load the
+    cubin and launch both kernels 20 times; no report, and the log holds every launch with its thread's bytes."""
+    from kernelpack.runtime import dryrun
+
+    gen = tmp_path / "exports.c"
+    gen.write_text(driver.exports_source(driver.exports(Path(dryrun.library_path()))))
+    flags = ["-g", "-O1", f"-fsanitize={sanitizer}", "-fno-omit-frame-pointer"]
+    subprocess.run([CC, "-std=gnu99", *flags, "-fPIC", "-shared", "-Wl,-soname,libcuda.so.1", "-I", str(driver.CSRC),
+                    "-o", str(tmp_path / "libcuda.so.1"), str(driver.SOURCE), str(gen), "-ldl", "-lpthread"],
+                   check=True)
+    exe = tmp_path / "storm"
+    subprocess.run([CC, "-std=gnu99", *flags, "-DNATIVE_HOST_MAIN", "-o", str(exe), str(HERE / "native_host.c"),
+                    "-ldl", "-lpthread"], check=True)
+    logfile = tmp_path / "native.log"
+    env = dict(_env(tmp_path), LD_LIBRARY_PATH=str(tmp_path), KERNELPACK_RECORD_LOG=str(logfile),
+               TSAN_OPTIONS="halt_on_error=1", ASAN_OPTIONS="detect_leaks=0:halt_on_error=1")
+    run = subprocess.run([str(exe), str(work / "k.cubin")], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "Sanitizer" not in run.stderr, run.stderr[-4000:]
+    got = log.read(logfile)
+    assert len(got.launches) == 8 * 20 * 2 and not got.notes
+    for la in got.launches:
+        if la.name == SCALE:
+            thread = (int.from_bytes(la.params[0], "little") >> 32) - 1
+            assert la.params[3] == struct.pack("<i", 1000 + thread) and la.grid == (-(-(1000 + thread) // 128), 1, 1)
+    assert len(got.images) >= 1 and {la.name for la in got.launches} == {SCALE, PAIR}

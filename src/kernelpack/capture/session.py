@@ -221,9 +221,17 @@ def _recorder(gpu_less: bool) -> Any:
     have = driver.installed()
     if have is not None:
         return have
+    import atexit
+
     fd, path = tempfile.mkstemp(prefix="kernelpack-native-", suffix=".log")
     os.close(fd)
+    atexit.register(_remove, path)  # the log holds every image loaded: gone with the process
     return driver.install(Path(path))
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def _raised(e: BaseException, tb: TracebackType | None) -> str:

@@ -50,6 +50,7 @@ HIDDEN extern void* kp_rec_real[];
 static void* real_lib;
 static int log_fd = -1;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER; /* the entry points cuGetProcAddress fills in */
 static unsigned long long launches_left = 1000000;
 
 static CUresult missing_entry(void) { return NOT_INITIALIZED; }
@@ -446,20 +447,24 @@ static void* stand_in(const char* symbol, void* got) {
 #undef S
     };
     int named = 0;
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+    void* mine = NULL;
+    pthread_mutex_lock(&slot_lock);
+    for (size_t i = 0; mine == NULL && i < sizeof table / sizeof table[0]; i++) {
         if (strcmp(table[i].name, symbol) != 0) continue;
         named = 1;
         void** slot = (void**)((char*)&real + table[i].field);
-        if (*slot == got) return table[i].mine;
+        if (*slot == got) mine = table[i].mine;
     }
     /* the dry-run driver and other drivers without exports: the first pointer asked for is the legacy one */
-    for (size_t i = 0; named && i < sizeof table / sizeof table[0]; i++) {
+    for (size_t i = 0; named && mine == NULL && i < sizeof table / sizeof table[0]; i++) {
         void** slot = (void**)((char*)&real + table[i].field);
         if (strcmp(table[i].name, symbol) == 0 && *slot == NULL) {
             *slot = got;
-            return table[i].mine;
+            mine = table[i].mine;
         }
     }
+    pthread_mutex_unlock(&slot_lock);
+    if (mine != NULL) return mine;
     if (named) {
         char text[300];
         snprintf(text, sizeof text, "cuGetProcAddress gave an entry point of %s the recorder does not know (another "
