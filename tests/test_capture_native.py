@@ -235,3 +235,19 @@ def test_the_recorder_under_a_sanitizer_records_8_threads_launching_at_once(work
             thread = (int.from_bytes(la.params[0], "little") >> 32) - 1
             assert la.params[3] == struct.pack("<i", 1000 + thread) and la.grid == (-(-(1000 + thread) // 128), 1, 1)
     assert len(got.images) >= 1 and {la.name for la in got.launches} == {SCALE, PAIR}
+
+
+@needs_nvcc
+def test_only_the_devices_entries_of_a_fatbin_are_expanded(work: Path, tmp_path: Path) -> None:
+    from kernelpack.frontends.prebuilt.fatbin import read_fatbin
+
+    fat = tmp_path / "k.fatbin"
+    subprocess.run([str(NVCC), "-fatbin", "-gencode", "arch=compute_80,code=sm_80", "-gencode",
+                    "arch=compute_90a,code=sm_90a", "-gencode", "arch=compute_90,code=compute_90", "-Xfatbin",
+                    "-compress-all", str(work / "k.cu"), "-o", str(fat)], check=True)
+    data = fat.read_bytes()
+    assert sorted((e.kind, e.sm) for e in read_fatbin(data)) == [("cubin", 80), ("cubin", 90), ("ptx", 90)]
+    seen: list[tuple[str, int]] = []
+    kept = read_fatbin(data, keep=lambda kind, sm: seen.append((kind, sm)) or (kind == "cubin" and sm == 90))
+    assert [(e.kind, e.sm) for e in kept] == [("cubin", 90)] and len(seen) == 3
+    assert [arch for arch, _ in kernels._cubins(data, "k.fatbin", frozenset({90}))] == ["sm_90a"]

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...core.arch import Arch
 from ...core.cubin import CubinKernel, is_cubin, read_cubin
 from ...core.errors import KernelpackError
 from ..records import Launch, short_name
@@ -59,8 +60,9 @@ class Resolver:
     Only libraries whose kernels are kept are read (the framework's hold gigabytes of compressed device code)."""
 
     def __init__(self, log: nlog.Log, native_from: Sequence[str] | None = None,
-                 maps: list[tuple[int, int, str]] | None = None) -> None:
+                 maps: list[tuple[int, int, str]] | None = None, archs: Sequence[str] = ()) -> None:
         self.log = log
+        self.sms = frozenset(Arch.parse(a).major * 10 + Arch.parse(a).minor for a in archs) or None
         self.native_from = native_from
         self.maps = mapped_files() if maps is None else maps
         self._images: dict[int, _Origin] = {}
@@ -93,7 +95,7 @@ class Resolver:
         if handle not in self._images:
             img = self.log.images[handle]
             where = self.where(img.address)
-            cubins = _cubins(img.data, f"image {handle:#x}") if kept(where, self.native_from) else []
+            cubins = _cubins(img.data, f"image {handle:#x}", self.sms) if kept(where, self.native_from) else []
             self._images[handle] = _Origin(where, cubins)
         return self._images[handle]
 
@@ -111,7 +113,7 @@ class Resolver:
                 except (OSError, KernelpackError):
                     continue
                 if section:
-                    self._files[path] = _Origin(path, _cubins(section, path))
+                    self._files[path] = _Origin(path, _cubins(section, path, self.sms))
         return self._files
 
     def find(self, symbol: str, function: int) -> _Origin | None:
@@ -126,7 +128,8 @@ class Resolver:
         return origin
 
 
-def _cubins(data: bytes, where: str) -> list[tuple[str, bytes]]:
+def _cubins(data: bytes, where: str, sms: frozenset[int] | None = None) -> list[tuple[str, bytes]]:
+    """The cubins of an image (a cubin, or a fatbin's cubin entries: only those of ``sms`` are expanded), by arch."""
     from ...frontends.prebuilt.fatbin import is_fatbin, read_fatbin
 
     try:
@@ -134,7 +137,7 @@ def _cubins(data: bytes, where: str) -> list[tuple[str, bytes]]:
             return [(str(read_cubin(data).arch), data)]
         if is_fatbin(data):
             out = []
-            for e in read_fatbin(data, where):
+            for e in read_fatbin(data, where, keep=lambda kind, sm: kind == "cubin" and (sms is None or sm in sms)):
                 if e.kind == "cubin":
                     out.append((str(read_cubin(e.data).arch), e.data))
             return out
@@ -175,7 +178,7 @@ def launches(log: nlog.Log, archs: Sequence[str], native_from: Sequence[str] | N
     framework's own (or not matching ``native_from``)."""
     from ...frontends.cuda.demangle import is_mangled
 
-    resolver = Resolver(log, native_from)
+    resolver = Resolver(log, native_from, archs=archs)
     out: list[Launch] = []
     left_out = 0
     facts: dict[tuple[int, str], _Facts | str | None] = {}

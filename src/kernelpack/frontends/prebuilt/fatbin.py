@@ -26,6 +26,7 @@ Layout (little-endian), read from nvcc 13.0 output and checked against ``cuobjdu
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -60,10 +61,11 @@ def is_fatbin(data: bytes) -> bool:
     return len(data) >= 4 and struct.unpack_from("<I", data)[0] == MAGIC
 
 
-def read_fatbin(data: bytes, source: str = "fatbin", limit: int | None = None) -> list[FatbinEntry]:
+def read_fatbin(data: bytes, source: str = "fatbin", limit: int | None = None,
+                keep: Callable[[str, int], bool] | None = None) -> list[FatbinEntry]:
     """Every entry of the containers in ``data`` (one, or several back to back as in ``.nv_fatbin``), expanded.
     ``limit``: the most bytes the compressed entries may expand to, each and all together (default: the
-    ``max_file_bytes`` knob)."""
+    ``max_file_bytes`` knob). ``keep(kind, sm)``: only the entries it accepts are expanded and returned."""
     limit = config.knobs().max_file_bytes if limit is None else limit
     out: list[FatbinEntry] = []
     budget = _Expansion(limit)
@@ -83,7 +85,7 @@ def read_fatbin(data: bytes, source: str = "fatbin", limit: int | None = None) -
         if end > len(data):
             raise FatbinError(f"{source}: truncated fatbin: the container at byte {pos} claims {size} bytes of "
                               f"entries, {len(data) - pos - hsize} are there")
-        out += _entries(data, pos + hsize, end, source, budget, len(out))
+        out += _entries(data, pos + hsize, end, source, budget, len(out), keep)
         pos = end
     if not out:
         raise FatbinError(f"{source}: the fatbin holds no entries")
@@ -97,7 +99,8 @@ class _Expansion:
         self.limit = self.left = limit
 
 
-def _entries(data: bytes, pos: int, end: int, source: str, budget: _Expansion, first: int) -> list[FatbinEntry]:
+def _entries(data: bytes, pos: int, end: int, source: str, budget: _Expansion, first: int,
+             keep: Callable[[str, int], bool] | None = None) -> list[FatbinEntry]:
     out: list[FatbinEntry] = []
     while pos < end:
         where = f"{source}: entry {first + len(out) + 1} (byte {pos})"
@@ -107,8 +110,8 @@ def _entries(data: bytes, pos: int, end: int, source: str, budget: _Expansion, f
         if hsize < _ENTRY.size or pos + hsize + size > end:
             raise FatbinError(f"{where}: truncated fatbin: header of {hsize} bytes and payload of {size} bytes run "
                               f"past the container's end (byte {end})")
-        if kind not in _KINDS:
-            pos += hsize + size  # a kind nvcc may add later (not device code kernelpack can ship): skipped
+        if kind not in _KINDS or (keep is not None and not keep(_KINDS[kind], sm)):
+            pos += hsize + size  # a kind nvcc may add later (not device code kernelpack can ship), or not asked for
             continue
         try:
             body, how = _expand(data, pos + hsize, size, csize, usize, flags, where, budget)
