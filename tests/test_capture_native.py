@@ -250,4 +250,4 @@ def test_only_the_devices_entries_of_a_fatbin_are_expanded(work: Path, tmp_path:
     seen: list[tuple[str, int]] = []
     kept = read_fatbin(data, keep=lambda kind, sm: seen.append((kind, sm)) or (kind == "cubin" and sm == 90))
     assert [(e.kind, e.sm) for e in kept] == [("cubin", 90)] and len(seen) == 3
-    assert [arch for arch, _ in kernels._cubins(data, "k.fatbin", frozenset({90}))] == ["sm_90a"]
+    assert [str(c.arch) for c, _ in kernels._cubins(data, "k.fatbin", frozenset({90}))] == ["sm_90a"]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..bundle.kpack import write_atomic
 from ..core.errors import KernelpackError
 from ..core.version import __version__
 from .families import Family, merge
@@ -151,10 +152,8 @@ def _write_native(launches: list[Launch], root: Path) -> None:
         if la.dsl != "native" or not la.payload:
             continue
         for rel, data in la.payload.items():
-            path = root / rel
-            if not path.exists():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                _atomic_bytes(path, data)
+            if not (root / rel).exists():
+                write_atomic(root / rel, data)
 
 
 def _targets(f: Family, library: list[str]) -> list[str]:
@@ -200,13 +199,7 @@ def _library_name(root: Path) -> str:
 
 
 def _atomic(path: Path, text: str) -> None:
-    _atomic_bytes(path, text.encode())
-
-
-def _atomic_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    write_atomic(path, text.encode())
 
 
 def args_module(fams: list[Family]) -> str:

@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import KernelpackError
 from .devices import Device
@@ -19,6 +19,9 @@ from .devices import device as device_row
 from .project import Written, write
 from .records import Launch, Skip
 from .world import real
+
+if TYPE_CHECKING:
+    from .native.driver import Recorder
 
 CONFIGS = ("first", "all", "chosen")  # and c<N>
 _ACTIVE: list[Capture] = []  # the captures running in this process, innermost last
@@ -71,7 +74,7 @@ class Capture:
         self.device: Device | None = None
         self.native_from = list(native_from)
         self.native = native or bool(self.native_from)
-        self._recorder: Any = None
+        self._recorder: Recorder | None = None
         self._log_start = 0
         if self.native:  # before anything here opens the CUDA driver (the GPU check below does)
             self._recorder = _recorder(device is not None)
@@ -149,11 +152,11 @@ class Capture:
         """What the recorder logged while the block ran, as this capture's launches."""
         from .native import kernels, log
 
+        assert self._recorder is not None
         got = log.read(self._recorder.log, self._log_start)
         for text in got.notes:
             self.note(f"native: {text}")
-        found, left_out = kernels.launches(got, self.archs(), self.native_from or None,
-                                           lambda what, why: self.skip(what, why))
+        found, left_out = kernels.launches(got, self.archs(), self.native_from or None, self.skip)
         for la in found:
             self.add(la)
         if left_out:
@@ -208,7 +211,7 @@ class Capture:
                      progress=progress)
 
 
-def _recorder(gpu_less: bool) -> Any:
+def _recorder(gpu_less: bool) -> Recorder:
     """The native-launch recorder of this process, loaded now (once)."""
     import tempfile
 

@@ -137,6 +137,10 @@ class Cubin:
         return (f"<Cubin {self.arch}{toolkit}: {len(names)} kernel{'s' * (len(names) != 1)} "
                 f"({listing(names, 160)})>")
 
+    def __contains__(self, name: object) -> bool:
+        """Whether the cubin has an entry point ``name`` (its symbol table only: no records read)."""
+        return any(n == name for _, n in self._entries)
+
     def kernel(self, name: str) -> CubinKernel:
         got = self._done.get(name)
         if got is not None:

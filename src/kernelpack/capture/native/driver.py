@@ -3,7 +3,7 @@
 The recorder is a shared library with the soname ``libcuda.so.1``. Loaded into a process before anything opens the
 driver, every later ``dlopen("libcuda.so.1")`` (the CUDA runtime's, Triton's, torch's) and every library linked
 against ``libcuda.so.1`` gets it: the dynamic loader matches a loaded library by its soname. It opens the real
-driver by its path and forwards every export of it: the functions it records (:data:`HOOKED`) through its own code,
+driver by its path and forwards every export of it: the functions it records (:func:`hooked`) through its own code,
 every other one through a jump (``recorder_exports.c``, generated here from the real driver's dynamic symbol table).
 It is built once per driver file with the C compiler (``CC``) into kernelpack's cache.
 """
@@ -23,15 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...core.errors import KernelpackError
+from ...core.files import read_bounded
 from ...frontends.prebuilt.fatbin import FatbinError, host_sections
 
 HERE = Path(__file__).parent
 SOURCE = HERE / "recorder.c"
 CSRC = HERE.parent.parent / "csrc"  # kp_cuda.h: the driver's types, as kernelpack's C library declares them
-HOOKED = frozenset({
-    "cuGetProcAddress", "cuGetProcAddress_v2", "cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleLoadFatBinary",
-    "cuModuleGetFunction", "cuLibraryLoadData", "cuLibraryGetKernel", "cuKernelGetFunction", "cuLaunchKernel",
-    "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz"})
 ENV_DRIVER = "KERNELPACK_RECORD_DRIVER"  # the real driver (a path): found when not given
 ENV_LOG = "KERNELPACK_RECORD_LOG"
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,200}")
@@ -65,17 +62,29 @@ def installed() -> Recorder | None:
     return _installed[0][0] if _installed else None
 
 
-def loaded_driver() -> str | None:
-    """The path of the CUDA driver this process has loaded (``libcuda.so*``), or None."""
+def hooked() -> frozenset[str]:
+    """The functions the recorder defines itself (``EXPORT`` in recorder.c): not forwarded by a jump."""
+    return frozenset(re.findall(r"^EXPORT CUresult (\w+)\(", SOURCE.read_text(), re.M))
+
+
+def mapped_files() -> list[tuple[int, int, str]]:
+    """(start, end, path) of every file mapped into this process."""
+    out = []
     try:
         with open("/proc/self/maps") as f:
             for line in f:
                 parts = line.split(None, 5)
-                if len(parts) == 6 and os.path.basename(parts[5].strip()).startswith("libcuda.so"):
-                    return parts[5].strip()
+                if len(parts) == 6 and parts[5].startswith("/"):
+                    lo, hi = parts[0].split("-")
+                    out.append((int(lo, 16), int(hi, 16), parts[5].strip()))
     except OSError:
-        return None
-    return None
+        pass
+    return out
+
+
+def loaded_driver() -> str | None:
+    """The path of the CUDA driver this process has loaded (``libcuda.so*``), or None."""
+    return next((p for _, _, p in mapped_files() if os.path.basename(p).startswith("libcuda.so")), None)
 
 
 def real_driver() -> Path:
@@ -101,10 +110,7 @@ def real_driver() -> Path:
 def exports(driver: Path) -> list[str]:
     """The functions the driver exports (its dynamic symbol table's defined global or weak functions, ifuncs
     included), by name; names that are not C identifiers are left out."""
-    try:
-        data = driver.read_bytes()
-    except OSError as e:
-        raise KernelpackError(f"recording native launches: cannot read the CUDA driver {driver}: {e}") from None
+    data = read_bounded(driver, "CUDA driver (libcuda.so.1) to record")
     if data[:6] != b"\x7fELF\x02\x01":
         raise KernelpackError(f"recording native launches: {driver} is not a 64-bit little-endian ELF library")
     try:
@@ -116,13 +122,13 @@ def exports(driver: Path) -> list[str]:
         strings = sections[dynsym.link].bytes_of(data, str(driver))
     except FatbinError as e:
         raise KernelpackError(f"recording native launches: {e.message}") from None
-    names = set()
+    names, own = set(), hooked()
     for name_off, info, _, shndx, _, _ in struct.iter_unpack("<IBBHQQ", table[:len(table) // 24 * 24]):
         if shndx == 0 or (info & 0xF) not in (2, 10) or (info >> 4) not in (1, 2):
             continue
         end = strings.find(b"\0", name_off)
         name = strings[name_off:end].decode("latin-1")
-        if _IDENT.fullmatch(name) and name not in HOOKED:
+        if _IDENT.fullmatch(name) and name not in own:
             names.add(name)
     return sorted(names)
 

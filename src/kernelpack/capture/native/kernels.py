@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...core.arch import Arch
-from ...core.cubin import CubinKernel, is_cubin, read_cubin
+from ...core.cubin import Cubin, CubinKernel, is_cubin, read_cubin
 from ...core.errors import KernelpackError
+from ...core.files import read_bounded
 from ..records import Launch, short_name
 from . import log as nlog
+from .driver import mapped_files
 
 FRAMEWORK = ("*/torch/lib/*", "*/site-packages/nvidia/*", "*/triton/*", "*/libcudart.so*", "*/libcublas*",
              "*/libcudnn*", "*/libnccl*", "*/libcufft*", "*/libcurand*", "*/libcusparse*", "*/libcusolver*",
@@ -33,25 +35,13 @@ _Facts = tuple[str, str, list[str], dict[str, bytes]]  # where, family name, pro
 
 @dataclass
 class _Origin:
-    """Where a kernel's image came from: a file (its path) or ``memory``, and its cubins (by arch) and PTX."""
+    """Where a kernel's image came from: a file (its path) or ``memory``, and its cubins (read, with their bytes)."""
 
     where: str
-    cubins: list[tuple[str, bytes]] = field(default_factory=list)  # (arch, bytes)
+    cubins: list[tuple[Cubin, bytes]] = field(default_factory=list)
 
-
-def mapped_files() -> list[tuple[int, int, str]]:
-    """(start, end, path) of every file mapped into this process."""
-    out = []
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                parts = line.split(None, 5)
-                if len(parts) == 6 and parts[5].startswith("/"):
-                    lo, hi = parts[0].split("-")
-                    out.append((int(lo, 16), int(hi, 16), parts[5].strip()))
-    except OSError:
-        pass
-    return out
+    def holding(self, symbol: str) -> list[tuple[Cubin, bytes]]:
+        return [(c, data) for c, data in self.cubins if symbol in c]
 
 
 class Resolver:
@@ -62,7 +52,7 @@ class Resolver:
     def __init__(self, log: nlog.Log, native_from: Sequence[str] | None = None,
                  maps: list[tuple[int, int, str]] | None = None, archs: Sequence[str] = ()) -> None:
         self.log = log
-        self.sms = frozenset(Arch.parse(a).major * 10 + Arch.parse(a).minor for a in archs) or None
+        self.sms = frozenset(Arch.parse(a).sm for a in archs) or None
         self.native_from = native_from
         self.maps = mapped_files() if maps is None else maps
         self._images: dict[int, _Origin] = {}
@@ -77,7 +67,7 @@ class Resolver:
             try:
                 with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
                     self._has[path] = is_host_elf(m[:64]) and any(
-                        s.name == ".nv_fatbin" for s in host_sections(m, path))  # type: ignore[arg-type]
+                        s.name == ".nv_fatbin" for s in host_sections(m, path))
             except (OSError, ValueError, KernelpackError):
                 self._has[path] = False
         return self._has[path]
@@ -109,8 +99,8 @@ class Resolver:
                 if not kept(path, self.native_from) or not self.has_device_code(path):
                     continue
                 try:
-                    section = fatbin_section(Path(path).read_bytes(), path)
-                except (OSError, KernelpackError):
+                    section = fatbin_section(read_bounded(path, "library"), path)
+                except KernelpackError:
                     continue
                 if section:
                     self._files[path] = _Origin(path, _cubins(section, path, self.sms))
@@ -119,35 +109,24 @@ class Resolver:
     def find(self, symbol: str, function: int) -> _Origin | None:
         owner, _ = self.log.owner(function)
         origin = self.image(owner) if owner is not None else None
-        if origin is not None and (not kept(origin.where, self.native_from)
-                                   or any(_holds(c, symbol) for _, c in origin.cubins)):
+        if origin is not None and (not kept(origin.where, self.native_from) or origin.holding(symbol)):
             return origin
-        for o in self.files().values():
-            if any(_holds(c, symbol) for _, c in o.cubins):
-                return o
-        return origin
+        return next((o for o in self.files().values() if o.holding(symbol)), origin)
 
 
-def _cubins(data: bytes, where: str, sms: frozenset[int] | None = None) -> list[tuple[str, bytes]]:
-    """The cubins of an image (a cubin, or a fatbin's cubin entries: only those of ``sms`` are expanded), by arch."""
+def _cubins(data: bytes, where: str, sms: frozenset[int] | None = None) -> list[tuple[Cubin, bytes]]:
+    """The cubins of an image (a cubin, or a fatbin's cubin entries: only those of ``sms`` are expanded), read."""
     from ...frontends.prebuilt.fatbin import is_fatbin, read_fatbin
 
     try:
         if is_cubin(data):
-            return [(str(read_cubin(data).arch), data)]
+            return [(read_cubin(data), data)]
         if is_fatbin(data):
-            out = []
-            for e in read_fatbin(data, where, keep=lambda kind, sm: kind == "cubin" and (sms is None or sm in sms)):
-                if e.kind == "cubin":
-                    out.append((str(read_cubin(e.data).arch), e.data))
-            return out
+            keep = lambda kind, sm: kind == "cubin" and (sms is None or sm in sms)  # noqa: E731
+            return [(read_cubin(e.data), e.data) for e in read_fatbin(data, where, keep=keep)]
     except KernelpackError:
         return []
     return []  # PTX: the driver compiled it; nothing of ours to ship
-
-
-def _holds(cubin: bytes, symbol: str) -> bool:
-    return f".nv.info.{symbol}\0".encode() in cubin or f".text.{symbol}\0".encode() in cubin
 
 
 def kept(where: str, native_from: Sequence[str] | None) -> bool:
@@ -159,32 +138,24 @@ def kept(where: str, native_from: Sequence[str] | None) -> bool:
 
 
 def readable(symbol: str) -> str:
-    """A family name from an entry symbol: the C++ function's name and template arguments (``scale_float``)."""
-    from ...frontends.cuda.demangle import demangle, is_mangled, spell
+    """A family name from an entry symbol: the C++ function's name and template arguments (``scale_float``), as the
+    prebuilt frontend names its family and variant."""
+    from ...frontends.prebuilt.entry import symbol_names
 
-    if not is_mangled(symbol):
-        return short_name(symbol)[:64]
-    try:
-        d = demangle(symbol)
-    except KernelpackError:
-        return short_name(symbol)[:64]
-    targs = "_".join(spell(t) for t in d.template_args)
-    return short_name(f"{d.name.split('::')[-1]}_{targs}" if targs else d.name.split("::")[-1])[:64]
+    name, variant = symbol_names(symbol)
+    return short_name(f"{name}_{variant}" if variant else name)[:64]
 
 
 def launches(log: nlog.Log, archs: Sequence[str], native_from: Sequence[str] | None,
              skip: Callable[[str, str], None]) -> tuple[list[Launch], int]:
     """The capture launches of the log's launches of kept kernels, and how many launches were left out as the
     framework's own (or not matching ``native_from``)."""
-    from ...frontends.cuda.demangle import is_mangled
-
     resolver = Resolver(log, native_from, archs=archs)
     out: list[Launch] = []
     left_out = 0
     facts: dict[tuple[int, str], _Facts | str | None] = {}
     for la in log.launches:
-        owner_name = log.owner(la.function)[1]
-        symbol = la.name or owner_name
+        symbol = la.name or log.owner(la.function)[1]
         if not symbol:
             skip(f"native launch of function {la.function:#x}", "the driver gave no name for it (cuFuncGetName needs "
                  "a CUDA 12.3 driver or newer) and no load recorded one")
@@ -194,7 +165,7 @@ def launches(log: nlog.Log, archs: Sequence[str], native_from: Sequence[str] | N
             continue
         key = (la.function, symbol)
         if key not in facts:
-            facts[key] = _facts(resolver, symbol, la, archs, native_from, skip, is_mangled(symbol))
+            facts[key] = _facts(resolver, symbol, la, archs, native_from, skip)
         got = facts[key]
         if got == _LEFT_OUT:
             left_out += 1
@@ -211,31 +182,33 @@ def launches(log: nlog.Log, archs: Sequence[str], native_from: Sequence[str] | N
 
 
 def _facts(resolver: Resolver, symbol: str, la: nlog.Launch, archs: Sequence[str], native_from: Sequence[str] | None,
-           skip: Callable[[str, str], None], mangled: bool) -> _Facts | str | None:
+           skip: Callable[[str, str], None]) -> _Facts | str | None:
     """The kernel's origin, family name, project files and their bytes; :data:`_LEFT_OUT`; or None (skipped, said)."""
     origin = resolver.find(symbol, la.function)
     if origin is None or not kept(origin.where, native_from):
         return _LEFT_OUT  # the framework's own (its device code in no library kept), or not matching native_from
-    chosen = [(arch, c) for arch, c in origin.cubins if _holds(c, symbol) and arch in archs]
+    from ...frontends.cuda.demangle import is_mangled
+
+    holding = origin.holding(symbol)
+    chosen = [(c, data) for c, data in holding if str(c.arch) in archs]
     if not chosen:
-        have = sorted({arch for arch, c in origin.cubins if _holds(c, symbol)})
+        have = sorted({str(c.arch) for c, _ in holding})
         skip(f"native kernel {symbol}", f"{origin.where} holds no cubin of it for {', '.join(archs)} (it has "
              f"{', '.join(have) or 'PTX only'})")
         return None
-    if not mangled:
+    if not is_mangled(symbol):
         skip(f"native kernel {symbol}", f"an extern \"C\" kernel (from {origin.where}): its name does not spell its "
              f"parameter types; add it with its C parameter list ([[cubin]] kernels = {{ {symbol} = \"...\" }})")
         return None
-    for arch, c in chosen:
-        ck = read_cubin(c).kernel(symbol)
-        why = _param_mismatch(ck, la)
+    for c, _ in chosen:
+        why = _param_mismatch(c.kernel(symbol), la)
         if why:
-            skip(f"native kernel {symbol}", f"{origin.where} ({arch}): {why}")
+            skip(f"native kernel {symbol}", f"{origin.where} ({c.arch}): {why}")
             return None
     stem = short_name(Path(origin.where).name.split(".")[0] if origin.where != "memory" else "memory")[:32]
     payload = {}
-    for arch, c in chosen:
-        payload[f"{DIR}/{stem}_{hashlib.sha256(c).hexdigest()[:12]}.{arch}.cubin"] = c
+    for c, data in chosen:
+        payload[f"{DIR}/{stem}_{hashlib.sha256(data).hexdigest()[:12]}.{c.arch}.cubin"] = data
     return origin.where, readable(symbol), sorted(payload), payload
 
 

@@ -50,7 +50,6 @@ HIDDEN extern void* kp_rec_real[];
 static void* real_lib;
 static int log_fd = -1;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER; /* the entry points cuGetProcAddress fills in */
 static unsigned long long launches_left = 1000000;
 
 static CUresult missing_entry(void) { return NOT_INITIALIZED; }
@@ -117,65 +116,6 @@ static void emit(uint32_t kind, const unsigned char* payload, size_t n) {
 }
 
 static void note(const char* text) { emit(R_NOTE, (const unsigned char*)text, strlen(text)); }
-
-/* ------------------------------------------------------------------ loading */
-
-__attribute__((constructor)) static void start(void) {
-    const char* path = getenv("KERNELPACK_RECORD_DRIVER");
-    const char* log = getenv("KERNELPACK_RECORD_LOG");
-    const char* cap = getenv("KERNELPACK_RECORD_MAX_LAUNCHES");
-    if (cap != NULL && *cap) launches_left = strtoull(cap, NULL, 10);
-    if (log != NULL && *log) log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    real_lib = path != NULL && *path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
-    for (unsigned i = 0; i < kp_rec_count; i++) {
-        void* f = real_lib != NULL ? dlsym(real_lib, kp_rec_names[i]) : NULL;
-        kp_rec_real[i] = f != NULL ? f : (void*)missing_entry;
-    }
-    if (real_lib == NULL) {
-        char text[600];
-        const char* why = path == NULL || !*path ? "KERNELPACK_RECORD_DRIVER is not set" : dlerror();
-        snprintf(text, sizeof text, "the real driver could not be opened: %s", why ? why : "unknown");
-        note(text);
-        return;
-    }
-#define R(field, name) *(void**)&real.field = dlsym(real_lib, name)
-    R(get_proc_address, "cuGetProcAddress");
-    R(get_proc_address_v2, "cuGetProcAddress_v2");
-    R(module_load_data, "cuModuleLoadData");
-    R(module_load_data_ex, "cuModuleLoadDataEx");
-    R(module_load_fat_binary, "cuModuleLoadFatBinary");
-    R(module_get_function, "cuModuleGetFunction");
-    R(library_load_data, "cuLibraryLoadData");
-    R(library_get_kernel, "cuLibraryGetKernel");
-    R(kernel_get_function, "cuKernelGetFunction");
-    R(launch_kernel, "cuLaunchKernel");
-    R(launch_kernel_ptsz, "cuLaunchKernel_ptsz");
-    R(launch_kernel_ex, "cuLaunchKernelEx");
-    R(launch_kernel_ex_ptsz, "cuLaunchKernelEx_ptsz");
-    R(func_get_name, "cuFuncGetName");
-    R(func_get_param_info, "cuFuncGetParamInfo");
-    R(kernel_get_name, "cuKernelGetName");
-    R(kernel_get_param_info, "cuKernelGetParamInfo");
-#undef R
-    /* a driver that gives entry points only through cuGetProcAddress_v2 (as kernelpack's dry-run driver) */
-    if (real.get_proc_address_v2 != NULL) {
-#define P(field, name)                                                                                             \
-    if (real.field == NULL) real.get_proc_address_v2(name, (void**)&real.field, 12000, 0, NULL)
-        P(module_load_data, "cuModuleLoadData");
-        P(module_load_data_ex, "cuModuleLoadDataEx");
-        P(module_get_function, "cuModuleGetFunction");
-        P(library_load_data, "cuLibraryLoadData");
-        P(library_get_kernel, "cuLibraryGetKernel");
-        P(kernel_get_function, "cuKernelGetFunction");
-        P(launch_kernel, "cuLaunchKernel");
-        P(launch_kernel_ex, "cuLaunchKernelEx");
-        P(func_get_name, "cuFuncGetName");
-        P(func_get_param_info, "cuFuncGetParamInfo");
-        P(kernel_get_name, "cuKernelGetName");
-        P(kernel_get_param_info, "cuKernelGetParamInfo");
-#undef P
-    }
-}
 
 /* ------------------------------------------------------------------ images and names */
 
@@ -249,6 +189,21 @@ typedef struct {
     unsigned grid[3], block[3], smem, cluster[3];
 } shape;
 
+#define UNKNOWN_SIZE ((size_t)-1)
+
+/* The sizes of f's parameters as `info` gives them (UNKNOWN_SIZE past MAX_PARAM_BYTES), their known total in
+ * `total`; the count, 0 when `info` is missing or does not know f. */
+static unsigned param_sizes(FuncGetParamInfo_t info, CUfunction f, size_t* sizes, size_t* total) {
+    unsigned count = 0;
+    size_t off, sz;
+    *total = 0;
+    while (info != NULL && count < MAX_PARAMS && info(f, count, &off, &sz) == 0) {
+        sizes[count++] = sz <= MAX_PARAM_BYTES ? sz : UNKNOWN_SIZE;
+        *total += sz <= MAX_PARAM_BYTES ? sz : 0;
+    }
+    return count;
+}
+
 static void record_launch(CUfunction f, const shape* s, void** params, void** extra, CUresult result, uint32_t api) {
     pthread_mutex_lock(&log_lock);
     int keep = launches_left > 0;
@@ -261,21 +216,14 @@ static void record_launch(CUfunction f, const shape* s, void** params, void** ex
     if ((real.func_get_name == NULL || real.func_get_name(&name, f) != 0) &&
         (real.kernel_get_name == NULL || real.kernel_get_name(&name, f) != 0))
         name = NULL;
-    FuncGetParamInfo_t param_info = real.func_get_param_info;
-    size_t off0, sz0;
-    if (param_info == NULL || param_info(f, 0, &off0, &sz0) != 0) param_info = real.kernel_get_param_info;
     size_t nlen = name != NULL ? strnlen(name, 4096) : 0;
-    /* the parameters' sizes, from the driver */
-    static const size_t unknown = (size_t)-1;
+    /* the parameters' sizes, from the driver: as a function, then as a kernel */
     size_t sizes[MAX_PARAMS];
     unsigned count = 0;
     size_t total = 0;
-    if (params != NULL && param_info != NULL) {
-        size_t off, sz;
-        while (count < MAX_PARAMS && param_info(f, count, &off, &sz) == 0) {
-            sizes[count++] = sz <= MAX_PARAM_BYTES ? sz : unknown;
-            total += sz <= MAX_PARAM_BYTES ? sz : 0;
-        }
+    if (params != NULL) {
+        count = param_sizes(real.func_get_param_info, f, sizes, &total);
+        if (count == 0) count = param_sizes(real.kernel_get_param_info, f, sizes, &total);
     }
     /* cuLaunchKernel's extra: CU_LAUNCH_PARAM_BUFFER_POINTER (1), _SIZE (2), _END (0): one buffer of every byte */
     const void* buffer = NULL;
@@ -307,7 +255,7 @@ static void record_launch(CUfunction f, const shape* s, void** params, void** ex
     put_u32(&p, (uint32_t)nlen);
     put(&p, name, nlen);
     for (unsigned i = 0; i < count; i++) {
-        if (sizes[i] == unknown) {
+        if (sizes[i] == UNKNOWN_SIZE) {
             put_u32(&p, 0xFFFFFFFFu);
             continue;
         }
@@ -423,77 +371,106 @@ EXPORT CUresult cuLaunchKernelEx_ptsz(const kp_CUlaunchConfig* c, CUfunction f, 
     return launch_ex(real.launch_kernel_ex_ptsz, c, f, params, extra);
 }
 
-/* What cuGetProcAddress hands out for a name this recorder stands in for: its own entry point for the real one it
- * knows (the legacy-stream or per-thread-stream variant); another (a version it does not know) is passed on
- * unrecorded, and said in a NOTE. */
-static void* stand_in(const char* symbol, void* got) {
-    static const struct {
-        const char* name;
-        void* mine;
-        size_t field;
-    } table[] = {
-#define S(name, fn, field) {name, (void*)fn, offsetof(__typeof__(real), field)}
-        S("cuModuleLoadData", cuModuleLoadData, module_load_data),
-        S("cuModuleLoadDataEx", cuModuleLoadDataEx, module_load_data_ex),
-        S("cuModuleLoadFatBinary", cuModuleLoadFatBinary, module_load_fat_binary),
-        S("cuModuleGetFunction", cuModuleGetFunction, module_get_function),
-        S("cuLibraryLoadData", cuLibraryLoadData, library_load_data),
-        S("cuLibraryGetKernel", cuLibraryGetKernel, library_get_kernel),
-        S("cuKernelGetFunction", cuKernelGetFunction, kernel_get_function),
-        S("cuLaunchKernel", cuLaunchKernel, launch_kernel),
-        S("cuLaunchKernel", cuLaunchKernel_ptsz, launch_kernel_ptsz),
-        S("cuLaunchKernelEx", cuLaunchKernelEx, launch_kernel_ex),
-        S("cuLaunchKernelEx", cuLaunchKernelEx_ptsz, launch_kernel_ex_ptsz),
-#undef S
-    };
-    int named = 0;
-    void* mine = NULL;
-    pthread_mutex_lock(&slot_lock);
-    for (size_t i = 0; mine == NULL && i < sizeof table / sizeof table[0]; i++) {
-        if (strcmp(table[i].name, symbol) != 0) continue;
-        named = 1;
-        void** slot = (void**)((char*)&real + table[i].field);
-        if (*slot == got) mine = table[i].mine;
-    }
-    /* the dry-run driver and other drivers without exports: the first pointer asked for is the legacy one */
-    for (size_t i = 0; named && mine == NULL && i < sizeof table / sizeof table[0]; i++) {
-        void** slot = (void**)((char*)&real + table[i].field);
-        if (strcmp(table[i].name, symbol) == 0 && *slot == NULL) {
-            *slot = got;
-            mine = table[i].mine;
-        }
-    }
-    pthread_mutex_unlock(&slot_lock);
-    if (mine != NULL) return mine;
-    if (named) {
-        char text[300];
-        snprintf(text, sizeof text, "cuGetProcAddress gave an entry point of %s the recorder does not know (another "
-                 "version): its launches are not recorded", symbol);
-        note(text);
-    }
-    return got;
-}
+/* Every real entry point the recorder calls: the name cuGetProcAddress is asked, the real driver's export (a
+ * per-thread-stream variant's own name), where it goes in `real`, and for those it stands in for, its own. */
+static const struct entry {
+    const char* name;
+    const char* export_name;
+    size_t field;
+    void* mine;
+} entries[] = {
+#define E(name, export_name, field, mine) {name, export_name, offsetof(__typeof__(real), field), (void*)mine}
+    E("cuModuleLoadData", "cuModuleLoadData", module_load_data, cuModuleLoadData),
+    E("cuModuleLoadDataEx", "cuModuleLoadDataEx", module_load_data_ex, cuModuleLoadDataEx),
+    E("cuModuleLoadFatBinary", "cuModuleLoadFatBinary", module_load_fat_binary, cuModuleLoadFatBinary),
+    E("cuModuleGetFunction", "cuModuleGetFunction", module_get_function, cuModuleGetFunction),
+    E("cuLibraryLoadData", "cuLibraryLoadData", library_load_data, cuLibraryLoadData),
+    E("cuLibraryGetKernel", "cuLibraryGetKernel", library_get_kernel, cuLibraryGetKernel),
+    E("cuKernelGetFunction", "cuKernelGetFunction", kernel_get_function, cuKernelGetFunction),
+    E("cuLaunchKernel", "cuLaunchKernel", launch_kernel, cuLaunchKernel),
+    E("cuLaunchKernel", "cuLaunchKernel_ptsz", launch_kernel_ptsz, cuLaunchKernel_ptsz),
+    E("cuLaunchKernelEx", "cuLaunchKernelEx", launch_kernel_ex, cuLaunchKernelEx),
+    E("cuLaunchKernelEx", "cuLaunchKernelEx_ptsz", launch_kernel_ex_ptsz, cuLaunchKernelEx_ptsz),
+    E("cuFuncGetName", "cuFuncGetName", func_get_name, NULL),
+    E("cuFuncGetParamInfo", "cuFuncGetParamInfo", func_get_param_info, NULL),
+    E("cuKernelGetName", "cuKernelGetName", kernel_get_name, NULL),
+    E("cuKernelGetParamInfo", "cuKernelGetParamInfo", kernel_get_param_info, NULL),
+#undef E
+};
+#define N_ENTRIES (sizeof entries / sizeof entries[0])
 
-EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, uint64_t flags, int* status);
+static void** slot_of(const struct entry* e) { return (void**)((char*)&real + e->field); }
+
+/* What cuGetProcAddress hands out for `symbol`: for cuGetProcAddress itself, the recorder's; for a name it stands
+ * in for, its own entry point for the real one it knows (the legacy-stream or per-thread-stream variant); another
+ * (a version it does not know) is passed on unrecorded, and said in a NOTE. */
+static void hand_out(const char* symbol, void** pfn, int version);
 
 EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, uint64_t flags) {
     if (real.get_proc_address == NULL) return NOT_INITIALIZED;
     CUresult r = real.get_proc_address(symbol, pfn, version, flags);
-    if (r == 0 && symbol != NULL && pfn != NULL && *pfn != NULL) {
-        if (strcmp(symbol, "cuGetProcAddress") == 0)
-            *pfn = version >= 12000 ? (void*)cuGetProcAddress_v2 : (void*)cuGetProcAddress;
-        else *pfn = stand_in(symbol, *pfn);
-    }
+    if (r == 0) hand_out(symbol, pfn, version);
     return r;
 }
 
 EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, uint64_t flags, int* status) {
     if (real.get_proc_address_v2 == NULL) return NOT_INITIALIZED;
     CUresult r = real.get_proc_address_v2(symbol, pfn, version, flags, status);
-    if (r == 0 && symbol != NULL && pfn != NULL && *pfn != NULL) {
-        if (strcmp(symbol, "cuGetProcAddress") == 0)
-            *pfn = version >= 12000 ? (void*)cuGetProcAddress_v2 : (void*)cuGetProcAddress;
-        else *pfn = stand_in(symbol, *pfn);
-    }
+    if (r == 0) hand_out(symbol, pfn, version);
     return r;
+}
+
+static void hand_out(const char* symbol, void** pfn, int version) {
+    if (symbol == NULL || pfn == NULL || *pfn == NULL) return;
+    if (strcmp(symbol, "cuGetProcAddress") == 0) {
+        *pfn = version >= 12000 ? (void*)cuGetProcAddress_v2 : (void*)cuGetProcAddress;
+        return;
+    }
+    int named = 0;
+    for (size_t i = 0; i < N_ENTRIES; i++) {
+        if (entries[i].mine == NULL || strcmp(entries[i].name, symbol) != 0) continue;
+        named = 1;
+        if (*slot_of(&entries[i]) == *pfn) {
+            *pfn = entries[i].mine;
+            return;
+        }
+    }
+    if (named) {
+        char text[300];
+        snprintf(text, sizeof text, "cuGetProcAddress gave an entry point of %s the recorder does not know (another "
+                 "version): its launches are not recorded", symbol);
+        note(text);
+    }
+}
+
+/* ------------------------------------------------------------------ loading */
+
+__attribute__((constructor)) static void start(void) {
+    const char* path = getenv("KERNELPACK_RECORD_DRIVER");
+    const char* log = getenv("KERNELPACK_RECORD_LOG");
+    const char* cap = getenv("KERNELPACK_RECORD_MAX_LAUNCHES");
+    if (cap != NULL && *cap) launches_left = strtoull(cap, NULL, 10);
+    if (log != NULL && *log) log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    real_lib = path != NULL && *path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    for (unsigned i = 0; i < kp_rec_count; i++) {
+        void* f = real_lib != NULL ? dlsym(real_lib, kp_rec_names[i]) : NULL;
+        kp_rec_real[i] = f != NULL ? f : (void*)missing_entry;
+    }
+    if (real_lib == NULL) {
+        char text[600];
+        const char* why = path == NULL || !*path ? "KERNELPACK_RECORD_DRIVER is not set" : dlerror();
+        snprintf(text, sizeof text, "the real driver could not be opened: %s", why ? why : "unknown");
+        note(text);
+        return;
+    }
+    *(void**)&real.get_proc_address = dlsym(real_lib, "cuGetProcAddress");
+    *(void**)&real.get_proc_address_v2 = dlsym(real_lib, "cuGetProcAddress_v2");
+    for (size_t i = 0; i < N_ENTRIES; i++) {
+        void** slot = slot_of(&entries[i]);
+        *slot = dlsym(real_lib, entries[i].export_name);
+        /* a driver that gives entry points only through cuGetProcAddress_v2 (as kernelpack's dry-run driver) */
+        if (*slot == NULL && real.get_proc_address_v2 != NULL &&
+            strcmp(entries[i].name, entries[i].export_name) == 0)
+            real.get_proc_address_v2(entries[i].name, slot, 12000, 0, NULL);
+    }
 }

@@ -257,17 +257,22 @@ def _pick(symbol: str, key: tuple[str, Arch], bins: list[Image]) -> Image:
     return next(iter(found.values()))
 
 
-def _names(symbol: str, spec: Kernel) -> tuple[str, str]:
-    """(family, variant): given, else from the symbol (a C++ symbol: its function name and template arguments)."""
-    name, variant = symbol, ""
+def symbol_names(symbol: str) -> tuple[str, str]:
+    """(family, variant) an entry symbol names by itself: a C++ symbol its function's name and its template arguments
+    made an identifier (``scale<float>`` -> ``scale``, ``float``); any other symbol itself and no variant."""
     if is_mangled(symbol):
         try:
             d = demangle(symbol)
-            name = d.name.split("::")[-1]
             targs = f"<{','.join(spell(t) for t in d.template_args)}>" if d.template_args else ""
-            variant = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", targs)).strip("_")
         except KernelpackError:
-            pass
+            return symbol, ""
+        return d.name.split("::")[-1], re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", targs)).strip("_")
+    return symbol, ""
+
+
+def _names(symbol: str, spec: Kernel) -> tuple[str, str]:
+    """(family, variant): given, else from the symbol (:func:`symbol_names`)."""
+    name, variant = symbol_names(symbol)
     name = spec.name or name
     if not _IDENT.match(name):
         raise CompileError(f"kernel {symbol}: {name!r} is not a C identifier; name it: Kernel(..., name='...') "

@@ -28,12 +28,15 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ...core import config
 from ...core.errors import CubinError, DecompressError
 from ...core.files import human
 from .decompress import LZ4_MAX_RATIO, ZSTD_MAX_RATIO, lz4_block, zstd
+
+if TYPE_CHECKING:
+    from mmap import mmap
 
 MAGIC = 0xBA55ED50
 _KINDS = {1: "ptx", 2: "cubin"}
@@ -169,14 +172,15 @@ class HostSection(NamedTuple):
     size: int
     link: int
 
-    def bytes_of(self, data: bytes, source: str) -> bytes:
+    def bytes_of(self, data: bytes | mmap, source: str) -> bytes:
         if self.kind == 8 or self.offset + self.size > len(data):  # SHT_NOBITS, or past the end
             raise FatbinError(f"{source}: its {self.name} section has no bytes in the file")
         return bytes(data[self.offset:self.offset + self.size])
 
 
-def host_sections(data: bytes, source: str = "object") -> list[HostSection]:
-    """The sections of a host ELF file (ELF64, little-endian), read from its section header table."""
+def host_sections(data: bytes | mmap, source: str = "object") -> list[HostSection]:
+    """The sections of a host ELF file (ELF64, little-endian), read from its section header table (a mapped file
+    too: only the table and the section names are read)."""
     try:
         shoff = struct.unpack_from("<Q", data, 40)[0]
         entsize, count, strndx = struct.unpack_from("<HHH", data, 58)
