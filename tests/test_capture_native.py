@@ -251,3 +251,22 @@ def test_only_the_devices_entries_of_a_fatbin_are_expanded(work: Path, tmp_path:
     kept = read_fatbin(data, keep=lambda kind, sm: seen.append((kind, sm)) or (kind == "cubin" and sm == 90))
     assert [(e.kind, e.sm) for e in kept] == [("cubin", 90)] and len(seen) == 3
     assert [str(c.arch) for c, _ in kernels._cubins(data, "k.fatbin", frozenset({90}))] == ["sm_90a"]
+
+
+def test_a_hostile_library_name_stays_data_in_the_project_file(tmp_path: Path) -> None:
+    """A library's file name (where a native kernel came from) is data: a line break, quotes and brackets in it
+    neither end the comment nor make TOML; the cubin's file name is made of safe characters."""
+    from kernelpack.capture.project import write
+    from kernelpack.capture.records import Launch, short_name
+    from kernelpack.project.model import read_toml
+
+    evil = 'lib"]\n[[triton]]\nkernel = "x.py:k'
+    files = {f"native/{short_name(evil)[:32]}_0123456789ab.sm_90a.cubin": b"\x7fELF"}
+    la = Launch(dsl="native", kernel=SCALE, name=kernels.readable(SCALE), call="", family={"symbol": SCALE},
+                variant={}, options={"files": sorted(files), "from": evil}, grid=(1, 1, 1),
+                grid_consts={"block": [32, 1, 1], "smem": 0, "cluster": [1, 1, 1]}, archs=("sm_90a",), payload=files)
+    write(tmp_path, [la], [], {"command": "test"})
+    data = read_toml(tmp_path / "kernelpack.toml")
+    assert "triton" not in data and len(data["cubin"]) == 1
+    assert data["cubin"][0]["kernels"] == {SCALE: {"name": "scale_float"}}
+    assert all(f.name.isascii() and "\n" not in f.name for f in (tmp_path / "native").iterdir())
